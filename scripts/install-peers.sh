@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Install the third-party MCP test peers into <repo>/.cache/ (git-ignored).
+#
+#   scripts/install-peers.sh          # install what is missing, then write .cache/peers.env
+#   scripts/install-peers.sh --force  # reinstall everything
+#
+# Installs (only from the package registries, by name, exact versions):
+#   .cache/node22  Node 22 from npm (`node` package), for the conformance CLI (needs fs.globSync)
+#   .cache/npm     @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance
+#   .cache/venv    Python venv with the MCP Python SDK (tests/peers/python_server.py)
+# and writes .cache/peers.env with absolute paths: NODE22, SERVER_EVERYTHING, CONFORMANCE,
+# PYTHON_MCP. Each part has a stamp file holding its version spec, so a second run only
+# checks stamps and files (well under a second). Source peers.env in tests/CI:
+#   . .cache/peers.env
+set -euo pipefail
+
+NODE22_VERSION="22.23.3"
+SERVER_EVERYTHING_VERSION="2026.8.31"
+CONFORMANCE_VERSION="0.2.0-alpha.11"
+PY_MCP_VERSION="2.3.0"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/.cache"
+FORCE=0
+case "${1:-}" in
+  --force) FORCE=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+  *) echo "usage: $0 [--force]" >&2; exit 2 ;;
+esac
+
+log() { echo "install-peers: $*" >&2; }
+mkdir -p "$CACHE"
+
+# Serialize concurrent runs (e.g. parallel test processes calling this script).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$CACHE/install-peers.lock"
+  flock 9
+fi
+
+# up_to_date STAMP SPEC FILE... : true when STAMP holds SPEC and every FILE exists.
+up_to_date() {
+  local stamp="$1" spec="$2"; shift 2
+  [[ $FORCE -eq 0 && -f "$stamp" && "$(cat "$stamp")" == "$spec" ]] || return 1
+  local f; for f in "$@"; do [[ -e "$f" ]] || return 1; done
+}
+
+# The system npm runs on the machine's Node (20); that is fine for installing.
+NPM_FLAGS=(--no-audit --no-fund --save-exact --loglevel=error)
+
+# 1. Node 22 ------------------------------------------------------------------
+NODE22="$CACHE/node22/node_modules/node/bin/node"
+spec="node@$NODE22_VERSION"
+if up_to_date "$CACHE/node22.stamp" "$spec" "$NODE22"; then
+  log "node22 ok ($spec)"
+else
+  log "installing $spec into .cache/node22"
+  rm -rf "$CACHE/node22" "$CACHE/node22.stamp"
+  mkdir -p "$CACHE/node22"
+  npm install --prefix "$CACHE/node22" "${NPM_FLAGS[@]}" "$spec" >&2
+  got="$("$NODE22" --version)"
+  if [[ "$got" != "v$NODE22_VERSION" ]]; then
+    log "expected v$NODE22_VERSION from $NODE22, got '$got'"; exit 1
+  fi
+  echo "$spec" > "$CACHE/node22.stamp"
+fi
+
+# 2. npm peers ----------------------------------------------------------------
+NPM_DIR="$CACHE/npm"
+SE_DIR="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything"
+CF_DIR="$NPM_DIR/node_modules/@modelcontextprotocol/conformance"
+SERVER_EVERYTHING="$SE_DIR/dist/index.js"
+spec="@modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION @modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
+if up_to_date "$CACHE/npm.stamp" "$spec" "$SERVER_EVERYTHING" "$CF_DIR/package.json"; then
+  log "npm peers ok"
+else
+  log "installing $spec into .cache/npm"
+  rm -rf "$NPM_DIR" "$CACHE/npm.stamp"
+  mkdir -p "$NPM_DIR"
+  # shellcheck disable=SC2086
+  npm install --prefix "$NPM_DIR" "${NPM_FLAGS[@]}" $spec >&2
+  [[ -f "$SERVER_EVERYTHING" ]] || { log "missing $SERVER_EVERYTHING"; exit 1; }
+  echo "$spec" > "$CACHE/npm.stamp"
+fi
+# The conformance CLI entry point, from its package.json "bin".
+CONFORMANCE="$("$NODE22" -e '
+  const dir = process.argv[1];
+  const p = require(dir + "/package.json");
+  const b = typeof p.bin === "string" ? p.bin : (p.bin.conformance || Object.values(p.bin)[0]);
+  console.log(require("path").resolve(dir, b));
+' "$CF_DIR")"
+[[ -f "$CONFORMANCE" ]] || { log "missing conformance CLI $CONFORMANCE"; exit 1; }
+
+# 3. Python venv with the MCP SDK ---------------------------------------------
+VENV="$CACHE/venv"
+PYTHON_MCP="$VENV/bin/python"
+spec="mcp==$PY_MCP_VERSION"
+if up_to_date "$CACHE/venv.stamp" "$spec" "$PYTHON_MCP"; then
+  log "venv ok ($spec)"
+else
+  log "creating .cache/venv with $spec"
+  rm -rf "$VENV" "$CACHE/venv.stamp"
+  python3 -m venv "$VENV"
+  "$PYTHON_MCP" -m pip install --quiet --disable-pip-version-check "$spec" >&2
+  got="$("$PYTHON_MCP" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+  [[ "$got" == "$PY_MCP_VERSION" ]] || { log "expected mcp $PY_MCP_VERSION, got '$got'"; exit 1; }
+  echo "$spec" > "$CACHE/venv.stamp"
+fi
+
+# 4. peers.env ----------------------------------------------------------------
+tmp="$CACHE/peers.env.tmp.$$"
+{
+  echo "# written by scripts/install-peers.sh; source it: . .cache/peers.env"
+  printf 'NODE22=%q\n' "$NODE22"
+  printf 'SERVER_EVERYTHING=%q\n' "$SERVER_EVERYTHING"
+  printf 'CONFORMANCE=%q\n' "$CONFORMANCE"
+  printf 'PYTHON_MCP=%q\n' "$PYTHON_MCP"
+  printf 'PYTHON_PEER=%q\n' "$ROOT/tests/peers/python_server.py"
+} > "$tmp"
+mv "$tmp" "$CACHE/peers.env"
+log "wrote .cache/peers.env"

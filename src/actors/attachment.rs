@@ -1,0 +1,633 @@
+//! The attachment actor: one per (workspace, enabled server); the one owner of its connection.
+//!
+//! It owns the [`Connection`] (and through it the child process group), the active-request
+//! table (one `CancellationToken` per in-flight call), the generation number and the backoff
+//! state. Its mailbox never awaits the network: connecting, calling and closing run as tasks
+//! that report back with messages stamped by generation, so a result from a replaced
+//! connection is recognised and dropped.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::restart::{RestartPolicy, Verdict};
+use super::workspace::{ActionReply, WorkspaceMsg};
+use crate::config::ServerDefinition;
+use crate::model::{
+    CallError, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, ToolResult,
+    TransportKind,
+};
+use crate::protocol::{self, CallPeer, ConnectOptions, Connection};
+
+/// Settings every attachment of a host shares.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    /// Bounds for connecting.
+    pub connect: ConnectOptions,
+    /// The default per-call deadline.
+    pub request_timeout: Duration,
+    /// How long a disable waits for in-flight calls before cancelling them.
+    pub drain_timeout: Duration,
+    /// Backoff and crash-loop policy.
+    pub restart: RestartPolicy,
+    /// The reference environment `${NAME}` expands from.
+    pub env: Arc<crate::config::Environment>,
+}
+
+/// How the attachment came to be, which decides what a failed first attempt means.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Origin {
+    /// Hydration or a reconnect: a failure leaves it `unavailable` and retrying.
+    Hydrate,
+    /// Restarted after the previous actor crashed: starts `unavailable`, then retries.
+    Restarted(Problem),
+    /// An interactive enable or add: a failure is reported and nothing is published.
+    Candidate,
+}
+
+/// The start-up arguments.
+pub(crate) struct AttachmentArgs {
+    pub alias: String,
+    pub definition: Arc<ServerDefinition>,
+    pub settings: Arc<Settings>,
+    pub workspace: ActorRef<WorkspaceMsg>,
+    /// Identifies this actor instance to the workspace.
+    pub instance: u64,
+    pub origin: Origin,
+    /// Crashes of earlier instances of this alias, for the crash-loop window.
+    pub crashes: VecDeque<Instant>,
+}
+
+/// One call routed to this attachment.
+pub(crate) struct CallRequest {
+    pub tool: String,
+    pub arguments: Map<String, Value>,
+    pub timeout: Duration,
+    pub cancel: CancellationToken,
+    pub reply: oneshot::Sender<Result<ToolResult, CallError>>,
+}
+
+/// The attachment's messages.
+pub(crate) enum AttachmentMsg {
+    /// Start a connection attempt (`retry` must match, so stale timers are ignored).
+    Connect { retry: u64 },
+    /// A connection attempt settled.
+    Connected {
+        retry: u64,
+        result: Result<Box<Live>, Problem>,
+    },
+    /// The connection of `generation` stopped delivering messages.
+    Lost { generation: u64 },
+    /// The loss was examined (exit status, stderr) and the old connection closed.
+    LostDetail { generation: u64, detail: String },
+    /// An explicit reconnect (enable of an already-enabled alias); clears `crash-loop`.
+    /// Answered when the attempt settles, or at once when already ready.
+    Reconnect { reply: ActionReply },
+    /// Run a call.
+    Call(CallRequest),
+    /// The call `id` settled.
+    Settled { id: u64 },
+    /// Stop taking calls, settle (`cancel`: cancel) in-flight ones, close, report, stop.
+    Drain { reason: String, cancel: bool },
+    /// The drain deadline passed: cancel whatever is still in flight.
+    DrainDeadline,
+    /// Panics inside the handler: a test hook for the supervision path.
+    #[doc(hidden)]
+    Panic,
+}
+
+/// A ready connection and what it publishes.
+pub(crate) struct Live {
+    connection: Connection,
+    peer: CallPeer,
+    tools: Arc<[ToolInfo]>,
+    negotiated: Negotiated,
+}
+
+enum Lifecycle {
+    Connecting,
+    Ready(Box<Live>),
+    Unavailable(Problem),
+    CrashLoop(Problem),
+}
+
+struct Draining {
+    reason: String,
+}
+
+/// The attachment's mutable state.
+pub(crate) struct AttachmentState {
+    args: AttachmentArgs,
+    lifecycle: Lifecycle,
+    generation: u64,
+    /// Stamps connection attempts and retry timers; only the newest counts.
+    retry: u64,
+    active: HashMap<u64, CancellationToken>,
+    next_call: u64,
+    delays: Box<dyn Iterator<Item = Duration> + Send>,
+    draining: Option<Draining>,
+    first_attempt: bool,
+    /// Explicit reconnects waiting for the attempt in progress to settle.
+    reconnects: Vec<ActionReply>,
+    /// A lost connection is being examined; its detail will complete the Problem.
+    loss_pending: bool,
+}
+
+/// The actor (no configuration lives here: it is all in the arguments).
+pub(crate) struct AttachmentActor;
+
+impl Actor for AttachmentActor {
+    type Msg = AttachmentMsg;
+    type State = AttachmentState;
+    type Arguments = AttachmentArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: AttachmentArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let lifecycle = match &args.origin {
+            Origin::Restarted(problem) => Lifecycle::Unavailable(problem.clone()),
+            _ => Lifecycle::Connecting,
+        };
+        let delays = Box::new(args.settings.restart.delays());
+        Ok(AttachmentState {
+            args,
+            lifecycle,
+            generation: 0,
+            retry: 0,
+            active: HashMap::new(),
+            next_call: 0,
+            delays,
+            draining: None,
+            first_attempt: true,
+            reconnects: Vec::new(),
+            loss_pending: false,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Connecting starts here, not in pre_start: ractor reports no supervision event for
+        // a failing pre_start, and the spawner must not wait for the network.
+        match state.args.origin.clone() {
+            Origin::Restarted(_) => {
+                state.publish();
+                state.schedule_retry(&myself);
+            }
+            _ => state.start_attempt(&myself),
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AttachmentMsg::Connect { retry } => {
+                if retry == state.retry && state.draining.is_none() {
+                    state.start_attempt(&myself);
+                }
+            }
+            AttachmentMsg::Connected { retry, result } => {
+                state.on_connected(&myself, retry, result)
+            }
+            AttachmentMsg::Lost { generation } => state.on_lost(&myself, generation),
+            AttachmentMsg::LostDetail { generation, detail } => {
+                let detail = format!(
+                    "server \"{}\" ({}) lost its connection: {detail}",
+                    state.args.alias,
+                    state.kind()
+                );
+                if generation == state.generation {
+                    state.loss_pending = false;
+                    match &mut state.lifecycle {
+                        Lifecycle::Unavailable(problem) => problem.detail = detail,
+                        Lifecycle::CrashLoop(problem) => {
+                            problem.detail = format!("{}; last failure: {detail}", problem.detail);
+                        }
+                        _ => return Ok(()),
+                    }
+                    state.publish();
+                }
+            }
+            AttachmentMsg::Reconnect { reply } => {
+                if let Some(draining) = &state.draining {
+                    let _ = reply.send(Err(Problem::conflict(format!(
+                        "server \"{}\" is closing ({}); enable it again once it is disabled",
+                        state.args.alias, draining.reason
+                    ))));
+                    return Ok(());
+                }
+                match state.lifecycle {
+                    // Already connected with the same definition: a no-op.
+                    Lifecycle::Ready(_) => {
+                        let _ = reply.send(Ok(state.snapshot()));
+                    }
+                    // The first attempt is under way; answer when it settles.
+                    Lifecycle::Connecting => state.reconnects.push(reply),
+                    Lifecycle::Unavailable(_) | Lifecycle::CrashLoop(_) => {
+                        state.reconnects.push(reply);
+                        state.args.crashes.clear();
+                        state.delays = Box::new(state.args.settings.restart.delays());
+                        state.start_attempt(&myself);
+                    }
+                }
+            }
+            AttachmentMsg::Call(request) => state.on_call(&myself, request),
+            AttachmentMsg::Settled { id } => {
+                state.active.remove(&id);
+                state.finish_drain_if_quiet(&myself);
+            }
+            AttachmentMsg::Drain { reason, cancel } => {
+                if state.draining.is_none() {
+                    state.draining = Some(Draining { reason });
+                    // Invalidate pending attempts and timers.
+                    state.retry += 1;
+                    if cancel {
+                        state.cancel_active();
+                    } else {
+                        myself.send_after(state.args.settings.drain_timeout, || {
+                            AttachmentMsg::DrainDeadline
+                        });
+                    }
+                    state.finish_drain_if_quiet(&myself);
+                }
+            }
+            AttachmentMsg::DrainDeadline => state.cancel_active(),
+            AttachmentMsg::Panic => panic!("attachment panic requested by a test"),
+        }
+        Ok(())
+    }
+}
+
+// === impl AttachmentState ===
+
+impl AttachmentState {
+    fn kind(&self) -> TransportKind {
+        self.args.definition.transport().kind()
+    }
+
+    fn snapshot(&self) -> ServerSnapshot {
+        let (state, problem, negotiated, tools) = match &self.lifecycle {
+            Lifecycle::Connecting => (ServerState::Connecting, None, None, Arc::from([])),
+            Lifecycle::Ready(live) => (
+                ServerState::Ready,
+                None,
+                Some(live.negotiated.clone()),
+                live.tools.clone(),
+            ),
+            Lifecycle::Unavailable(problem) => (
+                ServerState::Unavailable,
+                Some(problem.clone()),
+                None,
+                Arc::from([]),
+            ),
+            Lifecycle::CrashLoop(problem) => (
+                ServerState::CrashLoop,
+                Some(problem.clone()),
+                None,
+                Arc::from([]),
+            ),
+        };
+        ServerSnapshot {
+            alias: self.args.alias.clone(),
+            transport: self.kind(),
+            state,
+            problem,
+            negotiated,
+            tools,
+            generation: self.generation,
+        }
+    }
+
+    fn publish(&self) {
+        let _ = self.args.workspace.cast(WorkspaceMsg::Publish {
+            alias: self.args.alias.clone(),
+            instance: self.args.instance,
+            server: self.snapshot(),
+        });
+    }
+
+    fn start_attempt(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        self.retry += 1;
+        let retry = self.retry;
+        let alias = self.args.alias.clone();
+        let definition = self.args.definition.clone();
+        let settings = self.args.settings.clone();
+        let myself = myself.clone();
+        tokio::spawn(async move {
+            let result = prepare(&alias, &definition, &settings).await;
+            // If the actor is gone the message (and the connection in it) is dropped here,
+            // which closes the connection: nothing leaks.
+            let _ = myself.cast(AttachmentMsg::Connected { retry, result });
+        });
+    }
+
+    fn schedule_retry(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        let now = Instant::now();
+        let next = self.delays.next();
+        let verdict = self
+            .args
+            .settings
+            .restart
+            .decide(&mut self.args.crashes, now, next);
+        match verdict {
+            Verdict::RetryAfter(delay) => {
+                self.retry += 1;
+                let retry = self.retry;
+                myself.send_after(delay, move || AttachmentMsg::Connect { retry });
+            }
+            Verdict::GiveUp => {
+                let policy = &self.args.settings.restart;
+                let detail = format!(
+                    "server \"{}\" crashed {} times within {} s and is left down: fix it, then enable it again",
+                    self.args.alias,
+                    policy.crash_limit,
+                    policy.window.as_secs()
+                );
+                let detail = match &self.lifecycle {
+                    Lifecycle::Unavailable(problem) => {
+                        format!("{detail}; last failure: {}", problem.detail)
+                    }
+                    _ => detail,
+                };
+                self.lifecycle = Lifecycle::CrashLoop(Problem::crash_loop(detail));
+                self.publish();
+            }
+        }
+    }
+
+    fn on_connected(
+        &mut self,
+        myself: &ActorRef<AttachmentMsg>,
+        retry: u64,
+        result: Result<Box<Live>, Problem>,
+    ) {
+        if retry != self.retry || self.draining.is_some() {
+            if let Ok(live) = result {
+                close_in_background(live.connection, self.args.settings.connect.close_grace);
+            }
+            return;
+        }
+        let first = std::mem::replace(&mut self.first_attempt, false);
+        match result {
+            Ok(live) => {
+                self.generation += 1;
+                let generation = self.generation;
+                let lost = live.connection.lost();
+                let watcher = myself.clone();
+                tokio::spawn(async move {
+                    lost.cancelled().await;
+                    let _ = watcher.cast(AttachmentMsg::Lost { generation });
+                });
+                self.delays = Box::new(self.args.settings.restart.delays());
+                self.lifecycle = Lifecycle::Ready(live);
+                self.publish();
+                self.answer_reconnects();
+            }
+            Err(problem) => {
+                if first && self.args.origin == Origin::Candidate {
+                    // An interactive candidate that fails publishes nothing: the workspace
+                    // reports the Problem and stops us.
+                    let _ = self.args.workspace.cast(WorkspaceMsg::CandidateFailed {
+                        alias: self.args.alias.clone(),
+                        instance: self.args.instance,
+                        problem,
+                    });
+                    myself.stop(None);
+                    return;
+                }
+                self.lifecycle = Lifecycle::Unavailable(problem);
+                self.publish();
+                self.answer_reconnects();
+                self.schedule_retry(myself);
+            }
+        }
+    }
+
+    fn on_lost(&mut self, myself: &ActorRef<AttachmentMsg>, generation: u64) {
+        if generation != self.generation || !matches!(self.lifecycle, Lifecycle::Ready(_)) {
+            return;
+        }
+        let problem = Problem::server_unavailable(format!(
+            "server \"{}\" ({}) lost its connection; reconnecting",
+            self.args.alias,
+            self.kind()
+        ));
+        let Lifecycle::Ready(live) =
+            std::mem::replace(&mut self.lifecycle, Lifecycle::Unavailable(problem))
+        else {
+            return;
+        };
+        metrics::counter!("plurnk_mcp_restarts_total").increment(1);
+        tracing::warn!(server = %self.args.alias, "connection lost; reconnecting with backoff");
+        // In-flight calls fail by themselves: their `CallPeer` watches the same token.
+        let myself_for_detail = myself.clone();
+        let grace = self.args.settings.connect.close_grace;
+        tokio::spawn(async move {
+            let detail = live.connection.loss_detail().await;
+            let _ = live.connection.close(grace).await;
+            let _ = myself_for_detail.cast(AttachmentMsg::LostDetail { generation, detail });
+        });
+        self.args.crashes.push_back(Instant::now());
+        self.loss_pending = true;
+        self.publish();
+        if self.draining.is_none() {
+            self.schedule_retry(myself);
+        } else {
+            self.finish_drain_if_quiet(myself);
+        }
+    }
+
+    fn on_call(&mut self, myself: &ActorRef<AttachmentMsg>, request: CallRequest) {
+        let alias = &self.args.alias;
+        if let Some(draining) = &self.draining {
+            let _ = request.reply.send(Err(CallError::Closing {
+                alias: alias.clone(),
+                reason: draining.reason.clone(),
+            }));
+            return;
+        }
+        let live = match &self.lifecycle {
+            Lifecycle::Ready(live) => live,
+            other => {
+                let (state, detail) = match other {
+                    Lifecycle::Connecting => {
+                        (ServerState::Connecting, "it is still connecting".to_owned())
+                    }
+                    Lifecycle::Unavailable(problem) => {
+                        (ServerState::Unavailable, problem.detail.clone())
+                    }
+                    Lifecycle::CrashLoop(problem) => {
+                        (ServerState::CrashLoop, problem.detail.clone())
+                    }
+                    Lifecycle::Ready(_) => (ServerState::Ready, String::new()),
+                };
+                let _ = request.reply.send(Err(CallError::NotReady {
+                    alias: alias.clone(),
+                    state,
+                    detail,
+                }));
+                return;
+            }
+        };
+        if !live.tools.iter().any(|tool| tool.name == request.tool) {
+            let _ = request.reply.send(Err(CallError::UnknownTool {
+                alias: alias.clone(),
+                tool: request.tool,
+            }));
+            return;
+        }
+        self.next_call += 1;
+        let id = self.next_call;
+        let closing = CancellationToken::new();
+        self.active.insert(id, closing.clone());
+        let peer = live.peer.clone();
+        let myself = myself.clone();
+        let alias = alias.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let CallRequest {
+                tool,
+                arguments,
+                timeout,
+                cancel,
+                reply,
+            } = request;
+            let result = tokio::select! {
+                result = peer.call_tool(&tool, arguments, timeout, &cancel) => result,
+                () = closing.cancelled() => Err(CallError::Closing {
+                    alias: alias.clone(),
+                    reason: "the server is closing".into(),
+                }),
+            };
+            let outcome = match &result {
+                Ok(result) if result.is_error => "tool-error",
+                Ok(_) => "ok",
+                Err(CallError::Timeout { .. }) => "timeout",
+                Err(CallError::Cancelled { .. }) => "cancelled",
+                Err(_) => "error",
+            };
+            metrics::counter!("plurnk_mcp_calls_total", "outcome" => outcome).increment(1);
+            metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
+            let _ = reply.send(result);
+            let _ = myself.cast(AttachmentMsg::Settled { id });
+        });
+    }
+
+    fn answer_reconnects(&mut self) {
+        let snapshot = self.snapshot();
+        for reply in self.reconnects.drain(..) {
+            let answer = match &snapshot.problem {
+                Some(problem) if snapshot.state != ServerState::Ready => Err(problem.clone()),
+                _ => Ok(snapshot.clone()),
+            };
+            let _ = reply.send(answer);
+        }
+    }
+
+    fn cancel_active(&mut self) {
+        for token in self.active.values() {
+            token.cancel();
+        }
+    }
+
+    fn finish_drain_if_quiet(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        if self.draining.is_none() || !self.active.is_empty() {
+            return;
+        }
+        for reply in self.reconnects.drain(..) {
+            let _ = reply.send(Err(Problem::conflict(format!(
+                "server \"{}\" was disabled before it reconnected",
+                self.args.alias
+            ))));
+        }
+        let connection = match std::mem::replace(&mut self.lifecycle, Lifecycle::Connecting) {
+            Lifecycle::Ready(live) => Some(live.connection),
+            _ => None,
+        };
+        let workspace = self.args.workspace.clone();
+        let alias = self.args.alias.clone();
+        let instance = self.args.instance;
+        let grace = self.args.settings.connect.close_grace;
+        let myself = myself.clone();
+        tokio::spawn(async move {
+            let result = match connection {
+                Some(connection) => connection.close(grace).await,
+                None => Ok(()),
+            };
+            let _ = workspace.cast(WorkspaceMsg::Detached {
+                alias,
+                instance,
+                result,
+            });
+            myself.stop(None);
+        });
+    }
+}
+
+fn close_in_background(connection: Connection, grace: Duration) {
+    tokio::spawn(async move {
+        let _ = connection.close(grace).await;
+    });
+}
+
+/// Connects, lists and applies the tool policy: everything a server needs before it may
+/// publish. Any failure is one `502 server-unavailable` Problem that names the server and
+/// transport and never a credential.
+async fn prepare(
+    alias: &str,
+    definition: &ServerDefinition,
+    settings: &Settings,
+) -> Result<Box<Live>, Problem> {
+    let kind = definition.transport().kind();
+    let unavailable = |detail: String| {
+        Problem::server_unavailable(format!("server \"{alias}\" ({kind}) {detail}"))
+    };
+    let target = protocol::target(definition, &settings.env)
+        .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
+    let connection = protocol::connect(alias, &target, &settings.connect)
+        .await
+        .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
+    let listed = match connection.list_tools(settings.request_timeout).await {
+        Ok(listed) => listed,
+        Err(detail) => {
+            close_in_background(connection, settings.connect.close_grace);
+            return Err(unavailable(format!("could not be listed: {detail}")));
+        }
+    };
+    let tools = match protocol::apply_policy(alias, listed, definition.tools(), definition.read()) {
+        Ok(tools) => tools,
+        Err(detail) => {
+            close_in_background(connection, settings.connect.close_grace);
+            return Err(Problem::server_unavailable(detail));
+        }
+    };
+    let negotiated = connection.negotiated().clone();
+    let peer = connection.call_peer();
+    tracing::info!(
+        server = alias,
+        revision = %negotiated.revision,
+        tools = tools.len(),
+        pid = ?connection.pid(),
+        "server ready"
+    );
+    Ok(Box::new(Live {
+        connection,
+        peer,
+        tools: tools.into(),
+        negotiated,
+    }))
+}

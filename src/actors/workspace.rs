@@ -1,0 +1,659 @@
+//! The workspace actor: the available and enabled sets, the attachments, and the snapshot.
+//!
+//! It is the only writer of its workspace's [`WorkspaceSnapshot`]. Attachments report their
+//! state with `Publish`; each report replaces that server's entry whole and commits a new
+//! immutable snapshot in the same message, so readers never see a half-published server.
+//! Disable and remove commit the reduced snapshot only when the attachment has drained
+//! (invariant 4), and a re-enable that arrives meanwhile waits behind that commit.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::sync::{broadcast, watch};
+
+use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
+use crate::config::ServerDefinition;
+use crate::host::HostEvent;
+use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
+
+/// What readers of a workspace see: the snapshot, and the routes calls take.
+#[derive(Debug)]
+pub(crate) struct Published {
+    pub snapshot: Arc<WorkspaceSnapshot>,
+    pub routes: HashMap<String, ActorRef<AttachmentMsg>>,
+}
+
+/// Who owns a definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The service environment.
+    Service,
+    /// Added in this workspace.
+    Workspace,
+}
+
+/// A reply carrying a server's resulting snapshot or the Problem that prevented it.
+pub(crate) type ActionReply = RpcReplyPort<Result<ServerSnapshot, Problem>>;
+
+/// A close failure seen during shutdown.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CloseFailure {
+    /// The workspace.
+    pub workspace: String,
+    /// The server alias.
+    pub alias: String,
+    /// What did not close.
+    pub detail: String,
+}
+
+/// The workspace's messages.
+pub(crate) enum WorkspaceMsg {
+    /// An attachment's current state.
+    Publish {
+        alias: String,
+        instance: u64,
+        server: ServerSnapshot,
+    },
+    /// An interactive candidate failed its first attempt and stopped.
+    CandidateFailed {
+        alias: String,
+        instance: u64,
+        problem: Problem,
+    },
+    /// An attachment finished draining and closed.
+    Detached {
+        alias: String,
+        instance: u64,
+        result: Result<(), String>,
+    },
+    Enable {
+        alias: String,
+        reply: ActionReply,
+    },
+    Disable {
+        alias: String,
+        reply: ActionReply,
+    },
+    Add {
+        definition: ServerDefinition,
+        reply: ActionReply,
+    },
+    Remove {
+        alias: String,
+        reply: ActionReply,
+    },
+    /// Drain everything and report close failures.
+    Shutdown {
+        reply: RpcReplyPort<Vec<CloseFailure>>,
+    },
+}
+
+/// The start-up arguments.
+pub(crate) struct WorkspaceArgs {
+    pub name: String,
+    pub definitions: BTreeMap<String, (Arc<ServerDefinition>, Source, bool)>,
+    pub settings: Arc<Settings>,
+    pub published: watch::Sender<Arc<Published>>,
+    pub events: broadcast::Sender<HostEvent>,
+}
+
+struct Entry {
+    definition: Arc<ServerDefinition>,
+    source: Source,
+    enabled: bool,
+}
+
+struct Attached {
+    actor: ActorRef<AttachmentMsg>,
+    instance: u64,
+    draining: bool,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Enable/add waiters, answered when the server leaves `connecting`.
+    settle: Vec<ActionReply>,
+    /// Disable/remove waiters, answered when the attachment has detached.
+    detach: Vec<ActionReply>,
+    /// Enable again once the draining attachment is gone.
+    enable_after_detach: bool,
+    /// Drop the definition once detached (remove).
+    remove_after_detach: bool,
+}
+
+/// The workspace's mutable state.
+pub(crate) struct WorkspaceState {
+    name: String,
+    settings: Arc<Settings>,
+    entries: BTreeMap<String, Entry>,
+    attachments: HashMap<String, Attached>,
+    servers: BTreeMap<String, ServerSnapshot>,
+    version: u64,
+    next_instance: u64,
+    pending: HashMap<String, Pending>,
+    crashes: HashMap<String, VecDeque<Instant>>,
+    published: watch::Sender<Arc<Published>>,
+    events: broadcast::Sender<HostEvent>,
+    shutdown: Option<(RpcReplyPort<Vec<CloseFailure>>, Vec<CloseFailure>)>,
+}
+
+/// The actor.
+pub(crate) struct WorkspaceActor;
+
+impl Actor for WorkspaceActor {
+    type Msg = WorkspaceMsg;
+    type State = WorkspaceState;
+    type Arguments = WorkspaceArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: WorkspaceArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let entries = args
+            .definitions
+            .into_iter()
+            .map(|(alias, (definition, source, enabled))| {
+                (
+                    alias,
+                    Entry {
+                        definition,
+                        source,
+                        enabled,
+                    },
+                )
+            })
+            .collect();
+        Ok(WorkspaceState {
+            name: args.name,
+            settings: args.settings,
+            entries,
+            attachments: HashMap::new(),
+            servers: BTreeMap::new(),
+            version: 0,
+            next_instance: 0,
+            pending: HashMap::new(),
+            crashes: HashMap::new(),
+            published: args.published,
+            events: args.events,
+            shutdown: None,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Hydration: every enabled server connects in parallel, each in its own attachment.
+        let aliases: Vec<String> = state.entries.keys().cloned().collect();
+        for alias in aliases {
+            let enabled = state.entries.get(&alias).is_some_and(|entry| entry.enabled);
+            state
+                .servers
+                .insert(alias.clone(), state.placeholder(&alias, enabled));
+            if enabled {
+                state.attach(&myself, &alias, Origin::Hydrate).await?;
+            }
+        }
+        state.commit();
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            WorkspaceMsg::Publish {
+                alias,
+                instance,
+                server,
+            } => state.on_publish(alias, instance, server),
+            WorkspaceMsg::CandidateFailed {
+                alias,
+                instance,
+                problem,
+            } => state.on_candidate_failed(&alias, instance, problem),
+            WorkspaceMsg::Detached {
+                alias,
+                instance,
+                result,
+            } => state.on_detached(&myself, alias, instance, result).await?,
+            WorkspaceMsg::Enable { alias, reply } => state.enable(&myself, alias, reply).await?,
+            WorkspaceMsg::Disable { alias, reply } => state.disable(alias, reply, false),
+            WorkspaceMsg::Remove { alias, reply } => {
+                match state.entries.get(&alias).map(|entry| entry.source) {
+                    None => {
+                        let _ = reply.send(Err(Problem::unknown_server(&alias)));
+                    }
+                    Some(Source::Service) => {
+                        let _ = reply.send(Err(Problem::conflict(format!(
+                            "server \"{alias}\" comes from the service environment and cannot be removed: disable it instead"
+                        ))));
+                    }
+                    Some(Source::Workspace) => state.disable(alias, reply, true),
+                }
+            }
+            WorkspaceMsg::Add { definition, reply } => {
+                let alias = definition.alias().to_owned();
+                if state.shutdown.is_some() {
+                    let _ = reply.send(Err(Problem::shutting_down()));
+                } else if state.entries.contains_key(&alias) {
+                    let _ = reply.send(Err(Problem::conflict(format!(
+                        "server \"{alias}\" already exists in this workspace: choose another alias, or enable it"
+                    ))));
+                } else {
+                    state.entries.insert(
+                        alias.clone(),
+                        Entry {
+                            definition: Arc::new(definition),
+                            source: Source::Workspace,
+                            enabled: false,
+                        },
+                    );
+                    state
+                        .pending
+                        .entry(alias.clone())
+                        .or_default()
+                        .settle
+                        .push(reply);
+                    state.attach(&myself, &alias, Origin::Candidate).await?;
+                }
+            }
+            WorkspaceMsg::Shutdown { reply } => {
+                state.shutdown = Some((reply, Vec::new()));
+                for attached in state.attachments.values_mut() {
+                    attached.draining = true;
+                    let _ = attached.actor.cast(AttachmentMsg::Drain {
+                        reason: "the host is shutting down".into(),
+                        cancel: true,
+                    });
+                }
+                state.finish_shutdown_if_done();
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // ractor's default would stop the workspace when a child exits: never do that.
+        if let SupervisionEvent::ActorFailed(cell, error) = event {
+            let found = state
+                .attachments
+                .iter()
+                .find(|(_, attached)| attached.actor.get_id() == cell.get_id())
+                .map(|(alias, attached)| (alias.clone(), attached.draining));
+            let Some((alias, draining)) = found else {
+                return Ok(());
+            };
+            state.attachments.remove(&alias);
+            tracing::error!(server = %alias, %error, "attachment crashed; restarting it as unavailable");
+            metrics::counter!("plurnk_mcp_restarts_total").increment(1);
+            if draining || state.shutdown.is_some() {
+                // It was closing anyway; its connection was dropped with it.
+                state
+                    .on_detached(
+                        &myself,
+                        alias,
+                        u64::MAX,
+                        Err("the attachment crashed while closing".into()),
+                    )
+                    .await?;
+                return Ok(());
+            }
+            state
+                .crashes
+                .entry(alias.clone())
+                .or_default()
+                .push_back(Instant::now());
+            let problem = Problem::server_unavailable(format!(
+                "server \"{alias}\" had an internal failure and is reconnecting"
+            ));
+            state
+                .attach(&myself, &alias, Origin::Restarted(problem))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+// === impl WorkspaceState ===
+
+impl WorkspaceState {
+    fn placeholder(&self, alias: &str, enabled: bool) -> ServerSnapshot {
+        let kind = self
+            .entries
+            .get(alias)
+            .map(|entry| entry.definition.transport().kind())
+            .unwrap_or(crate::model::TransportKind::Stdio);
+        ServerSnapshot {
+            alias: alias.to_owned(),
+            transport: kind,
+            state: if enabled {
+                ServerState::Connecting
+            } else {
+                ServerState::Disabled
+            },
+            problem: None,
+            negotiated: None,
+            tools: Arc::from([]),
+            generation: 0,
+        }
+    }
+
+    async fn attach(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: &str,
+        origin: Origin,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(entry) = self.entries.get(alias) else {
+            return Ok(());
+        };
+        self.next_instance += 1;
+        let instance = self.next_instance;
+        let args = AttachmentArgs {
+            alias: alias.to_owned(),
+            definition: entry.definition.clone(),
+            settings: self.settings.clone(),
+            workspace: myself.clone(),
+            instance,
+            origin,
+            crashes: self.crashes.get(alias).cloned().unwrap_or_default(),
+        };
+        let (actor, _) =
+            Actor::spawn_linked(None, AttachmentActor, args, myself.get_cell()).await?;
+        self.attachments.insert(
+            alias.to_owned(),
+            Attached {
+                actor,
+                instance,
+                draining: false,
+            },
+        );
+        Ok(())
+    }
+
+    fn is_current(&self, alias: &str, instance: u64) -> bool {
+        self.attachments
+            .get(alias)
+            .is_some_and(|attached| attached.instance == instance)
+    }
+
+    fn on_publish(&mut self, alias: String, instance: u64, server: ServerSnapshot) {
+        if !self.is_current(&alias, instance) {
+            return;
+        }
+        // A successful candidate becomes enabled only now that it is ready.
+        if server.state == ServerState::Ready
+            && let Some(entry) = self.entries.get_mut(&alias)
+        {
+            entry.enabled = true;
+        }
+        let previous = self.servers.insert(alias.clone(), server.clone());
+        if previous.as_ref().map(|p| p.state) != Some(server.state) {
+            let _ = self.events.send(HostEvent::StateChanged {
+                workspace: self.name.clone(),
+                alias: alias.clone(),
+                from: previous.map(|p| p.state),
+                to: server.state,
+                problem: server.problem.clone(),
+            });
+        }
+        self.commit();
+        if server.state != ServerState::Connecting
+            && let Some(pending) = self.pending.get_mut(&alias)
+        {
+            for reply in pending.settle.drain(..) {
+                let answer = match (&server.state, &server.problem) {
+                    (ServerState::Ready, _) => Ok(server.clone()),
+                    (_, Some(problem)) => Err(problem.clone()),
+                    _ => Ok(server.clone()),
+                };
+                let _ = reply.send(answer);
+            }
+        }
+    }
+
+    fn on_candidate_failed(&mut self, alias: &str, instance: u64, problem: Problem) {
+        if !self.is_current(alias, instance) {
+            return;
+        }
+        self.attachments.remove(alias);
+        // A failed add leaves no trace; a failed enable leaves the server disabled.
+        if let Some(entry) = self.entries.get(alias)
+            && entry.source == Source::Workspace
+            && !entry.enabled
+            && !self.servers.contains_key(alias)
+        {
+            self.entries.remove(alias);
+        }
+        if let Some(pending) = self.pending.get_mut(alias) {
+            for reply in pending.settle.drain(..) {
+                let _ = reply.send(Err(problem.clone()));
+            }
+        }
+    }
+
+    async fn on_detached(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: String,
+        instance: u64,
+        result: Result<(), String>,
+    ) -> Result<(), ActorProcessingErr> {
+        if instance != u64::MAX && !self.is_current(&alias, instance) {
+            return Ok(());
+        }
+        self.attachments.remove(&alias);
+        if let Err(detail) = result {
+            tracing::warn!(server = %alias, %detail, "server did not close cleanly");
+            if let Some((_, failures)) = self.shutdown.as_mut() {
+                failures.push(CloseFailure {
+                    workspace: self.name.clone(),
+                    alias: alias.clone(),
+                    detail,
+                });
+            }
+        }
+        let pending = self.pending.remove(&alias).unwrap_or_default();
+        // What the disable/remove answers: the server as it now is, disabled (a removed
+        // server's last view, since it is gone from the snapshot).
+        let mut answer = self.placeholder(&alias, false);
+        if pending.remove_after_detach {
+            self.entries.remove(&alias);
+            if let Some(last) = self.servers.remove(&alias) {
+                answer.transport = last.transport;
+            }
+        } else if self.entries.contains_key(&alias) {
+            let placeholder = self.placeholder(&alias, false);
+            let previous = self.servers.insert(alias.clone(), placeholder.clone());
+            let _ = self.events.send(HostEvent::StateChanged {
+                workspace: self.name.clone(),
+                alias: alias.clone(),
+                from: previous.map(|p| p.state),
+                to: ServerState::Disabled,
+                problem: None,
+            });
+        }
+        self.commit();
+        for reply in pending.detach {
+            let _ = reply.send(Ok(answer.clone()));
+        }
+        if self.shutdown.is_some() {
+            for reply in pending.settle {
+                let _ = reply.send(Err(Problem::shutting_down()));
+            }
+            self.finish_shutdown_if_done();
+        } else if pending.enable_after_detach {
+            self.pending.entry(alias.clone()).or_default().settle = pending.settle;
+            if let Some(entry) = self.entries.get_mut(&alias) {
+                entry.enabled = true;
+            }
+            self.servers
+                .insert(alias.clone(), self.placeholder(&alias, true));
+            self.commit();
+            self.attach(myself, &alias, Origin::Hydrate).await?;
+        }
+        Ok(())
+    }
+
+    async fn enable(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: String,
+        reply: ActionReply,
+    ) -> Result<(), ActorProcessingErr> {
+        if self.shutdown.is_some() {
+            let _ = reply.send(Err(Problem::shutting_down()));
+            return Ok(());
+        }
+        if !self.entries.contains_key(&alias) {
+            let _ = reply.send(Err(Problem::unknown_server(&alias)));
+            return Ok(());
+        }
+        match self.attachments.get(&alias) {
+            Some(attached) if attached.draining => {
+                // Re-enable behind the pending disable commit, never beside it.
+                let pending = self.pending.entry(alias).or_default();
+                pending.enable_after_detach = true;
+                pending.remove_after_detach = false;
+                pending.settle.push(reply);
+            }
+            Some(attached) => {
+                // The attachment answers itself: only it knows which attempt is the
+                // reconnect, so a late report of the old connection cannot answer it.
+                let _ = attached.actor.cast(AttachmentMsg::Reconnect { reply });
+            }
+            None => {
+                self.pending
+                    .entry(alias.clone())
+                    .or_default()
+                    .settle
+                    .push(reply);
+                self.attach(myself, &alias, Origin::Candidate).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn disable(&mut self, alias: String, reply: ActionReply, remove: bool) {
+        if self.shutdown.is_some() {
+            let _ = reply.send(Err(Problem::shutting_down()));
+            return;
+        }
+        let Some(entry) = self.entries.get_mut(&alias) else {
+            let _ = reply.send(Err(Problem::unknown_server(&alias)));
+            return;
+        };
+        entry.enabled = false;
+        match self.attachments.get_mut(&alias) {
+            Some(attached) => {
+                let pending = self.pending.entry(alias.clone()).or_default();
+                pending.detach.push(reply);
+                pending.enable_after_detach = false;
+                pending.remove_after_detach |= remove;
+                // Waiters of an enable that is now superseded get the disable's outcome.
+                for waiting in pending.settle.drain(..) {
+                    let _ = waiting.send(Err(Problem::conflict(format!(
+                        "server \"{alias}\" was disabled before it finished connecting"
+                    ))));
+                }
+                if !attached.draining {
+                    attached.draining = true;
+                    let _ = attached.actor.cast(AttachmentMsg::Drain {
+                        reason: if remove {
+                            "it is being removed".into()
+                        } else {
+                            "it is being disabled".into()
+                        },
+                        cancel: false,
+                    });
+                }
+            }
+            None => {
+                // Already disabled: a no-op (or a plain removal).
+                if remove {
+                    self.entries.remove(&alias);
+                    self.servers.remove(&alias);
+                    self.commit();
+                }
+                let answer = self
+                    .servers
+                    .get(&alias)
+                    .cloned()
+                    .unwrap_or_else(|| self.placeholder(&alias, false));
+                let _ = reply.send(Ok(answer));
+            }
+        }
+    }
+
+    fn finish_shutdown_if_done(&mut self) {
+        if self.attachments.is_empty()
+            && let Some((reply, failures)) = self.shutdown.take()
+        {
+            let _ = reply.send(failures);
+            // Keep refusing new work after the reply.
+            self.shutdown = None;
+            self.entries
+                .values_mut()
+                .for_each(|entry| entry.enabled = false);
+        }
+    }
+
+    /// Builds and swaps in a new snapshot: the one place a workspace's view changes.
+    fn commit(&mut self) {
+        self.version += 1;
+        let snapshot = Arc::new(WorkspaceSnapshot {
+            workspace: self.name.clone(),
+            version: self.version,
+            servers: self.servers.clone(),
+        });
+        let routes = self
+            .attachments
+            .iter()
+            .map(|(alias, attached)| (alias.clone(), attached.actor.clone()))
+            .collect();
+        let mut counts: HashMap<ServerState, usize> = HashMap::new();
+        for server in snapshot.servers.values() {
+            *counts.entry(server.state).or_default() += 1;
+        }
+        for state in [
+            ServerState::Disabled,
+            ServerState::Connecting,
+            ServerState::Ready,
+            ServerState::Unavailable,
+            ServerState::CrashLoop,
+        ] {
+            metrics::gauge!("plurnk_mcp_attachments", "workspace" => self.name.clone(), "state" => state.to_string())
+                .set(counts.get(&state).copied().unwrap_or(0) as f64);
+        }
+        self.published
+            .send_replace(Arc::new(Published { snapshot, routes }));
+        let _ = self.events.send(HostEvent::SnapshotCommitted {
+            workspace: self.name.clone(),
+            version: self.version,
+        });
+    }
+}
+
+/// Aliases whose definitions are enabled, for tests and status.
+#[allow(dead_code)]
+pub(crate) fn enabled(state: &WorkspaceState) -> HashSet<String> {
+    state
+        .entries
+        .iter()
+        .filter(|(_, entry)| entry.enabled)
+        .map(|(alias, _)| alias.clone())
+        .collect()
+}

@@ -1,0 +1,258 @@
+//! The command implementations: each hydrates the environment's configuration, does one
+//! thing, shuts the host down and turns the outcome into an exit code.
+
+pub(crate) mod demo;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use plurnk_mcp::{CallOptions, Host, HostConfig, ServerState, WorkspaceSnapshot};
+
+/// Logs go to stderr, filtered by `PLURNK_MCP_LOG` (else `default`).
+pub(crate) fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PLURNK_MCP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("plurnk-mcp: {message}");
+    ExitCode::from(2)
+}
+
+async fn start_from_env() -> Result<Host, ExitCode> {
+    // Non-UTF-8 variables cannot be PLURNK_MCP settings or `${NAME}` targets: skip them
+    // rather than panic the way `std::env::vars` would.
+    let vars = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    let config = HostConfig::from_env(vars).map_err(|errors| {
+        eprintln!(
+            "plurnk-mcp: the configuration has {} problem(s):",
+            errors.errors().len()
+        );
+        for error in errors.errors() {
+            eprintln!("  - {error}");
+        }
+        ExitCode::from(2)
+    })?;
+    Host::start(config).await.map_err(fail)
+}
+
+async fn finish(host: &Host) {
+    let report = host.shutdown().await;
+    for failure in report.failures {
+        eprintln!(
+            "plurnk-mcp: server \"{}\" did not close cleanly: {}",
+            failure.alias, failure.detail
+        );
+    }
+}
+
+/// Renders the status table.
+pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
+    let mut rows = vec![[
+        "SERVER".to_owned(),
+        "TRANSPORT".to_owned(),
+        "STATE".to_owned(),
+        "REVISION".to_owned(),
+        "TOOLS".to_owned(),
+        "PROBLEM".to_owned(),
+    ]];
+    for server in snapshot.servers.values() {
+        rows.push([
+            server.alias.clone(),
+            server.transport.to_string(),
+            server.state.to_string(),
+            server
+                .negotiated
+                .as_ref()
+                .map(|n| n.revision.clone())
+                .unwrap_or_else(|| "-".into()),
+            if server.state == ServerState::Ready {
+                server.tools.len().to_string()
+            } else {
+                "-".into()
+            },
+            server
+                .problem
+                .as_ref()
+                .map(|p| p.detail.lines().next().unwrap_or_default().to_owned())
+                .unwrap_or_default(),
+        ]);
+    }
+    let mut widths = [0usize; 6];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i == 5 {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+pub(crate) async fn status(json: bool) -> ExitCode {
+    let host = match start_from_env().await {
+        Ok(host) => host,
+        Err(code) => return code,
+    };
+    let snapshot = host.default_workspace().snapshot();
+    if json {
+        match serde_json::to_string_pretty(&*snapshot) {
+            Ok(text) => println!("{text}"),
+            Err(error) => {
+                finish(&host).await;
+                return fail(error);
+            }
+        }
+    } else {
+        print!("{}", status_table(&snapshot));
+    }
+    finish(&host).await;
+    ExitCode::SUCCESS
+}
+
+pub(crate) async fn tools(server: &str, json: bool) -> ExitCode {
+    let host = match start_from_env().await {
+        Ok(host) => host,
+        Err(code) => return code,
+    };
+    let snapshot = host.default_workspace().snapshot();
+    let code = match snapshot.server(server) {
+        None => fail(format!(
+            "server \"{server}\" is not configured: set PLURNK_MCP_{}",
+            server.to_ascii_uppercase().replace('-', "_")
+        )),
+        Some(entry) if entry.state != ServerState::Ready => fail(format!(
+            "server \"{server}\" is {}: {}",
+            entry.state,
+            entry
+                .problem
+                .as_ref()
+                .map(|p| p.detail.clone())
+                .unwrap_or_else(|| "enable it with PLURNK_MCP_ENABLED".into())
+        )),
+        Some(entry) if json => match serde_json::to_string_pretty(&*entry.tools) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(error),
+        },
+        Some(entry) => {
+            for tool in entry.tools.iter() {
+                let effect = match tool.effect {
+                    plurnk_mcp::Effect::Read => "read",
+                    plurnk_mcp::Effect::Host => "host",
+                };
+                let description = tool
+                    .description
+                    .as_deref()
+                    .and_then(|d| d.lines().next())
+                    .unwrap_or("");
+                println!("{:<32} {effect:<5} {description}", tool.name);
+            }
+            ExitCode::SUCCESS
+        }
+    };
+    finish(&host).await;
+    code
+}
+
+pub(crate) async fn call(server: &str, tool: &str, arguments: Option<&str>) -> ExitCode {
+    let arguments = match arguments {
+        None => serde_json::Value::Null,
+        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value @ serde_json::Value::Object(_)) => value,
+            Ok(_) => {
+                return fail("the arguments must be a JSON object, such as '{\"text\":\"hi\"}'");
+            }
+            Err(error) => return fail(format!("the arguments are not valid JSON: {error}")),
+        },
+    };
+    let host = match start_from_env().await {
+        Ok(host) => host,
+        Err(code) => return code,
+    };
+    let result = host
+        .default_workspace()
+        .call_tool(server, tool, arguments, CallOptions::default())
+        .await;
+    let code = match result {
+        Ok(result) => match serde_json::to_string_pretty(&result.result) {
+            Ok(text) => {
+                println!("{text}");
+                if result.is_error {
+                    eprintln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Err(error) => fail(error),
+        },
+        Err(error) => fail(error),
+    };
+    finish(&host).await;
+    code
+}
+
+pub(crate) async fn fixture(
+    legacy: bool,
+    name: String,
+    http: Option<std::net::SocketAddr>,
+) -> ExitCode {
+    let options = plurnk_mcp_fixture::FixtureOptions { legacy, name };
+    let result = match http {
+        None => plurnk_mcp_fixture::serve_stdio(options).await,
+        Some(address) => {
+            let listener = match tokio::net::TcpListener::bind(address).await {
+                Ok(listener) => listener,
+                Err(error) => return fail(format!("could not bind {address}: {error}")),
+            };
+            match listener.local_addr() {
+                Ok(bound) => println!("listening http://{bound}/mcp"),
+                Err(error) => return fail(error),
+            }
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                stop.cancel();
+            });
+            plurnk_mcp_fixture::serve_http(listener, options, shutdown).await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(format!("fixture: {error:#}")),
+    }
+}
+
+/// Polls `check` every 20 ms until it holds or `bound` passes.
+pub(crate) async fn eventually(bound: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        if check() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,384 @@
+//! `plurnk-mcp demo`: the host on three built-in fixture servers — modern stdio, legacy stdio
+//! and Streamable HTTP — showing hydration, calls, a disable/enable under load, a killed
+//! server coming back by itself, and a shutdown that leaves no process behind.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use plurnk_mcp::{
+    CallError, CallOptions, Host, HostConfig, HostOptions, RestartPolicy, ServerState, Workspace,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{eventually, status_table};
+
+/// Counts what went right and wrong, so the demo's exit code means something.
+struct Demo {
+    failures: Vec<String>,
+}
+
+impl Demo {
+    fn check(&mut self, ok: bool, what: &str) {
+        if ok {
+            println!("  ok    {what}");
+        } else {
+            println!("  FAIL  {what}");
+            self.failures.push(what.to_owned());
+        }
+    }
+}
+
+pub(crate) async fn run() -> ExitCode {
+    match demo().await {
+        Ok(demo) if demo.failures.is_empty() => {
+            println!("\ndemo finished: every step behaved as expected");
+            ExitCode::SUCCESS
+        }
+        Ok(demo) => {
+            println!(
+                "\ndemo finished with {} failed step(s):",
+                demo.failures.len()
+            );
+            for failure in demo.failures {
+                println!("  - {failure}");
+            }
+            ExitCode::from(1)
+        }
+        Err(error) => {
+            eprintln!("plurnk-mcp demo: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn demo() -> anyhow::Result<Demo> {
+    let mut demo = Demo {
+        failures: Vec::new(),
+    };
+    let exe = std::env::current_exe()?;
+    let exe = exe.to_string_lossy().into_owned();
+
+    // The HTTP server runs inside this process; the two stdio servers are child processes.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let http_shutdown = CancellationToken::new();
+    let http_task = tokio::spawn(plurnk_mcp_fixture::serve_http(
+        listener,
+        plurnk_mcp_fixture::FixtureOptions {
+            legacy: false,
+            name: "remote".into(),
+        },
+        http_shutdown.clone(),
+    ));
+
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    env.insert("DEMO_TOKEN".into(), "demo-secret-token".into());
+    env.insert("PLURNK_MCP_MODERN".into(), exe.clone());
+    env.insert(
+        "PLURNK_MCP_MODERN_ARGS".into(),
+        json!(["fixture", "--name", "modern"]).to_string(),
+    );
+    env.insert("PLURNK_MCP_LEGACY".into(), exe.clone());
+    env.insert(
+        "PLURNK_MCP_LEGACY_ARGS".into(),
+        json!(["fixture", "--legacy", "--name", "legacy"]).to_string(),
+    );
+    env.insert("PLURNK_MCP_REMOTE".into(), url.clone());
+    env.insert("PLURNK_MCP_REMOTE_BEARER".into(), "${DEMO_TOKEN}".into());
+    env.insert(
+        "PLURNK_MCP_REMOTE_TOOLS".into(),
+        json!(["echo", "add", "sleep"]).to_string(),
+    );
+    env.insert("PLURNK_MCP_REMOTE_READ".into(), json!(["echo"]).to_string());
+    env.insert(
+        "PLURNK_MCP_ENABLED".into(),
+        json!(["modern", "legacy", "remote"]).to_string(),
+    );
+    env.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
+    env.insert("PLURNK_MCP_REQUEST_TIMEOUT".into(), "10000".into());
+
+    println!(
+        "plurnk-mcp demo: three fixture servers (modern stdio, legacy stdio, Streamable HTTP)\n"
+    );
+    let config = HostConfig::from_env(env).map_err(|errors| anyhow::anyhow!("{errors}"))?;
+    let options = HostOptions {
+        restart: RestartPolicy {
+            min_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(2),
+            ..RestartPolicy::default()
+        },
+        ..HostOptions::default()
+    };
+    let started = Instant::now();
+    let host = Host::start_with(config, options).await?;
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    println!("hydrated in {} ms:\n", started.elapsed().as_millis());
+    print!("{}", status_table(&snapshot));
+    println!();
+    let revision = |alias: &str| {
+        snapshot
+            .server(alias)
+            .and_then(|s| s.negotiated.as_ref())
+            .map(|n| n.revision.clone())
+    };
+    demo.check(
+        revision("modern").as_deref() == Some("2026-07-28"),
+        "modern stdio server negotiated 2026-07-28 through server/discover",
+    );
+    demo.check(
+        revision("legacy").as_deref() == Some("2025-11-25"),
+        "legacy stdio server degraded to initialize at 2025-11-25",
+    );
+    demo.check(
+        revision("remote").as_deref() == Some("2026-07-28"),
+        "Streamable HTTP server negotiated 2026-07-28",
+    );
+    demo.check(
+        snapshot.server("remote").map(|s| s.tools.len()) == Some(3),
+        "_TOOLS published exactly the three configured tools of \"remote\"",
+    );
+
+    println!("\ncalls:");
+    for alias in ["modern", "legacy", "remote"] {
+        let echo = workspace
+            .call_tool(
+                alias,
+                "echo",
+                json!({"text": format!("hello {alias}")}),
+                CallOptions::default(),
+            )
+            .await;
+        let text = echo.as_ref().map(|r| r.text()).unwrap_or_default();
+        println!("  {alias}/echo -> {text:?}");
+        demo.check(
+            text == format!("hello {alias}"),
+            &format!("{alias}/echo answered"),
+        );
+        let sum = workspace
+            .call_tool(
+                alias,
+                "add",
+                json!({"a": 2, "b": 3}),
+                CallOptions::default(),
+            )
+            .await;
+        let text = sum.as_ref().map(|r| r.text()).unwrap_or_default();
+        println!("  {alias}/add 2+3 -> {text:?}");
+        demo.check(text == "5", &format!("{alias}/add answered"));
+    }
+    let failed = workspace
+        .call_tool(
+            "modern",
+            "fail",
+            json!({"message": "as asked"}),
+            CallOptions::default(),
+        )
+        .await;
+    demo.check(
+        failed.as_ref().is_ok_and(|r| r.is_error),
+        "a tool-level isError comes back as a completed result",
+    );
+    let unknown = workspace
+        .call_tool("remote", "fail", json!({}), CallOptions::default())
+        .await;
+    demo.check(
+        matches!(unknown, Err(CallError::UnknownTool { .. })),
+        "a tool outside _TOOLS is refused before it reaches the server",
+    );
+
+    disable_under_load(&mut demo, &workspace).await;
+    kill_and_recover(&mut demo, &workspace).await;
+
+    // Note every stdio server's process group before shutting down.
+    let mut groups = Vec::new();
+    for alias in ["modern", "legacy"] {
+        if let Ok(result) = workspace
+            .call_tool(alias, "pid", json!({}), CallOptions::default())
+            .await
+            && let Ok(pid) = result.text().trim().parse::<i32>()
+        {
+            groups.push((alias, pid));
+        }
+    }
+    println!("\nshutdown:");
+    let report = host.shutdown().await;
+    demo.check(
+        report.failures.is_empty(),
+        "every connection closed cleanly",
+    );
+    for failure in &report.failures {
+        println!("        {}: {}", failure.alias, failure.detail);
+    }
+    for (alias, pgid) in groups {
+        let gone = eventually(Duration::from_secs(5), || !group_alive(pgid)).await;
+        demo.check(
+            gone,
+            &format!("no process of {alias}'s process group {pgid} is alive"),
+        );
+    }
+    http_shutdown.cancel();
+    let _ = http_task.await;
+    Ok(demo)
+}
+
+async fn disable_under_load(demo: &mut Demo, workspace: &Workspace) {
+    println!("\ndisable and re-enable \"modern\" while 40 calls are in flight:");
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        let workspace = workspace.clone();
+        calls.push(tokio::spawn(async move {
+            let (tool, args) = if i % 2 == 0 {
+                ("sleep", json!({"ms": 300}))
+            } else {
+                ("echo", json!({"text": format!("call {i}")}))
+            };
+            workspace
+                .call_tool("modern", tool, args, CallOptions::default())
+                .await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let disabled = workspace.disable("modern").await;
+    println!(
+        "  disable -> {}",
+        disabled
+            .as_ref()
+            .map(|s| s.state.to_string())
+            .unwrap_or_else(|p| p.to_string())
+    );
+    let enabled = workspace.enable("modern").await;
+    println!(
+        "  enable  -> {}",
+        enabled
+            .as_ref()
+            .map(|s| s.state.to_string())
+            .unwrap_or_else(|p| p.to_string())
+    );
+    let (mut results, mut typed_errors, mut lost) = (0, 0, 0);
+    for call in calls {
+        match call.await {
+            Ok(Ok(_)) => results += 1,
+            Ok(Err(_)) => typed_errors += 1,
+            Err(_) => lost += 1,
+        }
+    }
+    println!("  40 calls: {results} results, {typed_errors} typed errors, {lost} lost");
+    demo.check(
+        disabled.is_ok_and(|s| s.state == ServerState::Disabled),
+        "disable committed only after the in-flight calls settled",
+    );
+    demo.check(
+        enabled.is_ok_and(|s| s.state == ServerState::Ready),
+        "enable brought \"modern\" back to ready",
+    );
+    demo.check(
+        lost == 0 && results + typed_errors == 40,
+        "no call was lost",
+    );
+}
+
+async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace) {
+    println!("\nkill -9 the \"legacy\" server process:");
+    let pid = workspace
+        .call_tool("legacy", "pid", json!({}), CallOptions::default())
+        .await
+        .ok()
+        .and_then(|r| r.text().trim().parse::<i32>().ok());
+    let Some(pid) = pid else {
+        demo.check(false, "the legacy server told its pid");
+        return;
+    };
+    let slow = {
+        let workspace = workspace.clone();
+        tokio::spawn(async move {
+            workspace
+                .call_tool(
+                    "legacy",
+                    "sleep",
+                    json!({"ms": 5000}),
+                    CallOptions::default(),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let killed_at = Instant::now();
+    // SAFETY: plain syscall on a pid we were told by the server we spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let in_flight = slow.await;
+    let failed_fast = matches!(in_flight, Ok(Err(CallError::ConnectionLost { .. })))
+        && killed_at.elapsed() < Duration::from_secs(2);
+    println!(
+        "  the in-flight call settled after {} ms: {}",
+        killed_at.elapsed().as_millis(),
+        match &in_flight {
+            Ok(Err(error)) => error.to_string(),
+            Ok(Ok(_)) => "a result".into(),
+            Err(_) => "lost".into(),
+        }
+    );
+    demo.check(
+        failed_fast,
+        "the call in flight on the dead server failed at once",
+    );
+    let down = workspace
+        .wait_for(Duration::from_secs(5), |s| {
+            s.server("legacy")
+                .is_some_and(|s| s.state != ServerState::Ready)
+        })
+        .await;
+    let state = down.server("legacy").map(|s| s.state);
+    println!(
+        "  legacy is now {}",
+        state.map(|s| s.to_string()).unwrap_or_default()
+    );
+    demo.check(
+        state == Some(ServerState::Unavailable),
+        "the killed server went unavailable",
+    );
+    let back = workspace
+        .wait_for(Duration::from_secs(15), |s| {
+            s.server("legacy")
+                .is_some_and(|s| s.state == ServerState::Ready)
+        })
+        .await;
+    let ready = back
+        .server("legacy")
+        .is_some_and(|s| s.state == ServerState::Ready);
+    println!(
+        "  legacy is {} again after {} ms, generation {}",
+        back.server("legacy")
+            .map(|s| s.state.to_string())
+            .unwrap_or_default(),
+        killed_at.elapsed().as_millis(),
+        back.server("legacy")
+            .map(|s| s.generation)
+            .unwrap_or_default()
+    );
+    demo.check(
+        ready,
+        "it came back by itself, without any message from the caller",
+    );
+    let echo = workspace
+        .call_tool(
+            "legacy",
+            "echo",
+            json!({"text": "back"}),
+            CallOptions::default(),
+        )
+        .await;
+    demo.check(
+        echo.is_ok_and(|r| r.text() == "back"),
+        "calls work on the new connection",
+    );
+}
+
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence; no memory is involved.
+    unsafe { libc::killpg(pgid, 0) == 0 }
+}

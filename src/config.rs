@@ -1,0 +1,225 @@
+//! Configuration: the `PLURNK_MCP_` environment namespace read into validated, unexpanded server definitions.
+//!
+//! [`HostConfig::from_env`] reads a map of variables: the daemon passes
+//! `std::env::vars()`, tests pass a literal map, and nothing here touches the
+//! process environment. Only keys starting with `PLURNK_MCP_` (exactly, in
+//! upper case) configure anything. The whole map, ours and everyone else's, is
+//! kept as the [`Environment`] that `${NAME}` references resolve against when a
+//! connection is prepared.
+//!
+//! # Variables
+//!
+//! | Variable | Holds |
+//! |---|---|
+//! | `PLURNK_MCP_<server>` | The target, which declares the server. An absolute `http://` or `https://` URL with a host selects Streamable HTTP; anything else is one exact stdio executable, kept verbatim even with spaces in its path and never split into arguments |
+//! | `PLURNK_MCP_<server>_ARGS` | stdio: JSON array of strings |
+//! | `PLURNK_MCP_<server>_CWD` | stdio: working directory |
+//! | `PLURNK_MCP_<server>_ENV` | stdio: JSON object of strings added to the child's environment |
+//! | `PLURNK_MCP_<server>_BEARER` | http: bearer credential, best written as one `${TOKEN}` reference; excludes an `Authorization` entry in `_HEADERS` |
+//! | `PLURNK_MCP_<server>_HEADERS` | http: JSON object of strings, supplementary request headers (not `Mcp-*`, `Accept`, `Content-Type` and the other headers the transport sets) |
+//! | `PLURNK_MCP_<server>_TOOLS` | JSON array of exact tool names to enable; absent enables every tool the server lists, `[]` enables none |
+//! | `PLURNK_MCP_<server>_READ` | JSON array of tools the operator classifies read-only; within `_TOOLS` when that is set, otherwise checked against the server's list once known |
+//! | `PLURNK_MCP_<server>_SUMMARY` | Authored one-line server orientation |
+//! | `PLURNK_MCP_<server>_<tool>_SUMMARY` | Authored one-line tool orientation; see [`tool_summary_key`] |
+//! | `PLURNK_MCP_ENABLED` | JSON array of configured servers enabled by default; absent or `[]` enables none |
+//! | `PLURNK_MCP_EXPANDED` | JSON array, a subset of `ENABLED`, whose tool trees expand into the turn-0 survey |
+//! | `PLURNK_MCP_CONNECT_TIMEOUT` | Positive whole milliseconds, default 10000 |
+//! | `PLURNK_MCP_REQUEST_TIMEOUT` | Positive whole milliseconds, default 60000 |
+//! | `PLURNK_MCP_DISCOVER_TIMEOUT` | Positive whole milliseconds, default 10000: how long to wait for `server/discover` before falling back to the legacy `initialize` handshake |
+//!
+//! `${NAME}` references are expanded (only while preparing a connection) in the
+//! target, arguments, working directory, `_ENV` values, `_HEADERS` values, the
+//! bearer and the summaries; at load every such reference must name a variable
+//! in the map. Names (`_ENV` and `_HEADERS` keys, `_TOOLS`, `_READ`, the globals)
+//! are never expanded. See [`Environment`] for the expansion rules.
+//!
+//! # Names
+//!
+//! After `PLURNK_MCP_`, a key is *folded*: ASCII lower case, with `_` read as
+//! `-` (portable variable names cannot hold `-`, while server names may). So
+//! `PLURNK_MCP_CHROME_DEVTOOLS` declares `chrome-devtools`, and
+//! `PLURNK_MCP_GitHub` and `PLURNK_MCP_GITHUB` are the same setting: both at
+//! once is a fault, never a silent choice. A server name must match
+//! `[a-z][a-z0-9-]*` after folding and must not be one of [`RESERVED_ALIASES`]
+//! (the globals' folded names). See [`is_valid_alias`].
+//!
+//! # Telling servers from companions
+//!
+//! A folded key is read in this order:
+//!
+//! 1. It is a **global** if it is exactly one of the global names
+//!    (`enabled`, `connect-timeout`, ...).
+//! 2. It is a **companion** if it ends in `-` plus a companion word (`args`,
+//!    `cwd`, `env`, `bearer`, `headers`, `tools`, `read`, `summary`) with
+//!    something before it. Every other key **declares a server** named by the
+//!    whole folded key.
+//! 3. A companion belongs to the declared server whose name is everything
+//!    before `-<word>`. A `-summary` key may instead be `<server>-<tool>-summary`;
+//!    of the declared servers that fit, the one with the longest name wins.
+//! 4. A companion no declared server claims is a fault (an *orphan*), or a
+//!    *reserved name* fault when the part before the word is a global name.
+//!
+//! So a server name can never end in a companion word: `PLURNK_MCP_MY_TOOLS`
+//! alone is an orphan `_TOOLS` of an undeclared `my`, not a server `my-tools`.
+//! Reading it as a server would turn a mistyped companion
+//! (`PLURNK_MCP_GITHB_TOOLS`) into a server that spawns a JSON array as a
+//! command while the `_TOOLS` restriction it carried silently vanished.
+//!
+//! | Keys set | Reading |
+//! |---|---|
+//! | `PLURNK_MCP_GITHUB`, `PLURNK_MCP_GITHUB_ARGS` | server `github` and its `_ARGS` |
+//! | `PLURNK_MCP_GITHUB_FOO` | server `github-foo` (`foo` is no companion word) |
+//! | `PLURNK_MCP_CHROME_DEVTOOLS_ENV` with `PLURNK_MCP_CHROME_DEVTOOLS` | `_ENV` of `chrome-devtools` |
+//! | `PLURNK_MCP_GITHUB_CREATE_ISSUE_SUMMARY` with `PLURNK_MCP_GITHUB` | summary of tool `create_issue` of `github` |
+//! | `PLURNK_MCP_GITHUB_ENTERPRISE_SUMMARY` with `PLURNK_MCP_GITHUB` and `PLURNK_MCP_GITHUB_ENTERPRISE` | summary of server `github-enterprise` (longest name wins; a `github` tool whose name begins `enterprise_` cannot get a summary companion while `github-enterprise` is declared) |
+//! | `PLURNK_MCP_GITHUB_FOO_ARGS` with only `PLURNK_MCP_GITHUB` | orphan: `_ARGS` of undeclared `github-foo` |
+//! | `PLURNK_MCP_MY_TOOLS` alone | orphan: `_TOOLS` of undeclared `my` |
+//! | `PLURNK_MCP_TOOLS` | server `tools` (nothing before the word) |
+//! | `PLURNK_MCP_ENABLED_ARGS` | reserved name `enabled` |
+//!
+//! # Faults
+//!
+//! Every fault in the namespace is found in one pass and returned together as
+//! [`ConfigErrors`], one [`ConfigError`] per fault, sorted by variable. Each
+//! message names the variable and the fix, and none quotes a value that could
+//! be a secret.
+//!
+//! # Secrets
+//!
+//! Definitions hold the unexpanded text (`${TOKEN}`), which is the only form
+//! that is ever stored. Expansion happens in [`ServerDefinition::prepare`],
+//! whose [`PreparedServer`] is for connecting, not for keeping. No `Debug` or
+//! `Serialize` output prints an environment value, a header value, a literal
+//! bearer token, a URL beyond its origin, or anything expanded.
+//!
+//! # Layout
+//!
+//! - `keys`: the namespace's prefix, folding, globals, companion suffixes, alias rules.
+//! - `environment`: the reference [`Environment`] and `${NAME}` expansion.
+//! - `target`: reading a target (URL or executable); header and env name rules.
+//! - `json`: JSON-valued variables, with faults that never quote a value.
+//! - `definition`: [`ServerDefinition`] and its parts, and the field checks
+//!   shared by the loader and [`ServerDefinition::new`].
+//! - `load`: the pass over the namespace behind [`HostConfig::from_env`].
+//! - `prepared`: [`PreparedServer`], the expanded connection parameters.
+//! - `error`: [`ConfigError`] and [`ConfigErrors`].
+
+mod definition;
+mod environment;
+mod error;
+mod json;
+mod keys;
+mod load;
+mod prepared;
+mod target;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+pub use definition::{
+    DefinitionParts, HttpDefinition, Secret, ServerDefinition, StdioDefinition, Transport,
+    TransportKind,
+};
+pub use environment::Environment;
+pub use error::{ConfigError, ConfigErrors};
+pub use keys::{RESERVED_ALIASES, is_valid_alias, tool_summary_key};
+pub use prepared::{PreparedServer, PreparedTransport};
+
+/// The host's service configuration: every declared server, the default
+/// enabled and expanded subsets, the timeouts, and the reference environment.
+///
+/// Holding one means the whole namespace was valid: `enabled` names only
+/// configured servers and `expanded` only enabled ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    servers: BTreeMap<String, ServerDefinition>,
+    enabled: BTreeSet<String>,
+    expanded: BTreeSet<String>,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+    discover_timeout: Duration,
+    /// Kept whole for `${NAME}` expansion at connection time; it holds secrets,
+    /// so its `Debug` shows only a count.
+    env: Environment,
+}
+
+impl HostConfig {
+    /// Used when `PLURNK_MCP_CONNECT_TIMEOUT` is unset.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(10_000);
+    /// Used when `PLURNK_MCP_REQUEST_TIMEOUT` is unset.
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(60_000);
+    /// Used when `PLURNK_MCP_DISCOVER_TIMEOUT` is unset.
+    pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_millis(10_000);
+
+    /// Reads the configuration from `vars` (see the [module docs](self)). Of
+    /// repeated keys the last wins.
+    ///
+    /// # Errors
+    ///
+    /// Every fault in the `PLURNK_MCP_` namespace, all at once.
+    pub fn from_env<I, K, V>(vars: I) -> Result<Self, ConfigErrors>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        load::load(Environment::new(vars))
+    }
+
+    /// Every declared server, by alias.
+    pub fn servers(&self) -> &BTreeMap<String, ServerDefinition> {
+        &self.servers
+    }
+
+    /// One server's definition.
+    pub fn server(&self, alias: &str) -> Option<&ServerDefinition> {
+        self.servers.get(alias)
+    }
+
+    /// The servers enabled when a workspace has no override of its own.
+    pub fn enabled(&self) -> &BTreeSet<String> {
+        &self.enabled
+    }
+
+    /// The enabled servers whose complete tool tree expands into the turn-0 survey.
+    pub fn expanded(&self) -> &BTreeSet<String> {
+        &self.expanded
+    }
+
+    /// How long to wait for a connection to be established.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// How long to wait for one request's response.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// How long to wait for `server/discover` before falling back to legacy `initialize`.
+    pub fn discover_timeout(&self) -> Duration {
+        self.discover_timeout
+    }
+
+    /// The reference environment `${NAME}` references resolve against.
+    pub fn env(&self) -> &Environment {
+        &self.env
+    }
+}
+
+impl Default for HostConfig {
+    /// No servers, the default timeouts, an empty environment.
+    fn default() -> Self {
+        Self {
+            servers: BTreeMap::new(),
+            enabled: BTreeSet::new(),
+            expanded: BTreeSet::new(),
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
+            discover_timeout: Self::DEFAULT_DISCOVER_TIMEOUT,
+            env: Environment::default(),
+        }
+    }
+}

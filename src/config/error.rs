@@ -1,0 +1,434 @@
+//! Configuration faults: one variant per mistake an operator can make, each naming the variable and the fix.
+
+use std::fmt;
+
+use super::definition::TransportKind;
+
+/// One fault in the MCP configuration.
+///
+/// Every message is lower case, names the variable at fault and says what to do
+/// about it. No message ever carries a value that could be a secret: target URLs,
+/// bearer tokens, header values, environment values and expanded `${NAME}`
+/// references are never quoted, only the names of variables, entries and tools.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A server name that does not match `[a-z][a-z0-9-]*` after case-folding.
+    #[error(
+        "\"{name}\" ({variable}) is not a valid server name: start with a letter and use only \
+         letters, digits and hyphens (an underscore in a variable name reads as a hyphen)"
+    )]
+    InvalidName {
+        /// The variable (or setting) that gave the name.
+        variable: String,
+        /// The name after case-folding.
+        name: String,
+    },
+
+    /// A server name that is one of the global settings ([`RESERVED_ALIASES`](super::RESERVED_ALIASES)).
+    #[error(
+        "\"{name}\" ({variable}) is reserved for a global PLURNK_MCP_ setting and cannot name a \
+         server: choose another server name"
+    )]
+    ReservedName {
+        /// The variable (or setting) that gave the name.
+        variable: String,
+        /// The reserved name.
+        name: String,
+    },
+
+    /// A server name ending in a companion word, which the environment could never declare.
+    #[error(
+        "\"{name}\" ({variable}) ends in the companion word {suffix}, so the environment could \
+         not declare it: choose a server name that does not end in {suffix}"
+    )]
+    NameEndsInCompanion {
+        /// The variable (or setting) that gave the name.
+        variable: String,
+        /// The server name.
+        name: String,
+        /// The companion suffix it ends in, such as `_TOOLS`.
+        suffix: &'static str,
+    },
+
+    /// Two or more variables that fold to the same setting.
+    #[error(
+        "{} set the same {what} once case is folded and _ is read as -: keep only one of them",
+        and_list(.variables)
+    )]
+    DuplicateSetting {
+        /// The variables as written, sorted.
+        variables: Vec<String>,
+        /// What they all set, such as `server "github"`.
+        what: String,
+    },
+
+    /// A companion variable whose server is not declared.
+    #[error(
+        "{variable} is the {suffix} companion of server \"{server}\", which is not declared: \
+         declare {declare} or remove {variable} (a server name cannot end in {suffix})"
+    )]
+    OrphanCompanion {
+        /// The companion variable.
+        variable: String,
+        /// The server it would belong to.
+        server: String,
+        /// Its companion suffix, such as `_ARGS`.
+        suffix: &'static str,
+        /// The variable that would declare that server.
+        declare: String,
+    },
+
+    /// A transport-specific companion on a server of the other transport.
+    #[error(
+        "{variable} applies only to {applies_to} servers, but server \"{server}\" is {} (see \
+         {target_variable}): remove {variable}",
+        other_transport(*.applies_to)
+    )]
+    WrongTransport {
+        /// The companion variable.
+        variable: String,
+        /// The server.
+        server: String,
+        /// The transport the companion applies to.
+        applies_to: TransportKind,
+        /// The variable whose target chose the server's transport.
+        target_variable: String,
+    },
+
+    /// A value that is not JSON at all.
+    #[error("{variable} is not valid JSON ({detail}): write {expected}")]
+    InvalidJson {
+        /// The variable.
+        variable: String,
+        /// What it should hold, such as `a JSON array of strings`.
+        expected: &'static str,
+        /// Where the syntax broke; never quotes the value.
+        detail: String,
+    },
+
+    /// JSON of the wrong shape.
+    #[error("{variable} must be {expected}, but {found}: fix the value")]
+    WrongJsonShape {
+        /// The variable.
+        variable: String,
+        /// What it should hold.
+        expected: &'static str,
+        /// What was found instead, by kind and position only.
+        found: String,
+    },
+
+    /// A name list entry that is the empty string.
+    #[error("{variable} has an empty name at position {position}: remove it or give the name")]
+    EmptyEntry {
+        /// The variable.
+        variable: String,
+        /// The 1-based position in the list.
+        position: usize,
+    },
+
+    /// A name listed twice.
+    #[error("{variable} names \"{entry}\" more than once: list it once")]
+    DuplicateEntry {
+        /// The variable.
+        variable: String,
+        /// The repeated name (for headers, lower-cased).
+        entry: String,
+    },
+
+    /// A `${NAME}` reference to a variable the environment does not hold.
+    #[error(
+        "{variable} refers to ${{{name}}}, which is not set in the environment: set {name} or \
+         change the reference"
+    )]
+    MissingReference {
+        /// The variable holding the reference.
+        variable: String,
+        /// The referenced name.
+        name: String,
+    },
+
+    /// A `${` with no closing `}`.
+    #[error(
+        "{variable} has a \"${{\" with no closing \"}}\": finish the reference as ${{NAME}} (a \
+         literal \"${{\" cannot be written; put it in a variable and refer to that)"
+    )]
+    UnterminatedReference {
+        /// The variable holding the reference.
+        variable: String,
+    },
+
+    /// A `${...}` whose contents are not a variable name.
+    #[error(
+        "{variable} has a ${{...}} reference whose name is not a variable name: write ${{NAME}} \
+         with letters, digits and underscores, not starting with a digit"
+    )]
+    InvalidReference {
+        /// The variable holding the reference.
+        variable: String,
+    },
+
+    /// A value that is empty (or only white space) where something is needed.
+    #[error("{variable} is empty: give it a value or unset it")]
+    Empty {
+        /// The variable.
+        variable: String,
+    },
+
+    /// A value that only became empty once its references were expanded.
+    #[error(
+        "{variable} is empty once its ${{NAME}} references are expanded: give the referenced \
+         variables values"
+    )]
+    EmptyExpansion {
+        /// The variable.
+        variable: String,
+    },
+
+    /// A target that starts like an HTTP(S) URL but is not absolute with a host.
+    #[error(
+        "{variable} starts like an http(s) URL but is not an absolute URL with a host and no \
+         spaces: write it as https://host/path, or give the path of an executable instead"
+    )]
+    NotAbsoluteUrl {
+        /// The variable holding the target.
+        variable: String,
+    },
+
+    /// `_BEARER` together with an `Authorization` header.
+    #[error(
+        "{variable} and the \"{header}\" entry of {headers_variable} both set authorization: \
+         keep only one of them"
+    )]
+    BearerWithAuthorizationHeader {
+        /// The `_BEARER` variable.
+        variable: String,
+        /// The `_HEADERS` variable.
+        headers_variable: String,
+        /// The header name as written.
+        header: String,
+    },
+
+    /// A `_READ` tool that `_TOOLS` does not enable.
+    #[error(
+        "{variable} names \"{tool}\", which is not in {tools_variable}: add it to _TOOLS or \
+         remove it from _READ"
+    )]
+    ReadNotInTools {
+        /// The `_READ` variable.
+        variable: String,
+        /// The tool.
+        tool: String,
+        /// The `_TOOLS` variable.
+        tools_variable: String,
+    },
+
+    /// A timeout that is not a positive whole number of milliseconds.
+    #[error(
+        "{variable} must be a positive whole number of milliseconds, such as 10000: fix it or \
+         unset it for the default"
+    )]
+    InvalidTimeout {
+        /// The variable.
+        variable: String,
+    },
+
+    /// `PLURNK_MCP_ENABLED` naming a server that is not configured.
+    #[error(
+        "{variable} names \"{alias}\", which is not a configured server: declare it with \
+         PLURNK_MCP_<NAME> or remove it from {variable}"
+    )]
+    UnknownServer {
+        /// The variable.
+        variable: String,
+        /// The name as written.
+        alias: String,
+    },
+
+    /// `PLURNK_MCP_EXPANDED` naming a server that `PLURNK_MCP_ENABLED` does not.
+    #[error(
+        "{variable} names \"{alias}\", which is not in PLURNK_MCP_ENABLED: enable it or remove \
+         it from {variable}"
+    )]
+    ExpandedNotEnabled {
+        /// The variable.
+        variable: String,
+        /// The name as written.
+        alias: String,
+    },
+
+    /// A `_HEADERS` name that is not an HTTP token.
+    #[error(
+        "{variable} has a header name starting \"{shown}\" that is not a valid HTTP header \
+         name: use only letters, digits and !#$%&'*+-.^_`|~"
+    )]
+    InvalidHeaderName {
+        /// The `_HEADERS` variable.
+        variable: String,
+        /// The valid beginning of the name; the rest is not shown in case it is a pasted secret.
+        shown: String,
+    },
+
+    /// A `_HEADERS` name that the MCP transport owns.
+    #[error("{variable} sets \"{header}\", which the MCP transport sets itself: remove it")]
+    ReservedHeader {
+        /// The `_HEADERS` variable.
+        variable: String,
+        /// The header name as written.
+        header: String,
+    },
+
+    /// A header value (or bearer token) holding a line break or control character.
+    #[error(
+        "{variable} gives header \"{header}\" a line break or control character (perhaps once \
+         expanded): remove it"
+    )]
+    InvalidHeaderValue {
+        /// The variable holding the value.
+        variable: String,
+        /// The header name.
+        header: String,
+    },
+
+    /// An `_ENV` name that cannot be an environment variable.
+    #[error(
+        "{variable} has an entry named \"{shown}\" that cannot be an environment variable name: \
+         use a non-empty name without = or NUL"
+    )]
+    InvalidEnvName {
+        /// The `_ENV` variable.
+        variable: String,
+        /// The valid beginning of the name; the rest is not shown in case it is a pasted secret.
+        shown: String,
+    },
+}
+
+impl ConfigError {
+    /// The variable (or setting) the fault is about, for grouping and for tests.
+    pub fn variable(&self) -> &str {
+        match self {
+            Self::InvalidName { variable, .. }
+            | Self::ReservedName { variable, .. }
+            | Self::NameEndsInCompanion { variable, .. }
+            | Self::OrphanCompanion { variable, .. }
+            | Self::WrongTransport { variable, .. }
+            | Self::InvalidJson { variable, .. }
+            | Self::WrongJsonShape { variable, .. }
+            | Self::EmptyEntry { variable, .. }
+            | Self::DuplicateEntry { variable, .. }
+            | Self::MissingReference { variable, .. }
+            | Self::UnterminatedReference { variable }
+            | Self::InvalidReference { variable }
+            | Self::Empty { variable }
+            | Self::EmptyExpansion { variable }
+            | Self::NotAbsoluteUrl { variable }
+            | Self::BearerWithAuthorizationHeader { variable, .. }
+            | Self::ReadNotInTools { variable, .. }
+            | Self::InvalidTimeout { variable }
+            | Self::UnknownServer { variable, .. }
+            | Self::ExpandedNotEnabled { variable, .. }
+            | Self::InvalidHeaderName { variable, .. }
+            | Self::ReservedHeader { variable, .. }
+            | Self::InvalidHeaderValue { variable, .. }
+            | Self::InvalidEnvName { variable, .. } => variable,
+            Self::DuplicateSetting { variables, .. } => {
+                variables.first().map_or("", String::as_str)
+            }
+        }
+    }
+}
+
+/// Every fault in a configuration, so the operator can fix them all in one pass.
+///
+/// Never empty. `Display` prints one fault per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors {
+    errors: Vec<ConfigError>,
+}
+
+impl ConfigErrors {
+    /// `Ok(())` when there are no faults, else all of them.
+    pub(crate) fn check(errors: Vec<ConfigError>) -> Result<(), Self> {
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Self { errors })
+        }
+    }
+
+    /// Adds more faults.
+    pub(crate) fn extend(&mut self, more: impl IntoIterator<Item = ConfigError>) {
+        self.errors.extend(more);
+    }
+
+    /// The faults, in a stable order.
+    pub fn errors(&self) -> &[ConfigError] {
+        &self.errors
+    }
+
+    /// Iterates over the faults.
+    pub fn iter(&self) -> std::slice::Iter<'_, ConfigError> {
+        self.errors.iter()
+    }
+
+    /// The faults, by value.
+    pub fn into_vec(self) -> Vec<ConfigError> {
+        self.errors
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(error: ConfigError) -> Self {
+        Self {
+            errors: vec![error],
+        }
+    }
+}
+
+impl IntoIterator for ConfigErrors {
+    type Item = ConfigError;
+    type IntoIter = std::vec::IntoIter<ConfigError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.errors.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a ConfigErrors {
+    type Item = &'a ConfigError;
+    type IntoIter = std::slice::Iter<'a, ConfigError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.errors.iter()
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.errors.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// `A and B`, `A, B and C`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+fn other_transport(applies_to: TransportKind) -> &'static str {
+    match applies_to {
+        TransportKind::Stdio => "an http server",
+        TransportKind::Http => "a stdio server",
+    }
+}

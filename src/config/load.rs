@@ -1,0 +1,432 @@
+//! Reading the `PLURNK_MCP_` namespace out of a variable map into a [`HostConfig`], collecting every fault.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::time::Duration;
+
+use super::HostConfig;
+use super::definition::{
+    Checker, DefinitionParts, HttpDefinition, Secret, ServerDefinition, SettingNames,
+    StdioDefinition, Transport, TransportKind, check_alias, check_name_list, target_fault,
+};
+use super::environment::Environment;
+use super::error::{ConfigError, ConfigErrors};
+use super::json;
+use super::keys::{
+    Global, PREFIX, RESERVED_ALIASES, Suffix, fold, is_alias_syntax, target_variable,
+    tool_summary_key,
+};
+use super::target;
+
+/// The companion variables found for one declared server.
+#[derive(Default)]
+struct Companions<'a> {
+    /// `_ARGS`, `_CWD`, ... `_SUMMARY` (the server's own), by the key as written.
+    by_suffix: BTreeMap<Suffix, &'a str>,
+    /// `_<tool>_SUMMARY`, by [`tool_summary_key`], with the key as written.
+    tool_summaries: BTreeMap<String, &'a str>,
+}
+
+/// A key that ends in a companion suffix, before it is matched to a server.
+struct CompanionKey<'a> {
+    key: &'a str,
+    folded: &'a str,
+    suffix: Suffix,
+    /// Length of the folded key before `-<suffix word>`.
+    stem_len: usize,
+}
+
+pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
+    let mut faults = Vec::new();
+
+    // Group our keys by their folded form: keys that fold alike set one thing, so
+    // more than one in a group is a duplicate, reported once for the group.
+    let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (key, _) in env.iter() {
+        if let Some(rest) = key.strip_prefix(PREFIX) {
+            groups.entry(fold(rest)).or_default().push(key);
+        }
+    }
+
+    let mut globals: BTreeMap<Global, &str> = BTreeMap::new();
+    let mut declared: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut companion_keys = Vec::new();
+    for (folded, keys) in &groups {
+        let Some(&key) = keys.first() else { continue };
+        let what = if let Some(global) = Global::from_folded(folded) {
+            globals.insert(global, key);
+            format!("setting {}", global.variable())
+        } else if let Some((suffix, stem_len)) = Suffix::split(folded) {
+            companion_keys.push(CompanionKey {
+                key,
+                folded,
+                suffix,
+                stem_len,
+            });
+            format!("{} companion", suffix.upper())
+        } else {
+            declared.insert(folded, key);
+            format!("server \"{folded}\"")
+        };
+        if keys.len() > 1 {
+            faults.push(ConfigError::DuplicateSetting {
+                variables: keys.iter().map(|k| (*k).to_owned()).collect(),
+                what,
+            });
+        }
+    }
+
+    // A declared key never ends in a companion word and never folds to a global
+    // (those were sorted out above), so only the syntax can be wrong here.
+    for (alias, key) in &declared {
+        check_alias(key, alias, &mut faults);
+    }
+
+    let mut attached: BTreeMap<&str, Companions<'_>> = BTreeMap::new();
+    for companion in &companion_keys {
+        let Some((alias, tool)) = resolve(companion, &declared) else {
+            faults.push(unattached(companion));
+            continue;
+        };
+        let found = attached.entry(alias).or_default();
+        match tool {
+            None => {
+                found.by_suffix.insert(companion.suffix, companion.key);
+            }
+            Some(range) => {
+                let tool = tool_summary_key(&companion.folded[range]);
+                // `A.B` and `A_B` fold apart but name the same tool key.
+                if let Some(earlier) = found.tool_summaries.insert(tool.clone(), companion.key) {
+                    let mut variables = vec![earlier.to_owned(), companion.key.to_owned()];
+                    variables.sort();
+                    faults.push(ConfigError::DuplicateSetting {
+                        variables,
+                        what: format!("summary of tool \"{tool}\" of server \"{alias}\""),
+                    });
+                }
+            }
+        }
+    }
+
+    let mut servers = BTreeMap::new();
+    for (alias, key) in &declared {
+        if !is_alias_syntax(alias) {
+            continue;
+        }
+        let companions = attached.remove(alias).unwrap_or_default();
+        if let Some(definition) = load_server(&env, alias, key, &companions, &mut faults) {
+            servers.insert((*alias).to_owned(), definition);
+        }
+    }
+
+    let timeout = |global: Global, default: Duration, faults: &mut Vec<ConfigError>| {
+        read_timeout(&env, globals.get(&global).copied(), faults).unwrap_or(default)
+    };
+    let connect_timeout = timeout(
+        Global::ConnectTimeout,
+        HostConfig::DEFAULT_CONNECT_TIMEOUT,
+        &mut faults,
+    );
+    let request_timeout = timeout(
+        Global::RequestTimeout,
+        HostConfig::DEFAULT_REQUEST_TIMEOUT,
+        &mut faults,
+    );
+    let discover_timeout = timeout(
+        Global::DiscoverTimeout,
+        HostConfig::DEFAULT_DISCOVER_TIMEOUT,
+        &mut faults,
+    );
+    let (enabled, expanded) = read_enabled_and_expanded(&env, &globals, &declared, &mut faults);
+
+    // Sorting by variable groups each variable's faults together; the sort is
+    // stable, so within a variable they keep the order they were found in.
+    faults.sort_by(|a, b| a.variable().cmp(b.variable()));
+    ConfigErrors::check(faults)?;
+    Ok(HostConfig {
+        servers,
+        enabled,
+        expanded,
+        connect_timeout,
+        request_timeout,
+        discover_timeout,
+        env,
+    })
+}
+
+/// Which declared server a companion belongs to, and for `_<tool>_SUMMARY` the
+/// tool's part of the folded key.
+///
+/// Every companion but a summary must be exactly `<alias>-<word>`. A summary
+/// is `<alias>-summary` or `<alias>-<tool>-summary`; the longest declared alias
+/// that fits wins, so with `github` and `github-enterprise` both declared,
+/// `GITHUB_ENTERPRISE_SUMMARY` is `github-enterprise`'s own summary.
+fn resolve<'d>(
+    companion: &CompanionKey<'_>,
+    declared: &BTreeMap<&'d str, &str>,
+) -> Option<(&'d str, Option<Range<usize>>)> {
+    let stem = &companion.folded[..companion.stem_len];
+    if let Some((alias, _)) = declared.get_key_value(stem) {
+        return Some((alias, None));
+    }
+    if companion.suffix != Suffix::Summary {
+        return None;
+    }
+    stem.rmatch_indices('-').find_map(|(i, _)| {
+        let tool = i + 1..companion.stem_len;
+        if tool.is_empty() {
+            return None;
+        }
+        let (alias, _) = declared.get_key_value(&stem[..i])?;
+        Some((*alias, Some(tool)))
+    })
+}
+
+/// The fault for a companion that no declared server claims.
+fn unattached(companion: &CompanionKey<'_>) -> ConfigError {
+    let stem = &companion.folded[..companion.stem_len];
+    if RESERVED_ALIASES.contains(&stem) {
+        ConfigError::ReservedName {
+            variable: companion.key.to_owned(),
+            name: stem.to_owned(),
+        }
+    } else {
+        ConfigError::OrphanCompanion {
+            variable: companion.key.to_owned(),
+            server: stem.to_owned(),
+            suffix: companion.suffix.upper(),
+            declare: target_variable(stem),
+        }
+    }
+}
+
+/// Reads one declared server and its companions, reporting every fault.
+///
+/// Returns a definition whenever the target is usable, even if some companion
+/// was faulty (it is left at its default): the caller discards everything
+/// when any fault was found, and reading on finds the remaining faults.
+fn load_server(
+    env: &Environment,
+    alias: &str,
+    key: &str,
+    companions: &Companions<'_>,
+    faults: &mut Vec<ConfigError>,
+) -> Option<ServerDefinition> {
+    let target = env.get(key).unwrap_or_default();
+    let kind = match target::classify(target) {
+        Ok(kind) => Some(kind),
+        Err(fault) => {
+            faults.push(target_fault(fault, key));
+            None
+        }
+    };
+    let mut names = SettingNames::written(key);
+    for (suffix, variable) in &companions.by_suffix {
+        names.set_companion(*suffix, variable);
+    }
+    for (tool, variable) in &companions.tool_summaries {
+        names.set_tool_summary(tool, variable);
+    }
+    let mut reader = Reader {
+        env,
+        alias,
+        key,
+        kind,
+        companions,
+        faults,
+    };
+    let args = reader.array(Suffix::Args);
+    let cwd = reader.string(Suffix::Cwd);
+    let vars = reader.map(Suffix::Env);
+    let bearer = reader.string(Suffix::Bearer);
+    let headers = reader.map(Suffix::Headers);
+    let tools = reader.array(Suffix::Tools);
+    let read = reader.array(Suffix::Read).unwrap_or_default();
+    let summary = reader.string(Suffix::Summary);
+    let tool_summaries: BTreeMap<String, String> = companions
+        .tool_summaries
+        .iter()
+        .map(|(tool, variable)| {
+            (
+                tool.clone(),
+                env.get(variable).unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+
+    let mut checker = Checker::new(&names, Some(env));
+    let transport = match kind {
+        Some(TransportKind::Stdio) => Some(Transport::Stdio(StdioDefinition {
+            command: target.to_owned(),
+            args: args.unwrap_or_default(),
+            cwd,
+            env: vars.unwrap_or_default(),
+        })),
+        Some(TransportKind::Http) => Some(Transport::Http(HttpDefinition {
+            url: target.to_owned(),
+            bearer: bearer.map(Secret::new),
+            headers: headers.unwrap_or_default(),
+        })),
+        None => {
+            // The transport is unknown, so check each companion on its own.
+            checker.args(args.as_deref().unwrap_or_default());
+            if let Some(cwd) = &cwd {
+                checker.cwd(cwd);
+            }
+            checker.env(&vars.unwrap_or_default());
+            let headers = headers.unwrap_or_default();
+            checker.headers(&headers);
+            if let Some(bearer) = &bearer {
+                checker.bearer(bearer, &headers);
+            }
+            None
+        }
+    };
+    if let Some(transport) = &transport {
+        checker.transport(transport);
+    }
+    checker.tools_and_read(tools.as_deref(), &read);
+    checker.summaries(summary.as_deref(), &tool_summaries);
+    faults.append(&mut checker.faults);
+
+    Some(ServerDefinition::from_checked(DefinitionParts {
+        alias: alias.to_owned(),
+        transport: transport?,
+        tools,
+        read,
+        summary,
+        tool_summaries,
+    }))
+}
+
+/// Reads one server's companions, recording their faults.
+struct Reader<'a, 'f> {
+    env: &'a Environment,
+    alias: &'a str,
+    key: &'a str,
+    /// `None` when the target is unusable: then every companion is read for its
+    /// own faults, since which transport it should fit is unknown.
+    kind: Option<TransportKind>,
+    companions: &'a Companions<'a>,
+    faults: &'f mut Vec<ConfigError>,
+}
+
+impl<'a> Reader<'a, '_> {
+    /// The variable and raw value of a companion, if set and fitting the transport.
+    fn raw(&mut self, suffix: Suffix) -> Option<(&'a str, &'a str)> {
+        let variable = *self.companions.by_suffix.get(&suffix)?;
+        if let (Some(applies_to), Some(kind)) = (suffix.applies_to(), self.kind)
+            && applies_to != kind
+        {
+            self.faults.push(ConfigError::WrongTransport {
+                variable: variable.to_owned(),
+                server: self.alias.to_owned(),
+                applies_to,
+                target_variable: self.key.to_owned(),
+            });
+            return None;
+        }
+        Some((variable, self.env.get(variable).unwrap_or_default()))
+    }
+
+    fn string(&mut self, suffix: Suffix) -> Option<String> {
+        self.raw(suffix).map(|(_, raw)| raw.to_owned())
+    }
+
+    fn array(&mut self, suffix: Suffix) -> Option<Vec<String>> {
+        let (variable, raw) = self.raw(suffix)?;
+        json::string_array(variable, raw, self.faults)
+    }
+
+    fn map(&mut self, suffix: Suffix) -> Option<BTreeMap<String, String>> {
+        let (variable, raw) = self.raw(suffix)?;
+        json::string_map(variable, raw, self.faults)
+    }
+}
+
+/// Reads `PLURNK_MCP_ENABLED` and `PLURNK_MCP_EXPANDED`: every enabled name
+/// declared, every expanded name enabled.
+fn read_enabled_and_expanded(
+    env: &Environment,
+    globals: &BTreeMap<Global, &str>,
+    declared: &BTreeMap<&str, &str>,
+    faults: &mut Vec<ConfigError>,
+) -> (BTreeSet<String>, BTreeSet<String>) {
+    // Servers whose declaration was faulty still count as declared here, so a
+    // bad name is reported once rather than again from PLURNK_MCP_ENABLED.
+    let enabled_list = alias_list(env, globals.get(&Global::Enabled).copied(), faults);
+    if let Some((key, list)) = &enabled_list {
+        for alias in list {
+            if !declared.contains_key(alias.as_str()) {
+                faults.push(ConfigError::UnknownServer {
+                    variable: (*key).to_owned(),
+                    alias: alias.clone(),
+                });
+            }
+        }
+    }
+    let enabled: BTreeSet<String> = enabled_list
+        .as_ref()
+        .map(|(_, list)| list.iter().cloned().collect())
+        .unwrap_or_default();
+
+    let expanded_list = alias_list(env, globals.get(&Global::Expanded).copied(), faults);
+    // An unreadable PLURNK_MCP_ENABLED was reported already; don't pile on.
+    let enabled_readable = globals
+        .get(&Global::Enabled)
+        .is_none_or(|_| enabled_list.is_some());
+    if let Some((key, list)) = &expanded_list
+        && enabled_readable
+    {
+        for alias in list {
+            if !enabled.contains(alias) {
+                faults.push(ConfigError::ExpandedNotEnabled {
+                    variable: (*key).to_owned(),
+                    alias: alias.clone(),
+                });
+            }
+        }
+    }
+    let expanded = expanded_list
+        .map(|(_, list)| list.into_iter().collect())
+        .unwrap_or_default();
+    (enabled, expanded)
+}
+
+/// Reads a timeout global; `None` when unset or faulty (the fault is recorded).
+fn read_timeout(
+    env: &Environment,
+    key: Option<&str>,
+    faults: &mut Vec<ConfigError>,
+) -> Option<Duration> {
+    let key = key?;
+    let timeout = parse_timeout(env.get(key).unwrap_or_default());
+    if timeout.is_none() {
+        faults.push(ConfigError::InvalidTimeout {
+            variable: key.to_owned(),
+        });
+    }
+    timeout
+}
+
+/// A positive whole number of milliseconds.
+fn parse_timeout(raw: &str) -> Option<Duration> {
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let millis: u64 = raw.parse().ok()?;
+    (millis > 0).then(|| Duration::from_millis(millis))
+}
+
+/// Reads `PLURNK_MCP_ENABLED` or `_EXPANDED`: a JSON array of distinct aliases.
+/// `None` when unset or unreadable (the fault is recorded).
+fn alias_list<'a>(
+    env: &Environment,
+    key: Option<&'a str>,
+    faults: &mut Vec<ConfigError>,
+) -> Option<(&'a str, Vec<String>)> {
+    let key = key?;
+    let list = json::string_array(key, env.get(key).unwrap_or_default(), faults)?;
+    check_name_list(key, &list, faults);
+    Some((key, list))
+}

@@ -1,0 +1,223 @@
+//! Connection parameters with every `${NAME}` expanded: what a transport needs to connect, printed without a secret.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use super::definition::{Bare, RedactedValues, ServerDefinition, SettingNames, Transport};
+use super::environment::Environment;
+use super::error::ConfigError;
+use super::keys::Suffix;
+use super::target;
+
+/// A server definition expanded against an environment, ready to connect.
+///
+/// It exists only while a connection is being prepared (secrets have one
+/// owner: the operator environment), so never store or persist it. `Debug`
+/// prints its shape, never an expanded value: every string that came out of
+/// expansion may hold a secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PreparedServer {
+    /// The server's name.
+    pub alias: String,
+    /// The expanded connection parameters.
+    pub transport: PreparedTransport,
+    /// The authored server summary, expanded.
+    pub summary: Option<String>,
+    /// Authored tool summaries, expanded, keyed by [`tool_summary_key`](super::tool_summary_key).
+    pub tool_summaries: BTreeMap<String, String>,
+}
+
+/// Expanded connection parameters.
+#[derive(Clone, PartialEq, Eq)]
+pub enum PreparedTransport {
+    /// Spawn `command` with `args` (no shell), in `cwd`, with `env` added to the
+    /// inherited environment.
+    Stdio {
+        /// The executable.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Its working directory, when not the host's.
+        cwd: Option<PathBuf>,
+        /// Variables added to its environment.
+        env: Vec<(String, String)>,
+    },
+    /// POST to `url` with `headers` on every request.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// Configured headers, then `Authorization: Bearer <token>` when a bearer is configured.
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl ServerDefinition {
+    /// Expands every `${NAME}` (target, arguments, working directory,
+    /// environment values, header values, bearer, summaries) against `env`.
+    ///
+    /// Stops at the first fault; [`check_references`](Self::check_references)
+    /// reports them all. Faults name settings by their canonical variable.
+    ///
+    /// # Errors
+    ///
+    /// A malformed or missing reference, a target, working directory or bearer
+    /// that expands to nothing, a URL that is no longer absolute, or a header
+    /// value that gained a line break.
+    pub fn prepare(&self, env: &Environment) -> Result<PreparedServer, ConfigError> {
+        let names = SettingNames::canonical(self.alias());
+        let transport = match self.transport() {
+            Transport::Stdio(stdio) => {
+                let command = non_empty(env, names.target(), &stdio.command)?;
+                let args_variable = names.companion(Suffix::Args);
+                let args = stdio
+                    .args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, arg)| {
+                        env.expand_setting(&format!("{args_variable} element {}", i + 1), arg)
+                    })
+                    .collect::<Result<_, _>>()?;
+                let cwd = stdio
+                    .cwd
+                    .as_deref()
+                    .map(|cwd| non_empty(env, &names.companion(Suffix::Cwd), cwd))
+                    .transpose()?
+                    .map(PathBuf::from);
+                let env_variable = names.companion(Suffix::Env);
+                let vars = stdio
+                    .env
+                    .iter()
+                    .map(|(name, value)| {
+                        let variable = format!("{env_variable} entry {name:?}");
+                        Ok((name.clone(), env.expand_setting(&variable, value)?))
+                    })
+                    .collect::<Result<_, ConfigError>>()?;
+                PreparedTransport::Stdio {
+                    command,
+                    args,
+                    cwd,
+                    env: vars,
+                }
+            }
+            Transport::Http(http) => {
+                let url = non_empty(env, names.target(), &http.url)?;
+                if !target::is_absolute_http_url(&url) {
+                    return Err(ConfigError::NotAbsoluteUrl {
+                        variable: names.target().to_owned(),
+                    });
+                }
+                let headers_variable = names.companion(Suffix::Headers);
+                let mut headers = http
+                    .headers
+                    .iter()
+                    .map(|(name, value)| {
+                        let variable = format!("{headers_variable} entry {name:?}");
+                        let value = env.expand_setting(&variable, value)?;
+                        header_value(&headers_variable, name, value)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if let Some(bearer) = &http.bearer {
+                    let variable = names.companion(Suffix::Bearer);
+                    let token = non_empty(env, &variable, bearer.unexpanded())?;
+                    headers.push(header_value(
+                        &variable,
+                        "Authorization",
+                        format!("Bearer {token}"),
+                    )?);
+                }
+                PreparedTransport::Http { url, headers }
+            }
+        };
+        let summary = self
+            .summary()
+            .map(|summary| env.expand_setting(&names.companion(Suffix::Summary), summary))
+            .transpose()?;
+        let tool_summaries = self
+            .tool_summaries()
+            .iter()
+            .map(|(key, summary)| {
+                Ok((
+                    key.clone(),
+                    env.expand_setting(&names.tool_summary(key), summary)?,
+                ))
+            })
+            .collect::<Result<_, ConfigError>>()?;
+        Ok(PreparedServer {
+            alias: self.alias().to_owned(),
+            transport,
+            summary,
+            tool_summaries,
+        })
+    }
+}
+
+/// Expands `s`, which must not come out blank.
+fn non_empty(env: &Environment, variable: &str, s: &str) -> Result<String, ConfigError> {
+    let expanded = env.expand_setting(variable, s)?;
+    if expanded.trim().is_empty() {
+        return Err(ConfigError::EmptyExpansion {
+            variable: variable.to_owned(),
+        });
+    }
+    Ok(expanded)
+}
+
+/// An expanded header, refused when expansion brought in a line break: that
+/// would let a variable's value inject further headers.
+fn header_value(
+    variable: &str,
+    name: &str,
+    value: String,
+) -> Result<(String, String), ConfigError> {
+    if !target::is_valid_header_value(&value) {
+        return Err(ConfigError::InvalidHeaderValue {
+            variable: variable.to_owned(),
+            header: name.to_owned(),
+        });
+    }
+    Ok((name.to_owned(), value))
+}
+
+impl fmt::Debug for PreparedServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tools: Vec<&String> = self.tool_summaries.keys().collect();
+        f.debug_struct("PreparedServer")
+            .field("alias", &self.alias)
+            .field("transport", &self.transport)
+            .field(
+                "summary",
+                &self.summary.as_ref().map(|_| Bare("<redacted>")),
+            )
+            .field("tool_summaries", &RedactedValues(&tools))
+            .finish()
+    }
+}
+
+impl fmt::Debug for PreparedTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Stdio {
+                command: _,
+                args,
+                cwd,
+                env,
+            } => {
+                let names: Vec<&String> = env.iter().map(|(name, _)| name).collect();
+                f.debug_struct("Stdio")
+                    .field("command", &Bare("<redacted>"))
+                    .field("args", &Bare(&format!("<{} redacted>", args.len())))
+                    .field("cwd", &cwd.as_ref().map(|_| Bare("<redacted>")))
+                    .field("env", &RedactedValues(&names))
+                    .finish()
+            }
+            Self::Http { url, headers } => {
+                let names: Vec<&String> = headers.iter().map(|(name, _)| name).collect();
+                f.debug_struct("Http")
+                    .field("url", &target::redact_url(url))
+                    .field("headers", &RedactedValues(&names))
+                    .finish()
+            }
+        }
+    }
+}

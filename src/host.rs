@@ -1,0 +1,521 @@
+//! The embedding API: a cheap-to-clone [`Host`] handle over the actor tree.
+//!
+//! Everything the handle does is a message to an actor, except reading a snapshot, which is
+//! a lock-free clone of an `Arc` the workspace actor published.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::attachment::{AttachmentMsg, CallRequest, Settings};
+use crate::actors::restart::RestartPolicy;
+use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
+use crate::actors::workspace::{Published, Source, WorkspaceArgs, WorkspaceMsg};
+use crate::config::{HostConfig, ServerDefinition};
+use crate::model::{
+    CallError, Problem, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
+};
+use crate::protocol::ConnectOptions;
+
+pub use crate::actors::workspace::CloseFailure;
+
+/// The name of the workspace [`Host::start`] hydrates from the service configuration.
+pub const DEFAULT_WORKSPACE: &str = "default";
+
+/// Something that happened in the host; subscribe with [`Host::events`].
+///
+/// The stream is a broadcast: a subscriber that falls behind loses the oldest events (it is
+/// told so by `RecvError::Lagged`), but the snapshot itself is always current.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HostEvent {
+    /// A server changed state.
+    StateChanged {
+        /// The workspace.
+        workspace: String,
+        /// The server alias.
+        alias: String,
+        /// The previous state, if it had one.
+        from: Option<ServerState>,
+        /// The new state.
+        to: ServerState,
+        /// Why, when the new state is a failure.
+        problem: Option<Problem>,
+    },
+    /// A new snapshot was committed.
+    SnapshotCommitted {
+        /// The workspace.
+        workspace: String,
+        /// The snapshot's version.
+        version: u64,
+    },
+}
+
+/// Options of one call.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// The deadline; the host's `PLURNK_MCP_REQUEST_TIMEOUT` when `None`.
+    pub timeout: Option<Duration>,
+    /// Cancel the call (on the wire, too) by cancelling this token. Dropping the call's
+    /// future cancels it as well.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// What shutdown did: every connection that did not close cleanly.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShutdownReport {
+    /// Each close failure; empty when everything closed.
+    pub failures: Vec<CloseFailure>,
+}
+
+/// Host-wide tuning that does not come from the environment.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Backoff and crash-loop policy for reconnects.
+    pub restart: RestartPolicy,
+    /// How long a closing stdio server may take to exit after stdin EOF before `SIGKILL`.
+    pub close_grace: Duration,
+    /// How long a disable waits for in-flight calls before cancelling them; the request
+    /// timeout when `None`.
+    pub drain_timeout: Option<Duration>,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            restart: RestartPolicy::default(),
+            close_grace: Duration::from_secs(2),
+            drain_timeout: None,
+        }
+    }
+}
+
+/// Why the host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The actor system could not start.
+    #[error("the host could not start its actors: {0}")]
+    Actors(String),
+    /// The HTTP client could not be built.
+    #[error("the HTTP client could not be built: {0}")]
+    Http(String),
+}
+
+struct HostInner {
+    supervisor: ActorRef<SupervisorMsg>,
+    workspaces: BTreeMap<String, Workspace>,
+    events: broadcast::Sender<HostEvent>,
+    closed: Arc<AtomicBool>,
+}
+
+/// The handle a daemon embeds. Cheap to clone; every clone talks to the same actors.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field(
+                "workspaces",
+                &self.inner.workspaces.keys().collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Starts the host and hydrates the default workspace from `config`: every enabled server
+    /// connects in parallel, each bounded by the connect timeout. Returns once every enabled
+    /// server is ready or unavailable; one that cannot connect never delays the others
+    /// beyond its own timeout, and never fails the start.
+    pub async fn start(config: HostConfig) -> Result<Host, StartError> {
+        Self::start_with(config, HostOptions::default()).await
+    }
+
+    /// [`Host::start`] with explicit [`HostOptions`].
+    pub async fn start_with(config: HostConfig, options: HostOptions) -> Result<Host, StartError> {
+        let http_client = reqwest::Client::builder()
+            .build()
+            .map_err(|error| StartError::Http(error.to_string()))?;
+        let settings = Arc::new(Settings {
+            connect: ConnectOptions {
+                connect_timeout: config.connect_timeout(),
+                discover_timeout: config.discover_timeout(),
+                close_grace: options.close_grace,
+                http_client,
+            },
+            request_timeout: config.request_timeout(),
+            drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
+            restart: options.restart,
+            env: Arc::new(config.env().clone()),
+        });
+        let (supervisor, _) = Actor::spawn(None, HostSupervisor, ())
+            .await
+            .map_err(|error| StartError::Actors(error.to_string()))?;
+        let (events, _) = broadcast::channel(1024);
+        let closed = Arc::new(AtomicBool::new(false));
+
+        let definitions = config
+            .servers()
+            .iter()
+            .map(|(alias, definition)| {
+                (
+                    alias.clone(),
+                    (
+                        Arc::new(definition.clone()),
+                        Source::Service,
+                        config.enabled().contains(alias),
+                    ),
+                )
+            })
+            .collect();
+        let workspace = open_workspace(
+            &supervisor,
+            DEFAULT_WORKSPACE,
+            definitions,
+            settings.clone(),
+            events.clone(),
+            closed.clone(),
+        )
+        .await?;
+        let mut workspaces = BTreeMap::new();
+        workspaces.insert(DEFAULT_WORKSPACE.to_owned(), workspace.clone());
+        let host = Host {
+            inner: Arc::new(HostInner {
+                supervisor,
+                workspaces,
+                events,
+                closed,
+            }),
+        };
+        // Each attachment bounds its own first attempt by the connect timeout; the margin
+        // covers listing. The wait never fails the start: a server still connecting then is
+        // simply shown as connecting.
+        let bound =
+            config.connect_timeout() + config.request_timeout().min(Duration::from_secs(30));
+        workspace.wait_settled(bound).await;
+        Ok(host)
+    }
+
+    /// The default workspace.
+    pub fn default_workspace(&self) -> Workspace {
+        // Start always creates it, so the map holds it for the host's life.
+        self.inner
+            .workspaces
+            .get(DEFAULT_WORKSPACE)
+            .cloned()
+            .unwrap_or_else(unreachable_workspace)
+    }
+
+    /// A workspace by name, if the host has it.
+    pub fn workspace(&self, name: &str) -> Option<Workspace> {
+        self.inner.workspaces.get(name).cloned()
+    }
+
+    /// Subscribes to state changes and snapshot commits.
+    pub fn events(&self) -> broadcast::Receiver<HostEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Shuts down in order: refuse new work, cancel and settle every in-flight call, close
+    /// every connection (stdio: stdin EOF, bounded wait, `SIGKILL` to the process group),
+    /// and report every close failure. Calling it again returns an empty report.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return ShutdownReport::default();
+        }
+        let result = self
+            .inner
+            .supervisor
+            .call(|reply| SupervisorMsg::Shutdown { reply }, None)
+            .await;
+        let failures = match result {
+            Ok(ractor::rpc::CallResult::Success(failures)) => failures,
+            _ => vec![CloseFailure {
+                workspace: String::new(),
+                alias: String::new(),
+                detail: "the supervisor stopped before it reported its shutdown".into(),
+            }],
+        };
+        self.inner.supervisor.stop(None);
+        ShutdownReport { failures }
+    }
+}
+
+fn unreachable_workspace() -> Workspace {
+    // Only reachable if the invariant "start creates the default workspace" is broken; a
+    // workspace with a dead actor answers every action with a Problem instead of panicking.
+    let (tx, rx) = watch::channel(Arc::new(Published {
+        snapshot: Arc::new(WorkspaceSnapshot {
+            workspace: DEFAULT_WORKSPACE.into(),
+            version: 0,
+            servers: BTreeMap::new(),
+        }),
+        routes: Default::default(),
+    }));
+    drop(tx);
+    Workspace {
+        name: DEFAULT_WORKSPACE.into(),
+        actor: None,
+        published: rx,
+        default_timeout: Duration::from_secs(60),
+        closed: Arc::new(AtomicBool::new(true)),
+    }
+}
+
+async fn open_workspace(
+    supervisor: &ActorRef<SupervisorMsg>,
+    name: &str,
+    definitions: BTreeMap<String, (Arc<ServerDefinition>, Source, bool)>,
+    settings: Arc<Settings>,
+    events: broadcast::Sender<HostEvent>,
+    closed: Arc<AtomicBool>,
+) -> Result<Workspace, StartError> {
+    let (published_tx, published) = watch::channel(Arc::new(Published {
+        snapshot: Arc::new(WorkspaceSnapshot {
+            workspace: name.to_owned(),
+            version: 0,
+            servers: BTreeMap::new(),
+        }),
+        routes: Default::default(),
+    }));
+    let default_timeout = settings.request_timeout;
+    let args = WorkspaceArgs {
+        name: name.to_owned(),
+        definitions,
+        settings,
+        published: published_tx,
+        events,
+    };
+    let result = supervisor
+        .call(|reply| SupervisorMsg::Open { args, reply }, None)
+        .await;
+    let actor = match result {
+        Ok(ractor::rpc::CallResult::Success(Ok(actor))) => actor,
+        Ok(ractor::rpc::CallResult::Success(Err(error))) => return Err(StartError::Actors(error)),
+        _ => return Err(StartError::Actors("the supervisor did not answer".into())),
+    };
+    Ok(Workspace {
+        name: name.to_owned(),
+        actor: Some(actor),
+        published,
+        default_timeout,
+        closed,
+    })
+}
+
+/// One workspace: its snapshot, its calls and its management actions.
+#[derive(Clone)]
+pub struct Workspace {
+    name: String,
+    actor: Option<ActorRef<WorkspaceMsg>>,
+    published: watch::Receiver<Arc<Published>>,
+    default_timeout: Duration,
+    closed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspace")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Workspace {
+    /// The workspace name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The current snapshot: every server, its state and its enabled tools with effects.
+    pub fn snapshot(&self) -> Arc<WorkspaceSnapshot> {
+        self.published.borrow().snapshot.clone()
+    }
+
+    /// Waits until no server is `connecting`, or `bound` passes; returns the snapshot then.
+    pub async fn wait_settled(&self, bound: Duration) -> Arc<WorkspaceSnapshot> {
+        self.wait_for(bound, |snapshot| {
+            snapshot.is_settled() && snapshot.version > 0
+        })
+        .await
+    }
+
+    /// Waits until `predicate` holds for the snapshot, or `bound` passes; returns the latest.
+    pub async fn wait_for(
+        &self,
+        bound: Duration,
+        predicate: impl Fn(&WorkspaceSnapshot) -> bool,
+    ) -> Arc<WorkspaceSnapshot> {
+        let mut published = self.published.clone();
+        let _ = tokio::time::timeout(
+            bound,
+            published.wait_for(|published| predicate(&published.snapshot)),
+        )
+        .await;
+        self.snapshot()
+    }
+
+    /// Calls `tool` on `server` with `arguments` (a JSON object, or `null` for none).
+    ///
+    /// Routed only to enabled tools of the current snapshot. Settles with the result (a
+    /// tool-level `isError` is a result) or a typed [`CallError`]; it never hangs past the
+    /// deadline, and a dead connection fails it at once.
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(CallError::ShuttingDown);
+        }
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            Value::Null => serde_json::Map::new(),
+            _ => {
+                return Err(CallError::InvalidArguments {
+                    alias: server.to_owned(),
+                    tool: tool.to_owned(),
+                });
+            }
+        };
+        let route = {
+            let published = self.published.borrow();
+            let Some(entry) = published.snapshot.server(server) else {
+                return Err(CallError::UnknownServer(server.to_owned()));
+            };
+            if entry.state != ServerState::Ready {
+                return Err(CallError::NotReady {
+                    alias: server.to_owned(),
+                    state: entry.state,
+                    detail: entry
+                        .problem
+                        .as_ref()
+                        .map(|problem| problem.detail.clone())
+                        .unwrap_or_else(|| format!("it is {}", entry.state)),
+                });
+            }
+            if entry.tool(tool).is_none() {
+                return Err(CallError::UnknownTool {
+                    alias: server.to_owned(),
+                    tool: tool.to_owned(),
+                });
+            }
+            published.routes.get(server).cloned()
+        };
+        let Some(route) = route else {
+            return Err(CallError::Closing {
+                alias: server.to_owned(),
+                reason: "its attachment is gone".into(),
+            });
+        };
+        let cancel = options
+            .cancel
+            .map(|token| token.child_token())
+            .unwrap_or_default();
+        // Dropping this future cancels the request on the wire.
+        let guard = cancel.clone().drop_guard();
+        let (reply, answer) = oneshot::channel();
+        let request = CallRequest {
+            tool: tool.to_owned(),
+            arguments,
+            timeout: options.timeout.unwrap_or(self.default_timeout),
+            cancel,
+            reply,
+        };
+        if route.cast(AttachmentMsg::Call(request)).is_err() {
+            guard.disarm();
+            return Err(CallError::Closing {
+                alias: server.to_owned(),
+                reason: "its attachment stopped".into(),
+            });
+        }
+        let result = answer.await.unwrap_or_else(|_| {
+            Err(CallError::ConnectionLost {
+                alias: server.to_owned(),
+                tool: tool.to_owned(),
+                detail: "its attachment stopped before answering".into(),
+            })
+        });
+        guard.disarm();
+        result
+    }
+
+    async fn action(
+        &self,
+        alias: &str,
+        message: impl FnOnce(ractor::RpcReplyPort<Result<ServerSnapshot, Problem>>) -> WorkspaceMsg,
+    ) -> Result<ServerSnapshot, Problem> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Problem::shutting_down());
+        }
+        let Some(actor) = &self.actor else {
+            return Err(Problem::shutting_down());
+        };
+        match actor.call(message, None).await {
+            Ok(ractor::rpc::CallResult::Success(answer)) => answer,
+            _ => Err(Problem::server_unavailable(format!(
+                "workspace \"{}\" did not answer the action on \"{alias}\"",
+                self.name
+            ))),
+        }
+    }
+
+    /// Enables `alias`. A disabled server is prepared first and stays disabled if it cannot
+    /// connect (the Problem says why); an enabled but unavailable one reconnects now; a
+    /// ready one is left as it is.
+    pub async fn enable(&self, alias: &str) -> Result<ServerSnapshot, Problem> {
+        let alias_owned = alias.to_owned();
+        self.action(alias, |reply| WorkspaceMsg::Enable {
+            alias: alias_owned,
+            reply,
+        })
+        .await
+    }
+
+    /// Disables `alias`: new calls are refused, in-flight calls settle (bounded), the
+    /// connection closes, then the reduced snapshot commits. Disabled servers stay visible.
+    pub async fn disable(&self, alias: &str) -> Result<ServerSnapshot, Problem> {
+        let alias_owned = alias.to_owned();
+        self.action(alias, |reply| WorkspaceMsg::Disable {
+            alias: alias_owned,
+            reply,
+        })
+        .await
+    }
+
+    /// Adds a workspace-owned server and enables it; it is published only if it connects.
+    pub async fn add(&self, definition: ServerDefinition) -> Result<ServerSnapshot, Problem> {
+        let alias = definition.alias().to_owned();
+        self.action(&alias, |reply| WorkspaceMsg::Add { definition, reply })
+            .await
+    }
+
+    /// Removes a workspace-owned server (after draining it). Service servers refuse: disable
+    /// them instead.
+    pub async fn remove(&self, alias: &str) -> Result<ServerSnapshot, Problem> {
+        let alias_owned = alias.to_owned();
+        self.action(alias, |reply| WorkspaceMsg::Remove {
+            alias: alias_owned,
+            reply,
+        })
+        .await
+    }
+
+    /// Test hook: makes the server's attachment actor panic, to exercise supervision.
+    #[doc(hidden)]
+    pub fn crash_attachment_for_test(&self, alias: &str) -> bool {
+        let route = self.published.borrow().routes.get(alias).cloned();
+        route.is_some_and(|route| route.cast(AttachmentMsg::Panic).is_ok())
+    }
+}

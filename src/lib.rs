@@ -1,0 +1,48 @@
+//! plurnk-mcp: an MCP host that a daemon embeds to reach many Model Context Protocol servers
+//! at once.
+//!
+//! # Layout
+//!
+//! - [`config`]: the `PLURNK_MCP_*` environment namespace → validated, unexpanded server
+//!   definitions; `${NAME}` expansion happens only while preparing a connection.
+//! - `protocol`: everything that speaks MCP (rmcp stays inside it): stdio process groups,
+//!   Streamable HTTP, negotiate-and-degrade, catalogs with their pagination guard, calls.
+//! - `actors`: the supervision tree — a supervisor, a workspace actor per workspace, an
+//!   attachment actor per (workspace, enabled server) — and the restart policy.
+//! - [`host`]: the embedding API, a cheap-to-clone [`Host`] handle over the actors.
+//! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use plurnk_mcp::{CallOptions, Host, HostConfig};
+//! let host = Host::start(HostConfig::from_env(std::env::vars())?).await?;
+//! let workspace = host.default_workspace();
+//! for server in workspace.snapshot().servers.values() {
+//!     println!("{} {}", server.alias, server.state);
+//! }
+//! let result = workspace
+//!     .call_tool("fixture", "echo", serde_json::json!({"text": "hi"}), CallOptions::default())
+//!     .await?;
+//! println!("{}", result.text());
+//! host.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod actors;
+pub mod config;
+pub mod host;
+pub mod model;
+mod protocol;
+
+pub use actors::restart::{RestartPolicy, Verdict};
+pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
+pub use host::{
+    CallOptions, CloseFailure, DEFAULT_WORKSPACE, Host, HostEvent, HostOptions, ShutdownReport,
+    StartError, Workspace,
+};
+pub use model::{
+    CallError, Effect, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, ToolResult,
+    TransportKind, WorkspaceSnapshot,
+};

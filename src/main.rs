@@ -1,0 +1,95 @@
+//! The `plurnk-mcp` command line: `demo`, `status`, `tools`, `call`, and the hidden `fixture`
+//! server the demo and the tests spawn.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// An MCP host: connect to many Model Context Protocol servers at once.
+///
+/// Servers come from `PLURNK_MCP_<server>` environment variables (see the README).
+#[derive(Parser)]
+#[command(name = "plurnk-mcp", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the host on three built-in fixture servers and show it working.
+    Demo,
+    /// Connect every enabled server and print its state.
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a server's enabled tools.
+    Tools {
+        /// The server alias.
+        server: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool and print its result as JSON.
+    ///
+    /// Exits 0 for a result, 1 for a result the tool flagged `isError`, 2 for a failure.
+    Call {
+        /// The server alias.
+        server: String,
+        /// The tool name.
+        tool: String,
+        /// The arguments, a JSON object.
+        arguments: Option<String>,
+    },
+    /// Serve the fixture MCP server (used by the demo and the tests).
+    #[command(hide = true)]
+    Fixture {
+        /// Be a legacy-only peer (answers server/discover with method-not-found).
+        #[arg(long)]
+        legacy: bool,
+        /// The server name.
+        #[arg(long, default_value = "fixture")]
+        name: String,
+        /// Serve Streamable HTTP on this address instead of stdio.
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("plurnk-mcp: could not start the async runtime: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Fixture { .. } => {}
+        // The demo provokes failures on purpose; their warnings would only clutter it.
+        Command::Demo => cli::init_logging("error"),
+        _ => cli::init_logging("warn"),
+    }
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Demo => cli::demo::run().await,
+            Command::Status { json } => cli::status(json).await,
+            Command::Tools { server, json } => cli::tools(&server, json).await,
+            Command::Call {
+                server,
+                tool,
+                arguments,
+            } => cli::call(&server, &tool, arguments.as_deref()).await,
+            Command::Fixture { legacy, name, http } => cli::fixture(legacy, name, http).await,
+        }
+    })
+}

@@ -1,0 +1,380 @@
+//! The crate's domain types: what the embedding API and the actors speak, free of rmcp.
+//!
+//! Everything here is cheap to clone or shared behind an `Arc`: a [`WorkspaceSnapshot`] is
+//! immutable once published and is replaced whole, never edited in place.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use crate::config::TransportKind;
+
+/// An expected failure, shaped after RFC 9457: what every failure a user can act on becomes.
+///
+/// A `Problem` never carries a credential: it is built from the alias, the transport and
+/// messages of our own, never from an expanded definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The HTTP-like status: `502` for a server that cannot be reached, `404` unknown, …
+    pub status: u16,
+    /// A stable machine-readable kind, such as `server-unavailable`.
+    pub kind: String,
+    /// One or more lower-case sentences that name the thing and say what to do.
+    pub detail: String,
+    /// Whether trying the same thing again later may succeed.
+    pub retryable: bool,
+}
+
+impl Problem {
+    /// `502 server-unavailable`: the server could not be connected, discovered or listed.
+    pub fn server_unavailable(detail: impl Into<String>) -> Self {
+        Self {
+            status: 502,
+            kind: "server-unavailable".into(),
+            detail: detail.into(),
+            retryable: true,
+        }
+    }
+
+    /// `409 server-crash-loop`: the server crashed too often and waits for an explicit enable.
+    pub fn crash_loop(detail: impl Into<String>) -> Self {
+        Self {
+            status: 409,
+            kind: "server-crash-loop".into(),
+            detail: detail.into(),
+            retryable: false,
+        }
+    }
+
+    /// `404 unknown-server`.
+    pub fn unknown_server(alias: &str) -> Self {
+        Self {
+            status: 404,
+            kind: "unknown-server".into(),
+            detail: format!(
+                "server \"{alias}\" is not configured in this workspace: check the alias or add it"
+            ),
+            retryable: false,
+        }
+    }
+
+    /// `409 conflict`.
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self {
+            status: 409,
+            kind: "conflict".into(),
+            detail: detail.into(),
+            retryable: false,
+        }
+    }
+
+    /// `400 invalid-definition`.
+    pub fn invalid_definition(detail: impl Into<String>) -> Self {
+        Self {
+            status: 400,
+            kind: "invalid-definition".into(),
+            detail: detail.into(),
+            retryable: false,
+        }
+    }
+
+    /// `503 shutting-down`: the host refuses new work while it shuts down.
+    pub fn shutting_down() -> Self {
+        Self {
+            status: 503,
+            kind: "shutting-down".into(),
+            detail: "the host is shutting down and accepts no new work".into(),
+            retryable: false,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.kind, self.detail)
+    }
+}
+
+impl std::error::Error for Problem {}
+
+/// Where a server's attachment is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerState {
+    /// Configured but not enabled in this workspace: visible, contributes nothing.
+    Disabled,
+    /// The first connection attempt is under way.
+    Connecting,
+    /// Connected, discovered and listed: its tools are published.
+    Ready,
+    /// Could not connect, or lost its connection; it retries by itself with backoff.
+    Unavailable,
+    /// Crashed too often in a short window; it stays down until enabled again.
+    CrashLoop,
+}
+
+impl fmt::Display for ServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Disabled => "disabled",
+            Self::Connecting => "connecting",
+            Self::Ready => "ready",
+            Self::Unavailable => "unavailable",
+            Self::CrashLoop => "crash-loop",
+        })
+    }
+}
+
+/// The operator's classification of a tool: `read` tools may be auto-run by the embedder,
+/// every other enabled tool keeps the conservative `host` effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Read-only, by the operator's `_READ` list.
+    Read,
+    /// Anything else.
+    Host,
+}
+
+/// One enabled tool, as published in a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolInfo {
+    /// The exact remote name; calls use it unchanged.
+    pub name: String,
+    /// The display title, if the server gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The server's description, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments, as the server sent it.
+    pub input_schema: Value,
+    /// The tool's effect from `_READ`.
+    pub effect: Effect,
+}
+
+/// What negotiation told us about a server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Negotiated {
+    /// The negotiated protocol revision, such as `2026-07-28`.
+    pub revision: String,
+    /// `true` when the server answered `server/discover` (a modern peer).
+    pub modern: bool,
+    /// The server's name, if it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The server's version, if it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The server's display title, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The server's one-line description, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Usage instructions the server sent, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The server's capabilities, as JSON.
+    pub capabilities: Value,
+}
+
+/// One server in a workspace snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerSnapshot {
+    /// The configured alias.
+    pub alias: String,
+    /// How it is reached.
+    pub transport: TransportKind,
+    /// Its state.
+    pub state: ServerState,
+    /// Why it is not ready, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+    /// What negotiation established (present while ready).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub negotiated: Option<Negotiated>,
+    /// The enabled tools (empty unless ready).
+    pub tools: Arc<[ToolInfo]>,
+    /// Counts connections of this attachment; a reconnect raises it.
+    pub generation: u64,
+}
+
+impl ServerSnapshot {
+    /// Looks up an enabled tool by its exact name.
+    pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
+        self.tools.iter().find(|tool| tool.name == name)
+    }
+}
+
+/// One workspace's complete, immutable view: every configured server and what it publishes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkspaceSnapshot {
+    /// The workspace name.
+    pub workspace: String,
+    /// Raised by one on every commit.
+    pub version: u64,
+    /// Every configured server, by alias.
+    pub servers: BTreeMap<String, ServerSnapshot>,
+}
+
+impl WorkspaceSnapshot {
+    /// Looks up a server by alias.
+    pub fn server(&self, alias: &str) -> Option<&ServerSnapshot> {
+        self.servers.get(alias)
+    }
+
+    /// Whether every server has left `connecting`.
+    pub fn is_settled(&self) -> bool {
+        self.servers
+            .values()
+            .all(|server| server.state != ServerState::Connecting)
+    }
+}
+
+/// A settled `tools/call`: the server answered with a result.
+///
+/// A tool-level `isError: true` is a completed result, not a failure: `is_error` tells it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolResult {
+    /// `true` when the server flagged the result as a tool-level error.
+    pub is_error: bool,
+    /// The whole result object as JSON (`content`, `structuredContent`, `_meta`, …).
+    pub result: Value,
+}
+
+impl ToolResult {
+    /// The concatenated text of the result's text content blocks.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        if let Some(blocks) = self.result.get("content").and_then(Value::as_array) {
+            for block in blocks {
+                if let Some(text) = block.get("text").and_then(Value::as_str) {
+                    if !out.is_empty() {
+                        out.push('\n');
+                    }
+                    out.push_str(text);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Why a call did not produce a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The alias is not configured in the workspace.
+    #[error("server \"{0}\" is not configured in this workspace")]
+    UnknownServer(String),
+    /// The server is configured but not ready (disabled, connecting, unavailable, crash-loop).
+    #[error("server \"{alias}\" is {state}: {detail}")]
+    NotReady {
+        /// The alias.
+        alias: String,
+        /// Its state when the call was refused.
+        state: ServerState,
+        /// Why, from its Problem when it has one.
+        detail: String,
+    },
+    /// The tool is not an enabled tool of the server in the current snapshot.
+    #[error(
+        "server \"{alias}\" has no enabled tool \"{tool}\": list its tools with `plurnk-mcp tools {alias}`"
+    )]
+    UnknownTool {
+        /// The alias.
+        alias: String,
+        /// The tool name asked for.
+        tool: String,
+    },
+    /// The arguments were not a JSON object.
+    #[error("arguments for {alias}/{tool} must be a JSON object")]
+    InvalidArguments {
+        /// The alias.
+        alias: String,
+        /// The tool.
+        tool: String,
+    },
+    /// The per-call deadline passed; the request was cancelled on the wire.
+    #[error(
+        "server \"{alias}\" did not answer {tool} within {timeout_ms} ms; the request was cancelled"
+    )]
+    Timeout {
+        /// The alias.
+        alias: String,
+        /// The tool.
+        tool: String,
+        /// The deadline that passed.
+        timeout_ms: u64,
+    },
+    /// The caller cancelled; the request was cancelled on the wire.
+    #[error("the call to {alias}/{tool} was cancelled")]
+    Cancelled {
+        /// The alias.
+        alias: String,
+        /// The tool.
+        tool: String,
+    },
+    /// The connection died while the call was in flight.
+    #[error("server \"{alias}\" lost its connection during {tool}: {detail}")]
+    ConnectionLost {
+        /// The alias.
+        alias: String,
+        /// The tool.
+        tool: String,
+        /// What happened to the connection.
+        detail: String,
+    },
+    /// The server is being disabled or removed, or the host is shutting down.
+    #[error("server \"{alias}\" is closing ({reason}); the call was not completed")]
+    Closing {
+        /// The alias.
+        alias: String,
+        /// Why it is closing.
+        reason: String,
+    },
+    /// The server answered with a JSON-RPC error; code, message and data are kept.
+    #[error("server \"{alias}\" answered {tool} with JSON-RPC error {code}: {message}")]
+    Remote {
+        /// The alias.
+        alias: String,
+        /// The tool.
+        tool: String,
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+        /// The server's `data`, if any.
+        data: Option<Value>,
+    },
+    /// The server answered with something this host cannot use.
+    #[error("server \"{alias}\" answered {tool} with an invalid result: {detail}")]
+    Protocol {
+        /// The alias.
+        alias: String,
+        /// The tool.
+        tool: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The host is shutting down.
+    #[error("the host is shutting down")]
+    ShuttingDown,
+}
+
+impl CallError {
+    /// Whether trying again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::NotReady { .. }
+                | Self::Timeout { .. }
+                | Self::ConnectionLost { .. }
+                | Self::Closing { .. }
+        )
+    }
+}

@@ -1,0 +1,46 @@
+//! Everything that speaks MCP: connection setup, negotiation, catalogs and calls.
+//!
+//! rmcp types stay inside this folder. What leaves it is the crate's own domain types
+//! ([`crate::model`]): a [`Connection`] hands out [`Negotiated`](crate::model::Negotiated),
+//! [`ToolInfo`](crate::model::ToolInfo) and [`ToolResult`](crate::model::ToolResult), and
+//! failures arrive as [`ConnectError`] or [`CallError`](crate::model::CallError).
+
+mod call;
+mod catalog;
+mod connect;
+mod http;
+mod stdio;
+mod target;
+
+pub(crate) use call::CallPeer;
+pub(crate) use catalog::apply_policy;
+pub(crate) use connect::{ConnectOptions, Connection, connect};
+pub(crate) use target::target;
+
+use rmcp::ClientHandler;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+
+/// The client half rmcp drives for us: it identifies the host and, for now, handles no
+/// server-initiated requests (no sampling, roots or elicitation are advertised).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HostClient;
+
+impl ClientHandler for HostClient {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
+        info.title = Some("plurnk MCP host".into());
+        ClientConfig::new(ClientCapabilities::default(), info)
+    }
+}
+
+/// Replaces every secret in `text` by `<redacted>`, so that a message from a lower layer
+/// (reqwest puts the URL in its errors, a server may echo a header) cannot leak one.
+pub(crate) fn redact(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_owned();
+    for secret in secrets {
+        if secret.len() >= 4 {
+            out = out.replace(secret.as_str(), "<redacted>");
+        }
+    }
+    out
+}

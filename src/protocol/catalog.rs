@@ -1,0 +1,197 @@
+//! Catalogs: draining paginated lists under a non-convergence guard, and applying the
+//! operator's tool policy (`_TOOLS`, `_READ`) to what the server listed.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use rmcp::Peer;
+use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams, ServerResult, Tool};
+use rmcp::service::{PeerRequestOptions, RoleClient};
+
+use crate::model::{Effect, ToolInfo};
+
+/// A server that pages more than this is treated as not converging.
+pub(crate) const MAX_PAGES: usize = 100;
+
+/// Lists every tool, page by page. A repeated cursor or more than [`MAX_PAGES`] pages fails
+/// instead of looping: a partial catalog is never presented as complete.
+pub(crate) async fn list_all_tools(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+) -> Result<Vec<Tool>, String> {
+    let mut tools = Vec::new();
+    let mut seen = HashSet::new();
+    let mut cursor: Option<String> = None;
+    for _page in 0..MAX_PAGES {
+        let params = cursor
+            .clone()
+            .map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+            params,
+            ..Default::default()
+        });
+        let handle = peer
+            .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
+            .await
+            .map_err(|error| format!("tools/list could not be sent: {error}"))?;
+        let page = match handle.await_response().await {
+            Ok(ServerResult::ListToolsResult(page)) => page,
+            Ok(_) => return Err("tools/list returned something other than a tool list".into()),
+            Err(error) => return Err(format!("tools/list failed: {error}")),
+        };
+        tools.extend(page.tools);
+        match page.next_cursor {
+            None => return Ok(tools),
+            Some(next) => {
+                if !seen.insert(next.clone()) {
+                    return Err(format!(
+                        "tools/list repeated the cursor {next:?}: the server's pagination does not converge"
+                    ));
+                }
+                cursor = Some(next);
+            }
+        }
+    }
+    Err(format!(
+        "tools/list returned more than {MAX_PAGES} pages: the server's pagination does not converge"
+    ))
+}
+
+/// Applies `tools` (absent = all, `[]` = none) and `read` to the listed tools.
+///
+/// A configured tool the server does not list, or a remote name listed twice, is an error
+/// that names it: the server is then unavailable rather than half-published.
+pub(crate) fn apply_policy(
+    alias: &str,
+    listed: Vec<Tool>,
+    enabled: Option<&[String]>,
+    read: &[String],
+) -> Result<Vec<ToolInfo>, String> {
+    let mut names = BTreeSet::new();
+    let mut duplicates = BTreeSet::new();
+    for tool in &listed {
+        if !names.insert(tool.name.to_string()) {
+            duplicates.insert(tool.name.to_string());
+        }
+    }
+    let mut faults = Vec::new();
+    if !duplicates.is_empty() {
+        faults.push(format!(
+            "server \"{alias}\" lists the tool name(s) {} more than once; a host cannot route to an ambiguous name",
+            quoted(&duplicates)
+        ));
+    }
+    if let Some(enabled) = enabled {
+        let missing: BTreeSet<String> = enabled
+            .iter()
+            .filter(|name| !names.contains(*name))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            faults.push(format!(
+                "PLURNK_MCP_{}_TOOLS names {} which server \"{alias}\" does not list: fix _TOOLS or the server",
+                alias.to_ascii_uppercase().replace('-', "_"),
+                quoted(&missing)
+            ));
+        }
+    }
+    let missing_read: BTreeSet<String> = read
+        .iter()
+        .filter(|name| !names.contains(*name))
+        .cloned()
+        .collect();
+    if !missing_read.is_empty() {
+        faults.push(format!(
+            "PLURNK_MCP_{}_READ names {} which server \"{alias}\" does not list: fix _READ or the server",
+            alias.to_ascii_uppercase().replace('-', "_"),
+            quoted(&missing_read)
+        ));
+    }
+    if !faults.is_empty() {
+        return Err(faults.join("; "));
+    }
+    let enabled: Option<HashSet<&str>> =
+        enabled.map(|names| names.iter().map(String::as_str).collect());
+    let read: HashSet<&str> = read.iter().map(String::as_str).collect();
+    Ok(listed
+        .into_iter()
+        .filter(|tool| {
+            enabled
+                .as_ref()
+                .is_none_or(|enabled| enabled.contains(tool.name.as_ref()))
+        })
+        .map(|tool| {
+            let effect = if read.contains(tool.name.as_ref()) {
+                Effect::Read
+            } else {
+                Effect::Host
+            };
+            ToolInfo {
+                name: tool.name.to_string(),
+                title: tool
+                    .title
+                    .clone()
+                    .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone())),
+                description: tool.description.as_ref().map(|d| d.to_string()),
+                input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                effect,
+            }
+        })
+        .collect())
+}
+
+fn quoted(names: &BTreeSet<String>) -> String {
+    names
+        .iter()
+        .map(|name| format!("\"{name}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()))
+    }
+
+    #[test]
+    fn absent_tools_enables_all_and_empty_enables_none() {
+        let listed = vec![tool("a"), tool("b")];
+        let all = apply_policy("s", listed.clone(), None, &[]).unwrap_or_default();
+        assert_eq!(all.len(), 2);
+        let none = apply_policy("s", listed, Some(&[]), &[]).unwrap_or_default();
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn read_marks_effect_and_others_stay_host() {
+        let listed = vec![tool("get"), tool("put")];
+        let enabled = ["get".to_owned(), "put".to_owned()];
+        let tools =
+            apply_policy("s", listed, Some(&enabled), &["get".to_owned()]).unwrap_or_default();
+        let effect = |name: &str| tools.iter().find(|t| t.name == name).map(|t| t.effect);
+        assert_eq!(effect("get"), Some(Effect::Read));
+        assert_eq!(effect("put"), Some(Effect::Host));
+    }
+
+    #[test]
+    fn a_configured_tool_the_server_lacks_names_it() {
+        let error = apply_policy("gh", vec![tool("a")], Some(&["push".to_owned()]), &[])
+            .err()
+            .unwrap_or_default();
+        assert!(error.contains("PLURNK_MCP_GH_TOOLS"), "{error}");
+        assert!(error.contains("\"push\""), "{error}");
+    }
+
+    #[test]
+    fn a_duplicate_remote_name_is_refused() {
+        let error = apply_policy("s", vec![tool("a"), tool("a")], None, &[])
+            .err()
+            .unwrap_or_default();
+        assert!(error.contains("more than once"), "{error}");
+    }
+}

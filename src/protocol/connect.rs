@@ -1,0 +1,474 @@
+//! Connection setup: spawn or dial, negotiate-and-degrade, and the [`Connection`] that owns it.
+//!
+//! Negotiation (§mcp-authority): rmcp's `Auto` lifecycle probes `server/discover` at
+//! 2026-07-28 and falls back to `initialize` on the same transport when the server answers
+//! like a legacy peer. Two cases it does not cover are handled here by a second attempt with
+//! `initialize` on a fresh transport: a server whose discover answer lists no revision we
+//! prefer (`NoCompatibleProtocolVersion`), and a server that is silent to discover for longer
+//! than our configurable discover timeout (rmcp's own fallback waits a fixed 10 s).
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{
+    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient,
+    RunningService,
+};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use tokio_util::sync::CancellationToken;
+
+use super::call::CallPeer;
+use super::stdio::{ChildProcess, StdioSpawn};
+use super::{HostClient, http, redact};
+use crate::model::{Negotiated, TransportKind};
+
+/// An already expanded target: the only place expanded values live, and never printed.
+pub(crate) enum Target {
+    /// A child process.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        cwd: Option<PathBuf>,
+        env: Vec<(String, String)>,
+    },
+    /// Streamable HTTP; `headers` include `Authorization` for a bearer.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stdio { .. } => f.write_str("Target::Stdio(<redacted>)"),
+            Self::Http { .. } => f.write_str("Target::Http(<redacted>)"),
+        }
+    }
+}
+
+impl Target {
+    fn kind(&self) -> TransportKind {
+        match self {
+            Self::Stdio { .. } => TransportKind::Stdio,
+            Self::Http { .. } => TransportKind::Http,
+        }
+    }
+
+    /// The expanded values that must never appear in a message.
+    fn secrets(&self) -> Vec<String> {
+        match self {
+            Self::Stdio { env, .. } => env.iter().map(|(_, value)| value.clone()).collect(),
+            Self::Http { url, headers } => {
+                let mut secrets: Vec<String> =
+                    headers.iter().map(|(_, value)| value.clone()).collect();
+                // A bearer also appears without its scheme word.
+                for (_, value) in headers {
+                    if let Some(token) = value.strip_prefix("Bearer ") {
+                        secrets.push(token.to_owned());
+                    }
+                }
+                // URLs can carry credentials in userinfo or the query.
+                secrets.push(url.clone());
+                secrets
+            }
+        }
+    }
+}
+
+/// Bounds and settings for connecting.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectOptions {
+    /// The whole setup, spawn to negotiated, must finish within this.
+    pub connect_timeout: Duration,
+    /// How long to wait for a `server/discover` answer before trying legacy `initialize`.
+    pub discover_timeout: Duration,
+    /// How long a closing stdio server may take to exit after stdin EOF.
+    pub close_grace: Duration,
+    /// One HTTP client shared by every HTTP connection of the host (pooled connections).
+    pub http_client: reqwest::Client,
+}
+
+/// Why a server could not be connected.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectError {
+    /// The executable could not be started.
+    #[error("could not start the executable: {0}")]
+    Spawn(String),
+    /// The HTTP transport could not be built from the configuration.
+    #[error("{0}")]
+    Http(String),
+    /// Setup did not finish within the connect timeout.
+    #[error("did not finish connecting within {0} ms")]
+    Timeout(u128),
+    /// Negotiation failed.
+    #[error("negotiation failed: {0}")]
+    Negotiation(String),
+}
+
+type Service = RunningService<RoleClient, HostClient>;
+
+/// One live connection to one server: the rmcp service, its child process group (stdio),
+/// and a token that fires when the transport stops delivering messages.
+pub(crate) struct Connection {
+    alias: String,
+    kind: TransportKind,
+    service: Service,
+    negotiated: Negotiated,
+    lost: CancellationToken,
+    child: Option<ChildProcess>,
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("alias", &self.alias)
+            .field("kind", &self.kind)
+            .field("revision", &self.negotiated.revision)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connects `alias` to `target` and negotiates, all within `options.connect_timeout`.
+pub(crate) async fn connect(
+    alias: &str,
+    target: &Target,
+    options: &ConnectOptions,
+) -> Result<Connection, ConnectError> {
+    let secrets = target.secrets();
+    let result = tokio::time::timeout(options.connect_timeout, async {
+        let first = tokio::time::timeout(
+            options.discover_timeout,
+            attempt(target, options, auto_lifecycle()),
+        )
+        .await;
+        match first {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(Failure::Negotiation(error)))
+                if matches!(
+                    *error,
+                    ClientInitializeError::NoCompatibleProtocolVersion { .. }
+                ) =>
+            {
+                tracing::debug!(
+                    server = alias,
+                    "discover offered no revision we speak; trying initialize"
+                );
+                attempt(target, options, ClientLifecycleMode::Initialize).await
+            }
+            Err(_) => {
+                tracing::debug!(
+                    server = alias,
+                    "discover gave no usable revision in time; trying initialize"
+                );
+                attempt(target, options, ClientLifecycleMode::Initialize).await
+            }
+            Ok(Err(failure)) => Err(failure),
+        }
+    })
+    .await;
+    let (service, child, lost, modern) = match result {
+        Ok(Ok(parts)) => parts,
+        Ok(Err(failure)) => return Err(failure.into_error(&secrets)),
+        Err(_) => {
+            return Err(ConnectError::Timeout(options.connect_timeout.as_millis()));
+        }
+    };
+    // The response cache serves stale lists after a failed refresh by default; the host
+    // publishes catalogs itself and must never present a stale one as current.
+    service
+        .peer()
+        .set_response_cache_config(ClientCacheConfig::disabled())
+        .await;
+    let negotiated = negotiated(&service, modern);
+    Ok(Connection {
+        alias: alias.to_owned(),
+        kind: target.kind(),
+        service,
+        negotiated,
+        lost,
+        child,
+        secrets,
+    })
+}
+
+fn auto_lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+enum Failure {
+    Spawn(std::io::Error),
+    Http(String),
+    Negotiation(Box<ClientInitializeError>),
+}
+
+impl Failure {
+    fn into_error(self, secrets: &[String]) -> ConnectError {
+        match self {
+            Self::Spawn(error) => ConnectError::Spawn(redact(&error.to_string(), secrets)),
+            Self::Http(detail) => ConnectError::Http(redact(&detail, secrets)),
+            Self::Negotiation(error) => {
+                ConnectError::Negotiation(redact(&describe_init_error(&error), secrets))
+            }
+        }
+    }
+}
+
+fn describe_init_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::LegacyFallbackFailed { discover, fallback } => format!(
+            "server/discover failed ({}) and initialize failed ({})",
+            describe_init_error(discover),
+            describe_init_error(fallback)
+        ),
+        ClientInitializeError::JsonRpcError(data) => {
+            format!(
+                "the server answered with JSON-RPC error {}: {}",
+                data.code.0, data.message
+            )
+        }
+        ClientInitializeError::ConnectionClosed(context) => {
+            format!("the connection closed while waiting for the {context}")
+        }
+        ClientInitializeError::TransportError { error, context } => {
+            let mut text = format!("{context}: {error}");
+            let mut source = std::error::Error::source(error);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        }
+        other => other.to_string(),
+    }
+}
+
+type Parts = (Service, Option<ChildProcess>, CancellationToken, bool);
+
+async fn attempt(
+    target: &Target,
+    options: &ConnectOptions,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Parts, Failure> {
+    let lost = CancellationToken::new();
+    match target {
+        Target::Stdio {
+            command,
+            args,
+            cwd,
+            env,
+        } => {
+            let spec = StdioSpawn {
+                command,
+                args,
+                cwd: cwd.as_ref(),
+                env,
+            };
+            let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
+            let transport = Watched {
+                inner: AsyncRwTransport::new_client(stdout, stdin),
+                lost: lost.clone(),
+            };
+            // On failure `child` drops here and takes its process group with it.
+            let (service, modern) = negotiate(transport, lifecycle)
+                .await
+                .map_err(|error| Failure::Negotiation(Box::new(with_stderr(error, &child))))?;
+            Ok((service, Some(child), lost, modern))
+        }
+        Target::Http { url, headers } => {
+            let transport = Watched {
+                inner: http::transport(url, headers, options.http_client.clone())
+                    .map_err(Failure::Http)?,
+                lost: lost.clone(),
+            };
+            let (service, modern) = negotiate(transport, lifecycle)
+                .await
+                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            Ok((service, None, lost, modern))
+        }
+    }
+}
+
+fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> ClientInitializeError {
+    // The interesting part of a failed stdio negotiation is usually what the server said on
+    // stderr before it died: fold it into the error that becomes the Problem.
+    let status = child.exit_status();
+    let stderr = child.stderr().text();
+    if status.is_none() && stderr.is_none() {
+        return error;
+    }
+    let mut context = describe_init_error(&error);
+    if let Some(status) = status {
+        context.push_str(&format!("; the process {status}"));
+    }
+    if let Some(stderr) = stderr {
+        context.push_str(&format!("; its last stderr lines:\n{stderr}"));
+    }
+    ClientInitializeError::ConnectionClosed(context)
+}
+
+async fn negotiate<T>(
+    transport: T,
+    lifecycle: ClientLifecycleMode,
+) -> Result<(Service, bool), ClientInitializeError>
+where
+    T: Transport<RoleClient> + 'static,
+{
+    let service = HostClient
+        .serve_with_lifecycle(transport, lifecycle)
+        .await?;
+    // Modern peers were negotiated through discover; their version has no `initialize`.
+    let modern = service
+        .peer()
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize());
+    Ok((service, modern))
+}
+
+fn negotiated(service: &Service, modern: bool) -> Negotiated {
+    let info = service.peer().peer_info();
+    let Some(info) = info else {
+        return Negotiated {
+            revision: "unknown".into(),
+            modern,
+            name: None,
+            version: None,
+            title: None,
+            description: None,
+            instructions: None,
+            capabilities: serde_json::Value::Null,
+        };
+    };
+    let identity = info.server_info.as_ref();
+    Negotiated {
+        revision: info.protocol_version.as_str().to_owned(),
+        modern,
+        name: identity.map(|i| i.name.clone()),
+        version: identity.map(|i| i.version.clone()),
+        title: identity.and_then(|i| i.title.clone()),
+        description: identity.and_then(|i| i.description.clone()),
+        instructions: info.instructions.clone(),
+        capabilities: serde_json::to_value(&info.capabilities).unwrap_or_default(),
+    }
+}
+
+impl Connection {
+    /// What negotiation established.
+    pub(crate) fn negotiated(&self) -> &Negotiated {
+        &self.negotiated
+    }
+
+    /// A token that fires when the transport stops delivering messages (EOF, crash, drop).
+    pub(crate) fn lost(&self) -> CancellationToken {
+        self.lost.clone()
+    }
+
+    /// The server process id, for stdio servers.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(ChildProcess::pid)
+    }
+
+    /// A cheap handle that runs calls concurrently on this connection.
+    pub(crate) fn call_peer(&self) -> CallPeer {
+        CallPeer::new(
+            self.alias.clone(),
+            self.service.peer().clone(),
+            self.lost.clone(),
+        )
+    }
+
+    /// Describes why the connection was lost: the exit status and stderr of a stdio server.
+    pub(crate) async fn loss_detail(&self) -> String {
+        match &self.child {
+            Some(child) => {
+                let status = child
+                    .wait_exit(Duration::from_millis(200))
+                    .await
+                    .unwrap_or_else(|| "closed its output".into());
+                match child.stderr().text() {
+                    Some(stderr) => {
+                        format!("the process {status}; its last stderr lines:\n{stderr}")
+                    }
+                    None => format!("the process {status}"),
+                }
+            }
+            None => "the HTTP transport closed".into(),
+        }
+    }
+
+    /// Lists every enabled-or-not remote tool, draining pages under the non-convergence guard.
+    pub(crate) async fn list_tools(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<rmcp::model::Tool>, String> {
+        super::catalog::list_all_tools(self.service.peer(), timeout)
+            .await
+            .map_err(|detail| redact(&detail, &self.secrets))
+    }
+
+    /// Closes the connection: the transport closes stdin (stdio) and stops; a stdio group
+    /// gets `grace` to exit before `SIGKILL`. Returns a description of what failed.
+    pub(crate) async fn close(mut self, grace: Duration) -> Result<(), String> {
+        let closed = self.service.close_with_timeout(grace).await;
+        let mut failures = Vec::new();
+        match closed {
+            Ok(Some(_)) => {}
+            Ok(None) => failures.push(format!(
+                "the transport did not close within {} ms",
+                grace.as_millis()
+            )),
+            Err(error) => failures.push(format!("the transport task failed: {error}")),
+        }
+        if let Some(child) = self.child.take()
+            && let Err(error) = child.close(grace).await
+        {
+            failures.push(error);
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+}
+
+/// Wraps a transport to notice the moment it stops delivering messages.
+struct Watched<T> {
+    inner: T,
+    lost: CancellationToken,
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
+    type Error = T::Error;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await;
+        if message.is_none() {
+            self.lost.cancel();
+        }
+        message
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.lost.cancel();
+        self.inner.close().await
+    }
+}

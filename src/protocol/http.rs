@@ -1,0 +1,58 @@
+//! The Streamable HTTP binding: rmcp's reqwest transport with our headers and bounded retries.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+/// Headers that the transport owns; a configured header may not replace them.
+const RESERVED: &[&str] = &[
+    "accept",
+    "content-type",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+    "mcp-method",
+    "mcp-name",
+];
+
+/// Builds the transport for one connection attempt.
+///
+/// `headers` are already expanded and include `Authorization` when a bearer is configured.
+/// Errors name the header, never its value.
+pub(crate) fn transport(
+    url: &str,
+    headers: &[(String, String)],
+    client: reqwest::Client,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    let mut map = HashMap::new();
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        if RESERVED.contains(&lower.as_str()) || lower.starts_with("mcp-param-") {
+            return Err(format!(
+                "header \"{name}\" is set by the MCP transport itself: remove it from _HEADERS"
+            ));
+        }
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("\"{name}\" is not a valid HTTP header name"))?;
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            format!("the value of header \"{name}\" is not a valid HTTP header value")
+        })?;
+        map.insert(header, value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(Arc::<str>::from(url))
+        .custom_headers(map)
+        .max_concurrent_requests(64);
+    // rmcp's SSE reconnect backoff doubles without bound by default: cap it.
+    let mut retry = ExponentialBackoff::default();
+    retry.max_times = Some(5);
+    retry.base_duration = Duration::from_millis(200);
+    retry.max_delay = Some(Duration::from_secs(5));
+    config.retry_config = Arc::new(retry);
+    config.allow_stateless = true;
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}

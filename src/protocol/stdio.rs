@@ -1,0 +1,215 @@
+//! The stdio binding: one exact executable in its own process group, owned until it is gone.
+//!
+//! The child is spawned with its argument array and no shell, as the leader of a new process
+//! group, so that closing a server also ends whatever it started. [`ChildProcess`] is the one
+//! owner of that group: dropping it kills the whole group, and [`ChildProcess::close`] does the
+//! polite version (stdin EOF is sent by the transport, then a bounded wait, then `SIGKILL`).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::watch;
+
+/// How many stderr lines, and how many bytes of them, a server keeps for its Problem.
+const STDERR_LINES: usize = 20;
+const STDERR_BYTES: usize = 4096;
+
+/// What to spawn: already expanded, never shown.
+pub(crate) struct StdioSpawn<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub cwd: Option<&'a PathBuf>,
+    pub env: &'a [(String, String)],
+}
+
+/// The last lines a server wrote to stderr, bounded in lines and bytes.
+#[derive(Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        let Ok(mut lines) = self.0.lock() else {
+            return;
+        };
+        let mut line = line;
+        if line.len() > STDERR_BYTES {
+            let mut cut = STDERR_BYTES;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+        }
+        lines.push_back(line);
+        while lines.len() > STDERR_LINES
+            || lines.iter().map(String::len).sum::<usize>() > STDERR_BYTES
+        {
+            if lines.pop_front().is_none() {
+                break;
+            }
+        }
+    }
+
+    /// The kept lines, joined, or `None` when the server wrote nothing.
+    pub(crate) fn text(&self) -> Option<String> {
+        let lines = self.0.lock().ok()?;
+        if lines.is_empty() {
+            None
+        } else {
+            Some(lines.iter().cloned().collect::<Vec<_>>().join("\n"))
+        }
+    }
+}
+
+/// A running (or exited) server process and its group.
+pub(crate) struct ChildProcess {
+    pgid: i32,
+    exit: watch::Receiver<Option<String>>,
+    stderr: StderrTail,
+}
+
+impl ChildProcess {
+    /// Spawns the server and returns it with the two pipes the transport speaks over.
+    pub(crate) fn spawn(
+        spec: &StdioSpawn<'_>,
+    ) -> std::io::Result<(ChildProcess, ChildStdout, ChildStdin)> {
+        let mut command = Command::new(spec.command);
+        command
+            .args(spec.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A new group led by the child: closing the server reaches its descendants too.
+            .process_group(0)
+            .kill_on_drop(false);
+        if let Some(cwd) = spec.cwd {
+            command.current_dir(cwd);
+        }
+        for (key, value) in spec.env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn()?;
+        let pid = child
+            .id()
+            .ok_or_else(|| std::io::Error::other("the child exited before it could be watched"))?;
+        let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(std::io::Error::other("the child's pipes were not set up"));
+        };
+        let stderr = StderrTail::default();
+        if let Some(pipe) = child.stderr.take() {
+            tokio::spawn(read_stderr(pipe, stderr.clone()));
+        }
+        let (exit_tx, exit) = watch::channel(None);
+        // The waiter owns the `Child`: it reaps the leader and reports how it ended.
+        tokio::spawn(async move {
+            let status = match child.wait().await {
+                Ok(status) => describe_exit(status),
+                Err(error) => format!("could not be waited for: {error}"),
+            };
+            let _ = exit_tx.send(Some(status));
+        });
+        Ok((ChildProcess { pgid, exit, stderr }, stdout, stdin))
+    }
+
+    /// The process id of the group leader.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pgid.unsigned_abs()
+    }
+
+    /// The captured stderr tail.
+    pub(crate) fn stderr(&self) -> &StderrTail {
+        &self.stderr
+    }
+
+    /// How the leader exited, if it has.
+    pub(crate) fn exit_status(&self) -> Option<String> {
+        self.exit.borrow().clone()
+    }
+
+    /// Waits up to `bound` for the leader to exit.
+    pub(crate) async fn wait_exit(&self, bound: Duration) -> Option<String> {
+        let mut exit = self.exit.clone();
+        let waited = tokio::time::timeout(bound, exit.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(status)) => status.clone(),
+            _ => None,
+        }
+    }
+
+    /// Closes the group after the transport has closed stdin: a bounded wait for a graceful
+    /// exit, then `SIGKILL` to the whole group (descendants included) in every case.
+    ///
+    /// Returns an error naming what did not go away.
+    pub(crate) async fn close(self, grace: Duration) -> Result<(), String> {
+        let graceful = self.wait_exit(grace).await.is_some();
+        kill_group(self.pgid);
+        if graceful {
+            return Ok(());
+        }
+        match self.wait_exit(Duration::from_secs(2)).await {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "process {} did not exit after SIGKILL to its group",
+                self.pgid
+            )),
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        // Whatever path got us here (a failed negotiation, a panic, an aborted task), the
+        // group must not outlive its owner. Killing an already empty group is harmless.
+        kill_group(self.pgid);
+    }
+}
+
+fn kill_group(pgid: i32) {
+    if pgid > 1 {
+        // SAFETY: `killpg` has no memory-safety preconditions; a stale or empty group
+        // makes it fail with ESRCH, which is exactly "nothing left to kill".
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => "exited".to_owned(),
+    }
+}
+
+async fn read_stderr(pipe: ChildStderr, tail: StderrTail) {
+    let mut lines = BufReader::new(pipe).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(target: "plurnk_mcp::server_stderr", "{line}");
+        tail.push(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_tail_is_bounded() {
+        let tail = StderrTail::default();
+        for i in 0..100 {
+            tail.push(format!("line {i}"));
+        }
+        let text = tail.text().unwrap_or_default();
+        assert_eq!(text.lines().count(), STDERR_LINES);
+        assert!(text.ends_with("line 99"));
+        tail.push("x".repeat(10_000));
+        assert!(tail.text().unwrap_or_default().len() <= STDERR_BYTES);
+    }
+}

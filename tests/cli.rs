@@ -1,0 +1,399 @@
+//! The `plurnk-mcp` command line as a user runs it: configuration faults, `status`, `tools`,
+//! `call`, the demo, and the third-party peers (the Python SDK server and
+//! `@modelcontextprotocol/server-everything`), installed by `scripts/install-peers.sh`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `plurnk-mcp` with exactly `vars` (plus PATH and HOME), never the caller's env.
+fn run(args: &[&str], vars: &BTreeMap<String, String>) -> Output {
+    let mut command = Command::new(EXE);
+    command.args(args).env_clear();
+    for key in ["PATH", "HOME"] {
+        if let Ok(value) = std::env::var(key) {
+            command.env(key, value);
+        }
+    }
+    command.envs(vars);
+    command.output().expect("plurnk-mcp runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn vars(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), value.clone()))
+        .collect()
+}
+
+fn fixture(alias: &str, extra: &[&str]) -> Vec<(String, String)> {
+    let upper = alias.to_ascii_uppercase().replace('-', "_");
+    let mut args = vec!["fixture", "--name", alias];
+    args.extend_from_slice(extra);
+    vec![
+        (format!("PLURNK_MCP_{upper}"), EXE.to_owned()),
+        (format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string()),
+    ]
+}
+
+#[test]
+fn every_configuration_fault_has_its_own_error_naming_the_variable() {
+    /// What is wrong, the variables that make it so, and the variable the error must name.
+    type Case = (
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "duplicate names after case folding",
+            vec![
+                ("PLURNK_MCP_GitHub", "/bin/a"),
+                ("PLURNK_MCP_GITHUB", "/bin/b"),
+            ],
+            "PLURNK_MCP_GITHUB",
+        ),
+        (
+            "reserved name",
+            vec![("PLURNK_MCP_ENABLED_ARGS", "[]")],
+            "PLURNK_MCP_ENABLED_ARGS",
+        ),
+        (
+            "invalid alias",
+            vec![("PLURNK_MCP_9LIVES", "/bin/a")],
+            "PLURNK_MCP_9LIVES",
+        ),
+        (
+            "orphan companion",
+            vec![("PLURNK_MCP_GHOST_ARGS", "[]")],
+            "PLURNK_MCP_GHOST_ARGS",
+        ),
+        (
+            "stdio companion on an http server",
+            vec![
+                ("PLURNK_MCP_WEB", "https://example.test/mcp"),
+                ("PLURNK_MCP_WEB_ARGS", "[]"),
+            ],
+            "PLURNK_MCP_WEB_ARGS",
+        ),
+        (
+            "http companion on a stdio server",
+            vec![
+                ("PLURNK_MCP_LOCAL", "/bin/a"),
+                ("PLURNK_MCP_LOCAL_BEARER", "x"),
+            ],
+            "PLURNK_MCP_LOCAL_BEARER",
+        ),
+        (
+            "invalid JSON",
+            vec![
+                ("PLURNK_MCP_LOCAL", "/bin/a"),
+                ("PLURNK_MCP_LOCAL_ARGS", "[oops"),
+            ],
+            "PLURNK_MCP_LOCAL_ARGS",
+        ),
+        (
+            "wrong JSON shape",
+            vec![
+                ("PLURNK_MCP_LOCAL", "/bin/a"),
+                ("PLURNK_MCP_LOCAL_ENV", "[\"a\"]"),
+            ],
+            "PLURNK_MCP_LOCAL_ENV",
+        ),
+        (
+            "missing ${NAME} reference",
+            vec![
+                ("PLURNK_MCP_WEB", "https://example.test/mcp"),
+                ("PLURNK_MCP_WEB_BEARER", "${NOT_SET_ANYWHERE}"),
+            ],
+            "NOT_SET_ANYWHERE",
+        ),
+        (
+            "bearer together with an Authorization header",
+            vec![
+                ("PLURNK_MCP_WEB", "https://example.test/mcp"),
+                ("PLURNK_MCP_WEB_BEARER", "token"),
+                ("PLURNK_MCP_WEB_HEADERS", "{\"authorization\":\"Basic x\"}"),
+            ],
+            "PLURNK_MCP_WEB_HEADERS",
+        ),
+        (
+            "_READ outside _TOOLS",
+            vec![
+                ("PLURNK_MCP_LOCAL", "/bin/a"),
+                ("PLURNK_MCP_LOCAL_TOOLS", "[\"get\"]"),
+                ("PLURNK_MCP_LOCAL_READ", "[\"push\"]"),
+            ],
+            "PLURNK_MCP_LOCAL_READ",
+        ),
+        (
+            "zero timeout",
+            vec![("PLURNK_MCP_CONNECT_TIMEOUT", "0")],
+            "PLURNK_MCP_CONNECT_TIMEOUT",
+        ),
+        (
+            "negative timeout",
+            vec![("PLURNK_MCP_REQUEST_TIMEOUT", "-5")],
+            "PLURNK_MCP_REQUEST_TIMEOUT",
+        ),
+        (
+            "ENABLED naming an unknown server",
+            vec![("PLURNK_MCP_ENABLED", "[\"nobody\"]")],
+            "PLURNK_MCP_ENABLED",
+        ),
+    ];
+    for (what, pairs, variable) in &cases {
+        let errors = match plurnk_mcp::HostConfig::from_env(pairs.iter().cloned()) {
+            Ok(_) => panic!("{what}: accepted"),
+            Err(errors) => errors,
+        };
+        let message = errors.to_string();
+        assert!(message.contains(variable), "{what}: {message}");
+        assert!(
+            !message.contains("token\""),
+            "{what}: a value leaked: {message}"
+        );
+    }
+    // All at once, through the command line: every fault is reported, and nothing starts.
+    let mut all = BTreeMap::new();
+    for (_, pairs, _) in &cases[1..] {
+        for (key, value) in pairs {
+            all.insert((*key).to_owned(), (*value).to_owned());
+        }
+    }
+    all.insert("PLURNK_MCP_WEB_BEARER".into(), "${NOT_SET_ANYWHERE}".into());
+    let output = run(&["status"], &all);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    for variable in [
+        "PLURNK_MCP_ENABLED_ARGS",
+        "PLURNK_MCP_9LIVES",
+        "PLURNK_MCP_GHOST_ARGS",
+        "PLURNK_MCP_WEB_ARGS",
+        "PLURNK_MCP_LOCAL_BEARER",
+        "PLURNK_MCP_CONNECT_TIMEOUT",
+        "PLURNK_MCP_REQUEST_TIMEOUT",
+        "NOT_SET_ANYWHERE",
+    ] {
+        assert!(
+            stderr.contains(variable),
+            "{variable} missing from:\n{stderr}"
+        );
+    }
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn status_tools_and_call_on_fixture_servers() {
+    let mut pairs = fixture("modern", &[]);
+    pairs.extend(fixture("legacy", &["--legacy"]));
+    pairs.extend(fixture("off", &[]));
+    pairs.push(("PLURNK_MCP_MODERN_READ".into(), json!(["echo"]).to_string()));
+    pairs.push((
+        "PLURNK_MCP_ENABLED".into(),
+        json!(["modern", "legacy"]).to_string(),
+    ));
+    let env: BTreeMap<String, String> = pairs.into_iter().collect();
+
+    let output = run(&["status"], &env);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let table = text(&output.stdout);
+    let line = |alias: &str| {
+        table
+            .lines()
+            .find(|line| line.starts_with(alias))
+            .map(|line| {
+                line.split_whitespace()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        line("modern"),
+        ["modern", "stdio", "ready", "2026-07-28", "6"],
+        "{table}"
+    );
+    assert_eq!(
+        line("legacy"),
+        ["legacy", "stdio", "ready", "2025-11-25", "6"],
+        "{table}"
+    );
+    assert_eq!(
+        line("off"),
+        ["off", "stdio", "disabled", "-", "-"],
+        "{table}"
+    );
+
+    let output = run(&["status", "--json"], &env);
+    let status: Value = serde_json::from_slice(&output.stdout).expect("status --json is JSON");
+    assert_eq!(
+        status["servers"]["modern"]["negotiated"]["revision"],
+        "2026-07-28"
+    );
+    assert_eq!(status["servers"]["legacy"]["negotiated"]["modern"], false);
+
+    let output = run(&["tools", "modern"], &env);
+    assert!(output.status.success());
+    let tools = text(&output.stdout);
+    assert!(
+        tools
+            .lines()
+            .any(|l| l.starts_with("echo") && l.contains(" read ")),
+        "{tools}"
+    );
+    assert!(
+        tools
+            .lines()
+            .any(|l| l.starts_with("sleep") && l.contains(" host ")),
+        "{tools}"
+    );
+
+    let output = run(&["call", "legacy", "add", "{\"a\": 2, \"b\": 40}"], &env);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON result");
+    assert_eq!(result["content"][0]["text"], "42");
+
+    let output = run(&["call", "modern", "fail", "{}"], &env);
+    assert_eq!(output.status.code(), Some(1), "isError exits 1");
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON result");
+    assert_eq!(result["isError"], true);
+
+    let output = run(&["call", "modern", "nope", "{}"], &env);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("no enabled tool \"nope\""));
+
+    let output = run(&["call", "modern", "echo", "not json"], &env);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("not valid JSON"));
+
+    let output = run(&["tools", "off"], &env);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("disabled"));
+}
+
+#[test]
+fn demo_runs_to_exit_0() {
+    let output = run(&["demo"], &BTreeMap::new());
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "demo failed:\n{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert!(
+        stdout.contains("every step behaved as expected"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+}
+
+/// Paths of the third-party peers, installed once per test binary by the project's script.
+struct Peers {
+    node: String,
+    everything: String,
+    python: String,
+    python_peer: String,
+}
+
+fn peers() -> &'static Peers {
+    static PEERS: OnceLock<Peers> = OnceLock::new();
+    PEERS.get_or_init(|| {
+        let script = root().join("scripts/install-peers.sh");
+        let status = Command::new("bash")
+            .arg(&script)
+            .status()
+            .expect("bash runs the install script");
+        assert!(status.success(), "scripts/install-peers.sh failed");
+        let env = std::fs::read_to_string(root().join(".cache/peers.env"))
+            .expect("install-peers.sh writes .cache/peers.env");
+        let value = |key: &str| {
+            env.lines()
+                .find_map(|line| line.strip_prefix(&format!("{key}=")))
+                .map(|v| v.trim_matches(['\'', '"']).to_owned())
+                .unwrap_or_else(|| panic!("{key} missing from peers.env"))
+        };
+        let peers = Peers {
+            node: value("NODE22"),
+            everything: value("SERVER_EVERYTHING"),
+            python: value("PYTHON_MCP"),
+            python_peer: value("PYTHON_PEER"),
+        };
+        for path in [
+            &peers.node,
+            &peers.everything,
+            &peers.python,
+            &peers.python_peer,
+        ] {
+            assert!(Path::new(path).exists(), "{path} is missing");
+        }
+        peers
+    })
+}
+
+#[test]
+fn third_party_peers_over_stdio() {
+    let peers = peers();
+    let env = vars(&[
+        ("PLURNK_MCP_PYTHON", peers.python.clone()),
+        (
+            "PLURNK_MCP_PYTHON_ARGS",
+            json!([peers.python_peer]).to_string(),
+        ),
+        ("PLURNK_MCP_EVERYTHING", peers.node.clone()),
+        (
+            "PLURNK_MCP_EVERYTHING_ARGS",
+            json!([peers.everything, "stdio"]).to_string(),
+        ),
+        (
+            "PLURNK_MCP_ENABLED",
+            json!(["python", "everything"]).to_string(),
+        ),
+        ("PLURNK_MCP_CONNECT_TIMEOUT", "30000".into()),
+    ]);
+    let output = run(&["status", "--json"], &env);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let status: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let python = &status["servers"]["python"];
+    assert_eq!(python["state"], "ready", "{python}");
+    assert_eq!(python["negotiated"]["revision"], "2026-07-28");
+    assert_eq!(python["negotiated"]["name"], "python-peer");
+    let everything = &status["servers"]["everything"];
+    assert_eq!(everything["state"], "ready", "{everything}");
+    assert_eq!(everything["negotiated"]["revision"], "2025-11-25");
+    assert!(
+        everything["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["name"] == "get-sum")),
+        "{everything}"
+    );
+
+    let output = run(
+        &["call", "python", "echo", "{\"text\":\"hi from plurnk\"}"],
+        &env,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(result["content"][0]["text"], "hi from plurnk");
+
+    let output = run(
+        &["call", "everything", "get-sum", "{\"a\":2,\"b\":3}"],
+        &env,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(result["content"][0]["text"], "The sum of 2 and 3 is 5.");
+}
