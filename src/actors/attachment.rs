@@ -357,8 +357,9 @@ impl AttachmentState {
                     policy.crash_limit,
                     policy.window.as_secs()
                 );
+                // A crash still being examined adds its own detail when that arrives.
                 let detail = match &self.lifecycle {
-                    Lifecycle::Unavailable(problem) => {
+                    Lifecycle::Unavailable(problem) if !self.loss_pending => {
                         format!("{detail}; last failure: {}", problem.detail)
                     }
                     _ => detail,
