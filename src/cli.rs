@@ -111,6 +111,11 @@ pub(crate) async fn status(json: bool) -> ExitCode {
         Err(code) => return code,
     };
     let snapshot = host.default_workspace().snapshot();
+    if snapshot.servers.is_empty() {
+        eprintln!(
+            "plurnk-mcp: no servers are configured: set PLURNK_MCP_<name> to an executable or an http(s) URL, and PLURNK_MCP_ENABLED to the names to connect"
+        );
+    }
     if json {
         match serde_json::to_string_pretty(&*snapshot) {
             Ok(text) => println!("{text}"),
@@ -212,11 +217,9 @@ pub(crate) async fn call(server: &str, tool: &str, arguments: Option<&str>) -> E
 }
 
 pub(crate) async fn fixture(
-    legacy: bool,
-    name: String,
+    options: plurnk_mcp_fixture::FixtureOptions,
     http: Option<std::net::SocketAddr>,
 ) -> ExitCode {
-    let options = plurnk_mcp_fixture::FixtureOptions { legacy, name };
     let result = match http {
         None => plurnk_mcp_fixture::serve_stdio(options).await,
         Some(address) => {

@@ -58,6 +58,12 @@ enum Command {
         /// Serve Streamable HTTP on this address instead of stdio.
         #[arg(long)]
         http: Option<std::net::SocketAddr>,
+        /// HTTP: require `Authorization: Bearer <TOKEN>`.
+        #[arg(long)]
+        bearer: Option<String>,
+        /// How tools/list pages: single, one-per-page, repeat-cursor, endless.
+        #[arg(long, default_value = "single")]
+        paging: String,
     },
 }
 
@@ -89,7 +95,31 @@ fn main() -> ExitCode {
                 tool,
                 arguments,
             } => cli::call(&server, &tool, arguments.as_deref()).await,
-            Command::Fixture { legacy, name, http } => cli::fixture(legacy, name, http).await,
+            Command::Fixture {
+                legacy,
+                name,
+                http,
+                bearer,
+                paging,
+            } => {
+                let paging = match paging.as_str() {
+                    "single" => plurnk_mcp_fixture::Paging::Single,
+                    "one-per-page" => plurnk_mcp_fixture::Paging::OnePerPage,
+                    "repeat-cursor" => plurnk_mcp_fixture::Paging::RepeatCursor,
+                    "endless" => plurnk_mcp_fixture::Paging::Endless,
+                    other => {
+                        eprintln!("plurnk-mcp fixture: unknown --paging {other:?}: use single, one-per-page, repeat-cursor or endless");
+                        return ExitCode::from(2);
+                    }
+                };
+                let options = plurnk_mcp_fixture::FixtureOptions {
+                    legacy,
+                    name,
+                    bearer,
+                    paging,
+                };
+                cli::fixture(options, http).await
+            }
         }
     })
 }

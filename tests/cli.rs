@@ -224,12 +224,12 @@ fn status_tools_and_call_on_fixture_servers() {
     };
     assert_eq!(
         line("modern"),
-        ["modern", "stdio", "ready", "2026-07-28", "6"],
+        ["modern", "stdio", "ready", "2026-07-28", "7"],
         "{table}"
     );
     assert_eq!(
         line("legacy"),
-        ["legacy", "stdio", "ready", "2025-11-25", "6"],
+        ["legacy", "stdio", "ready", "2025-11-25", "7"],
         "{table}"
     );
     assert_eq!(

@@ -72,6 +72,15 @@ struct HttpFixture {
 
 impl HttpFixture {
     async fn start(name: &str, legacy: bool) -> Self {
+        Self::start_with(plurnk_mcp_fixture::FixtureOptions {
+            legacy,
+            name: name.into(),
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn start_with(options: plurnk_mcp_fixture::FixtureOptions) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
@@ -79,10 +88,7 @@ impl HttpFixture {
         let stop = CancellationToken::new();
         let task = tokio::spawn(plurnk_mcp_fixture::serve_http(
             listener,
-            plurnk_mcp_fixture::FixtureOptions {
-                legacy,
-                name: name.into(),
-            },
+            options,
             stop.clone(),
         ));
         Self { url, stop, task }
@@ -160,7 +166,7 @@ async fn modern_and_legacy_negotiate_over_stdio_and_http() {
         names.sort_unstable();
         assert_eq!(
             names,
-            ["add", "crash", "echo", "fail", "pid", "sleep"],
+            ["add", "crash", "echo", "fail", "headers", "pid", "sleep"],
             "{alias}"
         );
         let echo = workspace
@@ -499,7 +505,7 @@ async fn tools_and_read_filter_the_catalog_and_set_effects() {
         snapshot.server("none").map(|s| (s.state, s.tools.len())),
         Some((ServerState::Ready, 0))
     );
-    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(6));
+    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(7));
     let wrong = snapshot.server("wrong").expect("wrong");
     assert_eq!(wrong.state, ServerState::Unavailable);
     let detail = wrong
@@ -744,7 +750,7 @@ async fn add_and_remove_workspace_servers() {
         .expect("a valid definition");
     let added = workspace.add(definition).await.expect("add connects");
     assert_eq!(added.state, ServerState::Ready);
-    assert_eq!(added.tools.len(), 6);
+    assert_eq!(added.tools.len(), 7);
     let broken = ServerDefinition::from_target("broken", "/nonexistent/server").expect("valid");
     let problem = workspace
         .add(broken)
@@ -768,4 +774,207 @@ async fn add_and_remove_workspace_servers() {
     workspace.remove("extra").await.expect("remove");
     assert!(workspace.snapshot().server("extra").is_none());
     host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_bearer_and_headers_reach_the_server_and_never_leak() {
+    let guarded = HttpFixture::start_with(plurnk_mcp_fixture::FixtureOptions {
+        name: "guarded".into(),
+        bearer: Some("tok-123456789".into()),
+        ..Default::default()
+    })
+    .await;
+    let config = Env::new()
+        .set("TOKEN", "tok-123456789")
+        .set("WRONG_TOKEN", "tok-wrong-987654")
+        .set("TRACE", "trace-789")
+        .set("PLURNK_MCP_GOOD", guarded.url.clone())
+        .set("PLURNK_MCP_GOOD_BEARER", "${TOKEN}")
+        .set(
+            "PLURNK_MCP_GOOD_HEADERS",
+            json!({"X-Trace": "${TRACE}"}).to_string(),
+        )
+        .set("PLURNK_MCP_WRONG", guarded.url.clone())
+        .set("PLURNK_MCP_WRONG_BEARER", "${WRONG_TOKEN}")
+        .set("PLURNK_MCP_NONE", guarded.url.clone())
+        .enable(&["good", "wrong", "none"])
+        .config();
+    let debug = format!("{config:?}");
+    assert!(
+        !debug.contains("tok-123456789") && !debug.contains("trace-789"),
+        "{debug}"
+    );
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    assert_eq!(
+        snapshot.server("good").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    for alias in ["wrong", "none"] {
+        let server = snapshot.server(alias).expect("configured");
+        assert_eq!(server.state, ServerState::Unavailable, "{alias}");
+        let detail = server
+            .problem
+            .as_ref()
+            .map(|p| p.detail.clone())
+            .unwrap_or_default();
+        assert!(
+            detail.contains(&format!("server \"{alias}\" (http)")),
+            "{detail}"
+        );
+        assert!(
+            !detail.contains("tok-wrong-987654") && !detail.contains("tok-123456789"),
+            "{detail}"
+        );
+        assert!(
+            !detail.contains(&guarded.url),
+            "the URL stays out of Problems: {detail}"
+        );
+    }
+    let headers = workspace
+        .call_tool("good", "headers", json!({}), CallOptions::default())
+        .await
+        .expect("headers");
+    let headers: serde_json::Value = serde_json::from_str(&headers.text()).expect("JSON");
+    assert_eq!(headers["authorization"], "Bearer tok-123456789");
+    assert_eq!(headers["x-trace"], "trace-789");
+    assert_eq!(headers["mcp-protocol-version"], "2026-07-28");
+    host.shutdown().await;
+    guarded.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagination_is_drained_and_a_non_converging_server_is_refused() {
+    let config = Env::new()
+        .stdio("paged", &["--paging", "one-per-page"])
+        .stdio("looping", &["--paging", "repeat-cursor"])
+        .stdio("endless", &["--paging", "endless"])
+        .enable(&["paged", "looping", "endless"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let snapshot = host.default_workspace().snapshot();
+    let paged = snapshot.server("paged").expect("paged");
+    assert_eq!(paged.state, ServerState::Ready);
+    assert_eq!(paged.tools.len(), 7, "every page was drained");
+    for (alias, expected) in [
+        ("looping", "repeated the cursor"),
+        ("endless", "more than 100 pages"),
+    ] {
+        let server = snapshot.server(alias).expect("configured");
+        assert_eq!(server.state, ServerState::Unavailable, "{alias}");
+        assert!(server.tools.is_empty(), "no partial catalog is published");
+        let detail = server
+            .problem
+            .as_ref()
+            .map(|p| p.detail.clone())
+            .unwrap_or_default();
+        assert!(detail.contains(expected), "{alias}: {detail}");
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_at_start_shows_its_exit_and_stderr() {
+    let config = Env::new()
+        .set("PLURNK_MCP_BROKEN", "/bin/sh")
+        .set(
+            "PLURNK_MCP_BROKEN_ARGS",
+            json!([
+                "-c",
+                "echo 'cannot open database: boom-on-stderr' >&2; exit 4"
+            ])
+            .to_string(),
+        )
+        .enable(&["broken"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let snapshot = host.default_workspace().snapshot();
+    let broken = snapshot.server("broken").expect("configured");
+    assert_eq!(broken.state, ServerState::Unavailable);
+    let detail = broken
+        .problem
+        .as_ref()
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(detail.contains("boom-on-stderr"), "{detail}");
+    assert!(detail.contains("status 4"), "{detail}");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_http_peer_goes_unavailable_and_comes_back_when_it_returns() {
+    let first = HttpFixture::start("remote", false).await;
+    let address = first.url.clone();
+    let config = Env::new()
+        .set("PLURNK_MCP_REMOTE", address.clone())
+        .enable(&["remote"])
+        .config();
+    let host = Host::start_with(config, fast_restarts())
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    assert_eq!(
+        workspace.snapshot().server("remote").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    first.stop().await;
+    let failed = workspace
+        .call_tool(
+            "remote",
+            "echo",
+            json!({"text": "anyone?"}),
+            CallOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(failed, Err(CallError::ConnectionLost { .. })),
+        "{failed:?}"
+    );
+    let down = workspace
+        .wait_for(Duration::from_secs(5), |s| {
+            s.server("remote")
+                .is_some_and(|s| s.state == ServerState::Unavailable)
+        })
+        .await;
+    assert_eq!(
+        down.server("remote").map(|s| s.state),
+        Some(ServerState::Unavailable)
+    );
+    // The same address serves again.
+    let socket: std::net::SocketAddr = address
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("address");
+    let listener = tokio::net::TcpListener::bind(socket).await.expect("rebind");
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(plurnk_mcp_fixture::serve_http(
+        listener,
+        plurnk_mcp_fixture::FixtureOptions::default(),
+        stop.clone(),
+    ));
+    let back = workspace
+        .wait_for(Duration::from_secs(10), |s| {
+            s.server("remote")
+                .is_some_and(|s| s.state == ServerState::Ready)
+        })
+        .await;
+    assert_eq!(
+        back.server("remote").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    let echo = workspace
+        .call_tool(
+            "remote",
+            "echo",
+            json!({"text": "back"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("echo");
+    assert_eq!(echo.text(), "back");
+    host.shutdown().await;
+    stop.cancel();
+    let _ = task.await;
 }

@@ -67,8 +67,8 @@ async fn demo() -> anyhow::Result<Demo> {
     let http_task = tokio::spawn(plurnk_mcp_fixture::serve_http(
         listener,
         plurnk_mcp_fixture::FixtureOptions {
-            legacy: false,
             name: "remote".into(),
+            ..Default::default()
         },
         http_shutdown.clone(),
     ));

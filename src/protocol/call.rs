@@ -97,6 +97,14 @@ impl CallPeer {
         }
     }
 
+    /// A transport that cannot carry a request any more is a lost connection: say so on
+    /// the shared token, so the attachment reconnects instead of failing every later call.
+    /// This is how a dropped HTTP peer is noticed, since a stateless HTTP transport has no
+    /// stream whose end would tell.
+    fn transport_failed(&self) {
+        self.lost.cancel();
+    }
+
     fn map_error(&self, tool: &str, error: ServiceError) -> CallError {
         let alias = self.alias.clone();
         let tool = tool.to_owned();
@@ -114,17 +122,23 @@ impl CallPeer {
                 timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             },
             ServiceError::Cancelled { .. } => CallError::Cancelled { alias, tool },
-            ServiceError::TransportClosed => CallError::ConnectionLost {
-                alias,
-                tool,
-                detail: "the transport closed".into(),
-            },
-            ServiceError::TransportSend(error) => CallError::ConnectionLost {
-                alias,
-                tool,
-                // The transport error may carry the URL; only its kind goes out.
-                detail: format!("the request could not be sent ({})", error_kind(&error)),
-            },
+            ServiceError::TransportClosed => {
+                self.transport_failed();
+                CallError::ConnectionLost {
+                    alias,
+                    tool,
+                    detail: "the transport closed".into(),
+                }
+            }
+            ServiceError::TransportSend(error) => {
+                self.transport_failed();
+                CallError::ConnectionLost {
+                    alias,
+                    tool,
+                    // The transport error may carry the URL; only its innermost cause goes out.
+                    detail: format!("the request could not be sent ({})", error_kind(&error)),
+                }
+            }
             other => CallError::Protocol {
                 alias,
                 tool,

@@ -207,6 +207,8 @@ enum Failure {
     Spawn(std::io::Error),
     Http(String),
     Negotiation(Box<ClientInitializeError>),
+    /// A negotiation failure already described with what the process left behind.
+    Described(String),
 }
 
 impl Failure {
@@ -214,6 +216,7 @@ impl Failure {
         match self {
             Self::Spawn(error) => ConnectError::Spawn(redact(&error.to_string(), secrets)),
             Self::Http(detail) => ConnectError::Http(redact(&detail, secrets)),
+            Self::Described(detail) => ConnectError::Negotiation(redact(&detail, secrets)),
             Self::Negotiation(error) => {
                 ConnectError::Negotiation(redact(&describe_init_error(&error), secrets))
             }
@@ -238,13 +241,12 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
             format!("the connection closed while waiting for the {context}")
         }
         ClientInitializeError::TransportError { error, context } => {
-            let mut text = format!("{context}: {error}");
-            let mut source = std::error::Error::source(error);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
+            // The outer layers name rmcp's transport types; the innermost cause is the news.
+            let mut inner: &dyn std::error::Error = error;
+            while let Some(cause) = inner.source() {
+                inner = cause;
             }
-            text
+            format!("could not {context} ({inner})")
         }
         other => other.to_string(),
     }
@@ -277,9 +279,13 @@ async fn attempt(
                 lost: lost.clone(),
             };
             // On failure `child` drops here and takes its process group with it.
-            let (service, modern) = negotiate(transport, lifecycle)
-                .await
-                .map_err(|error| Failure::Negotiation(Box::new(with_stderr(error, &child))))?;
+            let (service, modern) = match negotiate(transport, lifecycle).await {
+                Ok(negotiated) => negotiated,
+                Err(error) => {
+                    child.settle(Duration::from_millis(500)).await;
+                    return Err(with_stderr(error, &child));
+                }
+            };
             Ok((service, Some(child), lost, modern))
         }
         Target::Http { url, headers } => {
@@ -296,22 +302,22 @@ async fn attempt(
     }
 }
 
-fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> ClientInitializeError {
+fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
     // The interesting part of a failed stdio negotiation is usually what the server said on
     // stderr before it died: fold it into the error that becomes the Problem.
     let status = child.exit_status();
     let stderr = child.stderr().text();
     if status.is_none() && stderr.is_none() {
-        return error;
+        return Failure::Negotiation(Box::new(error));
     }
     let mut context = describe_init_error(&error);
     if let Some(status) = status {
-        context.push_str(&format!("; the process {status}"));
+        context.push_str(&format!("; the process {status} during negotiation"));
     }
     if let Some(stderr) = stderr {
         context.push_str(&format!("; its last stderr lines:\n{stderr}"));
     }
-    ClientInitializeError::ConnectionClosed(context)
+    Failure::Described(context)
 }
 
 async fn negotiate<T>(

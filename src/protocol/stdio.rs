@@ -70,6 +70,8 @@ pub(crate) struct ChildProcess {
     pgid: i32,
     exit: watch::Receiver<Option<String>>,
     stderr: StderrTail,
+    /// Becomes `true` when stderr reaches EOF: everything the server wrote is in the tail.
+    stderr_done: watch::Receiver<bool>,
 }
 
 impl ChildProcess {
@@ -101,8 +103,14 @@ impl ChildProcess {
             return Err(std::io::Error::other("the child's pipes were not set up"));
         };
         let stderr = StderrTail::default();
-        if let Some(pipe) = child.stderr.take() {
-            tokio::spawn(read_stderr(pipe, stderr.clone()));
+        let (stderr_done_tx, stderr_done) = watch::channel(false);
+        match child.stderr.take() {
+            Some(pipe) => {
+                tokio::spawn(read_stderr(pipe, stderr.clone(), stderr_done_tx));
+            }
+            None => {
+                let _ = stderr_done_tx.send(true);
+            }
         }
         let (exit_tx, exit) = watch::channel(None);
         // The waiter owns the `Child`: it reaps the leader and reports how it ended.
@@ -113,7 +121,16 @@ impl ChildProcess {
             };
             let _ = exit_tx.send(Some(status));
         });
-        Ok((ChildProcess { pgid, exit, stderr }, stdout, stdin))
+        Ok((
+            ChildProcess {
+                pgid,
+                exit,
+                stderr,
+                stderr_done,
+            },
+            stdout,
+            stdin,
+        ))
     }
 
     /// The process id of the group leader.
@@ -129,6 +146,17 @@ impl ChildProcess {
     /// How the leader exited, if it has.
     pub(crate) fn exit_status(&self) -> Option<String> {
         self.exit.borrow().clone()
+    }
+
+    /// After a failure: waits up to `bound` for the leader to exit and its stderr to end, so
+    /// that the Problem carries the exit status and the server's last words.
+    pub(crate) async fn settle(&self, bound: Duration) {
+        let mut done = self.stderr_done.clone();
+        let _ = tokio::time::timeout(bound, async {
+            let _ = self.wait_exit(bound).await;
+            let _ = done.wait_for(|done| *done).await;
+        })
+        .await;
     }
 
     /// Waits up to `bound` for the leader to exit.
@@ -188,12 +216,13 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
-async fn read_stderr(pipe: ChildStderr, tail: StderrTail) {
+async fn read_stderr(pipe: ChildStderr, tail: StderrTail, done: watch::Sender<bool>) {
     let mut lines = BufReader::new(pipe).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         tracing::debug!(target: "plurnk_mcp::server_stderr", "{line}");
         tail.push(line);
     }
+    let _ = done.send(true);
 }
 
 #[cfg(test)]
