@@ -179,15 +179,9 @@ pub(crate) async fn tools(server: &str, json: bool) -> ExitCode {
 }
 
 pub(crate) async fn call(server: &str, tool: &str, arguments: Option<&str>) -> ExitCode {
-    let arguments = match arguments {
-        None => serde_json::Value::Null,
-        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(value @ serde_json::Value::Object(_)) => value,
-            Ok(_) => {
-                return fail("the arguments must be a JSON object, such as '{\"text\":\"hi\"}'");
-            }
-            Err(error) => return fail(format!("the arguments are not valid JSON: {error}")),
-        },
+    let arguments = match self::arguments(arguments) {
+        Ok(arguments) => arguments,
+        Err(code) => return code,
     };
     let host = match start_from_env().await {
         Ok(host) => host,
@@ -214,6 +208,148 @@ pub(crate) async fn call(server: &str, tool: &str, arguments: Option<&str>) -> E
     };
     finish(&host).await;
     code
+}
+
+/// Parses optional JSON arguments that must form an object.
+fn arguments(text: Option<&str>) -> Result<serde_json::Value, ExitCode> {
+    match text {
+        None => Ok(serde_json::Value::Null),
+        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value @ serde_json::Value::Object(_)) => Ok(value),
+            Ok(_) => Err(fail(
+                "the arguments must be a JSON object, such as '{\"text\":\"hi\"}'",
+            )),
+            Err(error) => Err(fail(format!("the arguments are not valid JSON: {error}"))),
+        },
+    }
+}
+
+/// Starts the host, finds `server` ready, runs `body` on it, shuts down.
+async fn with_ready_server<F, Fut>(server: &str, body: F) -> ExitCode
+where
+    F: FnOnce(plurnk_mcp::Workspace, plurnk_mcp::ServerSnapshot) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    let host = match start_from_env().await {
+        Ok(host) => host,
+        Err(code) => return code,
+    };
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    let code = match snapshot.server(server) {
+        None => fail(format!(
+            "server \"{server}\" is not configured: set PLURNK_MCP_{}",
+            server.to_ascii_uppercase().replace('-', "_")
+        )),
+        Some(entry) if entry.state != ServerState::Ready => fail(format!(
+            "server \"{server}\" is {}: {}",
+            entry.state,
+            entry
+                .problem
+                .as_ref()
+                .map(|p| p.detail.clone())
+                .unwrap_or_else(|| "enable it with PLURNK_MCP_ENABLED".into())
+        )),
+        Some(entry) => body(workspace.clone(), entry.clone()).await,
+    };
+    finish(&host).await;
+    code
+}
+
+fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error),
+    }
+}
+
+pub(crate) async fn resources(server: &str, json: bool) -> ExitCode {
+    with_ready_server(server, |_, entry| async move {
+        if json {
+            return print_json(&serde_json::json!({
+                "resources": &*entry.catalog.resources,
+                "templates": &*entry.catalog.templates,
+            }));
+        }
+        for resource in entry.catalog.resources.iter() {
+            println!(
+                "{:<40} {:<24} {}",
+                resource.uri,
+                resource.mime_type.as_deref().unwrap_or("-"),
+                resource.name
+            );
+        }
+        for template in entry.catalog.templates.iter() {
+            println!(
+                "{:<40} {:<24} {}",
+                template.uri_template, "(template)", template.name
+            );
+        }
+        ExitCode::SUCCESS
+    })
+    .await
+}
+
+pub(crate) async fn read(server: &str, uri: &str) -> ExitCode {
+    with_ready_server(server, |workspace, _| async move {
+        match workspace
+            .read_resource(server, uri, CallOptions::default())
+            .await
+        {
+            Ok(result) => print_json(&result),
+            Err(error) => fail(error),
+        }
+    })
+    .await
+}
+
+pub(crate) async fn prompts(server: &str, json: bool) -> ExitCode {
+    with_ready_server(server, |_, entry| async move {
+        if json {
+            return print_json(&*entry.catalog.prompts);
+        }
+        for prompt in entry.catalog.prompts.iter() {
+            let arguments: Vec<String> = prompt
+                .arguments
+                .iter()
+                .map(|a| {
+                    if a.required {
+                        a.name.clone()
+                    } else {
+                        format!("{}?", a.name)
+                    }
+                })
+                .collect();
+            println!(
+                "{:<32} ({}) {}",
+                prompt.name,
+                arguments.join(", "),
+                prompt.description.as_deref().unwrap_or("")
+            );
+        }
+        ExitCode::SUCCESS
+    })
+    .await
+}
+
+pub(crate) async fn prompt(server: &str, name: &str, text: Option<&str>) -> ExitCode {
+    let arguments = match arguments(text) {
+        Ok(arguments) => arguments,
+        Err(code) => return code,
+    };
+    with_ready_server(server, |workspace, _| async move {
+        match workspace
+            .get_prompt(server, name, arguments, CallOptions::default())
+            .await
+        {
+            Ok(result) => print_json(&result),
+            Err(error) => fail(error),
+        }
+    })
+    .await
 }
 
 pub(crate) async fn fixture(

@@ -19,9 +19,10 @@ use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
 use crate::actors::workspace::{Published, Source, WorkspaceArgs, WorkspaceMsg};
 use crate::config::{HostConfig, ServerDefinition};
 use crate::model::{
-    CallError, Problem, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
+    CallError, CompletionRef, InteractionHandler, Operation, Problem, ProgressSink, ServerSnapshot,
+    ServerState, ToolResult, WorkspaceSnapshot,
 };
-use crate::protocol::ConnectOptions;
+use crate::protocol::{CallContext, ConnectOptions};
 
 pub use crate::actors::workspace::CloseFailure;
 
@@ -58,13 +59,33 @@ pub enum HostEvent {
 }
 
 /// Options of one call.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct CallOptions {
     /// The deadline; the host's `PLURNK_MCP_REQUEST_TIMEOUT` when `None`.
     pub timeout: Option<Duration>,
+    /// With `Some(max)`, every progress report restarts the deadline, and `max` bounds the
+    /// whole request.
+    pub reset_timeout_on_progress: Option<Duration>,
     /// Cancel the call (on the wire, too) by cancelling this token. Dropping the call's
     /// future cancels it as well.
     pub cancel: Option<CancellationToken>,
+    /// Receives the server's progress reports for this call.
+    pub progress: Option<ProgressSink>,
+    /// Answers the server's input requests (elicitation) for this call; the host's
+    /// [`HostOptions::interaction`] when `None`, and a decline when neither is set.
+    pub interaction: Option<InteractionHandler>,
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("timeout", &self.timeout)
+            .field("reset_timeout_on_progress", &self.reset_timeout_on_progress)
+            .field("cancel", &self.cancel.is_some())
+            .field("progress", &self.progress.is_some())
+            .field("interaction", &self.interaction.is_some())
+            .finish()
+    }
 }
 
 /// What shutdown did: every connection that did not close cleanly.
@@ -75,8 +96,11 @@ pub struct ShutdownReport {
 }
 
 /// Host-wide tuning that does not come from the environment.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HostOptions {
+    /// Answers input requests (elicitation) of calls that bring no handler of their own;
+    /// `None` declines them.
+    pub interaction: Option<InteractionHandler>,
     /// Backoff and crash-loop policy for reconnects.
     pub restart: RestartPolicy,
     /// How long a closing stdio server may take to exit after stdin EOF before `SIGKILL`.
@@ -86,9 +110,21 @@ pub struct HostOptions {
     pub drain_timeout: Option<Duration>,
 }
 
+impl std::fmt::Debug for HostOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostOptions")
+            .field("interaction", &self.interaction.is_some())
+            .field("restart", &self.restart)
+            .field("close_grace", &self.close_grace)
+            .field("drain_timeout", &self.drain_timeout)
+            .finish()
+    }
+}
+
 impl Default for HostOptions {
     fn default() -> Self {
         Self {
+            interaction: None,
             restart: RestartPolicy::default(),
             close_grace: Duration::from_secs(2),
             drain_timeout: None,
@@ -184,6 +220,7 @@ impl Host {
             settings.clone(),
             events.clone(),
             closed.clone(),
+            options.interaction.clone(),
         )
         .await?;
         let mut workspaces = BTreeMap::new();
@@ -267,6 +304,7 @@ fn unreachable_workspace() -> Workspace {
         actor: None,
         published: rx,
         default_timeout: Duration::from_secs(60),
+        interaction: None,
         closed: Arc::new(AtomicBool::new(true)),
     }
 }
@@ -278,6 +316,7 @@ async fn open_workspace(
     settings: Arc<Settings>,
     events: broadcast::Sender<HostEvent>,
     closed: Arc<AtomicBool>,
+    interaction: Option<InteractionHandler>,
 ) -> Result<Workspace, StartError> {
     let (published_tx, published) = watch::channel(Arc::new(Published {
         snapshot: Arc::new(WorkspaceSnapshot {
@@ -308,6 +347,7 @@ async fn open_workspace(
         actor: Some(actor),
         published,
         default_timeout,
+        interaction,
         closed,
     })
 }
@@ -319,6 +359,7 @@ pub struct Workspace {
     actor: Option<ActorRef<WorkspaceMsg>>,
     published: watch::Receiver<Arc<Published>>,
     default_timeout: Duration,
+    interaction: Option<InteractionHandler>,
     closed: Arc<AtomicBool>,
 }
 
@@ -376,19 +417,84 @@ impl Workspace {
         arguments: Value,
         options: CallOptions,
     ) -> Result<ToolResult, CallError> {
+        let arguments = object(arguments, server, tool)?;
+        let operation = Operation::CallTool {
+            name: tool.to_owned(),
+            arguments,
+        };
+        self.run(server, operation, options).await
+    }
+
+    /// Reads a resource of `server` (`resources/read`); the result is the server's
+    /// `{ contents: [...] }` object.
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        options: CallOptions,
+    ) -> Result<Value, CallError> {
+        let operation = Operation::ReadResource {
+            uri: uri.to_owned(),
+        };
+        Ok(self.run(server, operation, options).await?.result)
+    }
+
+    /// Gets a prompt of `server` with `arguments` (`prompts/get`); the result is the
+    /// server's `{ description?, messages: [...] }` object.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        prompt: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<Value, CallError> {
+        let arguments = object(arguments, server, prompt)?;
+        let operation = Operation::GetPrompt {
+            name: prompt.to_owned(),
+            arguments,
+        };
+        Ok(self.run(server, operation, options).await?.result)
+    }
+
+    /// Asks `server` to complete `argument` of a prompt or resource template
+    /// (`completion/complete`); returns the suggested values.
+    pub async fn complete(
+        &self,
+        server: &str,
+        reference: CompletionRef,
+        argument: &str,
+        value: &str,
+        context: BTreeMap<String, String>,
+    ) -> Result<Vec<String>, CallError> {
+        let operation = Operation::Complete {
+            reference,
+            argument: argument.to_owned(),
+            value: value.to_owned(),
+            context,
+        };
+        let result = self.run(server, operation, CallOptions::default()).await?;
+        Ok(result.result["completion"]["values"]
+            .as_array()
+            .map(|values| {
+                values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Runs any [`Operation`] on `server` through its attachment.
+    pub async fn run(
+        &self,
+        server: &str,
+        operation: Operation,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(CallError::ShuttingDown);
         }
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            Value::Null => serde_json::Map::new(),
-            _ => {
-                return Err(CallError::InvalidArguments {
-                    alias: server.to_owned(),
-                    tool: tool.to_owned(),
-                });
-            }
-        };
         let route = {
             let published = self.published.borrow();
             let Some(entry) = published.snapshot.server(server) else {
@@ -405,10 +511,12 @@ impl Workspace {
                         .unwrap_or_else(|| format!("it is {}", entry.state)),
                 });
             }
-            if entry.tool(tool).is_none() {
+            if let Operation::CallTool { name, .. } = &operation
+                && entry.tool(name).is_none()
+            {
                 return Err(CallError::UnknownTool {
                     alias: server.to_owned(),
-                    tool: tool.to_owned(),
+                    tool: name.clone(),
                 });
             }
             published.routes.get(server).cloned()
@@ -419,6 +527,7 @@ impl Workspace {
                 reason: "its attachment is gone".into(),
             });
         };
+        let label = operation.label();
         let cancel = options
             .cancel
             .map(|token| token.child_token())
@@ -427,10 +536,14 @@ impl Workspace {
         let guard = cancel.clone().drop_guard();
         let (reply, answer) = oneshot::channel();
         let request = CallRequest {
-            tool: tool.to_owned(),
-            arguments,
-            timeout: options.timeout.unwrap_or(self.default_timeout),
-            cancel,
+            operation,
+            context: CallContext {
+                timeout: options.timeout.unwrap_or(self.default_timeout),
+                reset_on_progress: options.reset_timeout_on_progress,
+                cancel,
+                progress: options.progress,
+                interaction: options.interaction.or_else(|| self.interaction.clone()),
+            },
             reply,
         };
         if route.cast(AttachmentMsg::Call(request)).is_err() {
@@ -443,7 +556,7 @@ impl Workspace {
         let result = answer.await.unwrap_or_else(|_| {
             Err(CallError::ConnectionLost {
                 alias: server.to_owned(),
-                tool: tool.to_owned(),
+                tool: label,
                 detail: "its attachment stopped before answering".into(),
             })
         });
@@ -517,5 +630,20 @@ impl Workspace {
     pub fn crash_attachment_for_test(&self, alias: &str) -> bool {
         let route = self.published.borrow().routes.get(alias).cloned();
         route.is_some_and(|route| route.cast(AttachmentMsg::Panic).is_ok())
+    }
+}
+
+fn object(
+    value: Value,
+    server: &str,
+    what: &str,
+) -> Result<serde_json::Map<String, Value>, CallError> {
+    match value {
+        Value::Object(map) => Ok(map),
+        Value::Null => Ok(serde_json::Map::new()),
+        _ => Err(CallError::InvalidArguments {
+            alias: server.to_owned(),
+            tool: what.to_owned(),
+        }),
     }
 }

@@ -31,6 +31,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod actors;
+pub mod capabilities;
 pub mod config;
 pub mod host;
 pub mod model;
@@ -43,6 +44,8 @@ pub use host::{
     StartError, Workspace,
 };
 pub use model::{
-    CallError, Effect, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, ToolResult,
+    CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, Interaction,
+    InteractionHandler, Negotiated, Operation, Problem, Progress, ProgressSink, PromptInfo,
+    ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, ToolInfo, ToolResult,
     TransportKind, WorkspaceSnapshot,
 };

@@ -46,6 +46,38 @@ enum Command {
         /// The arguments, a JSON object.
         arguments: Option<String>,
     },
+    /// List a server's resources and resource templates.
+    Resources {
+        /// The server alias.
+        server: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read a resource and print the server's answer as JSON.
+    Read {
+        /// The server alias.
+        server: String,
+        /// The resource URI.
+        uri: String,
+    },
+    /// List a server's prompts.
+    Prompts {
+        /// The server alias.
+        server: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Get a prompt and print its messages as JSON.
+    Prompt {
+        /// The server alias.
+        server: String,
+        /// The prompt name.
+        name: String,
+        /// The prompt arguments, a JSON object.
+        arguments: Option<String>,
+    },
     /// Serve the fixture MCP server (used by the demo and the tests).
     #[command(hide = true)]
     Fixture {
@@ -90,6 +122,14 @@ fn main() -> ExitCode {
             Command::Demo => cli::demo::run().await,
             Command::Status { json } => cli::status(json).await,
             Command::Tools { server, json } => cli::tools(&server, json).await,
+            Command::Resources { server, json } => cli::resources(&server, json).await,
+            Command::Read { server, uri } => cli::read(&server, &uri).await,
+            Command::Prompts { server, json } => cli::prompts(&server, json).await,
+            Command::Prompt {
+                server,
+                name,
+                arguments,
+            } => cli::prompt(&server, &name, arguments.as_deref()).await,
             Command::Call {
                 server,
                 tool,

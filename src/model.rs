@@ -199,6 +199,8 @@ pub struct ServerSnapshot {
     pub negotiated: Option<Negotiated>,
     /// The enabled tools (empty unless ready).
     pub tools: Arc<[ToolInfo]>,
+    /// Its resources, resource templates and prompts (empty unless ready).
+    pub catalog: Catalog,
     /// Counts connections of this attachment; a reconnect raises it.
     pub generation: u64,
 }
@@ -207,6 +209,14 @@ impl ServerSnapshot {
     /// Looks up an enabled tool by its exact name.
     pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
         self.tools.iter().find(|tool| tool.name == name)
+    }
+
+    /// Looks up a prompt by its exact name.
+    pub fn prompt(&self, name: &str) -> Option<&PromptInfo> {
+        self.catalog
+            .prompts
+            .iter()
+            .find(|prompt| prompt.name == name)
     }
 }
 
@@ -291,6 +301,26 @@ pub enum CallError {
         /// The tool name asked for.
         tool: String,
     },
+    /// The server does not offer what the operation needs (resources, prompts, completion).
+    #[error("server \"{alias}\" does not offer {what}: {operation} cannot be sent to it")]
+    Unsupported {
+        /// The alias.
+        alias: String,
+        /// The operation.
+        operation: String,
+        /// The missing surface.
+        what: String,
+    },
+    /// The prompt is not one the server lists.
+    #[error(
+        "server \"{alias}\" has no prompt \"{prompt}\": list its prompts with `plurnk-mcp prompts {alias}`"
+    )]
+    UnknownPrompt {
+        /// The alias.
+        alias: String,
+        /// The prompt asked for.
+        prompt: String,
+    },
     /// The arguments were not a JSON object.
     #[error("arguments for {alias}/{tool} must be a JSON object")]
     InvalidArguments {
@@ -361,6 +391,16 @@ pub enum CallError {
         /// What was wrong.
         detail: String,
     },
+    /// The embedder's interaction answered something the server did not ask for.
+    #[error("the interaction for {alias}/{tool} gave an invalid answer: {detail}")]
+    Interaction {
+        /// The alias.
+        alias: String,
+        /// The tool or operation.
+        tool: String,
+        /// What was wrong.
+        detail: String,
+    },
     /// The host is shutting down.
     #[error("the host is shutting down")]
     ShuttingDown,
@@ -378,3 +418,216 @@ impl CallError {
         )
     }
 }
+
+/// One request a caller makes of a server through the host.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Operation {
+    /// `tools/call`.
+    CallTool {
+        /// The exact tool name.
+        name: String,
+        /// The arguments object.
+        arguments: serde_json::Map<String, Value>,
+    },
+    /// `resources/read`.
+    ReadResource {
+        /// The resource URI.
+        uri: String,
+    },
+    /// `prompts/get`.
+    GetPrompt {
+        /// The prompt name.
+        name: String,
+        /// The prompt arguments.
+        arguments: serde_json::Map<String, Value>,
+    },
+    /// `completion/complete` for a prompt or resource-template argument.
+    Complete {
+        /// What owns the argument.
+        reference: CompletionRef,
+        /// The argument's name.
+        argument: String,
+        /// What the user typed so far.
+        value: String,
+        /// Already resolved arguments, as context.
+        context: BTreeMap<String, String>,
+    },
+}
+
+impl Operation {
+    /// A short name for messages: the tool name, or the method and its subject.
+    pub fn label(&self) -> String {
+        match self {
+            Self::CallTool { name, .. } => name.clone(),
+            Self::ReadResource { uri } => format!("resources/read {uri}"),
+            Self::GetPrompt { name, .. } => format!("prompts/get {name}"),
+            Self::Complete { argument, .. } => format!("completion/complete {argument}"),
+        }
+    }
+}
+
+/// What a completion request completes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type")]
+pub enum CompletionRef {
+    /// An argument of a prompt.
+    #[serde(rename = "ref/prompt")]
+    Prompt {
+        /// The prompt's name.
+        name: String,
+    },
+    /// A variable of a resource template.
+    #[serde(rename = "ref/resource")]
+    Resource {
+        /// The template's URI template.
+        uri: String,
+    },
+}
+
+/// A progress report of an in-flight request, delivered to the caller that owns it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    /// The progress so far; increases with every report.
+    pub progress: f64,
+    /// The total, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// A human-readable message, if the server sent one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One resource a server lists.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResourceInfo {
+    /// The resource URI.
+    pub uri: String,
+    /// Its name.
+    pub name: String,
+    /// Its description, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its MIME type, if given.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "mimeType")]
+    pub mime_type: Option<String>,
+    /// The server's whole definition, as JSON.
+    pub definition: Value,
+}
+
+/// One resource template a server lists.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResourceTemplateInfo {
+    /// The RFC 6570 URI template.
+    #[serde(rename = "uriTemplate")]
+    pub uri_template: String,
+    /// Its name.
+    pub name: String,
+    /// Its description, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The server's whole definition, as JSON.
+    pub definition: Value,
+}
+
+/// One prompt a server lists.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptInfo {
+    /// The prompt's name.
+    pub name: String,
+    /// Its description, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its arguments.
+    pub arguments: Vec<PromptArgumentInfo>,
+    /// The server's whole definition, as JSON.
+    pub definition: Value,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptArgumentInfo {
+    /// The argument's name.
+    pub name: String,
+    /// Its description, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether the prompt needs it.
+    pub required: bool,
+}
+
+/// A server's published catalog besides its tools.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Catalog {
+    /// Its resources.
+    pub resources: Arc<[ResourceInfo]>,
+    /// Its resource templates.
+    pub templates: Arc<[ResourceTemplateInfo]>,
+    /// Its prompts.
+    pub prompts: Arc<[PromptInfo]>,
+}
+
+/// A batch of input requests from one result (MRTR), handed to the embedder as one
+/// interaction: every request of the result at once, keyed as the server keyed them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interaction {
+    /// The server asking.
+    pub server: String,
+    /// The operation it asks for (a tool name, or a method and its subject).
+    pub operation: String,
+    /// The elicitations, by the server's key.
+    pub requests: BTreeMap<String, Elicitation>,
+}
+
+/// One elicitation: a form to fill in or a URL to visit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum Elicitation {
+    /// Ask for values matching `schema` (a flat JSON Schema object).
+    Form {
+        /// What to ask.
+        message: String,
+        /// The requested schema.
+        schema: Value,
+    },
+    /// Send the user to `url`.
+    Url {
+        /// What to tell the user.
+        message: String,
+        /// Where to send them.
+        url: String,
+        /// The server's id for this elicitation.
+        #[serde(rename = "elicitationId")]
+        elicitation_id: String,
+    },
+}
+
+/// The answer to one elicitation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+pub enum ElicitationAnswer {
+    /// The user supplied `content` (for a URL elicitation: agreed to go).
+    Accept {
+        /// The values, for a form; `None` for a URL elicitation.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<serde_json::Map<String, Value>>,
+    },
+    /// The user said no.
+    Decline,
+    /// The user dismissed it.
+    Cancel,
+}
+
+/// The embedder's side of an interaction: receives every input request of one result and
+/// answers each key. Missing keys are answered `cancel`.
+pub type InteractionHandler = Arc<
+    dyn Fn(
+            Interaction,
+        )
+            -> std::pin::Pin<Box<dyn Future<Output = BTreeMap<String, ElicitationAnswer>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Where progress reports of one call go.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;

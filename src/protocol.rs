@@ -12,7 +12,7 @@ mod http;
 mod stdio;
 mod target;
 
-pub(crate) use call::CallPeer;
+pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, connect};
 pub(crate) use target::target;
@@ -20,16 +20,20 @@ pub(crate) use target::target;
 use rmcp::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 
-/// The client half rmcp drives for us: it identifies the host and, for now, handles no
-/// server-initiated requests (no sampling, roots or elicitation are advertised).
-#[derive(Debug, Clone, Default)]
+/// The client half rmcp drives for us: it identifies the host and advertises the client
+/// capabilities the capability matrix derives. (Progress is routed by the transport
+/// wrapper, in arrival order, not here: rmcp runs notification handlers as detached tasks,
+/// which could deliver a report after the result it precedes.)
+#[derive(Clone, Default)]
 pub(crate) struct HostClient;
 
 impl ClientHandler for HostClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
         info.title = Some("plurnk MCP host".into());
-        ClientConfig::new(ClientCapabilities::default(), info)
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(crate::capabilities::client_capabilities()).unwrap_or_default();
+        ClientConfig::new(capabilities, info)
     }
 }
 

@@ -3,17 +3,15 @@
 //! `@modelcontextprotocol/server-everything`), installed by `scripts/install-peers.sh`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+
+#[path = "support/peers.rs"]
+mod support;
+use support::peers;
 
 use serde_json::{Value, json};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Runs `plurnk-mcp` with exactly `vars` (plus PATH and HOME), never the caller's env.
 fn run(args: &[&str], vars: &BTreeMap<String, String>) -> Output {
@@ -224,12 +222,12 @@ fn status_tools_and_call_on_fixture_servers() {
     };
     assert_eq!(
         line("modern"),
-        ["modern", "stdio", "ready", "2026-07-28", "7"],
+        ["modern", "stdio", "ready", "2026-07-28", "8"],
         "{table}"
     );
     assert_eq!(
         line("legacy"),
-        ["legacy", "stdio", "ready", "2025-11-25", "7"],
+        ["legacy", "stdio", "ready", "2025-11-25", "8"],
         "{table}"
     );
     assert_eq!(
@@ -299,49 +297,6 @@ fn demo_runs_to_exit_0() {
         "{stdout}"
     );
     assert!(!stdout.contains("FAIL"), "{stdout}");
-}
-
-/// Paths of the third-party peers, installed once per test binary by the project's script.
-struct Peers {
-    node: String,
-    everything: String,
-    python: String,
-    python_peer: String,
-}
-
-fn peers() -> &'static Peers {
-    static PEERS: OnceLock<Peers> = OnceLock::new();
-    PEERS.get_or_init(|| {
-        let script = root().join("scripts/install-peers.sh");
-        let status = Command::new("bash")
-            .arg(&script)
-            .status()
-            .expect("bash runs the install script");
-        assert!(status.success(), "scripts/install-peers.sh failed");
-        let env = std::fs::read_to_string(root().join(".cache/peers.env"))
-            .expect("install-peers.sh writes .cache/peers.env");
-        let value = |key: &str| {
-            env.lines()
-                .find_map(|line| line.strip_prefix(&format!("{key}=")))
-                .map(|v| v.trim_matches(['\'', '"']).to_owned())
-                .unwrap_or_else(|| panic!("{key} missing from peers.env"))
-        };
-        let peers = Peers {
-            node: value("NODE22"),
-            everything: value("SERVER_EVERYTHING"),
-            python: value("PYTHON_MCP"),
-            python_peer: value("PYTHON_PEER"),
-        };
-        for path in [
-            &peers.node,
-            &peers.everything,
-            &peers.python,
-            &peers.python_peer,
-        ] {
-            assert!(Path::new(path).exists(), "{path} is missing");
-        }
-        peers
-    })
 }
 
 #[test]

@@ -58,8 +58,7 @@ fn fast_restarts() -> HostOptions {
             max_delay: Duration::from_millis(500),
             ..RestartPolicy::default()
         },
-        close_grace: Duration::from_secs(2),
-        drain_timeout: None,
+        ..HostOptions::default()
     }
 }
 
@@ -166,7 +165,9 @@ async fn modern_and_legacy_negotiate_over_stdio_and_http() {
         names.sort_unstable();
         assert_eq!(
             names,
-            ["add", "crash", "echo", "fail", "headers", "pid", "sleep"],
+            [
+                "add", "count", "crash", "echo", "fail", "headers", "pid", "sleep"
+            ],
             "{alias}"
         );
         let echo = workspace
@@ -505,7 +506,7 @@ async fn tools_and_read_filter_the_catalog_and_set_effects() {
         snapshot.server("none").map(|s| (s.state, s.tools.len())),
         Some((ServerState::Ready, 0))
     );
-    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(7));
+    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(8));
     let wrong = snapshot.server("wrong").expect("wrong");
     assert_eq!(wrong.state, ServerState::Unavailable);
     let detail = wrong
@@ -551,7 +552,7 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
             json!({"ms": 10_000}),
             CallOptions {
                 timeout: Some(Duration::from_millis(300)),
-                cancel: None,
+                ..CallOptions::default()
             },
         )
         .await;
@@ -578,8 +579,8 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
                     "sleep",
                     json!({"ms": 10_000}),
                     CallOptions {
-                        timeout: None,
                         cancel: Some(cancel),
+                        ..CallOptions::default()
                     },
                 )
                 .await
@@ -750,7 +751,7 @@ async fn add_and_remove_workspace_servers() {
         .expect("a valid definition");
     let added = workspace.add(definition).await.expect("add connects");
     assert_eq!(added.state, ServerState::Ready);
-    assert_eq!(added.tools.len(), 7);
+    assert_eq!(added.tools.len(), 8);
     let broken = ServerDefinition::from_target("broken", "/nonexistent/server").expect("valid");
     let problem = workspace
         .add(broken)
@@ -856,7 +857,7 @@ async fn pagination_is_drained_and_a_non_converging_server_is_refused() {
     let snapshot = host.default_workspace().snapshot();
     let paged = snapshot.server("paged").expect("paged");
     assert_eq!(paged.state, ServerState::Ready);
-    assert_eq!(paged.tools.len(), 7, "every page was drained");
+    assert_eq!(paged.tools.len(), 8, "every page was drained");
     for (alias, expected) in [
         ("looping", "repeated the cursor"),
         ("endless", "more than 100 pages"),

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -19,10 +18,10 @@ use super::restart::{RestartPolicy, Verdict};
 use super::workspace::{ActionReply, WorkspaceMsg};
 use crate::config::ServerDefinition;
 use crate::model::{
-    CallError, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, ToolResult,
-    TransportKind,
+    CallError, Catalog, Negotiated, Operation, Problem, ServerSnapshot, ServerState, ToolInfo,
+    ToolResult, TransportKind,
 };
-use crate::protocol::{self, CallPeer, ConnectOptions, Connection};
+use crate::protocol::{self, CallContext, CallPeer, ConnectOptions, Connection};
 
 /// Settings every attachment of a host shares.
 #[derive(Debug)]
@@ -63,12 +62,10 @@ pub(crate) struct AttachmentArgs {
     pub crashes: VecDeque<Instant>,
 }
 
-/// One call routed to this attachment.
+/// One request routed to this attachment on behalf of a caller.
 pub(crate) struct CallRequest {
-    pub tool: String,
-    pub arguments: Map<String, Value>,
-    pub timeout: Duration,
-    pub cancel: CancellationToken,
+    pub operation: Operation,
+    pub context: CallContext,
     pub reply: oneshot::Sender<Result<ToolResult, CallError>>,
 }
 
@@ -106,6 +103,7 @@ pub(crate) struct Live {
     connection: Connection,
     peer: CallPeer,
     tools: Arc<[ToolInfo]>,
+    catalog: Catalog,
     negotiated: Negotiated,
 }
 
@@ -280,26 +278,20 @@ impl AttachmentState {
     }
 
     fn snapshot(&self) -> ServerSnapshot {
-        let (state, problem, negotiated, tools) = match &self.lifecycle {
-            Lifecycle::Connecting => (ServerState::Connecting, None, None, Arc::from([])),
+        let (state, problem) = match &self.lifecycle {
+            Lifecycle::Connecting => (ServerState::Connecting, None),
+            Lifecycle::Ready(_) => (ServerState::Ready, None),
+            Lifecycle::Unavailable(problem) => (ServerState::Unavailable, Some(problem.clone())),
+            Lifecycle::CrashLoop(problem) => (ServerState::CrashLoop, Some(problem.clone())),
+        };
+        // Only a ready server publishes anything: all of it, or nothing.
+        let (negotiated, tools, catalog) = match &self.lifecycle {
             Lifecycle::Ready(live) => (
-                ServerState::Ready,
-                None,
                 Some(live.negotiated.clone()),
                 live.tools.clone(),
+                live.catalog.clone(),
             ),
-            Lifecycle::Unavailable(problem) => (
-                ServerState::Unavailable,
-                Some(problem.clone()),
-                None,
-                Arc::from([]),
-            ),
-            Lifecycle::CrashLoop(problem) => (
-                ServerState::CrashLoop,
-                Some(problem.clone()),
-                None,
-                Arc::from([]),
-            ),
+            _ => (None, Arc::from([]), Catalog::default()),
         };
         ServerSnapshot {
             alias: self.args.alias.clone(),
@@ -308,6 +300,7 @@ impl AttachmentState {
             problem,
             negotiated,
             tools,
+            catalog,
             generation: self.generation,
         }
     }
@@ -484,11 +477,8 @@ impl AttachmentState {
                 return;
             }
         };
-        if !live.tools.iter().any(|tool| tool.name == request.tool) {
-            let _ = request.reply.send(Err(CallError::UnknownTool {
-                alias: alias.clone(),
-                tool: request.tool,
-            }));
+        if let Err(error) = admit(alias, live, &request.operation) {
+            let _ = request.reply.send(Err(error));
             return;
         }
         self.next_call += 1;
@@ -501,14 +491,12 @@ impl AttachmentState {
         tokio::spawn(async move {
             let started = Instant::now();
             let CallRequest {
-                tool,
-                arguments,
-                timeout,
-                cancel,
+                operation,
+                context,
                 reply,
             } = request;
             let result = tokio::select! {
-                result = peer.call_tool(&tool, arguments, timeout, &cancel) => result,
+                result = peer.run(&operation, &context) => result,
                 () = closing.cancelled() => Err(CallError::Closing {
                     alias: alias.clone(),
                     reason: "the server is closing".into(),
@@ -616,6 +604,13 @@ async fn prepare(
             return Err(Problem::server_unavailable(detail));
         }
     };
+    let catalog = match connection.list_catalog(settings.request_timeout).await {
+        Ok(catalog) => catalog,
+        Err(detail) => {
+            close_in_background(connection, settings.connect.close_grace);
+            return Err(unavailable(format!("could not be listed: {detail}")));
+        }
+    };
     let negotiated = connection.negotiated().clone();
     let peer = connection.call_peer();
     tracing::info!(
@@ -629,6 +624,54 @@ async fn prepare(
         connection,
         peer,
         tools: tools.into(),
+        catalog,
         negotiated,
     }))
+}
+
+/// Routes only what the current snapshot publishes: an enabled tool, a listed prompt, and
+/// resources or completion only from a server that offers them.
+fn admit(alias: &str, live: &Live, operation: &Operation) -> Result<(), CallError> {
+    let offers = |surface: &str| {
+        live.negotiated
+            .capabilities
+            .get(surface)
+            .is_some_and(|value| !value.is_null())
+    };
+    let unsupported = |what: &str| CallError::Unsupported {
+        alias: alias.to_owned(),
+        operation: operation.label(),
+        what: what.to_owned(),
+    };
+    match operation {
+        Operation::CallTool { name, .. } => {
+            if live.tools.iter().any(|tool| &tool.name == name) {
+                Ok(())
+            } else {
+                Err(CallError::UnknownTool {
+                    alias: alias.to_owned(),
+                    tool: name.clone(),
+                })
+            }
+        }
+        Operation::ReadResource { .. } if !offers("resources") => Err(unsupported("resources")),
+        Operation::ReadResource { .. } => Ok(()),
+        Operation::GetPrompt { name, .. } => {
+            if live
+                .catalog
+                .prompts
+                .iter()
+                .any(|prompt| &prompt.name == name)
+            {
+                Ok(())
+            } else {
+                Err(CallError::UnknownPrompt {
+                    alias: alias.to_owned(),
+                    prompt: name.clone(),
+                })
+            }
+        }
+        Operation::Complete { .. } if !offers("completions") => Err(unsupported("completion")),
+        Operation::Complete { .. } => Ok(()),
+    }
 }

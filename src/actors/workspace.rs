@@ -347,6 +347,7 @@ impl WorkspaceState {
             problem: None,
             negotiated: None,
             tools: Arc::from([]),
+            catalog: Default::default(),
             generation: 0,
         }
     }

@@ -1,53 +1,281 @@
-//! `tools/call`: one request with a deadline, caller cancellation and connection loss.
+//! Requests on behalf of a caller: `tools/call`, `resources/read`, `prompts/get` and
+//! `completion/complete`, each with a deadline, caller cancellation, progress routed to the
+//! caller, connection loss, and multi-round-trip input (MRTR).
+//!
+//! The MRTR loop is ours rather than rmcp's `RunningService::call_tool` driver because the
+//! interaction belongs to the caller that owns the operation, not to the connection: rmcp's
+//! driver answers through the connection-wide `ClientHandler` and carries no deadline,
+//! cancellation or progress routing.
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::Peer;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    CompleteRequest, CompleteRequestParams, GetPromptRequest, GetPromptRequestParams, InputRequest,
+    InputRequiredResult, InputResponses, ProgressToken, ReadResourceRequest,
+    ReadResourceRequestParams, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
-use serde_json::{Map, Value};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{CallError, ToolResult};
+use crate::model::{
+    CallError, Elicitation, ElicitationAnswer, Interaction, InteractionHandler, Operation,
+    Progress, ProgressSink, ToolResult,
+};
 
-/// A cheap, cloneable handle that runs calls on one connection; many run at once.
+/// How many `input_required` rounds one operation may take before it is abandoned.
+pub(crate) const MAX_INPUT_ROUNDS: usize = 10;
+
+/// What the caller brings to one operation.
+#[derive(Clone)]
+pub(crate) struct CallContext {
+    /// The per-request deadline.
+    pub timeout: Duration,
+    /// With `Some(max)`, progress resets the deadline, bounded by `max` in total.
+    pub reset_on_progress: Option<Duration>,
+    /// The caller's cancellation.
+    pub cancel: CancellationToken,
+    /// Where progress reports go.
+    pub progress: Option<ProgressSink>,
+    /// Who answers input requests; `None` declines them.
+    pub interaction: Option<InteractionHandler>,
+}
+
+/// Progress sinks by the progress token of the request that owns them.
+#[derive(Default)]
+pub(crate) struct ProgressRoutes(Mutex<HashMap<ProgressToken, ProgressSink>>);
+
+impl ProgressRoutes {
+    /// Delivers a progress notification to the caller that owns its token, if any.
+    pub(crate) fn deliver(&self, token: &ProgressToken, progress: Progress) {
+        let sink = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|routes| routes.get(token).cloned());
+        if let Some(sink) = sink {
+            sink(progress);
+        }
+    }
+
+    fn insert(&self, token: ProgressToken, sink: ProgressSink) {
+        if let Ok(mut routes) = self.0.lock() {
+            routes.insert(token, sink);
+        }
+    }
+
+    fn remove(&self, token: &ProgressToken) {
+        if let Ok(mut routes) = self.0.lock() {
+            routes.remove(token);
+        }
+    }
+}
+
+/// Removes a progress route when the request that owns it settles, however it settles.
+struct RouteGuard<'a> {
+    routes: &'a ProgressRoutes,
+    token: Option<ProgressToken>,
+}
+
+impl Drop for RouteGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.routes.remove(&token);
+        }
+    }
+}
+
+/// A cheap, cloneable handle that runs requests on one connection; many run at once.
 #[derive(Clone)]
 pub(crate) struct CallPeer {
     alias: String,
     peer: Peer<RoleClient>,
     lost: CancellationToken,
+    routes: Arc<ProgressRoutes>,
 }
 
 impl CallPeer {
-    pub(super) fn new(alias: String, peer: Peer<RoleClient>, lost: CancellationToken) -> Self {
-        Self { alias, peer, lost }
+    pub(super) fn new(
+        alias: String,
+        peer: Peer<RoleClient>,
+        lost: CancellationToken,
+        routes: Arc<ProgressRoutes>,
+    ) -> Self {
+        Self {
+            alias,
+            peer,
+            lost,
+            routes,
+        }
     }
 
-    /// Calls `tool` and settles with its result or a typed error. Never hangs: the deadline,
-    /// the caller's `cancel` and the loss of the connection each end it, and the first two
-    /// also cancel the request on the wire.
-    pub(crate) async fn call_tool(
+    /// Runs `operation` to its end: the result, or a typed error. Never hangs: the deadline,
+    /// the caller's cancellation and the loss of the connection each end it, and the first
+    /// two also cancel the request on the wire. `input_required` rounds are answered through
+    /// the caller's interaction and only the originating request is reissued, with a fresh
+    /// id and the server's `requestState` echoed byte for byte.
+    pub(crate) async fn run(
         &self,
-        tool: &str,
-        arguments: Map<String, Value>,
-        timeout: Duration,
-        cancel: &CancellationToken,
+        operation: &Operation,
+        context: &CallContext,
     ) -> Result<ToolResult, CallError> {
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = Some(arguments);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let label = operation.label();
+        let mut responses: Option<InputResponses> = None;
+        let mut state: Option<String> = None;
+        let mut state_only_rounds = 0u32;
+        for _round in 0..MAX_INPUT_ROUNDS {
+            let request = self.build(operation, responses.take(), state.take(), &label)?;
+            match self.send(request, context, &label).await? {
+                ServerResult::InputRequiredResult(input) => {
+                    let had_requests = input
+                        .input_requests
+                        .as_ref()
+                        .is_some_and(|requests| !requests.is_empty());
+                    if !had_requests && input.request_state.is_none() {
+                        return Err(self.protocol(
+                            &label,
+                            "input_required carried neither input requests nor requestState",
+                        ));
+                    }
+                    let (answers, request_state) = self.fulfil(input, context, &label).await?;
+                    if had_requests {
+                        state_only_rounds = 0;
+                    } else {
+                        // A server that only wants its state back is polled gently.
+                        let millis = (50u64 << state_only_rounds.min(3)).min(250);
+                        state_only_rounds += 1;
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(millis)) => {}
+                            () = context.cancel.cancelled() => {
+                                return Err(CallError::Cancelled {
+                                    alias: self.alias.clone(),
+                                    tool: label,
+                                });
+                            }
+                        }
+                    }
+                    responses = (!answers.is_empty()).then_some(answers);
+                    state = request_state;
+                }
+                ServerResult::CreateTaskResult(_) => {
+                    return Err(self.protocol(
+                        &label,
+                        "the server answered with a Task, which this host does not drive yet",
+                    ));
+                }
+                other => return self.complete(operation, other, &label),
+            }
+        }
+        Err(self.protocol(
+            &label,
+            &format!(
+                "the server asked for input more than {MAX_INPUT_ROUNDS} times without completing"
+            ),
+        ))
+    }
+
+    fn build(
+        &self,
+        operation: &Operation,
+        input_responses: Option<InputResponses>,
+        request_state: Option<String>,
+        label: &str,
+    ) -> Result<ClientRequest, CallError> {
+        let mrtr = |mut params: serde_json::Map<String, Value>| {
+            if let Some(responses) = &input_responses {
+                params.insert("inputResponses".into(), json!(responses));
+            }
+            if let Some(state) = &request_state {
+                params.insert("requestState".into(), Value::String(state.clone()));
+            }
+            Value::Object(params)
+        };
+        let invalid = |error: serde_json::Error| {
+            self.protocol(label, &format!("the request could not be built: {error}"))
+        };
+        Ok(match operation {
+            Operation::CallTool { name, arguments } => {
+                let mut params = serde_json::Map::new();
+                params.insert("name".into(), Value::String(name.clone()));
+                params.insert("arguments".into(), Value::Object(arguments.clone()));
+                let params: CallToolRequestParams =
+                    serde_json::from_value(mrtr(params)).map_err(invalid)?;
+                ClientRequest::CallToolRequest(CallToolRequest::new(params))
+            }
+            Operation::ReadResource { uri } => {
+                let mut params = serde_json::Map::new();
+                params.insert("uri".into(), Value::String(uri.clone()));
+                let params: ReadResourceRequestParams =
+                    serde_json::from_value(mrtr(params)).map_err(invalid)?;
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
+            }
+            Operation::GetPrompt { name, arguments } => {
+                let mut params = serde_json::Map::new();
+                params.insert("name".into(), Value::String(name.clone()));
+                if !arguments.is_empty() {
+                    params.insert("arguments".into(), Value::Object(arguments.clone()));
+                }
+                let params: GetPromptRequestParams =
+                    serde_json::from_value(mrtr(params)).map_err(invalid)?;
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(params))
+            }
+            Operation::Complete {
+                reference,
+                argument,
+                value,
+                context,
+            } => {
+                let mut params = json!({
+                    "ref": reference,
+                    "argument": {"name": argument, "value": value},
+                });
+                if !context.is_empty() {
+                    params["context"] = json!({ "arguments": context });
+                }
+                let params: CompleteRequestParams =
+                    serde_json::from_value(params).map_err(invalid)?;
+                ClientRequest::CompleteRequest(CompleteRequest::new(params))
+            }
+        })
+    }
+
+    async fn send(
+        &self,
+        request: ClientRequest,
+        context: &CallContext,
+        label: &str,
+    ) -> Result<ServerResult, CallError> {
+        let mut options = PeerRequestOptions::with_timeout(context.timeout);
+        if let Some(max_total) = context.reset_on_progress {
+            options = options
+                .reset_timeout_on_progress()
+                .with_max_total_timeout(max_total);
+        }
         let handle = self
             .peer
-            .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
+            .send_cancellable_request(request, options)
             .await
-            .map_err(|error| self.map_error(tool, error))?;
+            .map_err(|error| self.map_error(label, error))?;
+        let _route = RouteGuard {
+            routes: &self.routes,
+            token: context.progress.clone().map(|sink| {
+                self.routes.insert(handle.progress_token.clone(), sink);
+                handle.progress_token.clone()
+            }),
+        };
         let id = handle.id.clone();
-        let response = tokio::select! {
+        tokio::select! {
             biased;
-            response = handle.await_response() => response,
-            () = cancel.cancelled() => {
+            response = handle.await_response() => {
+                response.map_err(|error| self.map_error(label, error))
+            }
+            () = context.cancel.cancelled() => {
+                // On HTTP the dropped response future closes the request's stream; the
+                // notification covers stdio and legacy peers.
                 let _ = self
                     .peer
                     .notify_cancelled(CancelledNotificationParam::new(
@@ -55,59 +283,154 @@ impl CallPeer {
                         Some("cancelled by the caller".into()),
                     ))
                     .await;
-                return Err(CallError::Cancelled {
+                Err(CallError::Cancelled {
                     alias: self.alias.clone(),
-                    tool: tool.to_owned(),
-                });
+                    tool: label.to_owned(),
+                })
             }
-            () = self.lost.cancelled() => {
-                return Err(CallError::ConnectionLost {
-                    alias: self.alias.clone(),
-                    tool: tool.to_owned(),
-                    detail: "the transport closed".into(),
-                });
-            }
-        };
-        match response {
-            Ok(ServerResult::CallToolResult(result)) => {
-                let is_error = result.is_error == Some(true);
-                let result = serde_json::to_value(&result).map_err(|error| CallError::Protocol {
-                    alias: self.alias.clone(),
-                    tool: tool.to_owned(),
-                    detail: format!("the result could not be represented as JSON: {error}"),
-                })?;
-                Ok(ToolResult { is_error, result })
-            }
-            Ok(ServerResult::InputRequiredResult(_)) => Err(CallError::Protocol {
+            () = self.lost.cancelled() => Err(CallError::ConnectionLost {
                 alias: self.alias.clone(),
-                tool: tool.to_owned(),
-                detail: "the server asked for input (input_required), which this host does not fulfil yet".into(),
+                tool: label.to_owned(),
+                detail: "the transport closed".into(),
             }),
-            Ok(ServerResult::CreateTaskResult(_)) => Err(CallError::Protocol {
-                alias: self.alias.clone(),
-                tool: tool.to_owned(),
-                detail: "the server answered with a Task, which this host does not drive yet".into(),
-            }),
-            Ok(_) => Err(CallError::Protocol {
-                alias: self.alias.clone(),
-                tool: tool.to_owned(),
-                detail: "the answer is not a tools/call result".into(),
-            }),
-            Err(error) => Err(self.map_error(tool, error)),
         }
     }
 
-    /// A transport that cannot carry a request any more is a lost connection: say so on
-    /// the shared token, so the attachment reconnects instead of failing every later call.
-    /// This is how a dropped HTTP peer is noticed, since a stateless HTTP transport has no
-    /// stream whose end would tell.
-    fn transport_failed(&self) {
-        self.lost.cancel();
+    /// Turns every input request of one result into one interaction, and its answers into
+    /// the `inputResponses` of the retry. Families this host does not support (sampling,
+    /// roots) fail before any interaction.
+    async fn fulfil(
+        &self,
+        input: InputRequiredResult,
+        context: &CallContext,
+        label: &str,
+    ) -> Result<(InputResponses, Option<String>), CallError> {
+        let mut requests = BTreeMap::new();
+        for (key, request) in input.input_requests.unwrap_or_default() {
+            let elicitation = match request {
+                InputRequest::Elicitation(request) => {
+                    let params = serde_json::to_value(&request)
+                        .ok()
+                        .and_then(|value| value.get("params").cloned())
+                        .unwrap_or(Value::Null);
+                    elicitation_from(&params).ok_or_else(|| {
+                        self.protocol(
+                            label,
+                            &format!(
+                                "input request \"{key}\" is an elicitation this host cannot read"
+                            ),
+                        )
+                    })?
+                }
+                InputRequest::CreateMessage(_) => {
+                    return Err(self.protocol(
+                        label,
+                        &format!("input request \"{key}\" asks for sampling, which this host does not offer"),
+                    ));
+                }
+                InputRequest::ListRoots(_) => {
+                    return Err(self.protocol(
+                        label,
+                        &format!(
+                            "input request \"{key}\" asks for roots, which this host does not offer"
+                        ),
+                    ));
+                }
+                _ => {
+                    return Err(self.protocol(
+                        label,
+                        &format!("input request \"{key}\" is of a kind this host does not know"),
+                    ));
+                }
+            };
+            requests.insert(key, elicitation);
+        }
+        let mut answers = match (&context.interaction, requests.is_empty()) {
+            (_, true) => BTreeMap::new(),
+            (Some(handler), false) => {
+                let interaction = Interaction {
+                    server: self.alias.clone(),
+                    operation: label.to_owned(),
+                    requests: requests.clone(),
+                };
+                tokio::select! {
+                    answers = handler(interaction) => answers,
+                    () = context.cancel.cancelled() => {
+                        return Err(CallError::Cancelled {
+                            alias: self.alias.clone(),
+                            tool: label.to_owned(),
+                        });
+                    }
+                }
+            }
+            // No one to ask: decline, which the server treats as a standard answer.
+            (None, false) => requests
+                .keys()
+                .map(|key| (key.clone(), ElicitationAnswer::Decline))
+                .collect(),
+        };
+        let mut responses = InputResponses::new();
+        for (key, elicitation) in &requests {
+            let answer = answers.remove(key).unwrap_or(ElicitationAnswer::Cancel);
+            validate(elicitation, &answer).map_err(|detail| CallError::Interaction {
+                alias: self.alias.clone(),
+                tool: label.to_owned(),
+                detail: format!("the answer to \"{key}\" {detail}"),
+            })?;
+            responses.insert(key.clone(), json!(answer));
+        }
+        Ok((responses, input.request_state))
     }
 
-    fn map_error(&self, tool: &str, error: ServiceError) -> CallError {
+    fn complete(
+        &self,
+        operation: &Operation,
+        result: ServerResult,
+        label: &str,
+    ) -> Result<ToolResult, CallError> {
+        let (is_error, value) = match (operation, result) {
+            (Operation::CallTool { .. }, ServerResult::CallToolResult(result)) => {
+                (result.is_error == Some(true), serde_json::to_value(&result))
+            }
+            (Operation::ReadResource { .. }, ServerResult::ReadResourceResult(result)) => {
+                (false, serde_json::to_value(&result))
+            }
+            (Operation::GetPrompt { .. }, ServerResult::GetPromptResult(result)) => {
+                (false, serde_json::to_value(&result))
+            }
+            (Operation::Complete { .. }, ServerResult::CompleteResult(result)) => {
+                (false, serde_json::to_value(&result))
+            }
+            _ => {
+                return Err(self.protocol(label, "the answer does not fit the request"));
+            }
+        };
+        let result = value.map_err(|error| {
+            self.protocol(
+                label,
+                &format!("the result could not be represented as JSON: {error}"),
+            )
+        })?;
+        if let Operation::CallTool { .. } = operation
+            && let Some(blocks) = result.get("content").and_then(Value::as_array)
+            && let Some(bad) = blocks.iter().find_map(invalid_content)
+        {
+            return Err(self.protocol(label, &bad));
+        }
+        Ok(ToolResult { is_error, result })
+    }
+
+    fn protocol(&self, label: &str, detail: &str) -> CallError {
+        CallError::Protocol {
+            alias: self.alias.clone(),
+            tool: label.to_owned(),
+            detail: detail.to_owned(),
+        }
+    }
+
+    fn map_error(&self, label: &str, error: ServiceError) -> CallError {
         let alias = self.alias.clone();
-        let tool = tool.to_owned();
+        let tool = label.to_owned();
         match error {
             ServiceError::McpError(data) => CallError::Remote {
                 alias,
@@ -146,6 +469,106 @@ impl CallPeer {
             },
         }
     }
+
+    /// A transport that cannot carry a request any more is a lost connection: say so on
+    /// the shared token, so the attachment reconnects instead of failing every later call.
+    /// This is how a dropped HTTP peer is noticed, since a stateless HTTP transport has no
+    /// stream whose end would tell.
+    fn transport_failed(&self) {
+        self.lost.cancel();
+    }
+}
+
+/// Reads an elicitation's params (`mode`, `message`, `requestedSchema`, `url`, …).
+fn elicitation_from(params: &Value) -> Option<Elicitation> {
+    let message = params.get("message")?.as_str()?.to_owned();
+    match params.get("mode").and_then(Value::as_str).unwrap_or("form") {
+        "form" => Some(Elicitation::Form {
+            message,
+            schema: params
+                .get("requestedSchema")
+                .cloned()
+                .unwrap_or(Value::Null),
+        }),
+        "url" => Some(Elicitation::Url {
+            message,
+            url: params.get("url")?.as_str()?.to_owned(),
+            elicitation_id: params
+                .get("elicitationId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        }),
+        _ => None,
+    }
+}
+
+/// Checks an answer against what was asked: a form's content against its flat schema
+/// (required properties, primitive types, enums), and no content for a URL.
+fn validate(elicitation: &Elicitation, answer: &ElicitationAnswer) -> Result<(), String> {
+    let ElicitationAnswer::Accept { content } = answer else {
+        return Ok(());
+    };
+    match elicitation {
+        Elicitation::Url { .. } => match content {
+            None => Ok(()),
+            Some(_) => {
+                Err("accepts a URL elicitation with content, which it must not carry".into())
+            }
+        },
+        Elicitation::Form { schema, .. } => {
+            let empty = serde_json::Map::new();
+            let content = content.as_ref().unwrap_or(&empty);
+            let properties = schema.get("properties").and_then(Value::as_object);
+            if let Some(required) = schema.get("required").and_then(Value::as_array) {
+                for name in required.iter().filter_map(Value::as_str) {
+                    if !content.contains_key(name) {
+                        return Err(format!("lacks the required field \"{name}\""));
+                    }
+                }
+            }
+            for (name, value) in content {
+                let Some(property) = properties.and_then(|p| p.get(name)) else {
+                    return Err(format!(
+                        "has the field \"{name}\", which the form does not ask for"
+                    ));
+                };
+                let kind = property
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("string");
+                let fits = match kind {
+                    "string" => value.is_string(),
+                    "number" => value.is_number(),
+                    "integer" => value.is_i64() || value.is_u64(),
+                    "boolean" => value.is_boolean(),
+                    "array" => value.is_array(),
+                    _ => true,
+                };
+                if !fits {
+                    return Err(format!("gives \"{name}\" a value that is not a {kind}"));
+                }
+                if let Some(options) = property.get("enum").and_then(Value::as_array)
+                    && !options.contains(value)
+                {
+                    return Err(format!("gives \"{name}\" a value outside its enum"));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A `tools/call` content block that is not a modern content member, described.
+fn invalid_content(block: &Value) -> Option<String> {
+    let kind = block.get("type").and_then(Value::as_str)?;
+    match kind {
+        "text" | "image" | "audio" | "resource_link" | "resource" => None,
+        "blob" => Some(
+            "the result holds a standalone blob content block, which is not valid tools/call content (blobs ride inside embedded resources)".into(),
+        ),
+        other => Some(format!("the result holds an unknown content block type \"{other}\"")),
+    }
 }
 
 fn error_kind(error: &dyn std::error::Error) -> String {
@@ -156,4 +579,82 @@ fn error_kind(error: &dyn std::error::Error) -> String {
         inner = source;
     }
     inner.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form() -> Elicitation {
+        Elicitation::Form {
+            message: "who?".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "age": {"type": "integer"},
+                    "color": {"type": "string", "enum": ["red", "blue"]}
+                },
+                "required": ["name"]
+            }),
+        }
+    }
+
+    fn accept(content: Value) -> ElicitationAnswer {
+        ElicitationAnswer::Accept {
+            content: content.as_object().cloned(),
+        }
+    }
+
+    #[test]
+    fn form_answers_are_checked_against_the_schema() {
+        assert!(validate(&form(), &accept(json!({"name": "ada", "age": 36}))).is_ok());
+        assert!(validate(&form(), &ElicitationAnswer::Decline).is_ok());
+        let missing = validate(&form(), &accept(json!({"age": 3}))).unwrap_err();
+        assert!(missing.contains("\"name\""), "{missing}");
+        let wrong = validate(&form(), &accept(json!({"name": "a", "age": "old"}))).unwrap_err();
+        assert!(wrong.contains("integer"), "{wrong}");
+        let outside =
+            validate(&form(), &accept(json!({"name": "a", "color": "green"}))).unwrap_err();
+        assert!(outside.contains("enum"), "{outside}");
+        let extra = validate(&form(), &accept(json!({"name": "a", "x": 1}))).unwrap_err();
+        assert!(extra.contains("\"x\""), "{extra}");
+    }
+
+    #[test]
+    fn url_elicitations_read_and_reject_content() {
+        let url = elicitation_from(&json!({
+            "mode": "url", "message": "log in", "url": "https://example.test/a", "elicitationId": "e1"
+        }))
+        .expect("a url elicitation");
+        assert!(
+            matches!(url, Elicitation::Url { ref elicitation_id, .. } if elicitation_id == "e1")
+        );
+        assert!(validate(&url, &ElicitationAnswer::Accept { content: None }).is_ok());
+        assert!(validate(&url, &accept(json!({"a": 1}))).is_err());
+        assert!(elicitation_from(&json!({"mode": "telepathy", "message": "x"})).is_none());
+    }
+
+    #[test]
+    fn answers_serialize_as_the_standard_actions() {
+        assert_eq!(
+            json!(ElicitationAnswer::Decline),
+            json!({"action": "decline"})
+        );
+        assert_eq!(
+            json!(ElicitationAnswer::Cancel),
+            json!({"action": "cancel"})
+        );
+        assert_eq!(
+            json!(accept(json!({"name": "ada"}))),
+            json!({"action": "accept", "content": {"name": "ada"}})
+        );
+    }
+
+    #[test]
+    fn a_standalone_blob_block_is_refused() {
+        assert!(invalid_content(&json!({"type": "text", "text": "x"})).is_none());
+        assert!(invalid_content(&json!({"type": "resource", "resource": {}})).is_none());
+        assert!(invalid_content(&json!({"type": "blob", "blob": "AA=="})).is_some());
+    }
 }

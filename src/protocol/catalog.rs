@@ -5,47 +5,56 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use rmcp::Peer;
-use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams, ServerResult, Tool};
+use rmcp::model::{
+    ClientRequest, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
+    ListToolsRequest, PaginatedRequestParams, ServerResult, Tool,
+};
 use rmcp::service::{PeerRequestOptions, RoleClient};
 
-use crate::model::{Effect, ToolInfo};
+use serde_json::Value;
+
+use crate::model::{
+    Catalog, Effect, PromptArgumentInfo, PromptInfo, ResourceInfo, ResourceTemplateInfo, ToolInfo,
+};
 
 /// A server that pages more than this is treated as not converging.
 pub(crate) const MAX_PAGES: usize = 100;
 
-/// Lists every tool, page by page. A repeated cursor or more than [`MAX_PAGES`] pages fails
-/// instead of looping: a partial catalog is never presented as complete.
-pub(crate) async fn list_all_tools(
+/// Drains a paginated list method page by page. A repeated cursor or more than
+/// [`MAX_PAGES`] pages fails instead of looping: a partial catalog is never presented as
+/// complete.
+async fn drain<T>(
     peer: &Peer<RoleClient>,
     timeout: Duration,
-) -> Result<Vec<Tool>, String> {
-    let mut tools = Vec::new();
+    method: &str,
+    request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
+    page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
+) -> Result<Vec<T>, String> {
+    let mut items = Vec::new();
     let mut seen = HashSet::new();
     let mut cursor: Option<String> = None;
     for _page in 0..MAX_PAGES {
         let params = cursor
             .clone()
             .map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
-        let request = ClientRequest::ListToolsRequest(ListToolsRequest {
-            params,
-            ..Default::default()
-        });
         let handle = peer
-            .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
+            .send_cancellable_request(request(params), PeerRequestOptions::with_timeout(timeout))
             .await
-            .map_err(|error| format!("tools/list could not be sent: {error}"))?;
-        let page = match handle.await_response().await {
-            Ok(ServerResult::ListToolsResult(page)) => page,
-            Ok(_) => return Err("tools/list returned something other than a tool list".into()),
-            Err(error) => return Err(format!("tools/list failed: {error}")),
+            .map_err(|error| format!("{method} could not be sent: {error}"))?;
+        let result = handle
+            .await_response()
+            .await
+            .map_err(|error| format!("{method} failed: {error}"))?;
+        let Some((batch, next)) = page(result) else {
+            return Err(format!("{method} returned something other than its list"));
         };
-        tools.extend(page.tools);
-        match page.next_cursor {
-            None => return Ok(tools),
+        items.extend(batch);
+        match next {
+            None => return Ok(items),
             Some(next) => {
                 if !seen.insert(next.clone()) {
                     return Err(format!(
-                        "tools/list repeated the cursor {next:?}: the server's pagination does not converge"
+                        "{method} repeated the cursor {next:?}: the server's pagination does not converge"
                     ));
                 }
                 cursor = Some(next);
@@ -53,8 +62,153 @@ pub(crate) async fn list_all_tools(
         }
     }
     Err(format!(
-        "tools/list returned more than {MAX_PAGES} pages: the server's pagination does not converge"
+        "{method} returned more than {MAX_PAGES} pages: the server's pagination does not converge"
     ))
+}
+
+/// Lists every tool.
+pub(crate) async fn list_all_tools(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+) -> Result<Vec<Tool>, String> {
+    drain(
+        peer,
+        timeout,
+        "tools/list",
+        |params| {
+            ClientRequest::ListToolsRequest(ListToolsRequest {
+                params,
+                ..Default::default()
+            })
+        },
+        |result| match result {
+            ServerResult::ListToolsResult(page) => Some((page.tools, page.next_cursor)),
+            _ => None,
+        },
+    )
+    .await
+}
+
+/// Lists resources, templates and prompts, each only when the server advertises it.
+pub(crate) async fn list_catalog(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+    capabilities: &Value,
+) -> Result<Catalog, String> {
+    let mut catalog = Catalog::default();
+    if capabilities.get("resources").is_some_and(|c| !c.is_null()) {
+        let resources = drain(
+            peer,
+            timeout,
+            "resources/list",
+            |params| {
+                ClientRequest::ListResourcesRequest(ListResourcesRequest {
+                    params,
+                    ..Default::default()
+                })
+            },
+            |result| match result {
+                ServerResult::ListResourcesResult(page) => Some((page.resources, page.next_cursor)),
+                _ => None,
+            },
+        )
+        .await?;
+        catalog.resources = resources
+            .iter()
+            .map(|resource| {
+                let definition = serde_json::to_value(resource).unwrap_or_default();
+                ResourceInfo {
+                    uri: text(&definition, "uri").unwrap_or_default(),
+                    name: text(&definition, "name").unwrap_or_default(),
+                    description: text(&definition, "description"),
+                    mime_type: text(&definition, "mimeType"),
+                    definition,
+                }
+            })
+            .collect();
+        let templates = drain(
+            peer,
+            timeout,
+            "resources/templates/list",
+            |params| {
+                ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest {
+                    params,
+                    ..Default::default()
+                })
+            },
+            |result| match result {
+                ServerResult::ListResourceTemplatesResult(page) => {
+                    Some((page.resource_templates, page.next_cursor))
+                }
+                _ => None,
+            },
+        )
+        .await?;
+        catalog.templates = templates
+            .iter()
+            .map(|template| {
+                let definition = serde_json::to_value(template).unwrap_or_default();
+                ResourceTemplateInfo {
+                    uri_template: text(&definition, "uriTemplate").unwrap_or_default(),
+                    name: text(&definition, "name").unwrap_or_default(),
+                    description: text(&definition, "description"),
+                    definition,
+                }
+            })
+            .collect();
+    }
+    if capabilities.get("prompts").is_some_and(|c| !c.is_null()) {
+        let prompts = drain(
+            peer,
+            timeout,
+            "prompts/list",
+            |params| {
+                ClientRequest::ListPromptsRequest(ListPromptsRequest {
+                    params,
+                    ..Default::default()
+                })
+            },
+            |result| match result {
+                ServerResult::ListPromptsResult(page) => Some((page.prompts, page.next_cursor)),
+                _ => None,
+            },
+        )
+        .await?;
+        catalog.prompts = prompts
+            .iter()
+            .map(|prompt| {
+                let definition = serde_json::to_value(prompt).unwrap_or_default();
+                let arguments = definition
+                    .get("arguments")
+                    .and_then(Value::as_array)
+                    .map(|arguments| {
+                        arguments
+                            .iter()
+                            .map(|argument| PromptArgumentInfo {
+                                name: text(argument, "name").unwrap_or_default(),
+                                description: text(argument, "description"),
+                                required: argument
+                                    .get("required")
+                                    .and_then(Value::as_bool)
+                                    .unwrap_or(false),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                PromptInfo {
+                    name: text(&definition, "name").unwrap_or_default(),
+                    description: text(&definition, "description"),
+                    arguments,
+                    definition,
+                }
+            })
+            .collect();
+    }
+    Ok(catalog)
+}
+
+fn text(value: &Value, key: &str) -> Option<String> {
+    value.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
 /// Applies `tools` (absent = all, `[]` = none) and `read` to the listed tools.

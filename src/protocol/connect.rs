@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rmcp::model::ProtocolVersion;
+use std::sync::Arc;
+
+use rmcp::model::{JsonRpcMessage, ProtocolVersion, ServerNotification};
 use rmcp::service::{
     ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient,
     RunningService,
@@ -20,10 +22,10 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio_util::sync::CancellationToken;
 
-use super::call::CallPeer;
+use super::call::{CallPeer, ProgressRoutes};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http, redact};
-use crate::model::{Negotiated, TransportKind};
+use crate::model::{Catalog, Negotiated, Progress, TransportKind};
 
 /// An already expanded target: the only place expanded values live, and never printed.
 pub(crate) enum Target {
@@ -121,6 +123,7 @@ pub(crate) struct Connection {
     lost: CancellationToken,
     child: Option<ChildProcess>,
     secrets: Vec<String>,
+    routes: Arc<ProgressRoutes>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -171,7 +174,7 @@ pub(crate) async fn connect(
         }
     })
     .await;
-    let (service, child, lost, modern) = match result {
+    let (service, child, lost, modern, routes) = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error(&secrets)),
         Err(_) => {
@@ -193,6 +196,7 @@ pub(crate) async fn connect(
         lost,
         child,
         secrets,
+        routes,
     })
 }
 
@@ -252,7 +256,13 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
     }
 }
 
-type Parts = (Service, Option<ChildProcess>, CancellationToken, bool);
+type Parts = (
+    Service,
+    Option<ChildProcess>,
+    CancellationToken,
+    bool,
+    Arc<ProgressRoutes>,
+);
 
 async fn attempt(
     target: &Target,
@@ -260,6 +270,7 @@ async fn attempt(
     lifecycle: ClientLifecycleMode,
 ) -> Result<Parts, Failure> {
     let lost = CancellationToken::new();
+    let routes = Arc::new(ProgressRoutes::default());
     match target {
         Target::Stdio {
             command,
@@ -277,6 +288,7 @@ async fn attempt(
             let transport = Watched {
                 inner: AsyncRwTransport::new_client(stdout, stdin),
                 lost: lost.clone(),
+                routes: routes.clone(),
             };
             // On failure `child` drops here and takes its process group with it.
             let (service, modern) = match negotiate(transport, lifecycle).await {
@@ -286,18 +298,19 @@ async fn attempt(
                     return Err(with_stderr(error, &child));
                 }
             };
-            Ok((service, Some(child), lost, modern))
+            Ok((service, Some(child), lost, modern, routes))
         }
         Target::Http { url, headers } => {
             let transport = Watched {
                 inner: http::transport(url, headers, options.http_client.clone())
                     .map_err(Failure::Http)?,
                 lost: lost.clone(),
+                routes: routes.clone(),
             };
             let (service, modern) = negotiate(transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
-            Ok((service, None, lost, modern))
+            Ok((service, None, lost, modern, routes))
         }
     }
 }
@@ -387,6 +400,7 @@ impl Connection {
             self.alias.clone(),
             self.service.peer().clone(),
             self.lost.clone(),
+            self.routes.clone(),
         )
     }
 
@@ -419,6 +433,13 @@ impl Connection {
             .map_err(|detail| redact(&detail, &self.secrets))
     }
 
+    /// Lists resources, templates and prompts the server advertises, under the same guard.
+    pub(crate) async fn list_catalog(&self, timeout: Duration) -> Result<Catalog, String> {
+        super::catalog::list_catalog(self.service.peer(), timeout, &self.negotiated.capabilities)
+            .await
+            .map_err(|detail| redact(&detail, &self.secrets))
+    }
+
     /// Closes the connection: the transport closes stdin (stdio) and stops; a stdio group
     /// gets `grace` to exit before `SIGKILL`. Returns a description of what failed.
     pub(crate) async fn close(mut self, grace: Duration) -> Result<(), String> {
@@ -445,10 +466,13 @@ impl Connection {
     }
 }
 
-/// Wraps a transport to notice the moment it stops delivering messages.
+/// Wraps a transport to notice the moment it stops delivering messages, and to hand each
+/// progress notification to the caller that owns it before any later message (such as the
+/// result it precedes) is processed.
 struct Watched<T> {
     inner: T,
     lost: CancellationToken,
+    routes: Arc<ProgressRoutes>,
 }
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
@@ -467,8 +491,24 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
 
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
         let message = self.inner.receive().await;
-        if message.is_none() {
-            self.lost.cancel();
+        match &message {
+            None => self.lost.cancel(),
+            Some(JsonRpcMessage::Notification(notification)) => {
+                if let ServerNotification::ProgressNotification(progress) =
+                    &notification.notification
+                {
+                    let params = &progress.params;
+                    self.routes.deliver(
+                        &params.progress_token,
+                        Progress {
+                            progress: params.progress,
+                            total: params.total,
+                            message: params.message.clone(),
+                        },
+                    );
+                }
+            }
+            Some(_) => {}
         }
         message
     }

@@ -1,0 +1,332 @@
+//! The accountable capability matrix (§mcp-capability-matrix): one row per MCP surface or
+//! extension with its disposition and the tests that prove it. The client capabilities this
+//! host advertises on the wire are derived from it, so nothing reaches the wire that a row
+//! does not claim.
+
+use serde_json::{Map, Value, json};
+
+/// How far the host supports a surface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Every layer of the surface is implemented and covered.
+    Supported,
+    /// Implemented in part; the row's note says what is missing.
+    Partial,
+    /// Deliberately not implemented (deprecated, removed, or out of scope).
+    Excluded,
+    /// Not implemented yet.
+    Deferred,
+}
+
+/// Whether a row puts anything into the advertised client capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advertisement {
+    /// Always advertised, with this capability JSON under this key.
+    Always(&'static str, &'static str),
+    /// Never advertised (server-side surfaces need no client capability).
+    Never,
+}
+
+/// One row of the matrix.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    /// The surface or extension.
+    pub surface: &'static str,
+    /// Where its contract comes from.
+    pub authority: &'static str,
+    /// How far it is supported.
+    pub disposition: Disposition,
+    /// What it advertises.
+    pub advertisement: Advertisement,
+    /// Test functions (by name) that prove it; required for supported rows.
+    pub evidence: &'static [&'static str],
+    /// What is missing, for partial and deferred rows; why, for excluded ones.
+    pub note: &'static str,
+}
+
+/// The matrix.
+pub const MATRIX: &[Row] = &[
+    Row {
+        surface: "base/negotiation",
+        authority: "MCP 2026-07-28 server/discover; 2025-11-25 initialize",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &["modern_and_legacy_negotiate_over_stdio_and_http"],
+        note: "",
+    },
+    Row {
+        surface: "tools",
+        authority: "MCP 2026-07-28 tools/list, tools/call",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &[
+            "tools_and_read_filter_the_catalog_and_set_effects",
+            "deadlines_cancellation_and_tool_errors_settle_calls",
+        ],
+        note: "",
+    },
+    Row {
+        surface: "pagination",
+        authority: "MCP 2026-07-28 cursors",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &["pagination_is_drained_and_a_non_converging_server_is_refused"],
+        note: "",
+    },
+    Row {
+        surface: "resources",
+        authority: "MCP 2026-07-28 resources/list, resources/templates/list, resources/read",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &[
+            "server_everything_resources_prompts_completion_and_progress",
+            "python_peer_resources_prompts_completion_errors_and_content",
+        ],
+        note: "",
+    },
+    Row {
+        surface: "prompts",
+        authority: "MCP 2026-07-28 prompts/list, prompts/get",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &[
+            "server_everything_resources_prompts_completion_and_progress",
+            "python_peer_resources_prompts_completion_errors_and_content",
+        ],
+        note: "",
+    },
+    Row {
+        surface: "completion",
+        authority: "MCP 2026-07-28 completion/complete",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &[
+            "server_everything_resources_prompts_completion_and_progress",
+            "python_peer_resources_prompts_completion_errors_and_content",
+        ],
+        note: "",
+    },
+    Row {
+        surface: "progress",
+        authority: "MCP 2026-07-28 notifications/progress",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &[
+            "progress_reaches_the_caller_and_can_extend_the_deadline",
+            "server_everything_resources_prompts_completion_and_progress",
+        ],
+        note: "",
+    },
+    Row {
+        surface: "cancellation",
+        authority: "MCP 2026-07-28 notifications/cancelled; HTTP stream closure",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &["deadlines_cancellation_and_tool_errors_settle_calls"],
+        note: "",
+    },
+    Row {
+        surface: "mrtr",
+        authority: "MCP 2026-07-28 input_required / inputResponses / requestState",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Never,
+        evidence: &["elicitation_rounds_go_through_the_interaction"],
+        note: "",
+    },
+    Row {
+        surface: "elicitation",
+        authority: "MCP 2026-07-28 elicitation (form, url) through MRTR",
+        disposition: Disposition::Partial,
+        advertisement: Advertisement::Always("elicitation", r#"{"form":{},"url":{}}"#),
+        evidence: &[
+            "elicitation_rounds_go_through_the_interaction",
+            "form_answers_are_checked_against_the_schema",
+            "url_elicitations_read_and_reject_content",
+        ],
+        note: "form and URL through MRTR; a legacy peer's server-initiated elicitation/create is not routed to the caller yet",
+    },
+    Row {
+        surface: "caching",
+        authority: "MCP 2026-07-28 ttlMs / cacheScope",
+        disposition: Disposition::Deferred,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "rmcp's response cache is switched off so no stale catalog is served; ttlMs/cacheScope are not honoured yet",
+    },
+    Row {
+        surface: "subscriptions",
+        authority: "MCP 2026-07-28 subscriptions/listen",
+        disposition: Disposition::Deferred,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "list changes and resource updates are not followed yet",
+    },
+    Row {
+        surface: "io.modelcontextprotocol/tasks",
+        authority: "experimental-ext-tasks 2c1425d9",
+        disposition: Disposition::Deferred,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "an unsolicited Task result fails the call with a clear error; no polling loop yet",
+    },
+    Row {
+        surface: "authorization/oauth",
+        authority: "MCP 2026-07-28 authorization",
+        disposition: Disposition::Deferred,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "bearer credentials only",
+    },
+    Row {
+        surface: "sampling",
+        authority: "deprecated (§mcp-exclusions)",
+        disposition: Disposition::Excluded,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "deprecated; an input request for sampling fails the call before any interaction",
+    },
+    Row {
+        surface: "roots",
+        authority: "deprecated (§mcp-exclusions)",
+        disposition: Disposition::Excluded,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "deprecated",
+    },
+    Row {
+        surface: "logging",
+        authority: "deprecated (§mcp-exclusions)",
+        disposition: Disposition::Excluded,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "deprecated; server stderr is kept instead",
+    },
+    Row {
+        surface: "mcp-apps",
+        authority: "§mcp-apps-exclusion",
+        disposition: Disposition::Excluded,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "no sandbox-capable client",
+    },
+    Row {
+        surface: "io.modelcontextprotocol/enterprise-managed-authorization",
+        authority: "§mcp-ema-deferral",
+        disposition: Disposition::Excluded,
+        advertisement: Advertisement::Never,
+        evidence: &[],
+        note: "enterprise deployment policy, not host mechanics",
+    },
+];
+
+/// The client capabilities advertised on the wire, derived from [`MATRIX`].
+pub fn client_capabilities() -> Value {
+    let mut capabilities = Map::new();
+    for row in MATRIX {
+        if let Advertisement::Always(key, value) = row.advertisement
+            && matches!(
+                row.disposition,
+                Disposition::Supported | Disposition::Partial
+            )
+        {
+            let value = serde_json::from_str(value).unwrap_or_else(|_| json!({}));
+            capabilities.insert(key.to_owned(), value);
+        }
+    }
+    Value::Object(capabilities)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn rows_are_unique() {
+        let mut seen = HashSet::new();
+        for row in MATRIX {
+            assert!(seen.insert(row.surface), "{} appears twice", row.surface);
+        }
+    }
+
+    #[test]
+    fn excluded_and_deferred_rows_advertise_nothing() {
+        for row in MATRIX {
+            if matches!(
+                row.disposition,
+                Disposition::Excluded | Disposition::Deferred
+            ) {
+                assert_eq!(row.advertisement, Advertisement::Never, "{}", row.surface);
+            }
+        }
+        let advertised = client_capabilities();
+        for key in ["sampling", "roots", "tasks", "extensions"] {
+            assert!(advertised.get(key).is_none(), "{key} reached the wire");
+        }
+    }
+
+    #[test]
+    fn non_supported_rows_say_why() {
+        for row in MATRIX {
+            if row.disposition != Disposition::Supported {
+                assert!(!row.note.is_empty(), "{} needs a note", row.surface);
+            }
+        }
+    }
+
+    #[test]
+    fn every_supported_row_cites_tests_that_exist() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut sources = String::new();
+        for folder in ["tests", "src"] {
+            let mut stack = vec![root.join(folder)];
+            while let Some(path) = stack.pop() {
+                let Ok(entries) = std::fs::read_dir(&path) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    let path = entry.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if path.extension().is_some_and(|e| e == "rs") {
+                        sources.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+                    }
+                }
+            }
+        }
+        for row in MATRIX {
+            if matches!(
+                row.disposition,
+                Disposition::Supported | Disposition::Partial
+            ) {
+                assert!(!row.evidence.is_empty(), "{} cites no test", row.surface);
+                for test in row.evidence {
+                    assert!(
+                        sources.contains(&format!("fn {test}(")),
+                        "{} cites {test}, which does not exist",
+                        row.surface
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_advertisement_is_exactly_the_matrix() {
+        let advertised = client_capabilities();
+        let expected: Vec<&str> = MATRIX
+            .iter()
+            .filter_map(|row| match row.advertisement {
+                Advertisement::Always(key, _) => Some(key),
+                Advertisement::Never => None,
+            })
+            .collect();
+        let keys: Vec<&str> = advertised
+            .as_object()
+            .map(|map| map.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(keys, expected);
+        assert_eq!(advertised["elicitation"], json!({"form": {}, "url": {}}));
+    }
+}
