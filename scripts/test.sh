@@ -4,7 +4,8 @@
 #   scripts/test.sh
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
-# Node 22, npm and PyPI peers), builds once, then runs every test binary of the workspace.
+# Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace, then
+# the official conformance suite's client scenarios (scripts/conformance.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -12,3 +13,5 @@ bash scripts/install-peers.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
+# The official MCP conformance suite's client scenarios, one at a time, through our host.
+bash scripts/conformance.sh

@@ -155,11 +155,11 @@ pub const MATRIX: &[Row] = &[
     },
     Row {
         surface: "subscriptions",
-        authority: "MCP 2026-07-28 subscriptions/listen",
-        disposition: Disposition::Deferred,
+        authority: "MCP 2026-07-28 subscriptions/listen; 2025-11-25 list_changed notifications",
+        disposition: Disposition::Partial,
         advertisement: Advertisement::Never,
-        evidence: &[],
-        note: "list changes and resource updates are not followed yet",
+        evidence: &["a_list_change_commits_only_after_in_flight_calls_settle"],
+        note: "list changes are followed (listen re-opened after a loss) and committed at quiescence; resource-URI updates and Task ids are not in the filter yet, and events do not carry resource updates",
     },
     Row {
         surface: "io.modelcontextprotocol/tasks",

@@ -10,8 +10,10 @@ use plurnk_mcp::{CallOptions, Host, HostConfig, ServerState, WorkspaceSnapshot};
 
 /// Logs go to stderr, filtered by `PLURNK_MCP_LOG` (else `default`).
 pub(crate) fn init_logging(default: &str) {
+    // rmcp's transport worker logs the full server URL when a connection fails, and URLs
+    // can carry credentials: it stays quiet unless PLURNK_MCP_LOG asks for it.
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLURNK_MCP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},rmcp=off")));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -558,3 +558,76 @@ async fn elicitation_rounds_go_through_the_interaction() {
     assert_eq!(seen.lock().map(|s| s.len()).unwrap_or_default(), 3);
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_commits_only_after_in_flight_calls_settle() {
+    let host = Host::start(python_surfaces()).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let has_dynamic = |snapshot: &plurnk_mcp::WorkspaceSnapshot| {
+        snapshot
+            .server("py")
+            .is_some_and(|s| s.tools.iter().any(|t| t.name == "dynamic_extra"))
+    };
+    assert!(!has_dynamic(&workspace.snapshot()));
+    // A call that stays in flight across the list change.
+    let slow = {
+        let workspace = workspace.clone();
+        tokio::spawn(async move {
+            let result = workspace
+                .call_tool(
+                    "py",
+                    "slow",
+                    json!({"steps": 4, "delay_ms": 250}),
+                    CallOptions::default(),
+                )
+                .await;
+            (result, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let added = workspace
+        .call_tool(
+            "py",
+            "add_tool",
+            json!({"name": "dynamic_extra"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("add_tool");
+    assert!(!added.is_error, "{:?}", added.result);
+    // The server announced the change long ago; the commit still waits for `slow`.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !has_dynamic(&workspace.snapshot()),
+        "the refreshed catalog was committed while a call was in flight"
+    );
+    let (slow_result, slow_done) = slow.await.expect("no panic");
+    assert_eq!(
+        slow_result.expect("slow completes").text(),
+        "done after 4 steps"
+    );
+    let committed = workspace
+        .wait_for(Duration::from_secs(5), |snapshot| has_dynamic(snapshot))
+        .await;
+    assert!(
+        has_dynamic(&committed),
+        "the list change was committed after quiescence"
+    );
+    assert!(Instant::now() >= slow_done);
+    // The new tool is callable, on the same connection.
+    let generation = committed.server("py").map(|s| s.generation);
+    let called = workspace
+        .call_tool("py", "dynamic_extra", json!({}), CallOptions::default())
+        .await
+        .expect("the new tool is routed");
+    assert!(
+        called.text().contains("dynamic_extra"),
+        "{:?}",
+        called.result
+    );
+    assert_eq!(
+        workspace.snapshot().server("py").map(|s| s.generation),
+        generation
+    );
+    host.shutdown().await;
+}

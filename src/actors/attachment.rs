@@ -80,6 +80,15 @@ pub(crate) enum AttachmentMsg {
     },
     /// The connection of `generation` stopped delivering messages.
     Lost { generation: u64 },
+    /// The server announced a list change on the connection of `generation`.
+    ListChanged { generation: u64 },
+    /// A catalog refresh of `generation` finished.
+    Refreshed {
+        generation: u64,
+        result: Result<Box<Refresh>, Problem>,
+    },
+    /// The bound for committing a refresh passed: commit it even if calls are in flight.
+    RefreshDeadline { generation: u64 },
     /// The loss was examined (exit status, stderr) and the old connection closed.
     LostDetail { generation: u64, detail: String },
     /// An explicit reconnect (enable of an already-enabled alias); clears `crash-loop`.
@@ -96,6 +105,12 @@ pub(crate) enum AttachmentMsg {
     /// Panics inside the handler: a test hook for the supervision path.
     #[doc(hidden)]
     Panic,
+}
+
+/// A refreshed catalog, waiting for quiescence to be committed.
+pub(crate) struct Refresh {
+    tools: Arc<[ToolInfo]>,
+    catalog: Catalog,
 }
 
 /// A ready connection and what it publishes.
@@ -134,6 +149,12 @@ pub(crate) struct AttachmentState {
     reconnects: Vec<ActionReply>,
     /// A lost connection is being examined; its detail will complete the Problem.
     loss_pending: bool,
+    /// A refresh is running; `true` when another change arrived meanwhile.
+    refreshing: Option<bool>,
+    /// A refreshed catalog waiting for the in-flight calls to settle.
+    pending_refresh: Option<Box<Refresh>>,
+    /// Calls that arrived while a refresh waited to commit; they run right after it.
+    queued: VecDeque<CallRequest>,
 }
 
 /// The actor (no configuration lives here: it is all in the arguments).
@@ -166,6 +187,9 @@ impl Actor for AttachmentActor {
             first_attempt: true,
             reconnects: Vec::new(),
             loss_pending: false,
+            refreshing: None,
+            pending_refresh: None,
+            queued: VecDeque::new(),
         })
     }
 
@@ -246,7 +270,31 @@ impl Actor for AttachmentActor {
             AttachmentMsg::Call(request) => state.on_call(&myself, request),
             AttachmentMsg::Settled { id } => {
                 state.active.remove(&id);
+                state.commit_refresh_if_quiet(&myself);
                 state.finish_drain_if_quiet(&myself);
+            }
+            AttachmentMsg::ListChanged { generation } => {
+                if generation == state.generation
+                    && state.draining.is_none()
+                    && matches!(state.lifecycle, Lifecycle::Ready(_))
+                {
+                    match state.refreshing {
+                        Some(_) => state.refreshing = Some(true),
+                        None => state.start_refresh(&myself),
+                    }
+                }
+            }
+            AttachmentMsg::Refreshed { generation, result } => {
+                state.on_refreshed(&myself, generation, result);
+            }
+            AttachmentMsg::RefreshDeadline { generation } => {
+                if generation == state.generation && state.pending_refresh.is_some() {
+                    tracing::warn!(
+                        server = %state.args.alias,
+                        "calls did not settle within the bound; committing the refreshed catalog beside them"
+                    );
+                    state.commit_refresh(&myself);
+                }
             }
             AttachmentMsg::Drain { reason, cancel } => {
                 if state.draining.is_none() {
@@ -386,6 +434,24 @@ impl AttachmentState {
                     lost.cancelled().await;
                     let _ = watcher.cast(AttachmentMsg::Lost { generation });
                 });
+                // List changes become refreshes; the watcher ends with the connection.
+                let mut changes = live.connection.changes();
+                let lost = live.connection.lost();
+                let notify = myself.clone();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::select! {
+                            changed = changes.changed() => {
+                                if changed.is_err()
+                                    || notify.cast(AttachmentMsg::ListChanged { generation }).is_err()
+                                {
+                                    break;
+                                }
+                            }
+                            () = lost.cancelled() => break,
+                        }
+                    }
+                });
                 self.delays = Box::new(self.args.settings.restart.delays());
                 self.lifecycle = Lifecycle::Ready(live);
                 self.publish();
@@ -446,6 +512,12 @@ impl AttachmentState {
     }
 
     fn on_call(&mut self, myself: &ActorRef<AttachmentMsg>, request: CallRequest) {
+        if self.pending_refresh.is_some() && self.draining.is_none() {
+            // Behind a pending commit, not beside it: the old catalog must be able to go
+            // quiet, so new calls wait (bounded by the refresh deadline).
+            self.queued.push_back(request);
+            return;
+        }
         let alias = &self.args.alias;
         if let Some(draining) = &self.draining {
             let _ = request.reply.send(Err(CallError::Closing {
@@ -514,6 +586,87 @@ impl AttachmentState {
             let _ = reply.send(result);
             let _ = myself.cast(AttachmentMsg::Settled { id });
         });
+    }
+
+    fn start_refresh(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        let Lifecycle::Ready(live) = &self.lifecycle else {
+            return;
+        };
+        self.refreshing = Some(false);
+        let generation = self.generation;
+        let peer = live.connection.lister();
+        let alias = self.args.alias.clone();
+        let definition = self.args.definition.clone();
+        let timeout = self.args.settings.request_timeout;
+        let myself = myself.clone();
+        tokio::spawn(async move {
+            let result = refresh(&alias, &definition, &peer, timeout).await;
+            let _ = myself.cast(AttachmentMsg::Refreshed { generation, result });
+        });
+    }
+
+    fn on_refreshed(
+        &mut self,
+        myself: &ActorRef<AttachmentMsg>,
+        generation: u64,
+        result: Result<Box<Refresh>, Problem>,
+    ) {
+        if generation != self.generation || !matches!(self.lifecycle, Lifecycle::Ready(_)) {
+            return;
+        }
+        let again = self.refreshing.take().unwrap_or(false);
+        match result {
+            Ok(refresh) => {
+                self.pending_refresh = Some(refresh);
+                myself.send_after(self.args.settings.drain_timeout, move || {
+                    AttachmentMsg::RefreshDeadline { generation }
+                });
+                self.commit_refresh_if_quiet(myself);
+            }
+            Err(problem) => {
+                // The catalog now contradicts the policy (or cannot be listed): the server
+                // is unavailable until a reconnect lists a consistent one.
+                if let Lifecycle::Ready(live) =
+                    std::mem::replace(&mut self.lifecycle, Lifecycle::Unavailable(problem))
+                {
+                    close_in_background(live.connection, self.args.settings.connect.close_grace);
+                }
+                self.publish();
+                self.release_queue(myself);
+                if self.draining.is_none() {
+                    self.schedule_retry(myself);
+                }
+                return;
+            }
+        }
+        if again {
+            self.start_refresh(myself);
+        }
+    }
+
+    fn commit_refresh_if_quiet(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        if self.pending_refresh.is_some() && self.active.is_empty() {
+            self.commit_refresh(myself);
+        }
+    }
+
+    /// Swaps the refreshed catalog in and publishes it; then the calls that waited run.
+    fn commit_refresh(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        let Some(refresh) = self.pending_refresh.take() else {
+            return;
+        };
+        if let Lifecycle::Ready(live) = &mut self.lifecycle {
+            live.tools = refresh.tools;
+            live.catalog = refresh.catalog;
+            self.publish();
+        }
+        self.release_queue(myself);
+    }
+
+    fn release_queue(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        while let Some(request) = self.queued.pop_front() {
+            self.on_call(myself, request);
+        }
     }
 
     fn answer_reconnects(&mut self) {
@@ -590,7 +743,8 @@ async fn prepare(
     let connection = protocol::connect(alias, &target, &settings.connect)
         .await
         .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
-    let listed = match connection.list_tools(settings.request_timeout).await {
+    let lister = connection.lister();
+    let listed = match lister.list_tools(settings.request_timeout).await {
         Ok(listed) => listed,
         Err(detail) => {
             close_in_background(connection, settings.connect.close_grace);
@@ -604,13 +758,10 @@ async fn prepare(
             return Err(Problem::server_unavailable(detail));
         }
     };
-    let catalog = match connection.list_catalog(settings.request_timeout).await {
-        Ok(catalog) => catalog,
-        Err(detail) => {
-            close_in_background(connection, settings.connect.close_grace);
-            return Err(unavailable(format!("could not be listed: {detail}")));
-        }
-    };
+    let catalog = lister.list_catalog(settings.request_timeout).await;
+    for problem in &catalog.problems {
+        tracing::warn!(server = alias, %problem, "a catalog family is published empty");
+    }
     let negotiated = connection.negotiated().clone();
     let peer = connection.call_peer();
     tracing::info!(
@@ -626,6 +777,29 @@ async fn prepare(
         tools: tools.into(),
         catalog,
         negotiated,
+    }))
+}
+
+/// Lists the catalog again on a live connection and applies the tool policy.
+async fn refresh(
+    alias: &str,
+    definition: &ServerDefinition,
+    lister: &protocol::Lister,
+    timeout: Duration,
+) -> Result<Box<Refresh>, Problem> {
+    let kind = definition.transport().kind();
+    let unavailable = |detail: String| {
+        Problem::server_unavailable(format!(
+            "server \"{alias}\" ({kind}) changed its lists and could not be listed again: {detail}"
+        ))
+    };
+    let listed = lister.list_tools(timeout).await.map_err(unavailable)?;
+    let tools = protocol::apply_policy(alias, listed, definition.tools(), definition.read())
+        .map_err(Problem::server_unavailable)?;
+    let catalog = lister.list_catalog(timeout).await;
+    Ok(Box::new(Refresh {
+        tools: tools.into(),
+        catalog,
     }))
 }
 

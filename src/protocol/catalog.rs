@@ -94,10 +94,10 @@ pub(crate) async fn list_catalog(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     capabilities: &Value,
-) -> Result<Catalog, String> {
+) -> Catalog {
     let mut catalog = Catalog::default();
     if capabilities.get("resources").is_some_and(|c| !c.is_null()) {
-        let resources = drain(
+        let resources = match drain(
             peer,
             timeout,
             "resources/list",
@@ -112,7 +112,14 @@ pub(crate) async fn list_catalog(
                 _ => None,
             },
         )
-        .await?;
+        .await
+        {
+            Ok(resources) => resources,
+            Err(problem) => {
+                catalog.problems.push(problem);
+                Vec::new()
+            }
+        };
         catalog.resources = resources
             .iter()
             .map(|resource| {
@@ -126,7 +133,7 @@ pub(crate) async fn list_catalog(
                 }
             })
             .collect();
-        let templates = drain(
+        let templates = match drain(
             peer,
             timeout,
             "resources/templates/list",
@@ -143,7 +150,14 @@ pub(crate) async fn list_catalog(
                 _ => None,
             },
         )
-        .await?;
+        .await
+        {
+            Ok(templates) => templates,
+            Err(problem) => {
+                catalog.problems.push(problem);
+                Vec::new()
+            }
+        };
         catalog.templates = templates
             .iter()
             .map(|template| {
@@ -158,7 +172,7 @@ pub(crate) async fn list_catalog(
             .collect();
     }
     if capabilities.get("prompts").is_some_and(|c| !c.is_null()) {
-        let prompts = drain(
+        let prompts = match drain(
             peer,
             timeout,
             "prompts/list",
@@ -173,7 +187,14 @@ pub(crate) async fn list_catalog(
                 _ => None,
             },
         )
-        .await?;
+        .await
+        {
+            Ok(prompts) => prompts,
+            Err(problem) => {
+                catalog.problems.push(problem);
+                Vec::new()
+            }
+        };
         catalog.prompts = prompts
             .iter()
             .map(|prompt| {
@@ -204,7 +225,7 @@ pub(crate) async fn list_catalog(
             })
             .collect();
     }
-    Ok(catalog)
+    catalog
 }
 
 fn text(value: &Value, key: &str) -> Option<String> {

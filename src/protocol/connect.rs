@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonRpcMessage, ProtocolVersion, ServerNotification};
+use rmcp::model::{JsonRpcMessage, ProtocolVersion, ServerNotification, SubscriptionFilter};
 use rmcp::service::{
     ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient,
     RunningService,
 };
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
@@ -124,6 +125,10 @@ pub(crate) struct Connection {
     child: Option<ChildProcess>,
     secrets: Vec<String>,
     routes: Arc<ProgressRoutes>,
+    /// Counts list-change notifications (tools, resources, prompts) in arrival order.
+    changes: watch::Receiver<u64>,
+    /// Cancelled when the connection closes; ends the subscription listener.
+    closing: CancellationToken,
 }
 
 impl std::fmt::Debug for Connection {
@@ -174,7 +179,7 @@ pub(crate) async fn connect(
         }
     })
     .await;
-    let (service, child, lost, modern, routes) = match result {
+    let (service, child, lost, modern, routes, changes) = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error(&secrets)),
         Err(_) => {
@@ -188,6 +193,19 @@ pub(crate) async fn connect(
         .set_response_cache_config(ClientCacheConfig::disabled())
         .await;
     let negotiated = negotiated(&service, modern);
+    let closing = CancellationToken::new();
+    if modern {
+        // A modern peer tells list changes only on a subscriptions/listen stream.
+        if let Some(filter) = list_change_filter(&negotiated.capabilities) {
+            tokio::spawn(listen(
+                alias.to_owned(),
+                service.peer().clone(),
+                filter,
+                lost.clone(),
+                closing.clone(),
+            ));
+        }
+    }
     Ok(Connection {
         alias: alias.to_owned(),
         kind: target.kind(),
@@ -197,7 +215,76 @@ pub(crate) async fn connect(
         child,
         secrets,
         routes,
+        changes,
+        closing,
     })
+}
+
+/// The list-change notifications the server offers, as a listen filter.
+fn list_change_filter(capabilities: &serde_json::Value) -> Option<SubscriptionFilter> {
+    let offers = |surface: &str| capabilities[surface]["listChanged"].as_bool() == Some(true);
+    let mut builder = SubscriptionFilter::builder();
+    let mut any = false;
+    if offers("tools") {
+        builder = builder.tools_list_changed();
+        any = true;
+    }
+    if offers("resources") {
+        builder = builder.resources_list_changed();
+        any = true;
+    }
+    if offers("prompts") {
+        builder = builder.prompts_list_changed();
+        any = true;
+    }
+    any.then(|| builder.build())
+}
+
+/// Keeps one `subscriptions/listen` open for list changes, listening again after a loss.
+/// The notifications themselves are counted by the transport wrapper, in arrival order;
+/// this task keeps the stream open and drains it so rmcp's buffer never overflows.
+async fn listen(
+    alias: String,
+    peer: rmcp::Peer<RoleClient>,
+    filter: SubscriptionFilter,
+    lost: CancellationToken,
+    closing: CancellationToken,
+) {
+    let mut failures = 0u32;
+    loop {
+        let subscription = tokio::select! {
+            subscription = peer.listen(filter.clone()) => subscription,
+            () = closing.cancelled() => return,
+            () = lost.cancelled() => return,
+        };
+        match subscription {
+            Ok(mut subscription) => {
+                failures = 0;
+                loop {
+                    let next = tokio::select! {
+                        next = subscription.next() => next,
+                        () = closing.cancelled() => return,
+                        () = lost.cancelled() => return,
+                    };
+                    match next {
+                        Ok(Some(_)) => {}
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+            Err(error) => {
+                failures += 1;
+                tracing::debug!(server = %alias, %error, "subscriptions/listen failed");
+            }
+        }
+        // Listen again after a loss, gently if the server keeps refusing.
+        let delay = Duration::from_millis(100u64 << failures.min(6));
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = closing.cancelled() => return,
+            () = lost.cancelled() => return,
+        }
+    }
 }
 
 fn auto_lifecycle() -> ClientLifecycleMode {
@@ -262,6 +349,7 @@ type Parts = (
     CancellationToken,
     bool,
     Arc<ProgressRoutes>,
+    watch::Receiver<u64>,
 );
 
 async fn attempt(
@@ -271,6 +359,7 @@ async fn attempt(
 ) -> Result<Parts, Failure> {
     let lost = CancellationToken::new();
     let routes = Arc::new(ProgressRoutes::default());
+    let (changed, changes) = watch::channel(0u64);
     match target {
         Target::Stdio {
             command,
@@ -289,6 +378,7 @@ async fn attempt(
                 inner: AsyncRwTransport::new_client(stdout, stdin),
                 lost: lost.clone(),
                 routes: routes.clone(),
+                changed,
             };
             // On failure `child` drops here and takes its process group with it.
             let (service, modern) = match negotiate(transport, lifecycle).await {
@@ -298,7 +388,7 @@ async fn attempt(
                     return Err(with_stderr(error, &child));
                 }
             };
-            Ok((service, Some(child), lost, modern, routes))
+            Ok((service, Some(child), lost, modern, routes, changes))
         }
         Target::Http { url, headers } => {
             let transport = Watched {
@@ -306,11 +396,12 @@ async fn attempt(
                     .map_err(Failure::Http)?,
                 lost: lost.clone(),
                 routes: routes.clone(),
+                changed,
             };
             let (service, modern) = negotiate(transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
-            Ok((service, None, lost, modern, routes))
+            Ok((service, None, lost, modern, routes, changes))
         }
     }
 }
@@ -384,6 +475,11 @@ impl Connection {
         &self.negotiated
     }
 
+    /// A receiver whose value rises with every list-change notification.
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
+    }
+
     /// A token that fires when the transport stops delivering messages (EOF, crash, drop).
     pub(crate) fn lost(&self) -> CancellationToken {
         self.lost.clone()
@@ -423,27 +519,22 @@ impl Connection {
         }
     }
 
-    /// Lists every enabled-or-not remote tool, draining pages under the non-convergence guard.
-    pub(crate) async fn list_tools(
-        &self,
-        timeout: Duration,
-    ) -> Result<Vec<rmcp::model::Tool>, String> {
-        super::catalog::list_all_tools(self.service.peer(), timeout)
-            .await
-            .map_err(|detail| redact(&detail, &self.secrets))
-    }
-
-    /// Lists resources, templates and prompts the server advertises, under the same guard.
-    pub(crate) async fn list_catalog(&self, timeout: Duration) -> Result<Catalog, String> {
-        super::catalog::list_catalog(self.service.peer(), timeout, &self.negotiated.capabilities)
-            .await
-            .map_err(|detail| redact(&detail, &self.secrets))
+    /// A handle that lists this connection's catalogs from a task.
+    pub(crate) fn lister(&self) -> Lister {
+        Lister {
+            peer: self.service.peer().clone(),
+            secrets: self.secrets.clone(),
+            capabilities: self.negotiated.capabilities.clone(),
+        }
     }
 
     /// Closes the connection: the transport closes stdin (stdio) and stops; a stdio group
     /// gets `grace` to exit before `SIGKILL`. Returns a description of what failed.
     pub(crate) async fn close(mut self, grace: Duration) -> Result<(), String> {
+        // The whole connection goes: its transport closes first, which retires the listen
+        // stream with it, rather than cancelling that stream on its own first.
         let closed = self.service.close_with_timeout(grace).await;
+        self.closing.cancel();
         let mut failures = Vec::new();
         match closed {
             Ok(Some(_)) => {}
@@ -466,6 +557,44 @@ impl Connection {
     }
 }
 
+/// Lists one connection's catalogs; cheap to clone into a task.
+#[derive(Clone)]
+pub(crate) struct Lister {
+    peer: rmcp::Peer<RoleClient>,
+    secrets: Vec<String>,
+    capabilities: serde_json::Value,
+}
+
+impl Lister {
+    /// Lists every remote tool, draining pages under the non-convergence guard.
+    pub(crate) async fn list_tools(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<rmcp::model::Tool>, String> {
+        super::catalog::list_all_tools(&self.peer, timeout)
+            .await
+            .map_err(|detail| redact(&detail, &self.secrets))
+    }
+
+    /// Lists resources, templates and prompts the server advertises. A family that cannot
+    /// be listed is published empty with its failure recorded, never half-listed.
+    pub(crate) async fn list_catalog(&self, timeout: Duration) -> Catalog {
+        let mut catalog =
+            super::catalog::list_catalog(&self.peer, timeout, &self.capabilities).await;
+        for problem in &mut catalog.problems {
+            *problem = redact(problem, &self.secrets);
+        }
+        catalog
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // However the connection ends, its listener ends with it.
+        self.closing.cancel();
+    }
+}
+
 /// Wraps a transport to notice the moment it stops delivering messages, and to hand each
 /// progress notification to the caller that owns it before any later message (such as the
 /// result it precedes) is processed.
@@ -473,6 +602,7 @@ struct Watched<T> {
     inner: T,
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
+    changed: watch::Sender<u64>,
 }
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
@@ -493,10 +623,8 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
         let message = self.inner.receive().await;
         match &message {
             None => self.lost.cancel(),
-            Some(JsonRpcMessage::Notification(notification)) => {
-                if let ServerNotification::ProgressNotification(progress) =
-                    &notification.notification
-                {
+            Some(JsonRpcMessage::Notification(notification)) => match &notification.notification {
+                ServerNotification::ProgressNotification(progress) => {
                     let params = &progress.params;
                     self.routes.deliver(
                         &params.progress_token,
@@ -507,7 +635,13 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
                         },
                     );
                 }
-            }
+                ServerNotification::ToolListChangedNotification(_)
+                | ServerNotification::ResourceListChangedNotification(_)
+                | ServerNotification::PromptListChangedNotification(_) => {
+                    self.changed.send_modify(|count| *count += 1);
+                }
+                _ => {}
+            },
             Some(_) => {}
         }
         message

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The official MCP conformance suite (client leg) against the host, at protocol 2026-07-28.
+#
+#   scripts/conformance.sh                 # every scenario below, one at a time
+#   scripts/conformance.sh tools_call ...  # only these
+#
+# Installs the peers (scripts/install-peers.sh: Node 22 and @modelcontextprotocol/conformance
+# into .cache/), builds the conformance client (src/bin/conformance.rs), then runs each
+# scenario alone with
+#   conformance client --command <client> --scenario <name> --spec-version 2026-07-28 \
+#                      --timeout 120000 -o target/conformance/<name>
+# and fails unless, for every scenario, the run exited 0 and its checks.json exists, holds at
+# least one check, and has no FAILURE or WARNING check (the suite fails a run on warnings
+# too). One summary line per scenario; the suite's own output is in
+# target/conformance/<name>/run.log, the client's stderr in .../<name>-<time>/stderr.txt.
+# Only loopback traffic: the suite's mock servers listen on localhost.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+
+SPEC_VERSION="2026-07-28"
+TIMEOUT_MS=120000
+SCENARIOS=(
+  tools_call
+  request-metadata
+  sep-2322-client-request-state
+  http-standard-headers
+  http-custom-headers
+  http-invalid-tool-headers
+  json-schema-ref-no-deref
+  json-schema-2020-12-preservation
+)
+if [[ $# -gt 0 ]]; then
+  SCENARIOS=("$@")
+fi
+
+log() { echo "conformance: $*" >&2; }
+
+bash scripts/install-peers.sh
+# shellcheck source=/dev/null
+. .cache/peers.env
+[[ -x "$NODE22" && -f "$CONFORMANCE" ]] || { log "peers.env names no usable NODE22/CONFORMANCE"; exit 1; }
+
+# Cargo names an auto-discovered src/bin/conformance.rs `conformance`; a [[bin]] entry in
+# Cargo.toml may name it plurnk-mcp-conformance.
+BIN=conformance
+if grep -q '^name = "plurnk-mcp-conformance"' Cargo.toml; then
+  BIN=plurnk-mcp-conformance
+fi
+log "building $BIN"
+cargo build --quiet --bin "$BIN"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+CLIENT="$TARGET_DIR/debug/$BIN"
+[[ -x "$CLIENT" ]] || { log "missing $CLIENT after the build"; exit 1; }
+# The suite splits --command on spaces.
+[[ "$CLIENT" != *" "* ]] || { log "the client path has a space, which the suite cannot run: $CLIENT"; exit 1; }
+
+OUT="$TARGET_DIR/conformance"
+NODE_BIN="$(dirname "$NODE22")"
+# Loopback only: keep any proxy configuration away from the mock servers.
+unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
+export NO_PROXY="localhost,127.0.0.1,::1" no_proxy="localhost,127.0.0.1,::1"
+
+# count FILE -> "<checks> <success> <failure> <warning>" (or nothing if unreadable)
+count() {
+  "$NODE22" -e '
+    const checks = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    if (!Array.isArray(checks)) process.exit(1);
+    const n = (s) => checks.filter((c) => c.status === s).length;
+    console.log(`${checks.length} ${n("SUCCESS")} ${n("FAILURE")} ${n("WARNING")}`);
+    for (const c of checks)
+      if (c.status === "FAILURE" || c.status === "WARNING")
+        console.error(`    ${c.status} ${c.id} (${c.name}): ${c.errorMessage ?? c.description}`);
+  ' "$1"
+}
+
+failed=()
+for scenario in "${SCENARIOS[@]}"; do
+  dir="$OUT/$scenario"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  code=0
+  # Node 22 first on PATH for the suite run only.
+  PATH="$NODE_BIN:$PATH" "$NODE22" "$CONFORMANCE" client \
+    --command "$CLIENT" --scenario "$scenario" --spec-version "$SPEC_VERSION" \
+    --timeout "$TIMEOUT_MS" -o "$dir" >"$dir/run.log" 2>&1 || code=$?
+  # The suite writes <dir>/<scenario>-<timestamp>/checks.json.
+  checks="$(find "$dir" -name checks.json -print -quit)"
+  if [[ -z "$checks" ]]; then
+    echo "FAIL $scenario: exit $code, no checks.json (see ${dir#"$ROOT"/}/run.log)"
+    failed+=("$scenario"); continue
+  fi
+  if ! read -r total passed nfail nwarn < <(count "$checks" 2>"$dir/problems.txt"); then
+    echo "FAIL $scenario: exit $code, unreadable $checks"
+    failed+=("$scenario"); continue
+  fi
+  if [[ $code -eq 0 && $total -gt 0 && $nfail -eq 0 && $nwarn -eq 0 ]]; then
+    echo "ok   $scenario: $passed passed, 0 failed ($total checks)"
+  else
+    echo "FAIL $scenario: exit $code, $passed passed, $nfail failed, $nwarn warnings ($total checks)"
+    sed 's/^/  /' "$dir/problems.txt"
+    [[ $total -gt 0 ]] || echo "    checks.json has no checks"
+    # The client's own verdict, when it failed.
+    grep -h 'FAILED:' "$(dirname "$checks")/stderr.txt" 2>/dev/null | sed 's/^/    client: /' || true
+    failed+=("$scenario")
+  fi
+done
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  log "${#failed[@]} of ${#SCENARIOS[@]} scenario(s) failed: ${failed[*]}"
+  exit 1
+fi
+log "all ${#SCENARIOS[@]} scenario(s) passed"
