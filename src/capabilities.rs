@@ -164,10 +164,13 @@ pub const MATRIX: &[Row] = &[
     Row {
         surface: "io.modelcontextprotocol/tasks",
         authority: "experimental-ext-tasks 2c1425d9",
-        disposition: Disposition::Deferred,
-        advertisement: Advertisement::Never,
-        evidence: &[],
-        note: "an unsolicited Task result fails the call with a clear error; no polling loop yet",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Always(
+            "extensions",
+            r#"{"io.modelcontextprotocol/tasks":{}}"#,
+        ),
+        evidence: &["tasks_are_driven_to_their_end_through_the_original_call"],
+        note: "",
     },
     Row {
         surface: "authorization/oauth",
@@ -261,7 +264,7 @@ mod tests {
             }
         }
         let advertised = client_capabilities();
-        for key in ["sampling", "roots", "tasks", "extensions"] {
+        for key in ["sampling", "roots", "tasks"] {
             assert!(advertised.get(key).is_none(), "{key} reached the wire");
         }
     }
@@ -328,5 +331,9 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(keys, expected);
         assert_eq!(advertised["elicitation"], json!({"form": {}, "url": {}}));
+        assert_eq!(
+            advertised["extensions"],
+            json!({"io.modelcontextprotocol/tasks": {}})
+        );
     }
 }

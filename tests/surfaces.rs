@@ -631,3 +631,130 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
     );
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_driven_to_their_end_through_the_original_call() {
+    let host = Host::start(python_surfaces()).await.expect("host starts");
+    let workspace = host.default_workspace();
+
+    // An unsolicited Task keeps the original call pending until it completes.
+    let started = Instant::now();
+    let done = workspace
+        .call_tool(
+            "py",
+            "long_job",
+            json!({"steps": 3, "delay_ms": 100}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("the task completes");
+    assert_eq!(done.text(), "job done after 3 steps");
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A failed Task keeps its JSON-RPC error.
+    let failed = workspace
+        .call_tool(
+            "py",
+            "long_job",
+            json!({"steps": 1, "delay_ms": 50, "fail": true}),
+            CallOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(failed, Err(CallError::Remote { .. })),
+        "{failed:?}"
+    );
+
+    // Task input goes through the caller's interaction and tasks/update.
+    let asked = Arc::new(Mutex::new(0usize));
+    let count = asked.clone();
+    let handler: plurnk_mcp::InteractionHandler = Arc::new(move |interaction| {
+        if let Ok(mut count) = count.lock() {
+            *count += 1;
+        }
+        Box::pin(async move {
+            interaction
+                .requests
+                .keys()
+                .map(|key| {
+                    (
+                        key.clone(),
+                        ElicitationAnswer::Accept {
+                            content: json!({"name": "Grace"}).as_object().cloned(),
+                        },
+                    )
+                })
+                .collect()
+        })
+    });
+    let answered = workspace
+        .call_tool(
+            "py",
+            "long_job_ask",
+            json!({"steps": 1, "delay_ms": 50}),
+            CallOptions {
+                interaction: Some(handler),
+                ..CallOptions::default()
+            },
+        )
+        .await
+        .expect("the task completes after its input");
+    assert!(answered.text().contains("Grace"), "{:?}", answered.result);
+    assert_eq!(
+        *asked.lock().expect("lock"),
+        1,
+        "each input key is asked once"
+    );
+
+    // Cancelling the call cancels the Task first.
+    let cancel = CancellationToken::new();
+    let call = {
+        let workspace = workspace.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            workspace
+                .call_tool(
+                    "py",
+                    "long_job",
+                    json!({"steps": 50, "delay_ms": 200}),
+                    CallOptions {
+                        cancel: Some(cancel),
+                        ..CallOptions::default()
+                    },
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cancel.cancel();
+    let cancelled = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("settles")
+        .expect("no panic");
+    assert!(
+        matches!(cancelled, Err(CallError::Cancelled { .. })),
+        "{cancelled:?}"
+    );
+
+    // The deadline bounds the whole Task, not one poll.
+    let bounded = workspace
+        .call_tool(
+            "py",
+            "long_job",
+            json!({"steps": 50, "delay_ms": 200}),
+            CallOptions {
+                timeout: Some(Duration::from_millis(700)),
+                ..CallOptions::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(bounded, Err(CallError::Timeout { .. })),
+        "{bounded:?}"
+    );
+    host.shutdown().await;
+}

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use rmcp::Peer;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    CompleteRequest, CompleteRequestParams, GetPromptRequest, GetPromptRequestParams, InputRequest,
-    InputRequiredResult, InputResponses, ProgressToken, ReadResourceRequest,
-    ReadResourceRequestParams, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelledNotificationParam,
+    ClientRequest, CompleteRequest, CompleteRequestParams, GetPromptRequest,
+    GetPromptRequestParams, GetTaskParams, InputRequest, InputRequiredResult, InputResponses,
+    ProgressToken, ReadResourceRequest, ReadResourceRequestParams, ServerResult, UpdateTaskParams,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
@@ -29,6 +29,9 @@ use crate::model::{
 
 /// How many `input_required` rounds one operation may take before it is abandoned.
 pub(crate) const MAX_INPUT_ROUNDS: usize = 10;
+
+/// How many times one Task is polled before it is cancelled as non-converging.
+pub(crate) const MAX_TASK_POLLS: usize = 10_000;
 
 /// What the caller brings to one operation.
 #[derive(Clone)]
@@ -161,11 +164,9 @@ impl CallPeer {
                     responses = (!answers.is_empty()).then_some(answers);
                     state = request_state;
                 }
-                ServerResult::CreateTaskResult(_) => {
-                    return Err(self.protocol(
-                        &label,
-                        "the server answered with a Task, which this host does not drive yet",
-                    ));
+                ServerResult::CreateTaskResult(created) => {
+                    let task = serde_json::to_value(&created.task).unwrap_or_default();
+                    return self.drive_task(operation, task, context, &label).await;
                 }
                 other => return self.complete(operation, other, &label),
             }
@@ -176,6 +177,170 @@ impl CallPeer {
                 "the server asked for input more than {MAX_INPUT_ROUNDS} times without completing"
             ),
         ))
+    }
+
+    /// Follows an unsolicited Task to its end (§mcp-tasks): polls `tasks/get` at each
+    /// current `pollIntervalMs` under the operation's one deadline, routes task input through
+    /// the caller's interaction and `tasks/update`, and settles with the terminal result or
+    /// error. Caller cancellation sends `tasks/cancel` before the call settles as cancelled.
+    async fn drive_task(
+        &self,
+        operation: &Operation,
+        mut task: Value,
+        context: &CallContext,
+        label: &str,
+    ) -> Result<ToolResult, CallError> {
+        let Some(task_id) = task["taskId"].as_str().map(str::to_owned) else {
+            return Err(self.protocol(label, "the Task carries no taskId"));
+        };
+        let deadline =
+            tokio::time::Instant::now() + context.reset_on_progress.unwrap_or(context.timeout);
+        let mut answered: std::collections::BTreeSet<String> = Default::default();
+        for _poll in 0..MAX_TASK_POLLS {
+            match task["status"].as_str().unwrap_or("working") {
+                "completed" => {
+                    let result: rmcp::model::CallToolResult =
+                        serde_json::from_value(task["result"].clone()).map_err(|error| {
+                            self.protocol(
+                                label,
+                                &format!(
+                                    "the completed Task's result is not a tool result: {error}"
+                                ),
+                            )
+                        })?;
+                    return self.complete(operation, ServerResult::CallToolResult(result), label);
+                }
+                "failed" => {
+                    let error = &task["error"];
+                    return Err(CallError::Remote {
+                        alias: self.alias.clone(),
+                        tool: label.to_owned(),
+                        code: error["code"]
+                            .as_i64()
+                            .and_then(|code| i32::try_from(code).ok())
+                            .unwrap_or(-32603),
+                        message: error["message"]
+                            .as_str()
+                            .unwrap_or("the Task failed")
+                            .to_owned(),
+                        data: error.get("data").cloned(),
+                    });
+                }
+                "cancelled" => {
+                    return Err(CallError::Cancelled {
+                        alias: self.alias.clone(),
+                        tool: label.to_owned(),
+                    });
+                }
+                "input_required" => {
+                    // Each input key is answered once, in one interaction per observed set.
+                    let requests: InputRequiredResult = serde_json::from_value(json!({
+                        "resultType": "input_required",
+                        "inputRequests": task["inputRequests"].clone(),
+                    }))
+                    .map_err(|error| {
+                        self.protocol(
+                            label,
+                            &format!("the Task's input requests are invalid: {error}"),
+                        )
+                    })?;
+                    let mut fresh = requests.clone();
+                    if let Some(pending) = fresh.input_requests.as_mut() {
+                        pending.retain(|key, _| !answered.contains(key));
+                    }
+                    if fresh.input_requests.as_ref().is_some_and(|r| !r.is_empty()) {
+                        let (responses, _) = self.fulfil(fresh, context, label).await?;
+                        answered.extend(responses.keys().cloned());
+                        let update: UpdateTaskParams = serde_json::from_value(json!({
+                            "taskId": task_id,
+                            "inputResponses": responses,
+                        }))
+                        .map_err(|error| self.protocol(label, &error.to_string()))?;
+                        self.bounded(deadline, label, self.peer.update_task(update))
+                            .await?;
+                    }
+                }
+                _ => {}
+            }
+            let interval = task["pollIntervalMs"]
+                .as_u64()
+                .unwrap_or(500)
+                .clamp(10, 30_000);
+            let sleep = tokio::time::sleep(Duration::from_millis(interval));
+            tokio::select! {
+                () = sleep => {}
+                () = context.cancel.cancelled() => {
+                    self.cancel_task(&task_id).await;
+                    return Err(CallError::Cancelled {
+                        alias: self.alias.clone(),
+                        tool: label.to_owned(),
+                    });
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    self.cancel_task(&task_id).await;
+                    return Err(CallError::Timeout {
+                        alias: self.alias.clone(),
+                        tool: label.to_owned(),
+                        timeout_ms: u64::try_from(
+                            context.reset_on_progress.unwrap_or(context.timeout).as_millis(),
+                        )
+                        .unwrap_or(u64::MAX),
+                    });
+                }
+                () = self.lost.cancelled() => {
+                    return Err(CallError::ConnectionLost {
+                        alias: self.alias.clone(),
+                        tool: label.to_owned(),
+                        detail: "the transport closed while a Task was running".into(),
+                    });
+                }
+            }
+            let polled = tokio::select! {
+                polled = self.bounded(
+                    deadline,
+                    label,
+                    self.peer.get_task(GetTaskParams::new(task_id.clone())),
+                ) => polled?,
+                () = context.cancel.cancelled() => {
+                    self.cancel_task(&task_id).await;
+                    return Err(CallError::Cancelled {
+                        alias: self.alias.clone(),
+                        tool: label.to_owned(),
+                    });
+                }
+            };
+            task = serde_json::to_value(&polled).unwrap_or_default();
+        }
+        self.cancel_task(&task_id).await;
+        Err(self.protocol(
+            label,
+            &format!("the Task did not finish within {MAX_TASK_POLLS} polls and was cancelled"),
+        ))
+    }
+
+    /// Runs one Task request, bounded by the operation's deadline.
+    async fn bounded<T>(
+        &self,
+        deadline: tokio::time::Instant,
+        label: &str,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, CallError> {
+        match tokio::time::timeout_at(deadline, request).await {
+            Ok(result) => result.map_err(|error| self.map_error(label, error)),
+            Err(_) => Err(CallError::Timeout {
+                alias: self.alias.clone(),
+                tool: label.to_owned(),
+                timeout_ms: 0,
+            }),
+        }
+    }
+
+    /// Best effort, briefly bounded: the caller is leaving either way.
+    async fn cancel_task(&self, task_id: &str) {
+        let cancel = self
+            .peer
+            .cancel_task(CancelTaskParams::new(task_id.to_owned()));
+        let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
     }
 
     fn build(
