@@ -140,10 +140,11 @@ pub const MATRIX: &[Row] = &[
         advertisement: Advertisement::Always("elicitation", r#"{"form":{},"url":{}}"#),
         evidence: &[
             "elicitation_rounds_go_through_the_interaction",
+            "a_legacy_peers_elicitation_goes_to_the_hosts_interaction",
             "form_answers_are_checked_against_the_schema",
             "url_elicitations_read_and_reject_content",
         ],
-        note: "form and URL through MRTR; a legacy peer's server-initiated elicitation/create is not routed to the caller yet",
+        note: "form and URL through MRTR per call; a legacy peer's server-initiated elicitation/create goes to the host-wide handler, not to the caller whose call caused it",
     },
     Row {
         surface: "caching",

@@ -187,6 +187,7 @@ impl Host {
                 discover_timeout: config.discover_timeout(),
                 close_grace: options.close_grace,
                 http_client,
+                interaction: options.interaction.clone(),
             },
             request_timeout: config.request_timeout(),
             drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),

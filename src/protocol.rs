@@ -17,15 +17,25 @@ pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, Lister, connect};
 pub(crate) use target::target;
 
-use rmcp::ClientHandler;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,
+};
+use rmcp::service::{RequestContext, RoleClient};
+use rmcp::{ClientHandler, ErrorData};
 
-/// The client half rmcp drives for us: it identifies the host and advertises the client
-/// capabilities the capability matrix derives. (Progress is routed by the transport
-/// wrapper, in arrival order, not here: rmcp runs notification handlers as detached tasks,
-/// which could deliver a report after the result it precedes.)
+use crate::model::{ElicitationAnswer, Interaction, InteractionHandler};
+
+/// The client half rmcp drives for us: it identifies the host, advertises the client
+/// capabilities the capability matrix derives, and answers a legacy peer's server-initiated
+/// `elicitation/create` through the host's interaction handler (declining without one).
+/// Progress is routed by the transport wrapper, in arrival order, not here: rmcp runs
+/// notification handlers as detached tasks, which could deliver a report after the result it
+/// precedes.
 #[derive(Clone, Default)]
-pub(crate) struct HostClient;
+pub(crate) struct HostClient {
+    pub(crate) alias: String,
+    pub(crate) interaction: Option<InteractionHandler>,
+}
 
 impl ClientHandler for HostClient {
     fn get_info(&self) -> ClientConfig {
@@ -34,6 +44,39 @@ impl ClientHandler for HostClient {
         let capabilities: ClientCapabilities =
             serde_json::from_value(crate::capabilities::client_capabilities()).unwrap_or_default();
         ClientConfig::new(capabilities, info)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or_default();
+        let Some(elicitation) = call::elicitation_from(&params) else {
+            return Err(ErrorData::invalid_params(
+                "the elicitation is of a mode this host does not support",
+                None,
+            ));
+        };
+        let answer = match &self.interaction {
+            None => ElicitationAnswer::Decline,
+            Some(handler) => {
+                let interaction = Interaction {
+                    server: self.alias.clone(),
+                    operation: "elicitation/create".into(),
+                    requests: [("elicitation".to_owned(), elicitation.clone())].into(),
+                };
+                handler(interaction)
+                    .await
+                    .remove("elicitation")
+                    .unwrap_or(ElicitationAnswer::Cancel)
+            }
+        };
+        call::validate(&elicitation, &answer).map_err(|detail| {
+            ErrorData::internal_error(format!("the host's answer {detail}"), None)
+        })?;
+        serde_json::from_value(serde_json::json!(answer))
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
     }
 }
 

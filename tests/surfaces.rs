@@ -758,3 +758,173 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
     );
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_peers_elicitation_goes_to_the_hosts_interaction() {
+    let peers = peers();
+    let everything = || {
+        config(&[
+            ("PLURNK_MCP_EVERYTHING", peers.node.clone()),
+            (
+                "PLURNK_MCP_EVERYTHING_ARGS",
+                json!([peers.everything, "stdio"]).to_string(),
+            ),
+            ("PLURNK_MCP_ENABLED", json!(["everything"]).to_string()),
+        ])
+    };
+    let handler: plurnk_mcp::InteractionHandler = Arc::new(|interaction| {
+        Box::pin(async move {
+            assert_eq!(interaction.operation, "elicitation/create");
+            interaction
+                .requests
+                .keys()
+                .map(|key| {
+                    (
+                        key.clone(),
+                        ElicitationAnswer::Accept {
+                            content: json!({"name": "Ada", "check": true, "integer": 7})
+                                .as_object()
+                                .cloned(),
+                        },
+                    )
+                })
+                .collect()
+        })
+    });
+    let host = Host::start_with(
+        everything(),
+        plurnk_mcp::HostOptions {
+            interaction: Some(handler),
+            ..plurnk_mcp::HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let answered = workspace
+        .call_tool(
+            "everything",
+            "trigger-elicitation-request",
+            json!({}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("the elicitation round completes");
+    let text = answered.text();
+    assert!(
+        text.contains("- Name: Ada") && text.contains("Favorite Integer: 7"),
+        "{text}"
+    );
+    host.shutdown().await;
+
+    // Without a handler the host declines, and the server says so.
+    let host = Host::start(everything()).await.expect("host starts");
+    let declined = host
+        .default_workspace()
+        .call_tool(
+            "everything",
+            "trigger-elicitation-request",
+            json!({}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("a decline is an answer");
+    assert!(declined.text().contains("declined"), "{}", declined.text());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_peer_over_streamable_http() {
+    use tokio::io::AsyncBufReadExt;
+    let peers = peers();
+    let mut child = tokio::process::Command::new(&peers.python)
+        .arg(peer_script("python_surfaces.py"))
+        .args(["--http", "0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the Python peer starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the peer announces its address")
+        .expect("read")
+        .and_then(|line| line.strip_prefix("listening ").map(str::to_owned))
+        .expect("a listening line");
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_WEB", url),
+        ("PLURNK_MCP_ENABLED", json!(["web"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    let web = snapshot.server("web").expect("configured");
+    assert_eq!(web.state, ServerState::Ready, "{:?}", web.problem);
+    assert_eq!(
+        web.negotiated.as_ref().map(|n| n.revision.as_str()),
+        Some("2026-07-28")
+    );
+    let greeting = workspace
+        .read_resource("web", "memo://greeting", CallOptions::default())
+        .await
+        .expect("read");
+    assert_eq!(greeting["contents"][0]["text"], "hello from python");
+    let handler: plurnk_mcp::InteractionHandler = Arc::new(|interaction| {
+        Box::pin(async move {
+            interaction
+                .requests
+                .keys()
+                .map(|key| {
+                    (
+                        key.clone(),
+                        ElicitationAnswer::Accept {
+                            content: json!({"name": "Lin"}).as_object().cloned(),
+                        },
+                    )
+                })
+                .collect()
+        })
+    });
+    let asked = workspace
+        .call_tool(
+            "web",
+            "ask_name",
+            json!({}),
+            CallOptions {
+                interaction: Some(handler),
+                ..CallOptions::default()
+            },
+        )
+        .await
+        .expect("an MRTR round over HTTP");
+    assert_eq!(asked.text(), "hello, Lin");
+    let (seen, sink) = recorder();
+    let slow = workspace
+        .call_tool(
+            "web",
+            "slow",
+            json!({"steps": 2, "delay_ms": 20}),
+            CallOptions {
+                progress: Some(sink),
+                ..CallOptions::default()
+            },
+        )
+        .await
+        .expect("slow over HTTP");
+    assert_eq!(slow.text(), "done after 2 steps");
+    assert_eq!(seen.lock().map(|s| s.len()).unwrap_or_default(), 2);
+    let job = workspace
+        .call_tool(
+            "web",
+            "long_job",
+            json!({"steps": 2, "delay_ms": 50}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("a Task over HTTP");
+    assert_eq!(job.text(), "job done after 2 steps");
+    host.shutdown().await;
+    let _ = child.kill().await;
+}

@@ -645,7 +645,7 @@ impl CallPeer {
 }
 
 /// Reads an elicitation's params (`mode`, `message`, `requestedSchema`, `url`, …).
-fn elicitation_from(params: &Value) -> Option<Elicitation> {
+pub(crate) fn elicitation_from(params: &Value) -> Option<Elicitation> {
     let message = params.get("message")?.as_str()?.to_owned();
     match params.get("mode").and_then(Value::as_str).unwrap_or("form") {
         "form" => Some(Elicitation::Form {
@@ -670,7 +670,10 @@ fn elicitation_from(params: &Value) -> Option<Elicitation> {
 
 /// Checks an answer against what was asked: a form's content against its flat schema
 /// (required properties, primitive types, enums), and no content for a URL.
-fn validate(elicitation: &Elicitation, answer: &ElicitationAnswer) -> Result<(), String> {
+pub(crate) fn validate(
+    elicitation: &Elicitation,
+    answer: &ElicitationAnswer,
+) -> Result<(), String> {
     let ElicitationAnswer::Accept { content } = answer else {
         return Ok(());
     };

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::call::{CallPeer, ProgressRoutes};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http, redact};
-use crate::model::{Catalog, Negotiated, Progress, TransportKind};
+use crate::model::{Catalog, InteractionHandler, Negotiated, Progress, TransportKind};
 
 /// An already expanded target: the only place expanded values live, and never printed.
 pub(crate) enum Target {
@@ -83,7 +83,7 @@ impl Target {
 }
 
 /// Bounds and settings for connecting.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct ConnectOptions {
     /// The whole setup, spawn to negotiated, must finish within this.
     pub connect_timeout: Duration,
@@ -93,6 +93,19 @@ pub(crate) struct ConnectOptions {
     pub close_grace: Duration,
     /// One HTTP client shared by every HTTP connection of the host (pooled connections).
     pub http_client: reqwest::Client,
+    /// Answers a legacy peer's server-initiated elicitation; `None` declines.
+    pub interaction: Option<InteractionHandler>,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("discover_timeout", &self.discover_timeout)
+            .field("close_grace", &self.close_grace)
+            .field("interaction", &self.interaction.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a server could not be connected.
@@ -151,7 +164,7 @@ pub(crate) async fn connect(
     let result = tokio::time::timeout(options.connect_timeout, async {
         let first = tokio::time::timeout(
             options.discover_timeout,
-            attempt(target, options, auto_lifecycle()),
+            attempt(alias, target, options, auto_lifecycle()),
         )
         .await;
         match first {
@@ -166,14 +179,14 @@ pub(crate) async fn connect(
                     server = alias,
                     "discover offered no revision we speak; trying initialize"
                 );
-                attempt(target, options, ClientLifecycleMode::Initialize).await
+                attempt(alias, target, options, ClientLifecycleMode::Initialize).await
             }
             Err(_) => {
                 tracing::debug!(
                     server = alias,
                     "discover gave no usable revision in time; trying initialize"
                 );
-                attempt(target, options, ClientLifecycleMode::Initialize).await
+                attempt(alias, target, options, ClientLifecycleMode::Initialize).await
             }
             Ok(Err(failure)) => Err(failure),
         }
@@ -353,6 +366,7 @@ type Parts = (
 );
 
 async fn attempt(
+    alias: &str,
     target: &Target,
     options: &ConnectOptions,
     lifecycle: ClientLifecycleMode,
@@ -381,7 +395,11 @@ async fn attempt(
                 changed,
             };
             // On failure `child` drops here and takes its process group with it.
-            let (service, modern) = match negotiate(transport, lifecycle).await {
+            let client = HostClient {
+                alias: alias.to_owned(),
+                interaction: options.interaction.clone(),
+            };
+            let (service, modern) = match negotiate(client, transport, lifecycle).await {
                 Ok(negotiated) => negotiated,
                 Err(error) => {
                     child.settle(Duration::from_millis(500)).await;
@@ -398,7 +416,11 @@ async fn attempt(
                 routes: routes.clone(),
                 changed,
             };
-            let (service, modern) = negotiate(transport, lifecycle)
+            let client = HostClient {
+                alias: alias.to_owned(),
+                interaction: options.interaction.clone(),
+            };
+            let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
             Ok((service, None, lost, modern, routes, changes))
@@ -425,15 +447,14 @@ fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
 }
 
 async fn negotiate<T>(
+    client: HostClient,
     transport: T,
     lifecycle: ClientLifecycleMode,
 ) -> Result<(Service, bool), ClientInitializeError>
 where
     T: Transport<RoleClient> + 'static,
 {
-    let service = HostClient
-        .serve_with_lifecycle(transport, lifecycle)
-        .await?;
+    let service = client.serve_with_lifecycle(transport, lifecycle).await?;
     // Modern peers were negotiated through discover; their version has no `initialize`.
     let modern = service
         .peer()
