@@ -149,10 +149,10 @@ pub const MATRIX: &[Row] = &[
     Row {
         surface: "caching",
         authority: "MCP 2026-07-28 ttlMs / cacheScope",
-        disposition: Disposition::Deferred,
+        disposition: Disposition::Partial,
         advertisement: Advertisement::Never,
-        evidence: &[],
-        note: "rmcp's response cache is switched off so no stale catalog is served; ttlMs/cacheScope are not honoured yet",
+        evidence: &["resource_reads_honour_the_servers_ttl"],
+        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); catalogs are not expired by ttlMs but refreshed on list-change notifications",
     },
     Row {
         surface: "subscriptions",

@@ -928,3 +928,44 @@ async fn python_peer_over_streamable_http() {
     host.shutdown().await;
     let _ = child.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_reads_honour_the_servers_ttl() {
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_FIXTURE", EXE.into()),
+        ("PLURNK_MCP_FIXTURE_ARGS", json!(["fixture"]).to_string()),
+        ("PLURNK_MCP_ENABLED", json!(["fixture"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let uri = plurnk_mcp_fixture::COUNTER_URI;
+    let read = || async {
+        workspace
+            .read_resource("fixture", uri, CallOptions::default())
+            .await
+            .map(|result| {
+                result["contents"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+    };
+    // The server counts its reads and marks each answer fresh for 300 ms.
+    let first = read().await.expect("read");
+    let again = read().await.expect("read");
+    assert_eq!(first, "reads: 1");
+    assert_eq!(again, first, "a fresh answer is served from the cache");
+    // Once stale, the next read reaches the server again.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut latest = again;
+    while latest == first && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        latest = read().await.expect("read");
+    }
+    assert_eq!(
+        latest, "reads: 2",
+        "the expired entry was fetched again, once"
+    );
+    host.shutdown().await;
+}

@@ -16,7 +16,8 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelledNotificationParam,
     ClientRequest, CompleteRequest, CompleteRequestParams, GetPromptRequest,
     GetPromptRequestParams, GetTaskParams, InputRequest, InputRequiredResult, InputResponses,
-    ProgressToken, ReadResourceRequest, ReadResourceRequestParams, ServerResult, UpdateTaskParams,
+    ProgressToken, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
+    ServerResult, UpdateTaskParams,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
@@ -130,9 +131,17 @@ impl CallPeer {
         let mut responses: Option<InputResponses> = None;
         let mut state: Option<String> = None;
         let mut state_only_rounds = 0u32;
-        for _round in 0..MAX_INPUT_ROUNDS {
+        for round in 0..MAX_INPUT_ROUNDS {
             let request = self.build(operation, responses.take(), state.take(), &label)?;
-            match self.send(request, context, &label).await? {
+            let answer = match (&request, round) {
+                // A plain read goes through rmcp's response cache (ttlMs, cacheScope).
+                (ClientRequest::ReadResourceRequest(read), 0) => {
+                    self.read_cached(read.params.clone(), context, &label)
+                        .await?
+                }
+                _ => self.send(request, context, &label).await?,
+            };
+            match answer {
                 ServerResult::InputRequiredResult(input) => {
                     let had_requests = input
                         .input_requests
@@ -453,6 +462,44 @@ impl CallPeer {
                     tool: label.to_owned(),
                 })
             }
+            () = self.lost.cancelled() => Err(CallError::ConnectionLost {
+                alias: self.alias.clone(),
+                tool: label.to_owned(),
+                detail: "the transport closed".into(),
+            }),
+        }
+    }
+
+    /// `resources/read` through rmcp's cache, with the same deadline, cancellation and loss
+    /// handling as any request (dropping the request future cancels it on the wire).
+    async fn read_cached(
+        &self,
+        params: ReadResourceRequestParams,
+        context: &CallContext,
+        label: &str,
+    ) -> Result<ServerResult, CallError> {
+        let read = tokio::time::timeout(context.timeout, self.peer.read_resource_once(params));
+        tokio::select! {
+            biased;
+            read = read => match read {
+                Ok(Ok(ReadResourceResponse::Complete(result))) => {
+                    Ok(ServerResult::ReadResourceResult(result))
+                }
+                Ok(Ok(ReadResourceResponse::InputRequired(input))) => {
+                    Ok(ServerResult::InputRequiredResult(input))
+                }
+                Ok(Ok(_)) => Err(self.protocol(label, "the answer does not fit the request")),
+                Ok(Err(error)) => Err(self.map_error(label, error)),
+                Err(_) => Err(CallError::Timeout {
+                    alias: self.alias.clone(),
+                    tool: label.to_owned(),
+                    timeout_ms: u64::try_from(context.timeout.as_millis()).unwrap_or(u64::MAX),
+                }),
+            },
+            () = context.cancel.cancelled() => Err(CallError::Cancelled {
+                alias: self.alias.clone(),
+                tool: label.to_owned(),
+            }),
             () = self.lost.cancelled() => Err(CallError::ConnectionLost {
                 alias: self.alias.clone(),
                 tool: label.to_owned(),

@@ -199,11 +199,18 @@ pub(crate) async fn connect(
             return Err(ConnectError::Timeout(options.connect_timeout.as_millis()));
         }
     };
-    // The response cache serves stale lists after a failed refresh by default; the host
-    // publishes catalogs itself and must never present a stale one as current.
+    // rmcp's response cache honours ttlMs and cacheScope (and drops entries on list-change
+    // and resources/updated notifications); the host uses it for resources/read. It never
+    // serves a stale entry after a failed re-fetch (rmcp's default would), and private
+    // entries are partitioned by the connection's credentials. Catalog listings bypass it:
+    // the snapshot is their cache, refreshed on list-change notifications.
     service
         .peer()
-        .set_response_cache_config(ClientCacheConfig::disabled())
+        .set_response_cache_config(
+            ClientCacheConfig::default()
+                .with_serve_stale_on_error(false)
+                .with_private_partition(partition(target)),
+        )
         .await;
     let negotiated = negotiated(&service, modern);
     let closing = CancellationToken::new();
@@ -298,6 +305,18 @@ async fn listen(
             () = lost.cancelled() => return,
         }
     }
+}
+
+/// An opaque key for the connection's authorization context: a hash of its credentials,
+/// never the credentials themselves.
+fn partition(target: &Target) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    match target {
+        Target::Stdio { env, .. } => env.hash(&mut hasher),
+        Target::Http { headers, .. } => headers.hash(&mut hasher),
+    }
+    format!("auth-{:016x}", hasher.finish())
 }
 
 fn auto_lifecycle() -> ClientLifecycleMode {
