@@ -159,8 +159,11 @@ pub const MATRIX: &[Row] = &[
         authority: "MCP 2026-07-28 subscriptions/listen; 2025-11-25 list_changed notifications",
         disposition: Disposition::Partial,
         advertisement: Advertisement::Never,
-        evidence: &["a_list_change_commits_only_after_in_flight_calls_settle"],
-        note: "list changes are followed (listen re-opened after a loss) and committed at quiescence; resource-URI updates and Task ids are not in the filter yet, and events do not carry resource updates",
+        evidence: &[
+            "a_list_change_commits_only_after_in_flight_calls_settle",
+            "resource_updates_reach_the_events_stream",
+        ],
+        note: "list changes and the resource URIs read are in the filter (overlapping replacement, re-listen after a loss); Task ids are not, since Tasks are followed by polling tasks/get",
     },
     Row {
         surface: "io.modelcontextprotocol/tasks",

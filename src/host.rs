@@ -49,6 +49,16 @@ pub enum HostEvent {
         /// Why, when the new state is a failure.
         problem: Option<Problem>,
     },
+    /// A server said a resource changed (`notifications/resources/updated`); the host
+    /// follows every resource read through it, and its cached copy is already dropped.
+    ResourceUpdated {
+        /// The workspace.
+        workspace: String,
+        /// The server alias.
+        alias: String,
+        /// The resource URI.
+        uri: String,
+    },
     /// A new snapshot was committed.
     SnapshotCommitted {
         /// The workspace.

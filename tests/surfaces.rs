@@ -969,3 +969,69 @@ async fn resource_reads_honour_the_servers_ttl() {
     );
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_updates_reach_the_events_stream() {
+    let host = Host::start(python_surfaces()).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let mut events = host.events();
+    // Reading a resource makes the listen stream follow it.
+    workspace
+        .read_resource("py", "memo://greeting", CallOptions::default())
+        .await
+        .expect("read");
+    // The filter change is acknowledged by the server before it counts; touch until seen.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen = false;
+    while !seen && Instant::now() < deadline {
+        workspace
+            .call_tool(
+                "py",
+                "touch",
+                json!({"uri": "memo://greeting"}),
+                CallOptions::default(),
+            )
+            .await
+            .expect("touch");
+        let wait = tokio::time::timeout(Duration::from_millis(300), async {
+            loop {
+                match events.recv().await {
+                    Ok(plurnk_mcp::HostEvent::ResourceUpdated { alias, uri, .. }) => {
+                        return alias == "py" && uri == "memo://greeting";
+                    }
+                    Ok(_) => continue,
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await;
+        seen = wait.unwrap_or(false);
+    }
+    assert!(
+        seen,
+        "the update of a resource that was read reached the events stream"
+    );
+    // A resource never read is not followed.
+    workspace
+        .call_tool(
+            "py",
+            "touch",
+            json!({"uri": "memo://logo"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("touch");
+    let stray = tokio::time::timeout(Duration::from_millis(300), async {
+        loop {
+            if let Ok(plurnk_mcp::HostEvent::ResourceUpdated { uri, .. }) = events.recv().await {
+                return uri;
+            }
+        }
+    })
+    .await;
+    assert!(
+        stray.is_err(),
+        "an update for an unread resource arrived: {stray:?}"
+    );
+    host.shutdown().await;
+}

@@ -11,12 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::restart::{RestartPolicy, Verdict};
 use super::workspace::{ActionReply, WorkspaceMsg};
 use crate::config::ServerDefinition;
+use crate::host::HostEvent;
 use crate::model::{
     CallError, Catalog, Negotiated, Operation, Problem, ServerSnapshot, ServerState, ToolInfo,
     ToolResult, TransportKind,
@@ -55,6 +56,10 @@ pub(crate) struct AttachmentArgs {
     pub definition: Arc<ServerDefinition>,
     pub settings: Arc<Settings>,
     pub workspace: ActorRef<WorkspaceMsg>,
+    /// The workspace's name, for events.
+    pub workspace_name: String,
+    /// Where host events go.
+    pub events: broadcast::Sender<HostEvent>,
     /// Identifies this actor instance to the workspace.
     pub instance: u64,
     pub origin: Origin,
@@ -425,8 +430,22 @@ impl AttachmentState {
         }
         let first = std::mem::replace(&mut self.first_attempt, false);
         match result {
-            Ok(live) => {
+            Ok(mut live) => {
                 self.generation += 1;
+                if let Some(mut updates) = live.connection.take_updates() {
+                    let events = self.args.events.clone();
+                    let workspace = self.args.workspace_name.clone();
+                    let alias = self.args.alias.clone();
+                    tokio::spawn(async move {
+                        while let Some(uri) = updates.recv().await {
+                            let _ = events.send(HostEvent::ResourceUpdated {
+                                workspace: workspace.clone(),
+                                alias: alias.clone(),
+                                uri,
+                            });
+                        }
+                    });
+                }
                 let generation = self.generation;
                 let lost = live.connection.lost();
                 let watcher = myself.clone();

@@ -368,6 +368,8 @@ impl WorkspaceState {
             definition: entry.definition.clone(),
             settings: self.settings.clone(),
             workspace: myself.clone(),
+            workspace_name: self.name.clone(),
+            events: self.events.clone(),
             instance,
             origin,
             crashes: self.crashes.get(alias).cloned().unwrap_or_default(),

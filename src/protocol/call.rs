@@ -7,7 +7,7 @@
 //! driver answers through the connection-wide `ClientHandler` and carries no deadline,
 //! cancellation or progress routing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{
@@ -100,6 +101,9 @@ pub(crate) struct CallPeer {
     peer: Peer<RoleClient>,
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
+    /// The resource URIs the connection's listen stream follows, when the server offers
+    /// resource updates: a URI read into the cache joins it.
+    subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
 }
 
 impl CallPeer {
@@ -108,12 +112,14 @@ impl CallPeer {
         peer: Peer<RoleClient>,
         lost: CancellationToken,
         routes: Arc<ProgressRoutes>,
+        subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
     ) -> Self {
         Self {
             alias,
             peer,
             lost,
             routes,
+            subscribed,
         }
     }
 
@@ -478,11 +484,16 @@ impl CallPeer {
         context: &CallContext,
         label: &str,
     ) -> Result<ServerResult, CallError> {
+        let uri = params.uri.clone();
         let read = tokio::time::timeout(context.timeout, self.peer.read_resource_once(params));
         tokio::select! {
             biased;
             read = read => match read {
                 Ok(Ok(ReadResourceResponse::Complete(result))) => {
+                    // Follow updates of what was read, so its cache entry is invalidated.
+                    if let Some(subscribed) = &self.subscribed {
+                        subscribed.send_if_modified(|uris| uris.insert(uri));
+                    }
                     Ok(ServerResult::ReadResourceResult(result))
                 }
                 Ok(Ok(ReadResourceResponse::InputRequired(input))) => {

@@ -20,7 +20,9 @@ use rmcp::service::{
 };
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::sync::watch;
+use std::collections::BTreeSet;
+
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
@@ -142,6 +144,11 @@ pub(crate) struct Connection {
     changes: watch::Receiver<u64>,
     /// Cancelled when the connection closes; ends the subscription listener.
     closing: CancellationToken,
+    /// `notifications/resources/updated` URIs, in arrival order, until taken.
+    updates: Option<mpsc::UnboundedReceiver<String>>,
+    /// The resource URIs the listen stream follows; `None` when the server offers no
+    /// resource updates.
+    subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -192,7 +199,7 @@ pub(crate) async fn connect(
         }
     })
     .await;
-    let (service, child, lost, modern, routes, changes) = match result {
+    let (service, child, lost, modern, routes, changes, updates) = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error(&secrets)),
         Err(_) => {
@@ -214,13 +221,17 @@ pub(crate) async fn connect(
         .await;
     let negotiated = negotiated(&service, modern);
     let closing = CancellationToken::new();
+    let (subscribed, subscribed_rx) = watch::channel(BTreeSet::new());
+    let mut follows_resources = false;
     if modern {
-        // A modern peer tells list changes only on a subscriptions/listen stream.
-        if let Some(filter) = list_change_filter(&negotiated.capabilities) {
+        // A modern peer tells list changes and resource updates only on a listen stream.
+        if let Some((base, updates)) = listen_base(&negotiated.capabilities) {
+            follows_resources = updates;
             tokio::spawn(listen(
                 alias.to_owned(),
                 service.peer().clone(),
-                filter,
+                base,
+                updates.then_some(subscribed_rx),
                 lost.clone(),
                 closing.clone(),
             ));
@@ -237,70 +248,103 @@ pub(crate) async fn connect(
         routes,
         changes,
         closing,
+        updates: Some(updates),
+        subscribed: follows_resources.then(|| Arc::new(subscribed)),
     })
 }
 
-/// The list-change notifications the server offers, as a listen filter.
-fn list_change_filter(capabilities: &serde_json::Value) -> Option<SubscriptionFilter> {
+/// What a listen stream of this server should carry: the list changes it offers, and
+/// whether it offers updates of individual resources.
+fn listen_base(capabilities: &serde_json::Value) -> Option<(SubscriptionFilter, bool)> {
     let offers = |surface: &str| capabilities[surface]["listChanged"].as_bool() == Some(true);
-    let mut builder = SubscriptionFilter::builder();
-    let mut any = false;
+    let mut filter = SubscriptionFilter::default();
     if offers("tools") {
-        builder = builder.tools_list_changed();
-        any = true;
+        filter.tools_list_changed = Some(true);
     }
     if offers("resources") {
-        builder = builder.resources_list_changed();
-        any = true;
+        filter.resources_list_changed = Some(true);
     }
     if offers("prompts") {
-        builder = builder.prompts_list_changed();
-        any = true;
+        filter.prompts_list_changed = Some(true);
     }
-    any.then(|| builder.build())
+    let updates = capabilities["resources"]["subscribe"].as_bool() == Some(true);
+    let any = filter != SubscriptionFilter::default() || updates;
+    any.then_some((filter, updates))
 }
 
-/// Keeps one `subscriptions/listen` open for list changes, listening again after a loss.
-/// The notifications themselves are counted by the transport wrapper, in arrival order;
-/// this task keeps the stream open and drains it so rmcp's buffer never overflows.
+/// Keeps one `subscriptions/listen` open carrying the current filter: the list changes the
+/// server offers and the resource URIs read so far. A filter change opens the new stream
+/// before the old one is dropped, so no notification falls into a gap; a lost stream is
+/// opened again, gently if the server keeps refusing. The notifications themselves are
+/// handled by the transport wrapper, in arrival order; this task keeps the stream open and
+/// drains it so rmcp's buffer never overflows.
 async fn listen(
     alias: String,
     peer: rmcp::Peer<RoleClient>,
-    filter: SubscriptionFilter,
+    base: SubscriptionFilter,
+    mut uris: Option<watch::Receiver<BTreeSet<String>>>,
     lost: CancellationToken,
     closing: CancellationToken,
 ) {
+    let filter = |uris: &Option<watch::Receiver<BTreeSet<String>>>| {
+        let mut filter = base.clone();
+        if let Some(uris) = uris {
+            let uris: Vec<String> = uris.borrow().iter().cloned().collect();
+            if !uris.is_empty() {
+                filter.resource_subscriptions = Some(uris);
+            }
+        }
+        filter
+    };
+    let mut current = None;
     let mut failures = 0u32;
     loop {
-        let subscription = tokio::select! {
-            subscription = peer.listen(filter.clone()) => subscription,
-            () = closing.cancelled() => return,
-            () = lost.cancelled() => return,
-        };
-        match subscription {
-            Ok(mut subscription) => {
-                failures = 0;
-                loop {
-                    let next = tokio::select! {
-                        next = subscription.next() => next,
+        let Some(subscription) = current.as_mut() else {
+            let opened = tokio::select! {
+                opened = peer.listen(filter(&uris)) => opened,
+                () = closing.cancelled() => return,
+                () = lost.cancelled() => return,
+            };
+            match opened {
+                Ok(subscription) => {
+                    failures = 0;
+                    current = Some(subscription);
+                }
+                Err(error) => {
+                    failures += 1;
+                    tracing::debug!(server = %alias, %error, "subscriptions/listen failed");
+                    let delay = Duration::from_millis(100u64 << failures.min(6));
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
                         () = closing.cancelled() => return,
                         () = lost.cancelled() => return,
-                    };
-                    match next {
-                        Ok(Some(_)) => {}
-                        Ok(None) | Err(_) => break,
                     }
                 }
             }
-            Err(error) => {
-                failures += 1;
-                tracing::debug!(server = %alias, %error, "subscriptions/listen failed");
+            continue;
+        };
+        let changed = async {
+            match uris.as_mut() {
+                Some(uris) => uris.changed().await.is_ok(),
+                None => std::future::pending().await,
             }
-        }
-        // Listen again after a loss, gently if the server keeps refusing.
-        let delay = Duration::from_millis(100u64 << failures.min(6));
+        };
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
+            next = subscription.next() => {
+                if !matches!(next, Ok(Some(_))) {
+                    current = None;
+                }
+            }
+            still = changed => {
+                if !still {
+                    uris = None;
+                    continue;
+                }
+                // Overlap: the new stream is acknowledged before the old one goes.
+                if let Ok(replacement) = peer.listen(filter(&uris)).await {
+                    current = Some(replacement);
+                }
+            }
             () = closing.cancelled() => return,
             () = lost.cancelled() => return,
         }
@@ -382,6 +426,7 @@ type Parts = (
     bool,
     Arc<ProgressRoutes>,
     watch::Receiver<u64>,
+    mpsc::UnboundedReceiver<String>,
 );
 
 async fn attempt(
@@ -393,6 +438,7 @@ async fn attempt(
     let lost = CancellationToken::new();
     let routes = Arc::new(ProgressRoutes::default());
     let (changed, changes) = watch::channel(0u64);
+    let (updated, updates) = mpsc::unbounded_channel();
     match target {
         Target::Stdio {
             command,
@@ -412,6 +458,7 @@ async fn attempt(
                 lost: lost.clone(),
                 routes: routes.clone(),
                 changed,
+                updated,
             };
             // On failure `child` drops here and takes its process group with it.
             let client = HostClient {
@@ -425,7 +472,7 @@ async fn attempt(
                     return Err(with_stderr(error, &child));
                 }
             };
-            Ok((service, Some(child), lost, modern, routes, changes))
+            Ok((service, Some(child), lost, modern, routes, changes, updates))
         }
         Target::Http { url, headers } => {
             let transport = Watched {
@@ -434,6 +481,7 @@ async fn attempt(
                 lost: lost.clone(),
                 routes: routes.clone(),
                 changed,
+                updated,
             };
             let client = HostClient {
                 alias: alias.to_owned(),
@@ -442,7 +490,7 @@ async fn attempt(
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
-            Ok((service, None, lost, modern, routes, changes))
+            Ok((service, None, lost, modern, routes, changes, updates))
         }
     }
 }
@@ -515,6 +563,11 @@ impl Connection {
         &self.negotiated
     }
 
+    /// The URIs of `notifications/resources/updated`, in arrival order (once).
+    pub(crate) fn take_updates(&mut self) -> Option<mpsc::UnboundedReceiver<String>> {
+        self.updates.take()
+    }
+
     /// A receiver whose value rises with every list-change notification.
     pub(crate) fn changes(&self) -> watch::Receiver<u64> {
         self.changes.clone()
@@ -537,6 +590,7 @@ impl Connection {
             self.service.peer().clone(),
             self.lost.clone(),
             self.routes.clone(),
+            self.subscribed.clone(),
         )
     }
 
@@ -643,6 +697,7 @@ struct Watched<T> {
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changed: watch::Sender<u64>,
+    updated: mpsc::UnboundedSender<String>,
 }
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
@@ -674,6 +729,9 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
                             message: params.message.clone(),
                         },
                     );
+                }
+                ServerNotification::ResourceUpdatedNotification(updated) => {
+                    let _ = self.updated.send(updated.params.uri.clone());
                 }
                 ServerNotification::ToolListChangedNotification(_)
                 | ServerNotification::ResourceListChangedNotification(_)

@@ -408,6 +408,14 @@ def _make_dynamic_tool(tool_name: str):  # type: ignore[no-untyped-def]
     return dynamic
 
 
+@server.tool(description="Announce that resource `uri` was updated (notifications/resources/updated).",
+             structured_output=False)
+async def touch(ctx: Context, uri: str) -> str:
+    # 2026-07-28: to subscriptions/listen streams whose filter names the URI.
+    await ctx.notify_resource_updated(uri)
+    return f"touched {uri}"
+
+
 @server.tool(description="Register a new tool (default name dynamic_<n>) and announce a tools list change.",
              structured_output=False)
 async def add_tool(ctx: Context, name: str | None = None) -> str:
