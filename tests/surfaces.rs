@@ -67,6 +67,14 @@ async fn server_everything_resources_prompts_completion_and_progress() {
         everything.problem
     );
 
+    // It announces tools/list_changed right after start (a legacy notification): the host
+    // lists again and commits, beyond the two hydration commits (placeholder, then ready).
+    let refreshed = workspace
+        .wait_for(Duration::from_secs(10), |snapshot| snapshot.version >= 3)
+        .await;
+    assert!(refreshed.version >= 3, "no refresh commit after the list change");
+    assert_eq!(refreshed.server("everything").map(|s| s.state), Some(ServerState::Ready));
+
     // Resources and templates are published beside the tools.
     let catalog = &everything.catalog;
     let document = catalog
