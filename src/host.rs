@@ -155,7 +155,13 @@ pub enum StartError {
 
 struct HostInner {
     supervisor: ActorRef<SupervisorMsg>,
-    workspaces: BTreeMap<String, Workspace>,
+    /// Open workspaces; an async lock so two callers cannot open the same one twice.
+    workspaces: tokio::sync::Mutex<BTreeMap<String, Workspace>>,
+    /// The default workspace, kept apart so reaching it needs no lock.
+    default: Workspace,
+    config: Arc<HostConfig>,
+    settings: Arc<Settings>,
+    interaction: Option<InteractionHandler>,
     events: broadcast::Sender<HostEvent>,
     closed: Arc<AtomicBool>,
 }
@@ -169,10 +175,7 @@ pub struct Host {
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
-            .field(
-                "workspaces",
-                &self.inner.workspaces.keys().collect::<Vec<_>>(),
-            )
+            .field("default", &self.inner.default.name)
             .finish_non_exhaustive()
     }
 }
@@ -210,24 +213,11 @@ impl Host {
         let (events, _) = broadcast::channel(1024);
         let closed = Arc::new(AtomicBool::new(false));
 
-        let definitions = config
-            .servers()
-            .iter()
-            .map(|(alias, definition)| {
-                (
-                    alias.clone(),
-                    (
-                        Arc::new(definition.clone()),
-                        Source::Service,
-                        config.enabled().contains(alias),
-                    ),
-                )
-            })
-            .collect();
+        let config = Arc::new(config);
         let workspace = open_workspace(
             &supervisor,
             DEFAULT_WORKSPACE,
-            definitions,
+            service_definitions(&config),
             settings.clone(),
             events.clone(),
             closed.clone(),
@@ -239,33 +229,68 @@ impl Host {
         let host = Host {
             inner: Arc::new(HostInner {
                 supervisor,
-                workspaces,
+                workspaces: tokio::sync::Mutex::new(workspaces),
+                default: workspace.clone(),
+                config: config.clone(),
+                settings,
+                interaction: options.interaction.clone(),
                 events,
                 closed,
             }),
         };
-        // Each attachment bounds its own first attempt by the connect timeout; the margin
-        // covers listing. The wait never fails the start: a server still connecting then is
-        // simply shown as connecting.
-        let bound =
-            config.connect_timeout() + config.request_timeout().min(Duration::from_secs(30));
-        workspace.wait_settled(bound).await;
+        workspace.wait_settled(host.hydration_bound()).await;
         Ok(host)
+    }
+
+    /// How long hydration may take: each attachment bounds its own first attempt by the
+    /// connect timeout, and the margin covers listing. Waiting never fails: a server still
+    /// connecting then is simply shown as connecting.
+    fn hydration_bound(&self) -> Duration {
+        let config = &self.inner.config;
+        config.connect_timeout() + config.request_timeout().min(Duration::from_secs(30))
     }
 
     /// The default workspace.
     pub fn default_workspace(&self) -> Workspace {
-        // Start always creates it, so the map holds it for the host's life.
-        self.inner
-            .workspaces
-            .get(DEFAULT_WORKSPACE)
-            .cloned()
-            .unwrap_or_else(unreachable_workspace)
+        self.inner.default.clone()
     }
 
-    /// A workspace by name, if the host has it.
-    pub fn workspace(&self, name: &str) -> Option<Workspace> {
-        self.inner.workspaces.get(name).cloned()
+    /// The workspace `name`, opened (and hydrated from the service configuration) on first
+    /// use. Workspaces are independent: each has its own actor, enabled set and attachments,
+    /// so a slow server in one never delays another.
+    pub async fn workspace(&self, name: &str) -> Result<Workspace, Problem> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Problem::shutting_down());
+        }
+        if !valid_workspace_name(name) {
+            return Err(Problem::invalid_definition(format!(
+                "workspace name {name:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'"
+            )));
+        }
+        let mut workspaces = self.inner.workspaces.lock().await;
+        if let Some(workspace) = workspaces.get(name) {
+            return Ok(workspace.clone());
+        }
+        let workspace = open_workspace(
+            &self.inner.supervisor,
+            name,
+            service_definitions(&self.inner.config),
+            self.inner.settings.clone(),
+            self.inner.events.clone(),
+            self.inner.closed.clone(),
+            self.inner.interaction.clone(),
+        )
+        .await
+        .map_err(|error| Problem::server_unavailable(error.to_string()))?;
+        workspaces.insert(name.to_owned(), workspace.clone());
+        drop(workspaces);
+        workspace.wait_settled(self.hydration_bound()).await;
+        Ok(workspace)
+    }
+
+    /// The names of the open workspaces.
+    pub async fn workspace_names(&self) -> Vec<String> {
+        self.inner.workspaces.lock().await.keys().cloned().collect()
     }
 
     /// Subscribes to state changes and snapshot commits.
@@ -298,26 +323,32 @@ impl Host {
     }
 }
 
-fn unreachable_workspace() -> Workspace {
-    // Only reachable if the invariant "start creates the default workspace" is broken; a
-    // workspace with a dead actor answers every action with a Problem instead of panicking.
-    let (tx, rx) = watch::channel(Arc::new(Published {
-        snapshot: Arc::new(WorkspaceSnapshot {
-            workspace: DEFAULT_WORKSPACE.into(),
-            version: 0,
-            servers: BTreeMap::new(),
-        }),
-        routes: Default::default(),
-    }));
-    drop(tx);
-    Workspace {
-        name: DEFAULT_WORKSPACE.into(),
-        actor: None,
-        published: rx,
-        default_timeout: Duration::from_secs(60),
-        interaction: None,
-        closed: Arc::new(AtomicBool::new(true)),
-    }
+/// Every service definition with its default enabledness (`PLURNK_MCP_ENABLED`).
+fn service_definitions(
+    config: &HostConfig,
+) -> BTreeMap<String, (Arc<ServerDefinition>, Source, bool)> {
+    config
+        .servers()
+        .iter()
+        .map(|(alias, definition)| {
+            (
+                alias.clone(),
+                (
+                    Arc::new(definition.clone()),
+                    Source::Service,
+                    config.enabled().contains(alias),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn valid_workspace_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 async fn open_workspace(

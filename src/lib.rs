@@ -36,6 +36,7 @@ pub mod config;
 pub mod host;
 pub mod model;
 mod protocol;
+pub mod store;
 
 pub use actors::restart::{RestartPolicy, Verdict};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
@@ -43,6 +44,7 @@ pub use host::{
     CallOptions, CloseFailure, DEFAULT_WORKSPACE, Host, HostEvent, HostOptions, ShutdownReport,
     StartError, Workspace,
 };
+pub use store::{MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord};
 pub use model::{
     CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, Interaction,
     InteractionHandler, Negotiated, Operation, Problem, Progress, ProgressSink, PromptInfo,

@@ -1,0 +1,338 @@
+//! Durable workspace state: the definitions each workspace added or specialized and its
+//! enabledness overrides, behind the [`Store`] trait.
+//!
+//! # What is stored, and what never is
+//!
+//! Per workspace: one [`ServerRecord`] per alias the workspace owns (an added server) or
+//! specializes (a service definition it overrides), and one enabledness override per alias
+//! whose enabledness differs from `PLURNK_MCP_ENABLED`. Nothing else: never a token, an
+//! OAuth grant, a Task, or the expanded value of a `${NAME}` reference.
+//!
+//! **The store never sees a token.** Callers pass normalized, *unexpanded* definitions, and
+//! the store writes exactly what it is given — it expands nothing. As a last guard,
+//! [`Store::put_server`] refuses a definition whose credential field holds anything but one
+//! `${NAME}` reference ([`StoreError::LooksLikeSecret`]), so a copied token cannot be written
+//! by mistake, and one holding a `<redacted>` placeholder ([`StoreError::Redacted`]): that is
+//! the display form `config` serializes for logs, and storing it would lose the values.
+//!
+//! # Layout
+//!
+//! - this file: the [`Store`] trait, its records, [`StoreError`] and the definition guard.
+//! - `store/sqlite.rs`: [`SqliteStore`], the state file (WAL, numbered migrations from
+//!   `migrations/NNNN_*.sql`, refusal of corrupt, foreign or newer-schema files).
+//! - `store/memory.rs`: [`MemoryStore`], the same semantics in a map, for unit tests.
+//! - `store/tests.rs`: one behavioural suite run against both, plus the file-level tests.
+
+mod memory;
+mod sqlite;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+
+/// Durable per-workspace state: server specializations and enabledness overrides.
+///
+/// Methods are synchronous and may block on disk; async callers run them on
+/// `tokio::task::spawn_blocking`. Every write is one transaction: it happens whole or, when it
+/// returns an error, not at all.
+pub trait Store: Send + Sync + 'static {
+    /// Every workspace that holds durable state (at least one server record or enabledness
+    /// override), by name.
+    ///
+    /// # Errors
+    ///
+    /// The backing file cannot be read, or holds a row this build cannot understand
+    /// ([`StoreError::Corrupt`]).
+    fn load(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError>;
+
+    /// Inserts or replaces the durable definition of `record.alias` in `workspace`; its
+    /// enabledness override, if any, is kept.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LooksLikeSecret`] when a credential field of the definition is not one
+    /// `${NAME}` reference, [`StoreError::Redacted`] when it holds a `<redacted>`
+    /// placeholder; otherwise the backing file cannot be written. Either way nothing changed.
+    fn put_server(&self, workspace: &str, record: &ServerRecord) -> Result<(), StoreError>;
+
+    /// Records that `alias` is `enabled` (or not) in `workspace`, overriding the service
+    /// default for a service definition and recording an added one's enabledness. The alias
+    /// need not have a server record.
+    ///
+    /// # Errors
+    ///
+    /// The backing file cannot be written; nothing changed.
+    fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError>;
+
+    /// Drops the server record *and* the enabledness override of `alias` in `workspace`, so
+    /// the alias falls back to its service definition and default, or disappears. Removing an
+    /// alias the workspace holds nothing for is not an error: deciding whether that is a
+    /// `404` is the caller's business.
+    ///
+    /// # Errors
+    ///
+    /// The backing file cannot be written; nothing changed.
+    fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError>;
+}
+
+/// One workspace's durable state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkspaceRecord {
+    /// The workspace's own definitions (added or specialized), by alias.
+    pub servers: BTreeMap<String, ServerRecord>,
+    /// Enabledness overrides by alias; an alias absent here follows `PLURNK_MCP_ENABLED`.
+    pub enabled: BTreeMap<String, bool>,
+}
+
+/// The durable definition of one alias in one workspace.
+///
+/// `Debug` shows the alias and source, never the definition: the store treats it as opaque
+/// and it may hold values (header, environment) an operator would not want in a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerRecord {
+    /// The server alias the record belongs to.
+    pub alias: String,
+    /// The normalized, unexpanded `McpServerDefinition` as JSON; the store keeps it verbatim
+    /// and never looks inside, except to refuse a literal credential.
+    pub definition: serde_json::Value,
+    /// Whether the workspace owns the alias or specializes a service definition.
+    pub source: RecordSource,
+}
+
+/// Where a [`ServerRecord`]'s alias comes from, which decides what removing it reveals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordSource {
+    /// A workspace-owned alias absent from the service configuration; removing it makes the
+    /// alias disappear.
+    Added,
+    /// A workspace specialization of a service definition; removing it reveals the service
+    /// definition again.
+    Specialized,
+}
+
+/// Why a store operation failed. No message carries a definition or any part of one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The state file was written by a newer build with a schema this build does not know.
+    #[error(
+        "state file {} has schema version {found}, newer than the {supported} this build \
+         knows: run a newer plurnk-mcp, or use another state file; the file was not changed",
+        path.display()
+    )]
+    NewerSchema {
+        /// The state file.
+        path: PathBuf,
+        /// The schema version the file records.
+        found: i64,
+        /// The newest schema version this build can read and write.
+        supported: i64,
+    },
+
+    /// The file is not a SQLite database, not a plurnk-mcp state database, or is damaged.
+    #[error(
+        "state file {} {reason}: move it aside (rename it) and start again, which begins with \
+         empty workspace state; the file was not changed",
+        path.display()
+    )]
+    Corrupt {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong with it, such as `is not a SQLite database`; never file contents.
+        reason: String,
+    },
+
+    /// A credential field held something other than one `${NAME}` reference.
+    #[error(
+        "workspace \"{workspace}\", server \"{alias}\": {field} is not one ${{NAME}} reference, \
+         so it may be a copied secret: keep the value in an environment variable and write \
+         ${{NAME}} instead; nothing was stored"
+    )]
+    LooksLikeSecret {
+        /// The workspace the write was for.
+        workspace: String,
+        /// The alias the write was for.
+        alias: String,
+        /// The offending field, such as `authorization.token`.
+        field: &'static str,
+    },
+
+    /// The definition holds a `<redacted>` placeholder: it is a display form (the `Serialize`
+    /// or `Debug` of a definition), and storing it would lose the values it stands for.
+    #[error(
+        "workspace \"{workspace}\", server \"{alias}\": {field} holds a <redacted> \
+         placeholder, so this is a display form of the definition: store the unexpanded \
+         definition itself; nothing was stored"
+    )]
+    Redacted {
+        /// The workspace the write was for.
+        workspace: String,
+        /// The alias the write was for.
+        alias: String,
+        /// Where the placeholder is, such as `headers.X-Key` or `args[2]`.
+        field: String,
+    },
+
+    /// The state file's folder could not be created.
+    #[error(
+        "cannot create the folder of state file {}: {source}: create it or choose another \
+         state path",
+        path.display()
+    )]
+    CreateDir {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+
+    /// SQLite refused an operation (locked, read-only, disk full, …).
+    #[error("state file {}: could not {action}: {source}", path.display())]
+    Sqlite {
+        /// The state file.
+        path: PathBuf,
+        /// What was being done, such as `save server "github" of workspace "a"`.
+        action: String,
+        /// SQLite's error (a `rusqlite::Error`, boxed to keep it out of the API); its
+        /// messages name tables and constraints, never values.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+// === impl ServerRecord ===
+
+impl fmt::Debug for ServerRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerRecord")
+            .field("alias", &self.alias)
+            .field("definition", &format_args!("<opaque>"))
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+// === impl RecordSource ===
+
+impl RecordSource {
+    /// The word the state file stores: `added` or `specialized`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Specialized => "specialized",
+        }
+    }
+
+    /// The source a stored word names, if any.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "added" => Some(Self::Added),
+            "specialized" => Some(Self::Specialized),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RecordSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// === the definition guard ===
+
+/// The fields of the definition wire that carry a credential, each of which must be exactly
+/// one `${NAME}` reference when present. `bearer` and a top-level `clientSecret` are not in
+/// the wire shape; they are checked so a definition built from environment-style names
+/// cannot smuggle a token past the guard.
+const CREDENTIAL_FIELDS: &[(&[&str], &str)] = &[
+    (&["authorization", "token"], "authorization.token"),
+    (
+        &["authorization", "clientSecret"],
+        "authorization.clientSecret",
+    ),
+    (&["authorization", "bearer"], "authorization.bearer"),
+    (&["bearer"], "bearer"),
+    (&["clientSecret"], "clientSecret"),
+];
+
+/// What `config` writes in place of a value it will not show.
+const REDACTED: &str = "<redacted>";
+
+/// Refuses `record` when one of its credential fields is present (and not `null`) but is not
+/// exactly one `${NAME}` reference, or when any string in it holds a `<redacted>` placeholder.
+fn check_definition(workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
+    check_credentials(workspace, record)?;
+    match find_redacted(&record.definition, "") {
+        Some(field) => Err(StoreError::Redacted {
+            workspace: workspace.to_owned(),
+            alias: record.alias.clone(),
+            field: if field.is_empty() {
+                "the definition".to_owned()
+            } else {
+                field
+            },
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The [`CREDENTIAL_FIELDS`] half of [`check_definition`].
+fn check_credentials(workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
+    for (path, field) in CREDENTIAL_FIELDS {
+        let value = path
+            .iter()
+            .try_fold(&record.definition, |value, key| value.get(key));
+        match value {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(s)) if is_single_reference(s) => {}
+            Some(_) => {
+                return Err(StoreError::LooksLikeSecret {
+                    workspace: workspace.to_owned(),
+                    alias: record.alias.clone(),
+                    field,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `s` is `${NAME}` and nothing else, `NAME` matching `[A-Za-z_][A-Za-z0-9_]*` — the
+/// reference syntax of `config::Environment`.
+fn is_single_reference(s: &str) -> bool {
+    let Some(name) = s.strip_prefix("${").and_then(|s| s.strip_suffix('}')) else {
+        return false;
+    };
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The path (keys and indexes, never values) below `at` of the first string holding
+/// [`REDACTED`].
+fn find_redacted(value: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if s.contains(REDACTED) => Some(at.to_owned()),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| find_redacted(item, &format!("{at}[{i}]"))),
+        Value::Object(fields) => fields.iter().find_map(|(key, item)| {
+            let path = if at.is_empty() {
+                key.clone()
+            } else {
+                format!("{at}.{key}")
+            };
+            find_redacted(item, &path)
+        }),
+        _ => None,
+    }
+}

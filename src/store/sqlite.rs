@@ -1,0 +1,368 @@
+//! [`SqliteStore`]: durable workspace state in one SQLite file, WAL-journaled, its schema
+//! built by the numbered migrations in `migrations/`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior, params};
+
+use super::{RecordSource, ServerRecord, Store, StoreError, WorkspaceRecord, check_definition};
+
+/// The schema, one step a file, applied in order: step `i` (from 1) runs in one transaction
+/// that also sets `PRAGMA user_version = i`. A schema change is a new file and a new line
+/// here, never an edit of a step that has shipped.
+pub(super) const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+
+/// `PRAGMA application_id` of a plurnk-mcp state file (`"PLRK"`), so that a SQLite file
+/// belonging to another program is refused instead of having tables added to it.
+pub(super) const APPLICATION_ID: i32 = 0x504C_524B;
+
+/// How long a write waits for another process holding the file's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A [`Store`] in a SQLite file.
+///
+/// One connection behind a mutex: the host's writes are few and small, and serializing them
+/// here keeps every write one `BEGIN IMMEDIATE` transaction with no lock upgrade to fail.
+/// WAL with `synchronous = FULL`: a write that returned `Ok` survives a crash of the process
+/// or of the machine.
+pub struct SqliteStore {
+    /// The state file, named by every error.
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+// === impl SqliteStore ===
+
+impl SqliteStore {
+    /// Opens the state file at `path`, creating it and its folders if missing, and brings its
+    /// schema up to date.
+    ///
+    /// The file is inspected read-only before anything writes to it: a file that is not a
+    /// SQLite database, belongs to another program or fails SQLite's quick integrity check is
+    /// refused as [`StoreError::Corrupt`], and one whose schema is newer than this build's as
+    /// [`StoreError::NewerSchema`]; either way its bytes are left exactly as they were. An
+    /// empty (zero-byte) file is a new database and is initialized.
+    ///
+    /// # Errors
+    ///
+    /// Those refusals; the folder cannot be created ([`StoreError::CreateDir`]); SQLite cannot
+    /// open, lock or write the file, or a migration fails ([`StoreError::Sqlite`]; a failed
+    /// migration leaves the file at the previous version).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn =
+            Connection::open_with_flags(&path, flags).map_err(sqlite_error(&path, "open it"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(sqlite_error(&path, "set the busy timeout"))?;
+
+        // Everything up to here only read; journal_mode and the migrations write the header.
+        let version = inspect(&path, &conn)?;
+
+        // WAL persists in the file; SQLite keeps its current mode where the file system
+        // cannot support WAL (no shared memory), which is still durable.
+        conn.pragma_update_and_check(None, "journal_mode", "wal", |row| row.get::<_, String>(0))
+            .map_err(sqlite_error(&path, "switch to WAL journaling"))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sqlite_error(&path, "set synchronous writes"))?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(sqlite_error(&path, "enable foreign keys"))?;
+        migrate(&path, &mut conn, MIGRATIONS, version)?;
+
+        Ok(Self {
+            path,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The state file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A panic while the lock was held cannot have left a write half done: the open
+    /// transaction rolled back when the panic dropped it.
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed only if `f` succeeds.
+    pub(super) fn write(
+        &self,
+        action: String,
+        f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<()>,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sqlite_error(&self.path, action.clone()))?;
+        f(&tx).map_err(sqlite_error(&self.path, action.clone()))?;
+        tx.commit().map_err(sqlite_error(&self.path, action))
+    }
+
+    /// Reads every row in one read transaction, so the result is one consistent state.
+    fn read_all(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction()
+            .map_err(sqlite_error(&self.path, "read workspace state"))?;
+        let mut workspaces = BTreeMap::<String, WorkspaceRecord>::new();
+
+        let mut servers = tx
+            .prepare("SELECT workspace, alias, source, definition FROM server")
+            .map_err(sqlite_error(&self.path, "read server records"))?;
+        let mut rows = servers
+            .query([])
+            .map_err(sqlite_error(&self.path, "read server records"))?;
+        while let Some(row) = rows
+            .next()
+            .map_err(sqlite_error(&self.path, "read server records"))?
+        {
+            let (workspace, alias, source, definition) =
+                <(String, String, String, String)>::try_from(row)
+                    .map_err(sqlite_error(&self.path, "read server records"))?;
+            let unreadable = |what: &str| StoreError::Corrupt {
+                path: self.path.clone(),
+                reason: format!(
+                    "holds server \"{alias}\" of workspace \"{workspace}\" with {what}"
+                ),
+            };
+            let source =
+                RecordSource::parse(&source).ok_or_else(|| unreadable("an unknown source"))?;
+            let definition = serde_json::from_str(&definition)
+                .map_err(|_| unreadable("a definition that is not JSON"))?;
+            let record = ServerRecord {
+                alias: alias.clone(),
+                definition,
+                source,
+            };
+            workspaces
+                .entry(workspace)
+                .or_default()
+                .servers
+                .insert(alias, record);
+        }
+        drop(rows);
+        drop(servers);
+
+        let mut enabledness = tx
+            .prepare("SELECT workspace, alias, enabled FROM enabledness")
+            .map_err(sqlite_error(&self.path, "read enabledness"))?;
+        let rows = enabledness
+            .query_map([], |row| <(String, String, bool)>::try_from(row))
+            .map_err(sqlite_error(&self.path, "read enabledness"))?;
+        for row in rows {
+            let (workspace, alias, enabled) =
+                row.map_err(sqlite_error(&self.path, "read enabledness"))?;
+            workspaces
+                .entry(workspace)
+                .or_default()
+                .enabled
+                .insert(alias, enabled);
+        }
+        Ok(workspaces)
+    }
+}
+
+impl Store for SqliteStore {
+    fn load(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError> {
+        self.read_all()
+    }
+
+    fn put_server(&self, workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
+        check_definition(workspace, record)?;
+        // `Value`'s Display is compact JSON and cannot fail; the text is stored as given.
+        let definition = record.definition.to_string();
+        let action = format!(
+            "save server \"{}\" of workspace \"{workspace}\"",
+            record.alias
+        );
+        self.write(action, |tx| {
+            ensure_workspace(tx, workspace)?;
+            tx.execute(
+                "INSERT INTO server (workspace, alias, source, definition) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (workspace, alias)
+                 DO UPDATE SET source = excluded.source, definition = excluded.definition",
+                params![workspace, record.alias, record.source.as_str(), definition],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError> {
+        let verb = if enabled { "enable" } else { "disable" };
+        let action = format!("{verb} server \"{alias}\" of workspace \"{workspace}\"");
+        self.write(action, |tx| {
+            ensure_workspace(tx, workspace)?;
+            tx.execute(
+                "INSERT INTO enabledness (workspace, alias, enabled) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (workspace, alias) DO UPDATE SET enabled = excluded.enabled",
+                params![workspace, alias, enabled],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
+        let action = format!("remove server \"{alias}\" of workspace \"{workspace}\"");
+        self.write(action, |tx| {
+            tx.execute(
+                "DELETE FROM server WHERE workspace = ?1 AND alias = ?2",
+                params![workspace, alias],
+            )?;
+            tx.execute(
+                "DELETE FROM enabledness WHERE workspace = ?1 AND alias = ?2",
+                params![workspace, alias],
+            )?;
+            // A workspace with nothing left is not loaded, as in MemoryStore.
+            tx.execute(
+                "DELETE FROM workspace WHERE name = ?1
+                 AND NOT EXISTS (SELECT 1 FROM server WHERE workspace = ?1)
+                 AND NOT EXISTS (SELECT 1 FROM enabledness WHERE workspace = ?1)",
+                params![workspace],
+            )?;
+            Ok(())
+        })
+    }
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+// === opening ===
+
+/// Reads the file's identity and schema version without writing, and refuses what this
+/// build must not touch. Returns the schema version.
+fn inspect(path: &Path, conn: &Connection) -> Result<i64, StoreError> {
+    let read = |conn: &Connection| -> rusqlite::Result<(i32, i64, i64)> {
+        let application_id = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+        let version = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        let objects = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+        Ok((application_id, version, objects))
+    };
+    let (application_id, version, objects) =
+        read(conn).map_err(sqlite_error(path, "read its schema version"))?;
+    let corrupt = |reason: &str| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+
+    let fresh = application_id == 0 && version == 0 && objects == 0;
+    if application_id != APPLICATION_ID && !fresh {
+        return Err(corrupt(
+            "is a SQLite database of another program, not a plurnk-mcp state file",
+        ));
+    }
+    let supported = schema_version(MIGRATIONS);
+    if version > supported {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported,
+        });
+    }
+    if version < 0 {
+        return Err(corrupt("records a negative schema version"));
+    }
+
+    let check: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |row| row.get(0))
+        .map_err(sqlite_error(path, "check its integrity"))?;
+    if check != "ok" {
+        // SQLite's report names pages and tables, never row contents; keep its last line
+        // (the first is a "*** in database main ***" banner).
+        let detail = check.lines().last().unwrap_or_default().trim();
+        return Err(StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("fails SQLite's integrity check ({detail})"),
+        });
+    }
+    Ok(version)
+}
+
+/// Applies every step of `migrations` past `version`, each in its own `BEGIN IMMEDIATE`
+/// transaction. The version is read again inside the transaction, so two processes opening a
+/// new file at once apply each step once.
+pub(super) fn migrate(
+    path: &Path,
+    conn: &mut Connection,
+    migrations: &[&str],
+    version: i64,
+) -> Result<(), StoreError> {
+    for (step, sql) in (1..)
+        .zip(migrations)
+        .skip_while(|(step, _)| *step <= version)
+    {
+        let action = format!("apply schema migration {step:04}");
+        let apply = |conn: &mut Connection| -> rusqlite::Result<()> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let current: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+            if current >= step {
+                return Ok(());
+            }
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+            tx.pragma_update(None, "user_version", step)?;
+            tx.commit()
+        };
+        apply(conn).map_err(sqlite_error(path, action))?;
+    }
+    Ok(())
+}
+
+/// The schema version the last of `migrations` leaves.
+pub(super) fn schema_version(migrations: &[&str]) -> i64 {
+    i64::try_from(migrations.len()).unwrap_or(i64::MAX)
+}
+
+fn ensure_workspace(tx: &Transaction<'_>, workspace: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO workspace (name) VALUES (?1) ON CONFLICT (name) DO NOTHING",
+        [workspace],
+    )?;
+    Ok(())
+}
+
+/// Turns a SQLite error into a [`StoreError`]: a file SQLite finds is not a database, or is
+/// damaged, is [`StoreError::Corrupt`]; anything else names what was being done.
+fn sqlite_error(
+    path: &Path,
+    action: impl Into<String>,
+) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    let path = path.to_path_buf();
+    let action = action.into();
+    move |source| {
+        let reason = match source.sqlite_error_code() {
+            Some(ErrorCode::NotADatabase) => "is not a SQLite database",
+            Some(ErrorCode::DatabaseCorrupt) => "is damaged (SQLite reports it corrupt)",
+            _ => {
+                return StoreError::Sqlite {
+                    path,
+                    action,
+                    source: Box::new(source),
+                };
+            }
+        };
+        StoreError::Corrupt {
+            path,
+            reason: reason.to_owned(),
+        }
+    }
+}
