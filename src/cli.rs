@@ -6,7 +6,13 @@ pub(crate) mod demo;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use plurnk_mcp::{CallOptions, Host, HostConfig, ServerState, WorkspaceSnapshot};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use plurnk_mcp::{
+    CallOptions, Host, HostConfig, HostOptions, ServerState, SqliteStore, Workspace,
+    WorkspaceSnapshot,
+};
 
 /// Logs go to stderr, filtered by `PLURNK_MCP_LOG` (else `default`).
 pub(crate) fn init_logging(default: &str) {
@@ -25,7 +31,37 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn start_from_env() -> Result<Host, ExitCode> {
+/// Options every command shares: where workspace state lives, and which workspace.
+pub(crate) struct Global {
+    /// The SQLite state file.
+    pub state: PathBuf,
+    /// The workspace to act in.
+    pub workspace: String,
+}
+
+impl Global {
+    /// `--state` if given, else `$XDG_DATA_HOME/plurnk-mcp/state.sqlite`, else
+    /// `$HOME/.local/share/plurnk-mcp/state.sqlite`, else `./plurnk-mcp-state.sqlite`.
+    pub(crate) fn new(state: Option<PathBuf>, workspace: String) -> Self {
+        let state = state.unwrap_or_else(|| {
+            let data = std::env::var_os("XDG_DATA_HOME")
+                .map(PathBuf::from)
+                .filter(|path| path.is_absolute())
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share"))
+                });
+            match data {
+                Some(data) => data.join("plurnk-mcp").join("state.sqlite"),
+                None => PathBuf::from("plurnk-mcp-state.sqlite"),
+            }
+        });
+        Self { state, workspace }
+    }
+}
+
+/// Starts the host on the environment's configuration and the state file, and opens the
+/// chosen workspace.
+async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
     // Non-UTF-8 variables cannot be PLURNK_MCP settings or `${NAME}` targets: skip them
     // rather than panic the way `std::env::vars` would.
     let vars = std::env::vars_os()
@@ -40,7 +76,19 @@ async fn start_from_env() -> Result<Host, ExitCode> {
         }
         ExitCode::from(2)
     })?;
-    Host::start(config).await.map_err(fail)
+    let store = SqliteStore::open(&global.state).map_err(fail)?;
+    let options = HostOptions {
+        store: Some(Arc::new(store)),
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options).await.map_err(fail)?;
+    match host.workspace(&global.workspace).await {
+        Ok(workspace) => Ok((host, workspace)),
+        Err(problem) => {
+            finish(&host).await;
+            Err(fail(problem))
+        }
+    }
 }
 
 async fn finish(host: &Host) {
@@ -107,12 +155,12 @@ pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
     out
 }
 
-pub(crate) async fn status(json: bool) -> ExitCode {
-    let host = match start_from_env().await {
-        Ok(host) => host,
+pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
         Err(code) => return code,
     };
-    let snapshot = host.default_workspace().snapshot();
+    let snapshot = workspace.snapshot();
     if snapshot.servers.is_empty() {
         eprintln!(
             "plurnk-mcp: no servers are configured: set PLURNK_MCP_<name> to an executable or an http(s) URL, and PLURNK_MCP_ENABLED to the names to connect"
@@ -133,12 +181,12 @@ pub(crate) async fn status(json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub(crate) async fn tools(server: &str, json: bool) -> ExitCode {
-    let host = match start_from_env().await {
-        Ok(host) => host,
+pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode {
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
         Err(code) => return code,
     };
-    let snapshot = host.default_workspace().snapshot();
+    let snapshot = workspace.snapshot();
     let code = match snapshot.server(server) {
         None => fail(format!(
             "server \"{server}\" is not configured: set PLURNK_MCP_{}",
@@ -180,17 +228,21 @@ pub(crate) async fn tools(server: &str, json: bool) -> ExitCode {
     code
 }
 
-pub(crate) async fn call(server: &str, tool: &str, arguments: Option<&str>) -> ExitCode {
+pub(crate) async fn call(
+    global: &Global,
+    server: &str,
+    tool: &str,
+    arguments: Option<&str>,
+) -> ExitCode {
     let arguments = match self::arguments(arguments) {
         Ok(arguments) => arguments,
         Err(code) => return code,
     };
-    let host = match start_from_env().await {
-        Ok(host) => host,
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
         Err(code) => return code,
     };
-    let result = host
-        .default_workspace()
+    let result = workspace
         .call_tool(server, tool, arguments, CallOptions::default())
         .await;
     let code = match result {
@@ -227,16 +279,15 @@ fn arguments(text: Option<&str>) -> Result<serde_json::Value, ExitCode> {
 }
 
 /// Starts the host, finds `server` ready, runs `body` on it, shuts down.
-async fn with_ready_server<F, Fut>(server: &str, body: F) -> ExitCode
+async fn with_ready_server<F, Fut>(global: &Global, server: &str, body: F) -> ExitCode
 where
     F: FnOnce(plurnk_mcp::Workspace, plurnk_mcp::ServerSnapshot) -> Fut,
     Fut: std::future::Future<Output = ExitCode>,
 {
-    let host = match start_from_env().await {
-        Ok(host) => host,
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
         Err(code) => return code,
     };
-    let workspace = host.default_workspace();
     let snapshot = workspace.snapshot();
     let code = match snapshot.server(server) {
         None => fail(format!(
@@ -268,8 +319,8 @@ fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> ExitCode {
     }
 }
 
-pub(crate) async fn resources(server: &str, json: bool) -> ExitCode {
-    with_ready_server(server, |_, entry| async move {
+pub(crate) async fn resources(global: &Global, server: &str, json: bool) -> ExitCode {
+    with_ready_server(global, server, |_, entry| async move {
         if json {
             return print_json(&serde_json::json!({
                 "resources": &*entry.catalog.resources,
@@ -295,8 +346,8 @@ pub(crate) async fn resources(server: &str, json: bool) -> ExitCode {
     .await
 }
 
-pub(crate) async fn read(server: &str, uri: &str) -> ExitCode {
-    with_ready_server(server, |workspace, _| async move {
+pub(crate) async fn read(global: &Global, server: &str, uri: &str) -> ExitCode {
+    with_ready_server(global, server, |workspace, _| async move {
         match workspace
             .read_resource(server, uri, CallOptions::default())
             .await
@@ -308,8 +359,8 @@ pub(crate) async fn read(server: &str, uri: &str) -> ExitCode {
     .await
 }
 
-pub(crate) async fn prompts(server: &str, json: bool) -> ExitCode {
-    with_ready_server(server, |_, entry| async move {
+pub(crate) async fn prompts(global: &Global, server: &str, json: bool) -> ExitCode {
+    with_ready_server(global, server, |_, entry| async move {
         if json {
             return print_json(&*entry.catalog.prompts);
         }
@@ -337,12 +388,17 @@ pub(crate) async fn prompts(server: &str, json: bool) -> ExitCode {
     .await
 }
 
-pub(crate) async fn prompt(server: &str, name: &str, text: Option<&str>) -> ExitCode {
+pub(crate) async fn prompt(
+    global: &Global,
+    server: &str,
+    name: &str,
+    text: Option<&str>,
+) -> ExitCode {
     let arguments = match arguments(text) {
         Ok(arguments) => arguments,
         Err(code) => return code,
     };
-    with_ready_server(server, |workspace, _| async move {
+    with_ready_server(global, server, |workspace, _| async move {
         match workspace
             .get_prompt(server, name, arguments, CallOptions::default())
             .await
@@ -396,4 +452,209 @@ pub(crate) async fn eventually(bound: Duration, mut check: impl FnMut() -> bool)
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+// === workspace actions ===
+
+fn summary_table(summaries: &[plurnk_mcp::ServerSummary]) -> String {
+    let mut rows = vec![
+        [
+            "SERVER",
+            "SOURCE",
+            "TRANSPORT",
+            "ENABLED",
+            "STATE",
+            "TOOLS",
+            "TARGET",
+            "PROBLEM",
+        ]
+        .map(str::to_owned),
+    ];
+    for summary in summaries {
+        rows.push([
+            summary.alias.clone(),
+            summary.source.to_owned(),
+            summary.transport.to_string(),
+            if summary.enabled { "yes" } else { "no" }.to_owned(),
+            summary.state.to_string(),
+            if summary.state == ServerState::Ready {
+                summary.tools.len().to_string()
+            } else {
+                "-".into()
+            },
+            summary.target.clone(),
+            summary
+                .problem
+                .as_ref()
+                .map(|p| p.detail.lines().next().unwrap_or_default().to_owned())
+                .unwrap_or_default(),
+        ]);
+    }
+    let mut widths = [0usize; 8];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i == 7 {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Prints the workspace's summaries (all, or just `only`), as a table or JSON.
+async fn print_summaries(workspace: &Workspace, only: Option<&str>, json: bool) -> ExitCode {
+    let summaries = match workspace.list().await {
+        Ok(summaries) => summaries,
+        Err(problem) => return fail(problem),
+    };
+    let summaries: Vec<_> = summaries
+        .into_iter()
+        .filter(|s| only.is_none_or(|alias| s.alias == alias))
+        .collect();
+    if json {
+        match only {
+            Some(_) => match summaries.first() {
+                Some(summary) => print_json(summary),
+                None => print_json(&serde_json::Value::Null),
+            },
+            None => print_json(&summaries),
+        }
+    } else {
+        print!("{}", summary_table(&summaries));
+        ExitCode::SUCCESS
+    }
+}
+
+/// A workspace action as a user runs it: what changed, or the Problem and exit 2.
+pub(crate) enum Action {
+    List,
+    Add {
+        alias: String,
+        target: String,
+        options: Option<String>,
+    },
+    Enable {
+        alias: String,
+        options: Option<String>,
+        overlay: Option<String>,
+    },
+    Disable {
+        alias: String,
+    },
+    Remove {
+        alias: String,
+    },
+}
+
+fn parse_options(
+    text: Option<&str>,
+) -> Result<Option<plurnk_mcp::config::McpServerOptions>, ExitCode> {
+    match text {
+        None => Ok(None),
+        Some(text) => plurnk_mcp::config::McpServerOptions::from_json(text)
+            .map(Some)
+            .map_err(|errors| fail(format!("--options is not valid: {errors}"))),
+    }
+}
+
+pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
+    // Everything that can be refused before starting the host is refused first.
+    let prepared = match &action {
+        Action::Add {
+            alias,
+            target,
+            options,
+        } => {
+            let options = match parse_options(options.as_deref()) {
+                Ok(options) => options,
+                Err(code) => return code,
+            };
+            let definition =
+                plurnk_mcp::ServerDefinition::from_target(alias, target).and_then(|definition| {
+                    match &options {
+                        Some(options) => definition.with_options(options),
+                        None => Ok(definition),
+                    }
+                });
+            match definition {
+                Ok(definition) => Some(definition),
+                Err(errors) => {
+                    return fail(format!("server \"{alias}\" cannot be added: {errors}"));
+                }
+            }
+        }
+        _ => None,
+    };
+    let customize = match &action {
+        Action::Enable {
+            alias,
+            options,
+            overlay,
+        } => {
+            let options = match parse_options(options.as_deref()) {
+                Ok(options) => options,
+                Err(code) => return code,
+            };
+            let overlay = match overlay {
+                None => None,
+                Some(text) => {
+                    let map: std::collections::BTreeMap<String, String> = match serde_json::from_str(
+                        text,
+                    ) {
+                        Ok(map) => map,
+                        Err(error) => {
+                            return fail(format!(
+                                "--overlay must be a JSON object of PLURNK_MCP_* variables: {error}"
+                            ));
+                        }
+                    };
+                    match plurnk_mcp::config::Overlay::from_env_map(map) {
+                        Ok(overlay) => overlay.server(alias),
+                        Err(errors) => return fail(format!("--overlay is not valid: {errors}")),
+                    }
+                }
+            };
+            plurnk_mcp::Customize { overlay, options }
+        }
+        _ => plurnk_mcp::Customize::default(),
+    };
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let outcome = match &action {
+        Action::List => Ok(None),
+        Action::Add { .. } => match prepared {
+            Some(definition) => workspace.add(definition).await.map(|s| Some(s.alias)),
+            None => Ok(None),
+        },
+        Action::Enable { alias, .. } => workspace
+            .enable_with(alias, customize)
+            .await
+            .map(|s| Some(s.alias)),
+        Action::Disable { alias } => workspace.disable(alias).await.map(|s| Some(s.alias)),
+        Action::Remove { alias } => workspace.remove(alias).await.map(|_| None),
+    };
+    let code = match outcome {
+        Ok(alias) => print_summaries(&workspace, alias.as_deref(), json).await,
+        Err(problem) => {
+            if json {
+                let _ = print_json(&problem);
+            }
+            fail(problem)
+        }
+    };
+    finish(&host).await;
+    code
 }

@@ -15,7 +15,7 @@
 //! | `PLURNK_MCP_<server>_ARGS` | stdio: JSON array of strings |
 //! | `PLURNK_MCP_<server>_CWD` | stdio: working directory |
 //! | `PLURNK_MCP_<server>_ENV` | stdio: JSON object of strings added to the child's environment |
-//! | `PLURNK_MCP_<server>_BEARER` | http: bearer credential, best written as one `${TOKEN}` reference; excludes an `Authorization` entry in `_HEADERS` |
+//! | `PLURNK_MCP_<server>_BEARER` | http: bearer credential ([`Authorization::Bearer`]), best written as one `${TOKEN}` reference (a literal token is accepted here but can never be stored); excludes an `Authorization` entry in `_HEADERS` |
 //! | `PLURNK_MCP_<server>_HEADERS` | http: JSON object of strings, supplementary request headers (not `Mcp-*`, `Accept`, `Content-Type` and the other headers the transport sets) |
 //! | `PLURNK_MCP_<server>_TOOLS` | JSON array of exact tool names to enable; absent enables every tool the server lists, `[]` enables none |
 //! | `PLURNK_MCP_<server>_READ` | JSON array of tools the operator classifies read-only; within `_TOOLS` when that is set, otherwise checked against the server's list once known |
@@ -92,6 +92,26 @@
 //! `Serialize` output prints an environment value, a header value, a literal
 //! bearer token, a URL beyond its origin, or anything expanded.
 //!
+//! # The wire shapes and the cascade
+//!
+//! [`McpServerDefinition`] is the normalized durable definition: a closed
+//! union on `transport` (stdio; http with no authorization, a bearer, OAuth or
+//! client credentials) whose JSON Schema is generated from the type and checked
+//! into `schema/`. [`ServerDefinition`] converts to it losslessly (everything
+//! unexpanded, credentials as their `${NAME}` text) and back through the
+//! environment's checks, where every credential must be one `${NAME}`
+//! reference; [`ServerDefinition::to_durable`] is the conversion for storing.
+//! [`McpServerOptions`] is the closed supplement add and customized enable
+//! accept; [`ServerDefinition::with_options`] applies it.
+//!
+//! [`resolve`] is the configuration cascade: service environment, durable
+//! workspace specialization, client configuration [`Overlay`] (the same
+//! `PLURNK_MCP_*` syntax, read by the same code, minus the service controls),
+//! then explicit options, field by field. A layer with a target replaces the
+//! whole definition below it; a layer without one replaces only the fields it
+//! sets, arrays and maps whole. Regenerate the schemas after changing a wire
+//! type with `UPDATE_SCHEMAS=1 cargo test --lib config::`.
+//!
 //! # Layout
 //!
 //! - `keys`: the namespace's prefix, folding, globals, companion suffixes, alias rules.
@@ -100,10 +120,16 @@
 //! - `json`: JSON-valued variables, with faults that never quote a value.
 //! - `definition`: [`ServerDefinition`] and its parts, and the field checks
 //!   shared by the loader and [`ServerDefinition::new`].
-//! - `load`: the pass over the namespace behind [`HostConfig::from_env`].
+//! - `authorization`: [`Authorization`], an HTTP server's bearer, OAuth or client credentials.
+//! - `load`: the pass over the namespace behind [`HostConfig::from_env`] and [`Overlay::from_env_map`].
+//! - `wire`: [`McpServerDefinition`], [`McpServerOptions`] and their conversions.
+//! - `shape`: closed-object checks of wire JSON whose faults never quote a value.
+//! - `cascade`: [`Overlay`], [`resolve`] and [`ServerDefinition::with_options`].
 //! - `prepared`: [`PreparedServer`], the expanded connection parameters.
 //! - `error`: [`ConfigError`] and [`ConfigErrors`].
 
+mod authorization;
+mod cascade;
 mod definition;
 mod environment;
 mod error;
@@ -111,13 +137,21 @@ mod json;
 mod keys;
 mod load;
 mod prepared;
+mod shape;
 mod target;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cascade;
+mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+pub use authorization::{
+    Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization,
+};
+pub use cascade::{Overlay, OverlayServer, OverlaySpecialization, resolve};
 pub use definition::{
     DefinitionParts, HttpDefinition, Secret, ServerDefinition, StdioDefinition, Transport,
     TransportKind,
@@ -126,6 +160,9 @@ pub use environment::Environment;
 pub use error::{ConfigError, ConfigErrors};
 pub use keys::{RESERVED_ALIASES, is_valid_alias, tool_summary_key};
 pub use prepared::{PreparedServer, PreparedTransport};
+pub use wire::{
+    McpAuthorization, McpHttpDefinition, McpServerDefinition, McpServerOptions, McpStdioDefinition,
+};
 
 /// The host's service configuration: every declared server, the default
 /// enabled and expanded subsets, the timeouts, and the reference environment.

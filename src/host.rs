@@ -16,15 +16,16 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::attachment::{AttachmentMsg, CallRequest, Settings};
 use crate::actors::restart::RestartPolicy;
 use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
-use crate::actors::workspace::{Published, Source, WorkspaceArgs, WorkspaceMsg};
-use crate::config::{HostConfig, ServerDefinition};
+use crate::actors::workspace::{Published, Seed, Source, WorkspaceArgs, WorkspaceMsg};
+use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InteractionHandler, Operation, Problem, ProgressSink, ServerSnapshot,
     ServerState, ToolResult, WorkspaceSnapshot,
 };
 use crate::protocol::{CallContext, ConnectOptions};
+use crate::store::{RecordSource, Store, WorkspaceRecord};
 
-pub use crate::actors::workspace::CloseFailure;
+pub use crate::actors::workspace::{CloseFailure, Customize, ServerSummary};
 
 /// The name of the workspace [`Host::start`] hydrates from the service configuration.
 pub const DEFAULT_WORKSPACE: &str = "default";
@@ -108,6 +109,8 @@ pub struct ShutdownReport {
 /// Host-wide tuning that does not come from the environment.
 #[derive(Clone)]
 pub struct HostOptions {
+    /// Where workspaces keep what they add and enable; `None` keeps nothing.
+    pub store: Option<Arc<dyn Store>>,
     /// Answers input requests (elicitation) of calls that bring no handler of their own;
     /// `None` declines them.
     pub interaction: Option<InteractionHandler>,
@@ -123,6 +126,7 @@ pub struct HostOptions {
 impl std::fmt::Debug for HostOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostOptions")
+            .field("store", &self.store.is_some())
             .field("interaction", &self.interaction.is_some())
             .field("restart", &self.restart)
             .field("close_grace", &self.close_grace)
@@ -134,6 +138,7 @@ impl std::fmt::Debug for HostOptions {
 impl Default for HostOptions {
     fn default() -> Self {
         Self {
+            store: None,
             interaction: None,
             restart: RestartPolicy::default(),
             close_grace: Duration::from_secs(2),
@@ -151,17 +156,30 @@ pub enum StartError {
     /// The HTTP client could not be built.
     #[error("the HTTP client could not be built: {0}")]
     Http(String),
+    /// The durable state could not be read or holds definitions that cannot be admitted.
+    #[error("the workspace state cannot be used: {0}")]
+    State(String),
+}
+
+/// What every workspace of a host is opened with.
+#[derive(Clone)]
+struct Shared {
+    supervisor: ActorRef<SupervisorMsg>,
+    store: Option<Arc<dyn Store>>,
+    settings: Arc<Settings>,
+    events: broadcast::Sender<HostEvent>,
+    closed: Arc<AtomicBool>,
+    interaction: Option<InteractionHandler>,
 }
 
 struct HostInner {
+    shared: Shared,
     supervisor: ActorRef<SupervisorMsg>,
     /// Open workspaces; an async lock so two callers cannot open the same one twice.
     workspaces: tokio::sync::Mutex<BTreeMap<String, Workspace>>,
     /// The default workspace, kept apart so reaching it needs no lock.
     default: Workspace,
     config: Arc<HostConfig>,
-    settings: Arc<Settings>,
-    interaction: Option<InteractionHandler>,
     events: broadcast::Sender<HostEvent>,
     closed: Arc<AtomicBool>,
 }
@@ -214,31 +232,66 @@ impl Host {
         let closed = Arc::new(AtomicBool::new(false));
 
         let config = Arc::new(config);
-        let workspace = open_workspace(
-            &supervisor,
-            DEFAULT_WORKSPACE,
-            service_definitions(&config),
-            settings.clone(),
-            events.clone(),
-            closed.clone(),
-            options.interaction.clone(),
-        )
-        .await?;
+        // Durable state is admitted whole or not at all: every fault is reported at once.
+        let mut seeds = BTreeMap::new();
+        if let Some(store) = &options.store {
+            let records = store
+                .load()
+                .map_err(|error| StartError::State(error.to_string()))?;
+            let mut faults = Vec::new();
+            for (name, record) in records {
+                match durable_seeds(&config, &name, &record) {
+                    Ok(definitions) => {
+                        seeds.insert(name, definitions);
+                    }
+                    Err(mut more) => faults.append(&mut more),
+                }
+            }
+            if !faults.is_empty() {
+                return Err(StartError::State(faults.join("\n")));
+            }
+        }
         let mut workspaces = BTreeMap::new();
-        workspaces.insert(DEFAULT_WORKSPACE.to_owned(), workspace.clone());
+        let mut names: Vec<String> = seeds.keys().cloned().collect();
+        if !names.iter().any(|name| name == DEFAULT_WORKSPACE) {
+            names.insert(0, DEFAULT_WORKSPACE.to_owned());
+        }
+        let shared = Shared {
+            supervisor: supervisor.clone(),
+            store: options.store.clone(),
+            settings: settings.clone(),
+            events: events.clone(),
+            closed: closed.clone(),
+            interaction: options.interaction.clone(),
+        };
+        for name in names {
+            let definitions = seeds
+                .remove(&name)
+                .unwrap_or_else(|| service_definitions(&config));
+            let workspace = open_workspace(&shared, &name, definitions).await?;
+            workspaces.insert(name, workspace);
+        }
+        let Some(default) = workspaces.get(DEFAULT_WORKSPACE).cloned() else {
+            return Err(StartError::Actors(
+                "the default workspace did not open".into(),
+            ));
+        };
+        let opened: Vec<Workspace> = workspaces.values().cloned().collect();
         let host = Host {
             inner: Arc::new(HostInner {
+                shared,
                 supervisor,
                 workspaces: tokio::sync::Mutex::new(workspaces),
-                default: workspace.clone(),
+                default,
                 config: config.clone(),
-                settings,
-                interaction: options.interaction.clone(),
                 events,
                 closed,
             }),
         };
-        workspace.wait_settled(host.hydration_bound()).await;
+        // Workspaces hydrate in parallel, each bounded on its own.
+        let bound = host.hydration_bound();
+        futures::future::join_all(opened.iter().map(|workspace| workspace.wait_settled(bound)))
+            .await;
         Ok(host)
     }
 
@@ -272,13 +325,9 @@ impl Host {
             return Ok(workspace.clone());
         }
         let workspace = open_workspace(
-            &self.inner.supervisor,
+            &self.inner.shared,
             name,
             service_definitions(&self.inner.config),
-            self.inner.settings.clone(),
-            self.inner.events.clone(),
-            self.inner.closed.clone(),
-            self.inner.interaction.clone(),
         )
         .await
         .map_err(|error| Problem::server_unavailable(error.to_string()))?;
@@ -324,23 +373,102 @@ impl Host {
 }
 
 /// Every service definition with its default enabledness (`PLURNK_MCP_ENABLED`).
-fn service_definitions(
-    config: &HostConfig,
-) -> BTreeMap<String, (Arc<ServerDefinition>, Source, bool)> {
+fn service_definitions(config: &HostConfig) -> BTreeMap<String, Seed> {
     config
         .servers()
         .iter()
         .map(|(alias, definition)| {
             (
                 alias.clone(),
-                (
-                    Arc::new(definition.clone()),
-                    Source::Service,
-                    config.enabled().contains(alias),
-                ),
+                Seed {
+                    definition: Arc::new(definition.clone()),
+                    service: Some(Arc::new(definition.clone())),
+                    source: Source::Service,
+                    enabled: config.enabled().contains(alias),
+                    specialized: false,
+                },
             )
         })
         .collect()
+}
+
+/// A stored workspace's definitions: the service ones, specialized or extended by its
+/// records, with its enabledness overrides. Every fault names the workspace and alias.
+fn durable_seeds(
+    config: &HostConfig,
+    workspace: &str,
+    record: &WorkspaceRecord,
+) -> Result<BTreeMap<String, Seed>, Vec<String>> {
+    let mut seeds = service_definitions(config);
+    let mut faults = Vec::new();
+    for (alias, server) in &record.servers {
+        let definition = McpServerDefinition::from_value(&server.definition)
+            .and_then(ServerDefinition::try_from)
+            .and_then(|definition| {
+                definition
+                    .check_references(config.env())
+                    .map(|()| definition)
+            });
+        let definition = match definition {
+            Ok(definition) if definition.alias() == alias => definition,
+            Ok(_) => {
+                faults.push(format!(
+                    "workspace \"{workspace}\": the stored definition of \"{alias}\" names another alias: remove it with `plurnk-mcp --workspace {workspace} remove {alias}`"
+                ));
+                continue;
+            }
+            Err(errors) => {
+                faults.push(format!(
+                    "workspace \"{workspace}\": the stored definition of \"{alias}\" is not valid ({errors}): fix the environment it refers to, or remove it"
+                ));
+                continue;
+            }
+        };
+        match (server.source, seeds.get(alias)) {
+            (RecordSource::Specialized, None) => {
+                faults.push(format!(
+                    "workspace \"{workspace}\": \"{alias}\" specializes a service definition that no longer exists: remove it, or configure PLURNK_MCP_{}",
+                    alias.to_ascii_uppercase().replace('-', "_")
+                ));
+                continue;
+            }
+            (RecordSource::Added, Some(_)) => {
+                faults.push(format!(
+                    "workspace \"{workspace}\": the added server \"{alias}\" now collides with a service definition of the same name: remove one of them"
+                ));
+                continue;
+            }
+            _ => {}
+        }
+        let enabled = seeds.get(alias).is_some_and(|seed| seed.enabled);
+        seeds.insert(
+            alias.clone(),
+            Seed {
+                definition: Arc::new(definition),
+                service: seeds.get(alias).and_then(|seed| seed.service.clone()),
+                source: match server.source {
+                    RecordSource::Added => Source::Workspace,
+                    RecordSource::Specialized => Source::Service,
+                },
+                enabled,
+                specialized: server.source == RecordSource::Specialized,
+            },
+        );
+    }
+    for (alias, enabled) in &record.enabled {
+        match seeds.get_mut(alias) {
+            Some(seed) => seed.enabled = *enabled,
+            // An override of a service definition that is gone is harmless: it is dropped.
+            None => {
+                tracing::warn!(workspace, alias = %alias, "ignoring the enabledness of an unknown server")
+            }
+        }
+    }
+    if faults.is_empty() {
+        Ok(seeds)
+    } else {
+        Err(faults)
+    }
 }
 
 fn valid_workspace_name(name: &str) -> bool {
@@ -352,14 +480,18 @@ fn valid_workspace_name(name: &str) -> bool {
 }
 
 async fn open_workspace(
-    supervisor: &ActorRef<SupervisorMsg>,
+    shared: &Shared,
     name: &str,
-    definitions: BTreeMap<String, (Arc<ServerDefinition>, Source, bool)>,
-    settings: Arc<Settings>,
-    events: broadcast::Sender<HostEvent>,
-    closed: Arc<AtomicBool>,
-    interaction: Option<InteractionHandler>,
+    definitions: BTreeMap<String, Seed>,
 ) -> Result<Workspace, StartError> {
+    let Shared {
+        supervisor,
+        store,
+        settings,
+        events,
+        closed,
+        interaction,
+    } = shared.clone();
     let (published_tx, published) = watch::channel(Arc::new(Published {
         snapshot: Arc::new(WorkspaceSnapshot {
             workspace: name.to_owned(),
@@ -372,6 +504,7 @@ async fn open_workspace(
     let args = WorkspaceArgs {
         name: name.to_owned(),
         definitions,
+        store,
         settings,
         published: published_tx,
         events,
@@ -630,9 +763,23 @@ impl Workspace {
     /// connect (the Problem says why); an enabled but unavailable one reconnects now; a
     /// ready one is left as it is.
     pub async fn enable(&self, alias: &str) -> Result<ServerSnapshot, Problem> {
+        self.enable_with(alias, Customize::default()).await
+    }
+
+    /// Enables `alias` with its definition resolved through the configuration cascade:
+    /// the service environment, this workspace's durable specialization, the client's
+    /// overlay entry, then explicit options — field by field, arrays and maps replaced.
+    /// A definition that differs from the service one becomes this workspace's durable
+    /// specialization once it connects; a failure changes nothing.
+    pub async fn enable_with(
+        &self,
+        alias: &str,
+        customize: Customize,
+    ) -> Result<ServerSnapshot, Problem> {
         let alias_owned = alias.to_owned();
         self.action(alias, |reply| WorkspaceMsg::Enable {
             alias: alias_owned,
+            customize: Box::new(customize),
             reply,
         })
         .await
@@ -665,6 +812,18 @@ impl Workspace {
             reply,
         })
         .await
+    }
+
+    /// Every available server of this workspace — service, specialized and added, enabled or
+    /// not — sorted by alias, with its state and what it publishes. No credential value.
+    pub async fn list(&self) -> Result<Vec<ServerSummary>, Problem> {
+        let Some(actor) = &self.actor else {
+            return Err(Problem::shutting_down());
+        };
+        match actor.call(|reply| WorkspaceMsg::List { reply }, None).await {
+            Ok(ractor::rpc::CallResult::Success(summaries)) => Ok(summaries),
+            _ => Err(Problem::shutting_down()),
+        }
     }
 
     /// Test hook: makes the server's attachment actor panic, to exercise supervision.

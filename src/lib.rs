@@ -41,13 +41,15 @@ pub mod store;
 pub use actors::restart::{RestartPolicy, Verdict};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
 pub use host::{
-    CallOptions, CloseFailure, DEFAULT_WORKSPACE, Host, HostEvent, HostOptions, ShutdownReport,
-    StartError, Workspace,
+    CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host, HostEvent, HostOptions,
+    ServerSummary, ShutdownReport, StartError, Workspace,
 };
-pub use store::{MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord};
 pub use model::{
     CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, Interaction,
     InteractionHandler, Negotiated, Operation, Problem, Progress, ProgressSink, PromptInfo,
     ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, ToolInfo, ToolResult,
     TransportKind, WorkspaceSnapshot,
+};
+pub use store::{
+    MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord,
 };

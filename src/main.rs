@@ -13,6 +13,12 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "plurnk-mcp", version, about)]
 struct Cli {
+    /// The workspace state file (default: $XDG_DATA_HOME/plurnk-mcp/state.sqlite).
+    #[arg(long, global = true)]
+    state: Option<std::path::PathBuf>,
+    /// The workspace to act in.
+    #[arg(long, global = true, default_value = plurnk_mcp::DEFAULT_WORKSPACE)]
+    workspace: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -21,6 +27,55 @@ struct Cli {
 enum Command {
     /// Run the host on three built-in fixture servers and show it working.
     Demo,
+    /// Every available server of the workspace: source, target, enabledness, state.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a server to the workspace and enable it; it is kept only if it connects.
+    Add {
+        /// The new alias.
+        alias: String,
+        /// An absolute http(s) URL, or one exact executable.
+        target: String,
+        /// McpServerOptions as JSON: args, cwd, env, headers, authorization, tools, read.
+        #[arg(long)]
+        options: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Enable a server in the workspace (optionally customized).
+    Enable {
+        /// The alias.
+        alias: String,
+        /// McpServerOptions as JSON, the highest layer of the cascade.
+        #[arg(long)]
+        options: Option<String>,
+        /// A client configuration overlay: a JSON object of PLURNK_MCP_* variables.
+        #[arg(long)]
+        overlay: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Disable a server in the workspace; it stays listed.
+    Disable {
+        /// The alias.
+        alias: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a server added (or specialized) in the workspace.
+    Remove {
+        /// The alias.
+        alias: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Connect every enabled server and print its state.
     Status {
         /// Print JSON instead of a table.
@@ -117,24 +172,59 @@ fn main() -> ExitCode {
         Command::Demo => cli::init_logging("error"),
         _ => cli::init_logging("warn"),
     }
+    let global = cli::Global::new(cli.state, cli.workspace);
+    let global = &global;
     runtime.block_on(async move {
         match cli.command {
+            Command::List { json } => cli::action(global, cli::Action::List, json).await,
+            Command::Add {
+                alias,
+                target,
+                options,
+                json,
+            } => {
+                let action = cli::Action::Add {
+                    alias,
+                    target,
+                    options,
+                };
+                cli::action(global, action, json).await
+            }
+            Command::Enable {
+                alias,
+                options,
+                overlay,
+                json,
+            } => {
+                let action = cli::Action::Enable {
+                    alias,
+                    options,
+                    overlay,
+                };
+                cli::action(global, action, json).await
+            }
+            Command::Disable { alias, json } => {
+                cli::action(global, cli::Action::Disable { alias }, json).await
+            }
+            Command::Remove { alias, json } => {
+                cli::action(global, cli::Action::Remove { alias }, json).await
+            }
             Command::Demo => cli::demo::run().await,
-            Command::Status { json } => cli::status(json).await,
-            Command::Tools { server, json } => cli::tools(&server, json).await,
-            Command::Resources { server, json } => cli::resources(&server, json).await,
-            Command::Read { server, uri } => cli::read(&server, &uri).await,
-            Command::Prompts { server, json } => cli::prompts(&server, json).await,
+            Command::Status { json } => cli::status(global, json).await,
+            Command::Tools { server, json } => cli::tools(global, &server, json).await,
+            Command::Resources { server, json } => cli::resources(global, &server, json).await,
+            Command::Read { server, uri } => cli::read(global, &server, &uri).await,
+            Command::Prompts { server, json } => cli::prompts(global, &server, json).await,
             Command::Prompt {
                 server,
                 name,
                 arguments,
-            } => cli::prompt(&server, &name, arguments.as_deref()).await,
+            } => cli::prompt(global, &server, &name, arguments.as_deref()).await,
             Command::Call {
                 server,
                 tool,
                 arguments,
-            } => cli::call(&server, &tool, arguments.as_deref()).await,
+            } => cli::call(global, &server, &tool, arguments.as_deref()).await,
             Command::Fixture {
                 legacy,
                 name,

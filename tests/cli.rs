@@ -13,10 +13,27 @@ use serde_json::{Value, json};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
-/// Runs `plurnk-mcp` with exactly `vars` (plus PATH and HOME), never the caller's env.
+/// A state file of its own for every run that does not name one.
+fn scratch_state() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "cli-{}-{}.sqlite",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_file(&path);
+    path.to_string_lossy().into_owned()
+}
+
+/// Runs `plurnk-mcp` with exactly `vars` (plus PATH and HOME), never the caller's env, and
+/// with a fresh state file unless `args` name one.
 fn run(args: &[&str], vars: &BTreeMap<String, String>) -> Output {
     let mut command = Command::new(EXE);
     command.args(args).env_clear();
+    if !args.contains(&"--state") && args.first() != Some(&"demo") {
+        command.args(["--state", &scratch_state()]);
+    }
     for key in ["PATH", "HOME"] {
         if let Ok(value) = std::env::var(key) {
             command.env(key, value);
@@ -351,4 +368,82 @@ fn third_party_peers_over_stdio() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(result["content"][0]["text"], "The sum of 2 and 3 is 5.");
+}
+
+#[test]
+fn workspace_actions_from_the_command_line() {
+    let state = scratch_state();
+    let mut pairs = fixture("svc", &[]);
+    pairs.push(("PLURNK_MCP_ENABLED".into(), json!(["svc"]).to_string()));
+    let env: BTreeMap<String, String> = pairs.into_iter().collect();
+    let with = |args: &[&str]| {
+        let mut all = vec!["--state", state.as_str(), "--workspace", "team"];
+        all.extend_from_slice(args);
+        run(&all, &env)
+    };
+    let options = json!({"args": ["fixture", "--name", "mine"]}).to_string();
+    let output = with(&["add", "mine", EXE, "--options", &options]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let table = text(&output.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("mine") && l.contains("workspace") && l.contains("ready")),
+        "{table}"
+    );
+
+    let output = with(&["disable", "svc", "--json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let summary: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(
+        (summary["state"].as_str(), summary["enabled"].as_bool()),
+        (Some("disabled"), Some(false))
+    );
+
+    // A new process on the same state file sees both changes.
+    let output = with(&["list", "--json"]);
+    let list: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let find = |alias: &str| {
+        list.as_array()
+            .and_then(|all| all.iter().find(|s| s["alias"] == alias))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(find("mine")["state"], "ready");
+    assert_eq!(find("mine")["source"], "workspace");
+    assert_eq!(find("svc")["enabled"], false);
+    // The default workspace is untouched.
+    let output = run(&["--state", &state, "list", "--json"], &env);
+    let list: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert!(
+        list.as_array()
+            .is_some_and(|all| all.iter().all(|s| s["alias"] != "mine"))
+    );
+
+    let output = with(&["enable", "svc"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let output = with(&["remove", "mine"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let output = with(&["remove", "svc"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("409"),
+        "{}",
+        text(&output.stderr)
+    );
+    let output = with(&["add", "bad name", EXE]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = with(&[
+        "add",
+        "web",
+        "https://example.test/mcp",
+        "--options",
+        r#"{"args":["x"]}"#,
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("args"),
+        "{}",
+        text(&output.stderr)
+    );
 }

@@ -72,8 +72,14 @@ async fn server_everything_resources_prompts_completion_and_progress() {
     let refreshed = workspace
         .wait_for(Duration::from_secs(10), |snapshot| snapshot.version >= 3)
         .await;
-    assert!(refreshed.version >= 3, "no refresh commit after the list change");
-    assert_eq!(refreshed.server("everything").map(|s| s.state), Some(ServerState::Ready));
+    assert!(
+        refreshed.version >= 3,
+        "no refresh commit after the list change"
+    );
+    assert_eq!(
+        refreshed.server("everything").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
 
     // Resources and templates are published beside the tools.
     let catalog = &everything.catalog;

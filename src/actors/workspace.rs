@@ -14,9 +14,10 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::sync::{broadcast, watch};
 
 use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
-use crate::config::ServerDefinition;
+use crate::config::{McpServerOptions, OverlayServer, ServerDefinition, resolve};
 use crate::host::HostEvent;
 use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
+use crate::store::{RecordSource, ServerRecord, Store, StoreError};
 
 /// What readers of a workspace see: the snapshot, and the routes calls take.
 #[derive(Debug)]
@@ -36,6 +37,36 @@ pub(crate) enum Source {
 
 /// A reply carrying a server's resulting snapshot or the Problem that prevented it.
 pub(crate) type ActionReply = RpcReplyPort<Result<ServerSnapshot, Problem>>;
+
+/// One available server as the `list` action shows it; never carries a credential value.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ServerSummary {
+    /// The alias.
+    pub alias: String,
+    /// `service` (the environment), `specialized` (the environment, replaced in this
+    /// workspace) or `workspace` (added in this workspace).
+    pub source: &'static str,
+    /// The executable, or the URL's origin.
+    pub target: String,
+    /// How it is reached.
+    pub transport: crate::model::TransportKind,
+    /// Whether it is enabled in this workspace.
+    pub enabled: bool,
+    /// Its state.
+    pub state: ServerState,
+    /// Why it is not ready, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+    /// What negotiation established, while ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub negotiated: Option<crate::model::Negotiated>,
+    /// The enabled tools.
+    pub tools: Vec<String>,
+    /// The tools classified `read`.
+    pub read: Vec<String>,
+    /// The unexpanded definition, with every secret value redacted.
+    pub definition: serde_json::Value,
+}
 
 /// A close failure seen during shutdown.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -70,6 +101,7 @@ pub(crate) enum WorkspaceMsg {
     },
     Enable {
         alias: String,
+        customize: Box<Customize>,
         reply: ActionReply,
     },
     Disable {
@@ -84,16 +116,49 @@ pub(crate) enum WorkspaceMsg {
         alias: String,
         reply: ActionReply,
     },
+    /// Summaries of every available server, sorted by alias.
+    List {
+        reply: RpcReplyPort<Vec<ServerSummary>>,
+    },
     /// Drain everything and report close failures.
     Shutdown {
         reply: RpcReplyPort<Vec<CloseFailure>>,
     },
 }
 
+/// How an enable customizes the definition: the client configuration overlay's entry and
+/// explicit action options, the top two layers of the cascade.
+#[derive(Debug, Clone, Default)]
+pub struct Customize {
+    /// The overlay's entry for the alias, if the client sent one.
+    pub overlay: Option<OverlayServer>,
+    /// Explicit options.
+    pub options: Option<McpServerOptions>,
+}
+
+impl Customize {
+    fn is_empty(&self) -> bool {
+        self.overlay.is_none() && self.options.as_ref().is_none_or(McpServerOptions::is_empty)
+    }
+}
+
+/// One definition a workspace starts with.
+pub(crate) struct Seed {
+    pub definition: Arc<ServerDefinition>,
+    /// The service environment's definition of this alias, if it has one.
+    pub service: Option<Arc<ServerDefinition>>,
+    pub source: Source,
+    pub enabled: bool,
+    /// A service definition replaced by a durable workspace specialization.
+    pub specialized: bool,
+}
+
 /// The start-up arguments.
 pub(crate) struct WorkspaceArgs {
     pub name: String,
-    pub definitions: BTreeMap<String, (Arc<ServerDefinition>, Source, bool)>,
+    pub definitions: BTreeMap<String, Seed>,
+    /// Where enabledness and added definitions are kept, if anywhere.
+    pub store: Option<Arc<dyn Store>>,
     pub settings: Arc<Settings>,
     pub published: watch::Sender<Arc<Published>>,
     pub events: broadcast::Sender<HostEvent>,
@@ -101,8 +166,14 @@ pub(crate) struct WorkspaceArgs {
 
 struct Entry {
     definition: Arc<ServerDefinition>,
+    /// The service environment's definition, the baseline a specialization replaces.
+    service: Option<Arc<ServerDefinition>>,
+    /// A customized definition being prepared; it replaces `definition` only once ready.
+    candidate: Option<Arc<ServerDefinition>>,
     source: Source,
     enabled: bool,
+    /// A service definition replaced by a durable workspace specialization.
+    specialized: bool,
 }
 
 struct Attached {
@@ -121,6 +192,8 @@ struct Pending {
     enable_after_detach: bool,
     /// Drop the definition once detached (remove).
     remove_after_detach: bool,
+    /// Go back to the service definition once detached (remove of a specialization).
+    revert_after_detach: bool,
 }
 
 /// The workspace's mutable state.
@@ -137,6 +210,7 @@ pub(crate) struct WorkspaceState {
     published: watch::Sender<Arc<Published>>,
     events: broadcast::Sender<HostEvent>,
     shutdown: Option<(RpcReplyPort<Vec<CloseFailure>>, Vec<CloseFailure>)>,
+    store: Option<Arc<dyn Store>>,
 }
 
 /// The actor.
@@ -155,13 +229,16 @@ impl Actor for WorkspaceActor {
         let entries = args
             .definitions
             .into_iter()
-            .map(|(alias, (definition, source, enabled))| {
+            .map(|(alias, seed)| {
                 (
                     alias,
                     Entry {
-                        definition,
-                        source,
-                        enabled,
+                        definition: seed.definition,
+                        service: seed.service,
+                        candidate: None,
+                        source: seed.source,
+                        enabled: seed.enabled,
+                        specialized: seed.specialized,
                     },
                 )
             })
@@ -179,6 +256,7 @@ impl Actor for WorkspaceActor {
             published: args.published,
             events: args.events,
             shutdown: None,
+            store: args.store,
         })
     }
 
@@ -224,12 +302,26 @@ impl Actor for WorkspaceActor {
                 instance,
                 result,
             } => state.on_detached(&myself, alias, instance, result).await?,
-            WorkspaceMsg::Enable { alias, reply } => state.enable(&myself, alias, reply).await?,
+            WorkspaceMsg::Enable {
+                alias,
+                customize,
+                reply,
+            } => state.enable(&myself, alias, *customize, reply).await?,
             WorkspaceMsg::Disable { alias, reply } => state.disable(alias, reply, false),
             WorkspaceMsg::Remove { alias, reply } => {
                 match state.entries.get(&alias).map(|entry| entry.source) {
                     None => {
                         let _ = reply.send(Err(Problem::unknown_server(&alias)));
+                    }
+                    Some(Source::Service)
+                        if state
+                            .entries
+                            .get(&alias)
+                            .is_some_and(|entry| entry.specialized) =>
+                    {
+                        // Removing the specialization reveals the service definition, disabled.
+                        state.disable(alias.clone(), reply, true);
+                        state.pending.entry(alias).or_default().revert_after_detach = true;
                     }
                     Some(Source::Service) => {
                         let _ = reply.send(Err(Problem::conflict(format!(
@@ -252,8 +344,11 @@ impl Actor for WorkspaceActor {
                         alias.clone(),
                         Entry {
                             definition: Arc::new(definition),
+                            service: None,
+                            candidate: None,
                             source: Source::Workspace,
                             enabled: false,
+                            specialized: false,
                         },
                     );
                     state
@@ -264,6 +359,9 @@ impl Actor for WorkspaceActor {
                         .push(reply);
                     state.attach(&myself, &alias, Origin::Candidate).await?;
                 }
+            }
+            WorkspaceMsg::List { reply } => {
+                let _ = reply.send(state.summaries());
             }
             WorkspaceMsg::Shutdown { reply } => {
                 state.shutdown = Some((reply, Vec::new()));
@@ -365,7 +463,10 @@ impl WorkspaceState {
         let instance = self.next_instance;
         let args = AttachmentArgs {
             alias: alias.to_owned(),
-            definition: entry.definition.clone(),
+            definition: entry
+                .candidate
+                .clone()
+                .unwrap_or_else(|| entry.definition.clone()),
             settings: self.settings.clone(),
             workspace: myself.clone(),
             workspace_name: self.name.clone(),
@@ -397,11 +498,25 @@ impl WorkspaceState {
         if !self.is_current(&alias, instance) {
             return;
         }
-        // A successful candidate becomes enabled only now that it is ready.
+        // A successful candidate becomes enabled only now that it is ready, and durable
+        // before it is visible: if the state cannot be written, nothing is published.
         if server.state == ServerState::Ready
-            && let Some(entry) = self.entries.get_mut(&alias)
+            && self.entries.get(&alias).is_some_and(|entry| !entry.enabled)
         {
-            entry.enabled = true;
+            if let Some(entry) = self.entries.get_mut(&alias)
+                && let Some(candidate) = entry.candidate.take()
+            {
+                entry.specialized = entry.source == Source::Service
+                    && entry.service.as_deref() != Some(&*candidate);
+                entry.definition = candidate;
+            }
+            if let Err(problem) = self.persist_enabled(&alias) {
+                self.abandon_candidate(&alias, problem);
+                return;
+            }
+            if let Some(entry) = self.entries.get_mut(&alias) {
+                entry.enabled = true;
+            }
         }
         let previous = self.servers.insert(alias.clone(), server.clone());
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
@@ -428,11 +543,70 @@ impl WorkspaceState {
         }
     }
 
+    /// Writes that `alias` is enabled (and, for an added server, its definition).
+    fn persist_enabled(&self, alias: &str) -> Result<(), Problem> {
+        let (Some(store), Some(entry)) = (&self.store, self.entries.get(alias)) else {
+            return Ok(());
+        };
+        if entry.source == Source::Workspace || entry.specialized {
+            let durable = entry.definition.to_durable().map_err(|errors| {
+                Problem::invalid_definition(format!(
+                    "server \"{alias}\" cannot be stored: {errors}"
+                ))
+            })?;
+            let definition = serde_json::to_value(&durable).map_err(|error| {
+                Problem::invalid_definition(format!("server \"{alias}\" cannot be stored: {error}"))
+            })?;
+            let record = ServerRecord {
+                alias: alias.to_owned(),
+                definition,
+                source: if entry.source == Source::Workspace {
+                    RecordSource::Added
+                } else {
+                    RecordSource::Specialized
+                },
+            };
+            store
+                .put_server(&self.name, &record)
+                .map_err(|error| state_problem(alias, &error))?;
+        }
+        store
+            .set_enabled(&self.name, alias, true)
+            .map_err(|error| state_problem(alias, &error))
+    }
+
+    /// A ready candidate whose state could not be written: stop it, publish nothing, and
+    /// answer its waiters with the Problem.
+    fn abandon_candidate(&mut self, alias: &str, problem: Problem) {
+        if let Some(attached) = self.attachments.get_mut(alias) {
+            attached.draining = true;
+            let _ = attached.actor.cast(AttachmentMsg::Drain {
+                reason: "its state could not be saved".into(),
+                cancel: true,
+            });
+        }
+        let pending = self.pending.entry(alias.to_owned()).or_default();
+        for reply in pending.settle.drain(..) {
+            let _ = reply.send(Err(problem.clone()));
+        }
+        // A failed add leaves no trace once its attachment is gone.
+        if self
+            .entries
+            .get(alias)
+            .is_some_and(|entry| entry.source == Source::Workspace)
+        {
+            pending.remove_after_detach = true;
+        }
+    }
+
     fn on_candidate_failed(&mut self, alias: &str, instance: u64, problem: Problem) {
         if !self.is_current(alias, instance) {
             return;
         }
         self.attachments.remove(alias);
+        if let Some(entry) = self.entries.get_mut(alias) {
+            entry.candidate = None;
+        }
         // A failed add leaves no trace; a failed enable leaves the server disabled.
         if let Some(entry) = self.entries.get(alias)
             && entry.source == Source::Workspace
@@ -469,7 +643,17 @@ impl WorkspaceState {
                 });
             }
         }
-        let pending = self.pending.remove(&alias).unwrap_or_default();
+        let mut pending = self.pending.remove(&alias).unwrap_or_default();
+        if pending.revert_after_detach {
+            pending.remove_after_detach = false;
+            if let Some(entry) = self.entries.get_mut(&alias)
+                && let Some(service) = entry.service.clone()
+            {
+                entry.definition = service;
+                entry.specialized = false;
+                entry.enabled = false;
+            }
+        }
         // What the disable/remove answers: the server as it now is, disabled (a removed
         // server's last view, since it is gone from the snapshot).
         let mut answer = self.placeholder(&alias, false);
@@ -500,30 +684,80 @@ impl WorkspaceState {
             self.finish_shutdown_if_done();
         } else if pending.enable_after_detach {
             self.pending.entry(alias.clone()).or_default().settle = pending.settle;
-            if let Some(entry) = self.entries.get_mut(&alias) {
-                entry.enabled = true;
-            }
-            self.servers
-                .insert(alias.clone(), self.placeholder(&alias, true));
-            self.commit();
-            self.attach(myself, &alias, Origin::Hydrate).await?;
+            // The re-enable is an interactive enable: prepared as a candidate, it becomes
+            // enabled (and durable) only once ready.
+            self.attach(myself, &alias, Origin::Candidate).await?;
         }
         Ok(())
+    }
+
+    /// The definition an enable asks for: the current one, or the cascade's result.
+    fn requested(
+        &self,
+        alias: &str,
+        customize: &Customize,
+    ) -> Result<Arc<ServerDefinition>, Problem> {
+        let Some(entry) = self.entries.get(alias) else {
+            return Err(Problem::unknown_server(alias));
+        };
+        if customize.is_empty() {
+            return Ok(entry.definition.clone());
+        }
+        let workspace =
+            (entry.source == Source::Workspace || entry.specialized).then(|| &*entry.definition);
+        let resolved = resolve(
+            entry.service.as_deref(),
+            workspace,
+            customize.overlay.as_ref(),
+            customize.options.as_ref(),
+        )
+        .and_then(|definition| {
+            definition
+                .check_references(&self.settings.env)
+                .map(|()| definition)
+        })
+        .map_err(|errors| {
+            Problem::invalid_definition(format!(
+                "server \"{alias}\" cannot be enabled with that configuration: {errors}"
+            ))
+        })?;
+        Ok(Arc::new(resolved))
     }
 
     async fn enable(
         &mut self,
         myself: &ActorRef<WorkspaceMsg>,
         alias: String,
+        customize: Customize,
         reply: ActionReply,
     ) -> Result<(), ActorProcessingErr> {
         if self.shutdown.is_some() {
             let _ = reply.send(Err(Problem::shutting_down()));
             return Ok(());
         }
-        if !self.entries.contains_key(&alias) {
-            let _ = reply.send(Err(Problem::unknown_server(&alias)));
-            return Ok(());
+        let requested = match self.requested(&alias, &customize) {
+            Ok(requested) => requested,
+            Err(problem) => {
+                let _ = reply.send(Err(problem));
+                return Ok(());
+            }
+        };
+        let same = self
+            .entries
+            .get(&alias)
+            .is_some_and(|entry| *entry.definition == *requested);
+        if !same {
+            if let Some(attached) = self.attachments.get(&alias)
+                && !attached.draining
+            {
+                let _ = reply.send(Err(Problem::conflict(format!(
+                    "server \"{alias}\" is enabled with another definition: disable it first, then enable it with the new one"
+                ))));
+                return Ok(());
+            }
+            if let Some(entry) = self.entries.get_mut(&alias) {
+                entry.candidate = Some(requested);
+            }
         }
         match self.attachments.get(&alias) {
             Some(attached) if attached.draining => {
@@ -554,6 +788,22 @@ impl WorkspaceState {
         if self.shutdown.is_some() {
             let _ = reply.send(Err(Problem::shutting_down()));
             return;
+        }
+        if !self.entries.contains_key(&alias) {
+            let _ = reply.send(Err(Problem::unknown_server(&alias)));
+            return;
+        }
+        // Durable first: if the state cannot be written, nothing else changes.
+        if let Some(store) = &self.store {
+            let written = if remove {
+                store.remove_server(&self.name, &alias)
+            } else {
+                store.set_enabled(&self.name, &alias, false)
+            };
+            if let Err(error) = written {
+                let _ = reply.send(Err(state_problem(&alias, &error)));
+                return;
+            }
         }
         let Some(entry) = self.entries.get_mut(&alias) else {
             let _ = reply.send(Err(Problem::unknown_server(&alias)));
@@ -614,6 +864,43 @@ impl WorkspaceState {
         }
     }
 
+    fn summaries(&self) -> Vec<ServerSummary> {
+        self.entries
+            .iter()
+            .map(|(alias, entry)| {
+                let server = self
+                    .servers
+                    .get(alias)
+                    .cloned()
+                    .unwrap_or_else(|| self.placeholder(alias, entry.enabled));
+                let definition = serde_json::to_value(&*entry.definition).unwrap_or_default();
+                let target = definition
+                    .get("command")
+                    .or_else(|| definition.get("url"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                ServerSummary {
+                    alias: alias.clone(),
+                    source: match (entry.source, entry.specialized) {
+                        (Source::Workspace, _) => "workspace",
+                        (Source::Service, true) => "specialized",
+                        (Source::Service, false) => "service",
+                    },
+                    target,
+                    transport: server.transport,
+                    enabled: entry.enabled,
+                    state: server.state,
+                    problem: server.problem.clone(),
+                    negotiated: server.negotiated.clone(),
+                    tools: server.tools.iter().map(|tool| tool.name.clone()).collect(),
+                    read: entry.definition.read().to_vec(),
+                    definition,
+                }
+            })
+            .collect()
+    }
+
     /// Builds and swaps in a new snapshot: the one place a workspace's view changes.
     fn commit(&mut self) {
         self.version += 1;
@@ -659,4 +946,16 @@ pub(crate) fn enabled(state: &WorkspaceState) -> HashSet<String> {
         .filter(|(_, entry)| entry.enabled)
         .map(|(alias, _)| alias.clone())
         .collect()
+}
+
+/// A durable-state failure as the action's Problem; it names the alias, never a value.
+fn state_problem(alias: &str, error: &StoreError) -> Problem {
+    Problem {
+        status: 500,
+        kind: "state-write-failed".into(),
+        detail: format!(
+            "the state of server \"{alias}\" could not be saved, so nothing changed: {error}"
+        ),
+        retryable: true,
+    }
 }

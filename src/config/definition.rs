@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+use super::authorization::Authorization;
 use super::environment::{Environment, is_single_reference};
 use super::error::{ConfigError, ConfigErrors};
 use super::keys::{RESERVED_ALIASES, Suffix, is_alias_syntax, target_variable, tool_summary_key};
@@ -117,13 +118,11 @@ pub struct HttpDefinition {
     /// The absolute `http://` or `https://` endpoint. Printed only as its origin.
     #[serde(serialize_with = "serialize_url")]
     pub url: String,
-    /// The bearer credential, sent as `Authorization: Bearer <token>`.
-    #[serde(
-        rename = "authorization",
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "serialize_bearer"
-    )]
-    pub bearer: Option<Secret>,
+    /// How requests are authorized; `None` sends no credential of its own.
+    /// [`Authorization::Bearer`] is what `PLURNK_MCP_<server>_BEARER` configures
+    /// and is sent as `Authorization: Bearer <token>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Authorization>,
     /// Supplementary request headers. Values may be secrets and are never printed.
     #[serde(
         skip_serializing_if = "BTreeMap::is_empty",
@@ -138,6 +137,14 @@ impl HttpDefinition {
         Self {
             url: url.into(),
             ..Self::default()
+        }
+    }
+
+    /// The bearer credential, when the authorization is [`Authorization::Bearer`].
+    pub fn bearer(&self) -> Option<&Secret> {
+        match &self.authorization {
+            Some(Authorization::Bearer { token }) => Some(token),
+            _ => None,
         }
     }
 }
@@ -237,9 +244,19 @@ impl ServerDefinition {
     ///
     /// Every fault in the parts, all at once.
     pub fn new(parts: DefinitionParts) -> Result<Self, ConfigErrors> {
-        let mut faults = Vec::new();
-        check_alias("the alias", &parts.alias, &mut faults);
         let names = SettingNames::canonical(&parts.alias);
+        Self::validate(parts, &names, false)
+    }
+
+    /// Validates `parts`, naming faults by `names`; with `strict` a bearer, too,
+    /// must be one `${NAME}` reference.
+    pub(crate) fn validate(
+        parts: DefinitionParts,
+        names: &SettingNames,
+        strict: bool,
+    ) -> Result<Self, ConfigErrors> {
+        let mut faults = Vec::new();
+        check_alias(names.alias(), &parts.alias, &mut faults);
         let mut tool_summaries = BTreeMap::new();
         for (tool, summary) in parts.tool_summaries {
             let key = tool_summary_key(&tool);
@@ -258,7 +275,7 @@ impl ServerDefinition {
             tool_summaries,
             ..parts
         };
-        let mut checker = Checker::new(&names, None);
+        let mut checker = Checker::new(names, None).strict(strict);
         checker.transport(&parts.transport);
         checker.tools_and_read(parts.tools.as_deref(), &parts.read);
         checker.summaries(parts.summary.as_deref(), &parts.tool_summaries);
@@ -431,7 +448,7 @@ impl fmt::Debug for HttpDefinition {
         let header_names: Vec<&String> = self.headers.keys().collect();
         f.debug_struct("HttpDefinition")
             .field("url", &target::redact_url(&self.url))
-            .field("bearer", &self.bearer)
+            .field("authorization", &self.authorization)
             .field("headers", &RedactedValues(&header_names))
             .finish()
     }
@@ -448,52 +465,66 @@ fn serialize_url<S: Serializer>(url: &str, serializer: S) -> Result<S::Ok, S::Er
     serializer.serialize_str(&target::redact_url(url))
 }
 
-fn serialize_bearer<S: Serializer>(
-    bearer: &Option<Secret>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    /// The wire's `authorization: { type: "bearer", token: "${NAME}" }`.
-    #[derive(Serialize)]
-    struct Bearer<'a> {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        token: &'a Secret,
-    }
-    match bearer {
-        Some(token) => Bearer {
-            kind: "bearer",
-            token,
-        }
-        .serialize(serializer),
-        None => serializer.serialize_none(),
-    }
-}
-
 // === validation ===
 
-/// How faults name each setting of one server: the variables as the operator
-/// wrote them when loading the environment, else the canonical
-/// `PLURNK_MCP_<ALIAS>_<SUFFIX>`.
-#[derive(Debug, Clone, Default)]
+/// How faults name each setting of one server.
+///
+/// In *variable style* (the loader, [`ServerDefinition::new`], the overlay) a
+/// setting is named by the variable as the operator wrote it, else by the
+/// canonical `PLURNK_MCP_<ALIAS>_<SUFFIX>`. In *field style* (the wire
+/// definition, options) it is named by its JSON path, such as `github.headers`
+/// or `options.authorization.clientSecret`. Any setting can be renamed on its
+/// own, so a definition resolved through the cascade names each field by the
+/// layer that supplied it.
+#[derive(Debug, Clone)]
 pub(crate) struct SettingNames {
+    /// The variable or field naming the alias itself.
+    alias: String,
+    /// The server's name, for authorization fields in variable style.
+    server: String,
     target: String,
+    /// `Some(prefix)` in field style.
+    fields: Option<String>,
     companions: BTreeMap<Suffix, String>,
     tool_summaries: BTreeMap<String, String>,
+    /// The whole authorization, when renamed; its fields are `<name>.<field>`.
+    authorization: Option<String>,
 }
 
 impl SettingNames {
+    /// Variable style with every name canonical.
     pub(crate) fn canonical(alias: &str) -> Self {
+        Self::written(alias, &target_variable(alias))
+    }
+
+    /// Variable style: the target's variable as written, then each companion's as it is found.
+    pub(crate) fn written(alias: &str, target: &str) -> Self {
         Self {
-            target: target_variable(alias),
-            ..Self::default()
+            alias: "the alias".to_owned(),
+            server: alias.to_owned(),
+            target: target.to_owned(),
+            fields: None,
+            companions: BTreeMap::new(),
+            tool_summaries: BTreeMap::new(),
+            authorization: None,
         }
     }
 
-    /// Names as written: the target's variable, then each companion's as it is found.
-    pub(crate) fn written(target: &str) -> Self {
+    /// Field style under `prefix`: `<prefix>.name`, `<prefix>.command` or
+    /// `<prefix>.url`, `<prefix>.args`, `<prefix>.authorization.token`, ...
+    pub(crate) fn fields(alias: &str, prefix: &str, kind: TransportKind) -> Self {
+        let target = match kind {
+            TransportKind::Stdio => "command",
+            TransportKind::Http => "url",
+        };
         Self {
-            target: target.to_owned(),
-            ..Self::default()
+            alias: format!("{prefix}.name"),
+            server: alias.to_owned(),
+            target: format!("{prefix}.{target}"),
+            fields: Some(prefix.to_owned()),
+            companions: BTreeMap::new(),
+            tool_summaries: BTreeMap::new(),
+            authorization: None,
         }
     }
 
@@ -506,22 +537,80 @@ impl SettingNames {
             .insert(key.to_owned(), variable.to_owned());
     }
 
+    /// Names the whole authorization; its fields become `<name>.<field>`.
+    pub(crate) fn set_authorization(&mut self, name: &str) {
+        self.authorization = Some(name.to_owned());
+    }
+
+    /// Undoes [`set_authorization`](Self::set_authorization).
+    pub(crate) fn clear_authorization(&mut self) {
+        self.authorization = None;
+    }
+
+    pub(crate) fn alias(&self) -> &str {
+        &self.alias
+    }
+
     pub(crate) fn target(&self) -> &str {
         &self.target
     }
 
     pub(crate) fn companion(&self, suffix: Suffix) -> String {
-        self.companions
-            .get(&suffix)
-            .cloned()
-            .unwrap_or_else(|| format!("{}{}", self.target, suffix.upper()))
+        if let Some(name) = self.companions.get(&suffix) {
+            return name.clone();
+        }
+        match &self.fields {
+            Some(prefix) => format!("{prefix}.{}", wire_field(suffix)),
+            None => format!("{}{}", self.target, suffix.upper()),
+        }
     }
 
     pub(crate) fn tool_summary(&self, key: &str) -> String {
-        self.tool_summaries
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| format!("{}_{}_SUMMARY", self.target, key.to_ascii_uppercase()))
+        if let Some(name) = self.tool_summaries.get(key) {
+            return name.clone();
+        }
+        match &self.fields {
+            Some(prefix) => format!("{prefix}.toolSummaries.{key}"),
+            None => format!("{}_{}_SUMMARY", self.target, key.to_ascii_uppercase()),
+        }
+    }
+
+    /// The name of the whole authorization: a bearer from the environment is
+    /// its `_BEARER` variable.
+    pub(crate) fn authorization(&self, authorization: &Authorization) -> String {
+        if let Some(name) = &self.authorization {
+            return name.clone();
+        }
+        match (&self.fields, authorization) {
+            (Some(prefix), _) => format!("{prefix}.authorization"),
+            (None, Authorization::Bearer { .. }) => self.companion(Suffix::Bearer),
+            (None, _) => format!("{}.authorization", self.server),
+        }
+    }
+
+    /// The name of one field of the authorization, by its wire name.
+    pub(crate) fn authorization_field(&self, authorization: &Authorization, field: &str) -> String {
+        if self.authorization.is_none()
+            && self.fields.is_none()
+            && matches!(authorization, Authorization::Bearer { .. })
+        {
+            return self.companion(Suffix::Bearer);
+        }
+        format!("{}.{field}", self.authorization(authorization))
+    }
+}
+
+/// A companion's field in the wire shape.
+fn wire_field(suffix: Suffix) -> &'static str {
+    match suffix {
+        Suffix::Args => "args",
+        Suffix::Cwd => "cwd",
+        Suffix::Env => "env",
+        Suffix::Bearer => "authorization.token",
+        Suffix::Headers => "headers",
+        Suffix::Tools => "tools",
+        Suffix::Read => "read",
+        Suffix::Summary => "summary",
     }
 }
 
@@ -575,11 +664,32 @@ pub(crate) fn check_name_list<'a>(
     seen
 }
 
+const HTTP_URL: &str =
+    "an absolute http(s) URL with a host and no spaces, such as https://host/path";
+const REDIRECT_URL: &str =
+    "an absolute URL with a scheme and no spaces, such as http://127.0.0.1:3000/callback";
+
+/// Whether `s` is an absolute URL of any scheme (`scheme:rest`) with no white
+/// space or control characters.
+fn is_absolute_url(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once(':') else {
+        return false;
+    };
+    let mut scheme_bytes = scheme.bytes();
+    scheme_bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && scheme_bytes.all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        && !rest.is_empty()
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 /// Collects the faults of one server's fields. With an environment it also
 /// checks that every `${NAME}` resolves; without one, only reference syntax.
 pub(crate) struct Checker<'a> {
     names: &'a SettingNames,
     env: Option<&'a Environment>,
+    /// Whether a bearer, too, must be one `${NAME}` reference (OAuth client
+    /// secrets always must): true for everything but the service environment.
+    strict: bool,
     pub(crate) faults: Vec<ConfigError>,
 }
 
@@ -588,8 +698,15 @@ impl<'a> Checker<'a> {
         Self {
             names,
             env,
+            strict: false,
             faults: Vec::new(),
         }
+    }
+
+    /// Requires every credential, a bearer included, to be one `${NAME}` reference.
+    pub(crate) fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
     }
 
     fn references(&mut self, variable: &str, s: &str) {
@@ -608,6 +725,49 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// A literal value that must not be blank.
+    fn non_blank(&mut self, variable: &str, s: &str) {
+        if s.trim().is_empty() {
+            self.faults.push(ConfigError::Empty {
+                variable: variable.to_owned(),
+            });
+        }
+    }
+
+    /// A literal URL: an absolute http(s) URL, or for a redirect any absolute URL.
+    fn url(&mut self, variable: &str, s: &str, redirect: bool) {
+        let (fits, expected) = if redirect {
+            (is_absolute_url(s), REDIRECT_URL)
+        } else {
+            (target::is_absolute_http_url(s), HTTP_URL)
+        };
+        if s.trim().is_empty() {
+            self.non_blank(variable, s);
+        } else if !fits {
+            self.faults.push(ConfigError::InvalidUrl {
+                variable: variable.to_owned(),
+                expected,
+            });
+        }
+    }
+
+    /// A credential: one `${NAME}` reference when `strict`, and sendable in a header when `header`.
+    fn credential(&mut self, variable: &str, s: &str, strict: bool, header: bool) {
+        if strict && !is_single_reference(s) {
+            self.faults.push(ConfigError::CredentialNotReference {
+                variable: variable.to_owned(),
+            });
+            return;
+        }
+        if header && !target::is_valid_header_value(s) {
+            self.faults.push(ConfigError::InvalidHeaderValue {
+                variable: variable.to_owned(),
+                header: "Authorization".to_owned(),
+            });
+        }
+        self.expandable(variable, s);
+    }
+
     pub(crate) fn transport(&mut self, transport: &Transport) {
         match transport {
             Transport::Stdio(stdio) => self.stdio(stdio),
@@ -621,10 +781,13 @@ impl<'a> Checker<'a> {
 
     fn stdio(&mut self, stdio: &StdioDefinition) {
         let target = self.names.target().to_owned();
-        if stdio.command.trim().is_empty() {
-            self.faults.push(ConfigError::Empty { variable: target });
-        } else {
-            self.target(&stdio.command);
+        match target::classify(&stdio.command) {
+            Err(fault) => self.faults.push(target_fault(fault, &target)),
+            // The environment picks http for such a target, so it cannot be a command.
+            Ok(TransportKind::Http) => self
+                .faults
+                .push(ConfigError::UrlAsCommand { variable: target }),
+            Ok(TransportKind::Stdio) => self.target(&stdio.command),
         }
         self.args(&stdio.args);
         if let Some(cwd) = &stdio.cwd {
@@ -671,8 +834,8 @@ impl<'a> Checker<'a> {
             self.target(&http.url);
         }
         self.headers(&http.headers);
-        if let Some(bearer) = &http.bearer {
-            self.bearer(bearer.unexpanded(), &http.headers);
+        if let Some(authorization) = &http.authorization {
+            self.authorization(authorization, &http.headers);
         }
     }
 
@@ -711,23 +874,80 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// A bearer read from the environment whose server's transport is unknown.
     pub(crate) fn bearer(&mut self, bearer: &str, headers: &BTreeMap<String, String>) {
-        let variable = self.names.companion(Suffix::Bearer);
-        if !target::is_valid_header_value(bearer) {
-            self.faults.push(ConfigError::InvalidHeaderValue {
-                variable: variable.clone(),
-                header: "Authorization".to_owned(),
-            });
+        self.authorization(&Authorization::bearer(bearer), headers);
+    }
+
+    /// An authorization of any kind, and that `headers` does not also set `Authorization`.
+    pub(crate) fn authorization(
+        &mut self,
+        authorization: &Authorization,
+        headers: &BTreeMap<String, String>,
+    ) {
+        let names = self.names;
+        let field = |name: &str| names.authorization_field(authorization, name);
+        match authorization {
+            Authorization::Bearer { token } => {
+                self.credential(&field("token"), token.unexpanded(), self.strict, true);
+            }
+            Authorization::OAuth(oauth) => {
+                self.url(&field("redirectUrl"), &oauth.redirect_url, true);
+                if let Some(url) = &oauth.client_metadata_url {
+                    self.url(&field("clientMetadataUrl"), url, false);
+                }
+                if let Some(id) = &oauth.client_id {
+                    self.non_blank(&field("clientId"), id);
+                }
+                if let Some(secret) = &oauth.client_secret {
+                    self.credential(&field("clientSecret"), secret.unexpanded(), true, false);
+                }
+                // The pre-registered form is a pair; CIMD replaces it.
+                match (&oauth.client_id, &oauth.client_secret) {
+                    (Some(_), None) => self.faults.push(ConfigError::FieldNeedsField {
+                        variable: field("clientId"),
+                        needs: field("clientSecret"),
+                    }),
+                    (None, Some(_)) => self.faults.push(ConfigError::FieldNeedsField {
+                        variable: field("clientSecret"),
+                        needs: field("clientId"),
+                    }),
+                    _ => {}
+                }
+                if oauth.client_metadata_url.is_some() && oauth.client_id.is_some() {
+                    self.faults.push(ConfigError::ConflictingFields {
+                        variable: field("clientMetadataUrl"),
+                        other: field("clientId"),
+                    });
+                }
+                if let Some(scope) = &oauth.scope {
+                    self.non_blank(&field("scope"), scope);
+                }
+            }
+            Authorization::ClientCredentials(grant) => {
+                self.non_blank(&field("clientId"), &grant.client_id);
+                self.credential(
+                    &field("clientSecret"),
+                    grant.client_secret.unexpanded(),
+                    true,
+                    false,
+                );
+                if let Some(scope) = &grant.scope {
+                    self.non_blank(&field("scope"), scope);
+                }
+                if let Some(issuer) = &grant.issuer {
+                    self.url(&field("issuer"), issuer, false);
+                }
+            }
         }
-        self.expandable(&variable, bearer);
         if let Some(header) = headers
             .keys()
             .find(|name| name.eq_ignore_ascii_case("authorization"))
         {
             self.faults
                 .push(ConfigError::BearerWithAuthorizationHeader {
-                    variable,
-                    headers_variable: self.names.companion(Suffix::Headers),
+                    variable: names.authorization(authorization),
+                    headers_variable: names.companion(Suffix::Headers),
                     header: header.clone(),
                 });
         }

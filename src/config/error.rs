@@ -301,6 +301,143 @@ pub enum ConfigError {
         /// The valid beginning of the name; the rest is not shown in case it is a pasted secret.
         shown: String,
     },
+
+    /// A credential field that is not exactly one `${NAME}` reference.
+    #[error(
+        "{variable} must be exactly one ${{NAME}} reference, such as ${{API_TOKEN}}, naming the \
+         service environment variable that holds the credential: put the credential in the \
+         service environment and refer to it instead of writing it here"
+    )]
+    CredentialNotReference {
+        /// The credential field or variable.
+        variable: String,
+    },
+
+    /// A global service control (`PLURNK_MCP_ENABLED`, a timeout, ...) in a client configuration overlay.
+    #[error(
+        "{variable} is a service control, which a client configuration overlay cannot set: \
+         remove it from the overlay (only the service environment sets it)"
+    )]
+    ServiceControlInOverlay {
+        /// The overlay key.
+        variable: String,
+    },
+
+    /// A configuration overlay key outside the `PLURNK_MCP_` namespace.
+    #[error(
+        "\"{shown}\" is not a PLURNK_MCP_ variable, and a configuration overlay holds only \
+         PLURNK_MCP_<SERVER> settings: remove it, or spell its prefix PLURNK_MCP_ in upper case"
+    )]
+    NotInNamespace {
+        /// The valid beginning of the key; the rest is not shown in case it is a pasted secret.
+        shown: String,
+    },
+
+    /// A JSON field that the closed shape does not have.
+    #[error("{variable} has no field \"{field}\": use only {allowed}")]
+    UnknownField {
+        /// The object holding the field.
+        variable: String,
+        /// The valid beginning of the field name.
+        field: String,
+        /// The fields that are allowed here.
+        allowed: String,
+    },
+
+    /// A required JSON field that is absent.
+    #[error("{variable} needs the field \"{field}\": add it")]
+    MissingField {
+        /// The object lacking the field.
+        variable: String,
+        /// The field.
+        field: &'static str,
+    },
+
+    /// Options naming the alias, target or transport, which the action itself gives.
+    #[error(
+        "{variable} cannot set \"{field}\": the alias, target and transport come from the action \
+         itself, so remove \"{field}\" from the options"
+    )]
+    RepeatedInOptions {
+        /// The options.
+        variable: String,
+        /// The field.
+        field: String,
+    },
+
+    /// A field that is only meaningful together with another.
+    #[error("{variable} is set without {needs}: set both or neither")]
+    FieldNeedsField {
+        /// The field that is set.
+        variable: String,
+        /// The field it needs.
+        needs: String,
+    },
+
+    /// Two fields that exclude each other.
+    #[error("{variable} and {other} cannot both be set: keep only one of them")]
+    ConflictingFields {
+        /// One field.
+        variable: String,
+        /// The other.
+        other: String,
+    },
+
+    /// A URL field (other than a target) that is not an absolute URL of the kind needed.
+    #[error("{variable} must be {expected}: fix it")]
+    InvalidUrl {
+        /// The field.
+        variable: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+
+    /// A stdio command that is an absolute http(s) URL, which would select the http transport.
+    #[error(
+        "{variable} is an absolute http(s) URL, which selects the http transport rather than a \
+         stdio executable: make the server http with this as its url"
+    )]
+    UrlAsCommand {
+        /// The command field.
+        variable: String,
+    },
+
+    /// A cascade layer without a target, over no lower definition.
+    #[error(
+        "{variable} specializes server \"{server}\", which has no definition below it to \
+         specialize: give the server a target first (in the service environment, with add, or \
+         as PLURNK_MCP_<SERVER> in the overlay)"
+    )]
+    NothingToSpecialize {
+        /// The specializing setting.
+        variable: String,
+        /// The server.
+        server: String,
+    },
+
+    /// A cascade layer for another server than the rest.
+    #[error(
+        "{variable} is for server \"{name}\", not \"{expected}\": resolve each server's layers \
+         separately"
+    )]
+    AliasMismatch {
+        /// The layer.
+        variable: String,
+        /// The server it is for.
+        name: String,
+        /// The server the other layers are for.
+        expected: String,
+    },
+
+    /// A cascade with no layer that gives a definition.
+    #[error(
+        "{variable} has no layer that defines the server: pass a service, workspace or overlay \
+         definition"
+    )]
+    NoDefinition {
+        /// The cascade.
+        variable: String,
+    },
 }
 
 impl ConfigError {
@@ -330,7 +467,20 @@ impl ConfigError {
             | Self::InvalidHeaderName { variable, .. }
             | Self::ReservedHeader { variable, .. }
             | Self::InvalidHeaderValue { variable, .. }
-            | Self::InvalidEnvName { variable, .. } => variable,
+            | Self::InvalidEnvName { variable, .. }
+            | Self::CredentialNotReference { variable }
+            | Self::ServiceControlInOverlay { variable }
+            | Self::UnknownField { variable, .. }
+            | Self::MissingField { variable, .. }
+            | Self::RepeatedInOptions { variable, .. }
+            | Self::FieldNeedsField { variable, .. }
+            | Self::ConflictingFields { variable, .. }
+            | Self::InvalidUrl { variable, .. }
+            | Self::UrlAsCommand { variable }
+            | Self::NothingToSpecialize { variable, .. }
+            | Self::AliasMismatch { variable, .. }
+            | Self::NoDefinition { variable } => variable,
+            Self::NotInNamespace { shown } => shown,
             Self::DuplicateSetting { variables, .. } => {
                 variables.first().map_or("", String::as_str)
             }

@@ -12,7 +12,11 @@ pub(crate) const STRING_MAP: &str =
 
 /// Parses JSON without letting serde_json's messages through: its type errors
 /// quote the offending value, which may be a secret.
-fn parse(variable: &str, raw: &str, expected: &'static str) -> Result<Value, ConfigError> {
+pub(crate) fn parse(
+    variable: &str,
+    raw: &str,
+    expected: &'static str,
+) -> Result<Value, ConfigError> {
     serde_json::from_str(raw).map_err(|err| ConfigError::InvalidJson {
         variable: variable.to_owned(),
         expected,
@@ -24,7 +28,7 @@ fn parse(variable: &str, raw: &str, expected: &'static str) -> Result<Value, Con
     })
 }
 
-fn kind(value: &Value) -> &'static str {
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

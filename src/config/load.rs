@@ -5,9 +5,10 @@ use std::ops::Range;
 use std::time::Duration;
 
 use super::HostConfig;
+use super::authorization::Authorization;
 use super::definition::{
-    Checker, DefinitionParts, HttpDefinition, Secret, ServerDefinition, SettingNames,
-    StdioDefinition, Transport, TransportKind, check_alias, check_name_list, target_fault,
+    Checker, DefinitionParts, HttpDefinition, ServerDefinition, SettingNames, StdioDefinition,
+    Transport, TransportKind, check_alias, check_name_list, target_fault,
 };
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigErrors};
@@ -20,7 +21,7 @@ use super::target;
 
 /// The companion variables found for one declared server.
 #[derive(Default)]
-struct Companions<'a> {
+pub(crate) struct Companions<'a> {
     /// `_ARGS`, `_CWD`, ... `_SUMMARY` (the server's own), by the key as written.
     by_suffix: BTreeMap<Suffix, &'a str>,
     /// `_<tool>_SUMMARY`, by [`tool_summary_key`], with the key as written.
@@ -28,17 +29,55 @@ struct Companions<'a> {
 }
 
 /// A key that ends in a companion suffix, before it is matched to a server.
-struct CompanionKey<'a> {
-    key: &'a str,
-    folded: &'a str,
-    suffix: Suffix,
+pub(crate) struct CompanionKey<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) folded: String,
+    pub(crate) suffix: Suffix,
     /// Length of the folded key before `-<suffix word>`.
-    stem_len: usize,
+    pub(crate) stem_len: usize,
+}
+
+impl CompanionKey<'_> {
+    /// The folded key before `-<suffix word>`.
+    pub(crate) fn stem(&self) -> &str {
+        &self.folded[..self.stem_len]
+    }
+}
+
+/// What one pass over a variable map finds in the `PLURNK_MCP_` namespace.
+pub(crate) struct Scan<'a> {
+    /// The global settings, by the key as written.
+    pub(crate) globals: BTreeMap<Global, &'a str>,
+    /// Declared servers: folded alias to the target's key as written.
+    pub(crate) declared: BTreeMap<String, &'a str>,
+    /// The companions of declared servers.
+    attached: BTreeMap<String, Companions<'a>>,
+    /// Companions that no declared server claims.
+    pub(crate) unattached: Vec<CompanionKey<'a>>,
 }
 
 pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
     let mut faults = Vec::new();
+    let scan = scan(&env, &mut faults);
+    for companion in &scan.unattached {
+        faults.push(unattached(companion));
+    }
+    let servers = read_servers(&env, &scan, Some(&env), &mut faults);
+    let Scan {
+        globals, declared, ..
+    } = scan;
+    let declared: BTreeSet<String> = declared.into_keys().collect();
+    let globals: BTreeMap<Global, String> = globals
+        .into_iter()
+        .map(|(global, key)| (global, key.to_owned()))
+        .collect();
+    finish(env, servers, &globals, &declared, faults)
+}
 
+/// Finds every global, declared server and companion in `env`'s
+/// `PLURNK_MCP_` keys, attaching each companion it can to its server.
+/// Reports duplicates after folding and unusable server names.
+pub(crate) fn scan<'a>(env: &'a Environment, faults: &mut Vec<ConfigError>) -> Scan<'a> {
     // Group our keys by their folded form: keys that fold alike set one thing, so
     // more than one in a group is a duplicate, reported once for the group.
     let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
@@ -49,14 +88,14 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
     }
 
     let mut globals: BTreeMap<Global, &str> = BTreeMap::new();
-    let mut declared: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut declared: BTreeMap<String, &str> = BTreeMap::new();
     let mut companion_keys = Vec::new();
-    for (folded, keys) in &groups {
+    for (folded, keys) in groups {
         let Some(&key) = keys.first() else { continue };
-        let what = if let Some(global) = Global::from_folded(folded) {
+        let what = if let Some(global) = Global::from_folded(&folded) {
             globals.insert(global, key);
             format!("setting {}", global.variable())
-        } else if let Some((suffix, stem_len)) = Suffix::split(folded) {
+        } else if let Some((suffix, stem_len)) = Suffix::split(&folded) {
             companion_keys.push(CompanionKey {
                 key,
                 folded,
@@ -65,8 +104,9 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
             });
             format!("{} companion", suffix.upper())
         } else {
+            let what = format!("server \"{folded}\"");
             declared.insert(folded, key);
-            format!("server \"{folded}\"")
+            what
         };
         if keys.len() > 1 {
             faults.push(ConfigError::DuplicateSetting {
@@ -79,16 +119,17 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
     // A declared key never ends in a companion word and never folds to a global
     // (those were sorted out above), so only the syntax can be wrong here.
     for (alias, key) in &declared {
-        check_alias(key, alias, &mut faults);
+        check_alias(key, alias, faults);
     }
 
-    let mut attached: BTreeMap<&str, Companions<'_>> = BTreeMap::new();
-    for companion in &companion_keys {
-        let Some((alias, tool)) = resolve(companion, &declared) else {
-            faults.push(unattached(companion));
+    let mut attached: BTreeMap<String, Companions<'_>> = BTreeMap::new();
+    let mut unattached = Vec::new();
+    for companion in companion_keys {
+        let Some((alias, tool)) = resolve(&companion, &declared) else {
+            unattached.push(companion);
             continue;
         };
-        let found = attached.entry(alias).or_default();
+        let found = attached.entry(alias.to_owned()).or_default();
         match tool {
             None => {
                 found.by_suffix.insert(companion.suffix, companion.key);
@@ -108,19 +149,48 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
         }
     }
 
+    Scan {
+        globals,
+        declared,
+        attached,
+        unattached,
+    }
+}
+
+/// Reads every declared server with a usable name. `references` is what
+/// `${NAME}` must resolve against: the map itself for the service
+/// environment, nothing (syntax only) for a client overlay.
+pub(crate) fn read_servers(
+    env: &Environment,
+    scan: &Scan<'_>,
+    references: Option<&Environment>,
+    faults: &mut Vec<ConfigError>,
+) -> BTreeMap<String, ServerDefinition> {
     let mut servers = BTreeMap::new();
-    for (alias, key) in &declared {
+    let empty = Companions::default();
+    for (alias, key) in &scan.declared {
         if !is_alias_syntax(alias) {
             continue;
         }
-        let companions = attached.remove(alias).unwrap_or_default();
-        if let Some(definition) = load_server(&env, alias, key, &companions, &mut faults) {
-            servers.insert((*alias).to_owned(), definition);
+        let companions = scan.attached.get(alias).unwrap_or(&empty);
+        let server = load_server(env, references, alias, key, companions, faults);
+        if let Some(definition) = server {
+            servers.insert(alias.clone(), definition);
         }
     }
+    servers
+}
 
+/// Reads the service controls and assembles the configuration.
+fn finish(
+    env: Environment,
+    servers: BTreeMap<String, ServerDefinition>,
+    globals: &BTreeMap<Global, String>,
+    declared: &BTreeSet<String>,
+    mut faults: Vec<ConfigError>,
+) -> Result<HostConfig, ConfigErrors> {
     let timeout = |global: Global, default: Duration, faults: &mut Vec<ConfigError>| {
-        read_timeout(&env, globals.get(&global).copied(), faults).unwrap_or(default)
+        read_timeout(&env, globals.get(&global).map(String::as_str), faults).unwrap_or(default)
     };
     let connect_timeout = timeout(
         Global::ConnectTimeout,
@@ -137,7 +207,7 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
         HostConfig::DEFAULT_DISCOVER_TIMEOUT,
         &mut faults,
     );
-    let (enabled, expanded) = read_enabled_and_expanded(&env, &globals, &declared, &mut faults);
+    let (enabled, expanded) = read_enabled_and_expanded(&env, globals, declared, &mut faults);
 
     // Sorting by variable groups each variable's faults together; the sort is
     // stable, so within a variable they keep the order they were found in.
@@ -163,9 +233,9 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
 /// `GITHUB_ENTERPRISE_SUMMARY` is `github-enterprise`'s own summary.
 fn resolve<'d>(
     companion: &CompanionKey<'_>,
-    declared: &BTreeMap<&'d str, &str>,
+    declared: &'d BTreeMap<String, &str>,
 ) -> Option<(&'d str, Option<Range<usize>>)> {
-    let stem = &companion.folded[..companion.stem_len];
+    let stem = companion.stem();
     if let Some((alias, _)) = declared.get_key_value(stem) {
         return Some((alias, None));
     }
@@ -178,13 +248,13 @@ fn resolve<'d>(
             return None;
         }
         let (alias, _) = declared.get_key_value(&stem[..i])?;
-        Some((*alias, Some(tool)))
+        Some((alias.as_str(), Some(tool)))
     })
 }
 
 /// The fault for a companion that no declared server claims.
-fn unattached(companion: &CompanionKey<'_>) -> ConfigError {
-    let stem = &companion.folded[..companion.stem_len];
+pub(crate) fn unattached(companion: &CompanionKey<'_>) -> ConfigError {
+    let stem = companion.stem();
     if RESERVED_ALIASES.contains(&stem) {
         ConfigError::ReservedName {
             variable: companion.key.to_owned(),
@@ -207,6 +277,7 @@ fn unattached(companion: &CompanionKey<'_>) -> ConfigError {
 /// when any fault was found, and reading on finds the remaining faults.
 fn load_server(
     env: &Environment,
+    references: Option<&Environment>,
     alias: &str,
     key: &str,
     companions: &Companions<'_>,
@@ -220,7 +291,7 @@ fn load_server(
             None
         }
     };
-    let mut names = SettingNames::written(key);
+    let mut names = SettingNames::written(alias, key);
     for (suffix, variable) in &companions.by_suffix {
         names.set_companion(*suffix, variable);
     }
@@ -254,7 +325,10 @@ fn load_server(
         })
         .collect();
 
-    let mut checker = Checker::new(&names, Some(env));
+    // Outside the service environment (a client overlay) every credential
+    // must be a reference, which only the service resolves.
+    let strict = references.is_none();
+    let mut checker = Checker::new(&names, references).strict(strict);
     let transport = match kind {
         Some(TransportKind::Stdio) => Some(Transport::Stdio(StdioDefinition {
             command: target.to_owned(),
@@ -264,7 +338,7 @@ fn load_server(
         })),
         Some(TransportKind::Http) => Some(Transport::Http(HttpDefinition {
             url: target.to_owned(),
-            bearer: bearer.map(Secret::new),
+            authorization: bearer.map(Authorization::bearer),
             headers: headers.unwrap_or_default(),
         })),
         None => {
@@ -348,16 +422,20 @@ impl<'a> Reader<'a, '_> {
 /// declared, every expanded name enabled.
 fn read_enabled_and_expanded(
     env: &Environment,
-    globals: &BTreeMap<Global, &str>,
-    declared: &BTreeMap<&str, &str>,
+    globals: &BTreeMap<Global, String>,
+    declared: &BTreeSet<String>,
     faults: &mut Vec<ConfigError>,
 ) -> (BTreeSet<String>, BTreeSet<String>) {
     // Servers whose declaration was faulty still count as declared here, so a
     // bad name is reported once rather than again from PLURNK_MCP_ENABLED.
-    let enabled_list = alias_list(env, globals.get(&Global::Enabled).copied(), faults);
+    let enabled_list = alias_list(
+        env,
+        globals.get(&Global::Enabled).map(String::as_str),
+        faults,
+    );
     if let Some((key, list)) = &enabled_list {
         for alias in list {
-            if !declared.contains_key(alias.as_str()) {
+            if !declared.contains(alias.as_str()) {
                 faults.push(ConfigError::UnknownServer {
                     variable: (*key).to_owned(),
                     alias: alias.clone(),
@@ -370,7 +448,11 @@ fn read_enabled_and_expanded(
         .map(|(_, list)| list.iter().cloned().collect())
         .unwrap_or_default();
 
-    let expanded_list = alias_list(env, globals.get(&Global::Expanded).copied(), faults);
+    let expanded_list = alias_list(
+        env,
+        globals.get(&Global::Expanded).map(String::as_str),
+        faults,
+    );
     // An unreadable PLURNK_MCP_ENABLED was reported already; don't pile on.
     let enabled_readable = globals
         .get(&Global::Enabled)

@@ -4,6 +4,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use super::authorization::{
+    Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization,
+};
 use super::definition::{Bare, RedactedValues, ServerDefinition, SettingNames, Transport};
 use super::environment::Environment;
 use super::error::ConfigError;
@@ -22,6 +25,10 @@ pub struct PreparedServer {
     pub alias: String,
     /// The expanded connection parameters.
     pub transport: PreparedTransport,
+    /// An OAuth or client-credentials authorization with its secret expanded,
+    /// for the connection to run the flow. `None` for no authorization and for
+    /// a bearer, which is already an `Authorization` header in `transport`.
+    pub authorization: Option<PreparedAuthorization>,
     /// The authored server summary, expanded.
     pub summary: Option<String>,
     /// Authored tool summaries, expanded, keyed by [`tool_summary_key`](super::tool_summary_key).
@@ -66,6 +73,7 @@ impl ServerDefinition {
     /// value that gained a line break.
     pub fn prepare(&self, env: &Environment) -> Result<PreparedServer, ConfigError> {
         let names = SettingNames::canonical(self.alias());
+        let mut authorization = None;
         let transport = match self.transport() {
             Transport::Stdio(stdio) => {
                 let command = non_empty(env, names.target(), &stdio.command)?;
@@ -117,14 +125,25 @@ impl ServerDefinition {
                         header_value(&headers_variable, name, value)
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                if let Some(bearer) = &http.bearer {
-                    let variable = names.companion(Suffix::Bearer);
-                    let token = non_empty(env, &variable, bearer.unexpanded())?;
-                    headers.push(header_value(
-                        &variable,
-                        "Authorization",
-                        format!("Bearer {token}"),
-                    )?);
+                match &http.authorization {
+                    None => {}
+                    Some(Authorization::Bearer { token }) => {
+                        let variable = names.companion(Suffix::Bearer);
+                        let token = non_empty(env, &variable, token.unexpanded())?;
+                        headers.push(header_value(
+                            &variable,
+                            "Authorization",
+                            format!("Bearer {token}"),
+                        )?);
+                    }
+                    Some(other @ Authorization::OAuth(oauth)) => {
+                        let variable = names.authorization_field(other, "clientSecret");
+                        authorization = Some(prepare_oauth(env, &variable, oauth)?);
+                    }
+                    Some(other @ Authorization::ClientCredentials(grant)) => {
+                        let variable = names.authorization_field(other, "clientSecret");
+                        authorization = Some(prepare_client_credentials(env, &variable, grant)?);
+                    }
                 }
                 PreparedTransport::Http { url, headers }
             }
@@ -146,10 +165,44 @@ impl ServerDefinition {
         Ok(PreparedServer {
             alias: self.alias().to_owned(),
             transport,
+            authorization,
             summary,
             tool_summaries,
         })
     }
+}
+
+/// Expands the client secret of an OAuth authorization.
+fn prepare_oauth(
+    env: &Environment,
+    variable: &str,
+    oauth: &OAuthAuthorization,
+) -> Result<PreparedAuthorization, ConfigError> {
+    Ok(PreparedAuthorization::OAuth {
+        redirect_url: oauth.redirect_url.clone(),
+        client_metadata_url: oauth.client_metadata_url.clone(),
+        client_id: oauth.client_id.clone(),
+        client_secret: oauth
+            .client_secret
+            .as_ref()
+            .map(|secret| non_empty(env, variable, secret.unexpanded()))
+            .transpose()?,
+        scope: oauth.scope.clone(),
+    })
+}
+
+/// Expands the client secret of a client-credentials grant.
+fn prepare_client_credentials(
+    env: &Environment,
+    variable: &str,
+    grant: &ClientCredentials,
+) -> Result<PreparedAuthorization, ConfigError> {
+    Ok(PreparedAuthorization::ClientCredentials {
+        client_id: grant.client_id.clone(),
+        client_secret: non_empty(env, variable, grant.client_secret.unexpanded())?,
+        scope: grant.scope.clone(),
+        issuer: grant.issuer.clone(),
+    })
 }
 
 /// Expands `s`, which must not come out blank.
@@ -185,6 +238,7 @@ impl fmt::Debug for PreparedServer {
         f.debug_struct("PreparedServer")
             .field("alias", &self.alias)
             .field("transport", &self.transport)
+            .field("authorization", &self.authorization)
             .field(
                 "summary",
                 &self.summary.as_ref().map(|_| Bare("<redacted>")),

@@ -124,7 +124,11 @@ fn http_server_with_companions() {
     ])
     .unwrap();
     let github = http(&config, "github");
-    assert_eq!(github.bearer, Some(Secret::new("${GH_TOKEN}")));
+    assert_eq!(github.bearer(), Some(&Secret::new("${GH_TOKEN}")));
+    assert_eq!(
+        github.authorization,
+        Some(Authorization::bearer("${GH_TOKEN}"))
+    );
     assert_eq!(github.headers["X-Toolsets"], "repos,issues");
 }
 
@@ -961,7 +965,7 @@ fn new_validates_parts_under_canonical_names() {
         "chrome-devtools",
         Transport::Http(HttpDefinition {
             url: "https://h/mcp".into(),
-            bearer: Some(Secret::new("${T}")),
+            authorization: Some(Authorization::bearer("${T}")),
             headers: BTreeMap::from([("Authorization".into(), "x".into())]),
         }),
     );

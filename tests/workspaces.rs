@@ -1,0 +1,399 @@
+//! Workspaces that remember: management actions, the cascade through `enable`, durable
+//! state in a real SQLite file, restart that rehydrates, and workspaces that never wait for
+//! each other.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use plurnk_mcp::config::{McpServerOptions, Overlay};
+use plurnk_mcp::{
+    CallOptions, Customize, Host, HostConfig, HostOptions, ServerDefinition, ServerState,
+    SqliteStore,
+};
+use serde_json::json;
+
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+/// A fresh folder under cargo's per-target temporary directory.
+fn scratch(name: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "workspaces-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// The bytes of a SQLite database and its WAL, to prove a failure wrote nothing.
+fn db_bytes(path: &Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(path).unwrap_or_default();
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    bytes.extend(std::fs::read(PathBuf::from(wal)).unwrap_or_default());
+    bytes
+}
+
+fn config(extra: &[(&str, &str)]) -> HostConfig {
+    let mut map: BTreeMap<String, String> = BTreeMap::from([
+        ("PLURNK_MCP_SVC".into(), EXE.into()),
+        (
+            "PLURNK_MCP_SVC_ARGS".into(),
+            json!(["fixture", "--name", "svc"]).to_string(),
+        ),
+        ("PLURNK_MCP_BROKEN".into(), "/nonexistent/mcp-server".into()),
+        ("PLURNK_MCP_ENABLED".into(), json!(["svc"]).to_string()),
+        ("PLURNK_MCP_CONNECT_TIMEOUT".into(), "5000".into()),
+        ("SECRET_ARG".into(), "s3cr3t-value-4711".into()),
+    ]);
+    for (key, value) in extra {
+        map.insert((*key).into(), (*value).into());
+    }
+    HostConfig::from_env(map).expect("valid test configuration")
+}
+
+async fn start(path: &Path, config: HostConfig) -> Host {
+    let store = SqliteStore::open(path).expect("the state file opens");
+    Host::start_with(
+        config,
+        HostOptions {
+            store: Some(Arc::new(store)),
+            ..HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts")
+}
+
+fn fixture_definition(alias: &str, name: &str) -> ServerDefinition {
+    let options =
+        McpServerOptions::from_json(&json!({"args": ["fixture", "--name", name]}).to_string())
+            .expect("valid options");
+    ServerDefinition::from_target(alias, EXE)
+        .and_then(|definition| definition.with_options(&options))
+        .expect("a valid definition")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_and_disabled_servers_survive_a_restart_without_their_secrets() {
+    let dir = scratch("restart");
+    let db = dir.join("state.sqlite");
+    let host = start(&db, config(&[])).await;
+    let a = host.workspace("a").await.expect("workspace a");
+    let b = host.workspace("b").await.expect("workspace b");
+    let added = a
+        .add(fixture_definition("extra", "${SECRET_ARG}"))
+        .await
+        .expect("add connects");
+    assert_eq!(added.state, ServerState::Ready);
+    // The reference was expanded for the connection: the server reports the value.
+    let name = added.negotiated.as_ref().and_then(|n| n.name.clone());
+    assert_eq!(name.as_deref(), Some("s3cr3t-value-4711"));
+    let disabled = b.disable("svc").await.expect("disable");
+    assert_eq!(disabled.state, ServerState::Disabled);
+    host.shutdown().await;
+
+    let host = start(&db, config(&[])).await;
+    let a = host.workspace("a").await.expect("workspace a");
+    let b = host.workspace("b").await.expect("workspace b");
+    let extra = a
+        .snapshot()
+        .server("extra")
+        .cloned()
+        .expect("the added server is back");
+    assert_eq!(extra.state, ServerState::Ready, "{:?}", extra.problem);
+    let echo = a
+        .call_tool(
+            "extra",
+            "echo",
+            json!({"text": "again"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("it answers");
+    assert_eq!(echo.text(), "again");
+    assert_eq!(
+        b.snapshot().server("svc").map(|s| s.state),
+        Some(ServerState::Disabled)
+    );
+    assert!(
+        b.snapshot().server("extra").is_none(),
+        "workspaces are separate"
+    );
+    assert_eq!(
+        host.default_workspace()
+            .snapshot()
+            .server("svc")
+            .map(|s| s.state),
+        Some(ServerState::Ready),
+        "the service default still holds elsewhere"
+    );
+    let summaries = a.list().await.expect("list");
+    let extra = summaries
+        .iter()
+        .find(|s| s.alias == "extra")
+        .expect("listed");
+    assert_eq!((extra.source, extra.enabled), ("workspace", true));
+    host.shutdown().await;
+
+    let bytes = db_bytes(&db);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        !text.contains("s3cr3t-value-4711"),
+        "an expanded value reached the database"
+    );
+    assert!(
+        text.contains("${SECRET_ARG}"),
+        "the unexpanded reference is what is kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_add_or_enable_changes_nothing() {
+    let dir = scratch("failing");
+    let db = dir.join("state.sqlite");
+    let host = start(&db, config(&[])).await;
+    let workspace = host.default_workspace();
+    let pid = workspace
+        .call_tool("svc", "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid")
+        .text();
+    let before_bytes = db_bytes(&db);
+    let before = workspace.snapshot();
+
+    // An unreachable target.
+    let unreachable =
+        ServerDefinition::from_target("ghost", "/nonexistent/ghost-server").expect("valid");
+    let problem = workspace
+        .add(unreachable)
+        .await
+        .expect_err("cannot connect");
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (502, "server-unavailable")
+    );
+    assert!(problem.retryable);
+    assert!(
+        problem.detail.contains("\"ghost\" (stdio)"),
+        "{}",
+        problem.detail
+    );
+    // A tool policy the server contradicts.
+    let options = McpServerOptions::from_json(r#"{"args":["fixture"],"tools":["no-such-tool"]}"#)
+        .expect("valid options");
+    let mismatch = ServerDefinition::from_target("picky", EXE)
+        .and_then(|d| d.with_options(&options))
+        .expect("valid");
+    let problem = workspace.add(mismatch).await.expect_err("policy mismatch");
+    assert_eq!(problem.status, 502);
+    assert!(
+        problem.detail.contains("no-such-tool"),
+        "{}",
+        problem.detail
+    );
+    // Options that do not fit the transport are refused before any connection work.
+    let http_args = McpServerOptions::from_json(r#"{"args":["x"]}"#).expect("parses");
+    let refused = ServerDefinition::from_target("web", "https://example.test/mcp")
+        .and_then(|d| d.with_options(&http_args));
+    assert!(refused.is_err_and(|errors| errors.to_string().contains("args")));
+    // Enabling a service server that cannot connect.
+    let problem = workspace
+        .enable("broken")
+        .await
+        .expect_err("cannot connect");
+    assert_eq!(problem.status, 502);
+    // Enabling with options the cascade refuses.
+    let bad = Customize {
+        options: Some(McpServerOptions::from_json(r#"{"headers":{"x":"y"}}"#).expect("parses")),
+        ..Customize::default()
+    };
+    let problem = workspace
+        .enable_with("svc", bad)
+        .await
+        .expect_err("headers on stdio");
+    assert_eq!(problem.status, 400);
+
+    assert_eq!(
+        db_bytes(&db),
+        before_bytes,
+        "the database bytes are unchanged"
+    );
+    let after = workspace.snapshot();
+    assert_eq!(after.servers, before.servers, "the snapshot is unchanged");
+    assert_eq!(
+        after.server("broken").map(|s| s.state),
+        Some(ServerState::Disabled)
+    );
+    let pid_after = workspace
+        .call_tool("svc", "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid")
+        .text();
+    assert_eq!(pid, pid_after, "the other attachment was not touched");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_action_answers_with_its_problem_shape() {
+    let dir = scratch("problems");
+    let host = start(&dir.join("state.sqlite"), config(&[])).await;
+    let workspace = host.default_workspace();
+    for problem in [
+        workspace.enable("nobody").await.expect_err("unknown"),
+        workspace.disable("nobody").await.expect_err("unknown"),
+        workspace.remove("nobody").await.expect_err("unknown"),
+    ] {
+        assert_eq!(
+            (problem.status, problem.kind.as_str()),
+            (404, "unknown-server")
+        );
+        assert!(problem.detail.contains("\"nobody\""), "{}", problem.detail);
+    }
+    let problem = workspace
+        .add(fixture_definition("svc", "svc"))
+        .await
+        .expect_err("an existing alias");
+    assert_eq!(problem.status, 409);
+    let problem = workspace.remove("svc").await.expect_err("a service server");
+    assert_eq!(problem.status, 409);
+    assert!(
+        problem.detail.contains("disable it instead"),
+        "{}",
+        problem.detail
+    );
+    // Already enabled and connected: a no-op.
+    let same = workspace.enable("svc").await.expect("no-op");
+    assert_eq!(same.state, ServerState::Ready);
+    // Already disabled: a no-op too.
+    workspace.disable("broken").await.expect("no-op");
+    // Enabled with another definition: disable first.
+    let other = Customize {
+        options: Some(
+            McpServerOptions::from_json(r#"{"args":["fixture","--name","other"]}"#)
+                .expect("parses"),
+        ),
+        ..Customize::default()
+    };
+    let problem = workspace
+        .enable_with("svc", other)
+        .await
+        .expect_err("conflict");
+    assert_eq!(problem.status, 409);
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customized_enable_specializes_and_remove_reveals_the_service_definition() {
+    let dir = scratch("cascade");
+    let db = dir.join("state.sqlite");
+    let host = start(&db, config(&[("PLURNK_MCP_ENABLED", "[]")])).await;
+    let workspace = host.workspace("w").await.expect("workspace");
+    // The overlay (client configuration, environment syntax) renames; options restrict tools.
+    let overlay = Overlay::from_env_map(BTreeMap::from([(
+        "PLURNK_MCP_SVC_ARGS".to_owned(),
+        json!(["fixture", "--name", "from-overlay"]).to_string(),
+    )]))
+    .expect("a valid overlay");
+    let customize = Customize {
+        overlay: overlay.server("svc"),
+        options: Some(McpServerOptions::from_json(r#"{"tools":["echo"]}"#).expect("parses")),
+    };
+    let enabled = workspace
+        .enable_with("svc", customize)
+        .await
+        .expect("enable");
+    assert_eq!(enabled.state, ServerState::Ready);
+    let names: Vec<&str> = enabled.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["echo"], "options replace the tool list");
+    assert_eq!(
+        enabled.negotiated.as_ref().and_then(|n| n.name.as_deref()),
+        Some("from-overlay"),
+        "the overlay's arguments replaced the service's"
+    );
+    let listed = workspace.list().await.expect("list");
+    let svc = listed.iter().find(|s| s.alias == "svc").expect("listed");
+    assert_eq!(svc.source, "specialized");
+    host.shutdown().await;
+
+    // The specialization is durable.
+    let host = start(&db, config(&[("PLURNK_MCP_ENABLED", "[]")])).await;
+    let workspace = host.workspace("w").await.expect("workspace");
+    let svc = workspace.snapshot().server("svc").cloned().expect("svc");
+    assert_eq!(svc.state, ServerState::Ready);
+    assert_eq!(svc.tools.len(), 1);
+    // Removing it reveals the service definition, disabled.
+    let removed = workspace
+        .remove("svc")
+        .await
+        .expect("remove the specialization");
+    assert_eq!(removed.state, ServerState::Disabled);
+    let listed = workspace.list().await.expect("list");
+    let svc = listed
+        .iter()
+        .find(|s| s.alias == "svc")
+        .expect("still listed");
+    assert_eq!((svc.source, svc.enabled), ("service", false));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_server_in_one_workspace_never_delays_another() {
+    let dir = scratch("independent");
+    let host = start(
+        &dir.join("state.sqlite"),
+        config(&[("PLURNK_MCP_CONNECT_TIMEOUT", "8000")]),
+    )
+    .await;
+    let a = host.workspace("a").await.expect("a");
+    let b = host.workspace("b").await.expect("b");
+    // A server that never answers: its enable in A takes the whole connect timeout.
+    let hang = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            let options = McpServerOptions::from_json(r#"{"args":["30"]}"#).expect("parses");
+            let silent = ServerDefinition::from_target("silent", "/bin/sleep")
+                .and_then(|d| d.with_options(&options))
+                .expect("valid");
+            a.add(silent).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let bound = Duration::from_secs(2);
+    let started = Instant::now();
+    let listed = b.list().await.expect("list in b");
+    assert!(!listed.is_empty());
+    b.disable("svc").await.expect("disable in b");
+    b.enable("svc").await.expect("enable in b");
+    let echo = b
+        .call_tool("svc", "echo", json!({"text": "b"}), CallOptions::default())
+        .await
+        .expect("a call in b");
+    assert_eq!(echo.text(), "b");
+    // A's own mailbox is not blocked either.
+    a.list().await.expect("list in a");
+    let elapsed = started.elapsed();
+    assert!(elapsed < bound, "workspace b waited {elapsed:?} behind a");
+    assert!(
+        !hang.is_finished(),
+        "the hanging add was still connecting meanwhile"
+    );
+    host.shutdown().await;
+    let _ = hang.await;
+}
+
+#[tokio::test]
+async fn a_newer_or_foreign_state_file_is_refused_untouched() {
+    let dir = scratch("refuse");
+    let garbage = dir.join("garbage.sqlite");
+    std::fs::write(&garbage, b"this is not a database at all, not even close").expect("write");
+    let before = std::fs::read(&garbage).expect("read");
+    let error = SqliteStore::open(&garbage).expect_err("refused");
+    assert!(error.to_string().contains("garbage.sqlite"), "{error}");
+    assert_eq!(std::fs::read(&garbage).expect("read"), before);
+}
