@@ -817,10 +817,25 @@ impl Workspace {
     /// Every available server of this workspace — service, specialized and added, enabled or
     /// not — sorted by alias, with its state and what it publishes. No credential value.
     pub async fn list(&self) -> Result<Vec<ServerSummary>, Problem> {
+        self.list_with(None).await
+    }
+
+    /// [`list`](Self::list), with a client's configuration overlay: servers only the overlay
+    /// defines are shown too, disabled, with source `client` (neither connected nor kept).
+    pub async fn list_with(
+        &self,
+        overlay: Option<&crate::config::Overlay>,
+    ) -> Result<Vec<ServerSummary>, Problem> {
         let Some(actor) = &self.actor else {
             return Err(Problem::shutting_down());
         };
-        match actor.call(|reply| WorkspaceMsg::List { reply }, None).await {
+        let client: Vec<ServerDefinition> = overlay
+            .map(|overlay| overlay.definitions().values().cloned().collect())
+            .unwrap_or_default();
+        match actor
+            .call(|reply| WorkspaceMsg::List { client, reply }, None)
+            .await
+        {
             Ok(ractor::rpc::CallResult::Success(summaries)) => Ok(summaries),
             _ => Err(Problem::shutting_down()),
         }

@@ -69,6 +69,15 @@ pub trait Store: Send + Sync + 'static {
     /// The backing file cannot be written; nothing changed.
     fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError>;
 
+    /// [`put_server`](Store::put_server) and [`set_enabled`](Store::set_enabled) as one
+    /// write: an added or specialized server is never durable without its enabledness.
+    fn put_server_enabled(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError>;
+
     /// Drops the server record *and* the enabledness override of `alias` in `workspace`, so
     /// the alias falls back to its service definition and default, or disappears. Removing an
     /// alias the workspace holds nothing for is not an error: deciding whether that is a

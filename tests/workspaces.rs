@@ -319,6 +319,25 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
     let listed = workspace.list().await.expect("list");
     let svc = listed.iter().find(|s| s.alias == "svc").expect("listed");
     assert_eq!(svc.source, "specialized");
+    // A server only the client's overlay defines is shown, disabled, and goes nowhere.
+    let carried = Overlay::from_env_map(BTreeMap::from([(
+        "PLURNK_MCP_CLIENTONLY".to_owned(),
+        "https://client.example.test/mcp".to_owned(),
+    )]))
+    .expect("overlay");
+    let listed = workspace.list_with(Some(&carried)).await.expect("list");
+    let client = listed
+        .iter()
+        .find(|s| s.alias == "clientonly")
+        .expect("shown");
+    assert_eq!(
+        (client.source, client.enabled, client.state),
+        ("client", false, ServerState::Disabled)
+    );
+    assert!(
+        workspace.snapshot().server("clientonly").is_none(),
+        "not connected"
+    );
     host.shutdown().await;
 
     // The specialization is durable.

@@ -118,6 +118,8 @@ pub(crate) enum WorkspaceMsg {
     },
     /// Summaries of every available server, sorted by alias.
     List {
+        /// Definitions a client carries in its overlay; shown, never connected or kept.
+        client: Vec<ServerDefinition>,
         reply: RpcReplyPort<Vec<ServerSummary>>,
     },
     /// Drain everything and report close failures.
@@ -360,8 +362,8 @@ impl Actor for WorkspaceActor {
                     state.attach(&myself, &alias, Origin::Candidate).await?;
                 }
             }
-            WorkspaceMsg::List { reply } => {
-                let _ = reply.send(state.summaries());
+            WorkspaceMsg::List { client, reply } => {
+                let _ = reply.send(state.summaries(&client));
             }
             WorkspaceMsg::Shutdown { reply } => {
                 state.shutdown = Some((reply, Vec::new()));
@@ -566,9 +568,9 @@ impl WorkspaceState {
                     RecordSource::Specialized
                 },
             };
-            store
-                .put_server(&self.name, &record)
-                .map_err(|error| state_problem(alias, &error))?;
+            return store
+                .put_server_enabled(&self.name, &record, true)
+                .map_err(|error| state_problem(alias, &error));
         }
         store
             .set_enabled(&self.name, alias, true)
@@ -864,8 +866,9 @@ impl WorkspaceState {
         }
     }
 
-    fn summaries(&self) -> Vec<ServerSummary> {
-        self.entries
+    fn summaries(&self, client: &[ServerDefinition]) -> Vec<ServerSummary> {
+        let mut summaries: Vec<ServerSummary> = self
+            .entries
             .iter()
             .map(|(alias, entry)| {
                 let server = self
@@ -898,7 +901,35 @@ impl WorkspaceState {
                     definition,
                 }
             })
-            .collect()
+            .collect();
+        // A client-only definition is shown disabled with source `client`; carrying it
+        // neither connects nor persists it.
+        for definition in client {
+            if self.entries.contains_key(definition.alias()) {
+                continue;
+            }
+            let rendered = serde_json::to_value(definition).unwrap_or_default();
+            summaries.push(ServerSummary {
+                alias: definition.alias().to_owned(),
+                source: "client",
+                target: rendered
+                    .get("command")
+                    .or_else(|| rendered.get("url"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                transport: definition.transport().kind(),
+                enabled: false,
+                state: ServerState::Disabled,
+                problem: None,
+                negotiated: None,
+                tools: Vec::new(),
+                read: definition.read().to_vec(),
+                definition: rendered,
+            });
+        }
+        summaries.sort_by(|a, b| a.alias.cmp(&b.alias));
+        summaries
     }
 
     /// Builds and swaps in a new snapshot: the one place a workspace's view changes.

@@ -46,6 +46,20 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn put_server_enabled(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        check_definition(workspace, record)?;
+        let mut workspaces = self.lock();
+        let entry = workspaces.entry(workspace.to_owned()).or_default();
+        entry.servers.insert(record.alias.clone(), record.clone());
+        entry.enabled.insert(record.alias.clone(), enabled);
+        Ok(())
+    }
+
     fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError> {
         self.lock()
             .entry(workspace.to_owned())

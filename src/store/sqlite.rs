@@ -201,6 +201,35 @@ impl Store for SqliteStore {
         })
     }
 
+    fn put_server_enabled(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        check_definition(workspace, record)?;
+        let definition = record.definition.to_string();
+        let action = format!(
+            "save and enable server \"{}\" of workspace \"{workspace}\"",
+            record.alias
+        );
+        self.write(action, |tx| {
+            ensure_workspace(tx, workspace)?;
+            tx.execute(
+                "INSERT INTO server (workspace, alias, source, definition) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (workspace, alias)
+                 DO UPDATE SET source = excluded.source, definition = excluded.definition",
+                params![workspace, record.alias, record.source.as_str(), definition],
+            )?;
+            tx.execute(
+                "INSERT INTO enabledness (workspace, alias, enabled) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (workspace, alias) DO UPDATE SET enabled = excluded.enabled",
+                params![workspace, record.alias, enabled],
+            )?;
+            Ok(())
+        })
+    }
+
     fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError> {
         let verb = if enabled { "enable" } else { "disable" };
         let action = format!("{verb} server \"{alias}\" of workspace \"{workspace}\"");

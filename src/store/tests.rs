@@ -183,9 +183,34 @@ both_stores!(
     literal_credentials_are_refused_and_change_nothing,
     display_forms_with_redacted_values_are_refused_and_change_nothing,
     references_are_stored_exactly_as_given,
+    put_server_enabled_writes_both_or_neither,
 );
 
 // === the behavioural suite ===
+
+fn put_server_enabled_writes_both_or_neither(h: &dyn Harness) {
+    let s = h.store();
+    s.put_server_enabled("a", &stdio("local"), true).unwrap();
+    assert_eq!(
+        s.load().unwrap(),
+        BTreeMap::from([(
+            "a".to_owned(),
+            workspace([stdio("local")], [("local", true)])
+        )])
+    );
+    // A refused record writes neither half.
+    assert!(
+        s.put_server_enabled("a", &bearer("github", "literal-token"), true)
+            .is_err()
+    );
+    assert_eq!(
+        s.load().unwrap(),
+        BTreeMap::from([(
+            "a".to_owned(),
+            workspace([stdio("local")], [("local", true)])
+        )])
+    );
+}
 
 fn a_new_store_is_empty(h: &dyn Harness) {
     assert!(h.store().load().unwrap().is_empty());
