@@ -19,8 +19,8 @@ use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
 use crate::actors::workspace::{Published, Seed, Source, WorkspaceArgs, WorkspaceMsg};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
 use crate::model::{
-    CallError, CompletionRef, InteractionHandler, Operation, Problem, ProgressSink, ServerSnapshot,
-    ServerState, ToolResult, WorkspaceSnapshot,
+    CallError, CompletionRef, InProcessConnector, InteractionHandler, Operation, Problem,
+    ProgressSink, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
 };
 use crate::protocol::{CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
@@ -109,6 +109,11 @@ pub struct ShutdownReport {
 /// Host-wide tuning that does not come from the environment.
 #[derive(Clone)]
 pub struct HostOptions {
+    /// Servers inside this process, by alias: each joins the default workspace enabled, with
+    /// transport `in-process`, beside the configured ones (an alias the configuration also
+    /// declares is a start error), and connects like stdio over the connector's streams — no
+    /// child process; closing is stream EOF.
+    pub in_process: BTreeMap<String, InProcessConnector>,
     /// Where workspaces keep what they add and enable; `None` keeps nothing.
     pub store: Option<Arc<dyn Store>>,
     /// Answers input requests (elicitation) of calls that bring no handler of their own;
@@ -126,6 +131,7 @@ pub struct HostOptions {
 impl std::fmt::Debug for HostOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostOptions")
+            .field("in_process", &self.in_process.len())
             .field("store", &self.store.is_some())
             .field("interaction", &self.interaction.is_some())
             .field("restart", &self.restart)
@@ -138,6 +144,7 @@ impl std::fmt::Debug for HostOptions {
 impl Default for HostOptions {
     fn default() -> Self {
         Self {
+            in_process: BTreeMap::new(),
             store: None,
             interaction: None,
             restart: RestartPolicy::default(),
@@ -224,6 +231,7 @@ impl Host {
             drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
             restart: options.restart,
             env: Arc::new(config.env().clone()),
+            in_process: Arc::new(options.in_process.clone()),
         });
         let (supervisor, _) = Actor::spawn(None, HostSupervisor, ())
             .await
@@ -256,6 +264,30 @@ impl Host {
         if !names.iter().any(|name| name == DEFAULT_WORKSPACE) {
             names.insert(0, DEFAULT_WORKSPACE.to_owned());
         }
+        // In-process servers join the default workspace, enabled.
+        let mut in_process_seeds = BTreeMap::new();
+        for alias in options.in_process.keys() {
+            if config.servers().contains_key(alias) {
+                return Err(StartError::State(format!(
+                    "in-process server \"{alias}\" is also configured as PLURNK_MCP_{}: give one of them another alias",
+                    alias.to_ascii_uppercase().replace('-', "_")
+                )));
+            }
+            let definition =
+                ServerDefinition::from_target(alias, "in-process").map_err(|errors| {
+                    StartError::State(format!("in-process server \"{alias}\": {errors}"))
+                })?;
+            in_process_seeds.insert(
+                alias.clone(),
+                Seed {
+                    definition: Arc::new(definition),
+                    service: None,
+                    source: Source::Service,
+                    enabled: true,
+                    specialized: false,
+                },
+            );
+        }
         let shared = Shared {
             supervisor: supervisor.clone(),
             store: options.store.clone(),
@@ -265,9 +297,12 @@ impl Host {
             interaction: options.interaction.clone(),
         };
         for name in names {
-            let definitions = seeds
+            let mut definitions = seeds
                 .remove(&name)
                 .unwrap_or_else(|| service_definitions(&config));
+            if name == DEFAULT_WORKSPACE {
+                definitions.extend(std::mem::take(&mut in_process_seeds));
+            }
             let workspace = open_workspace(&shared, &name, definitions).await?;
             workspaces.insert(name, workspace);
         }

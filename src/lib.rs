@@ -45,10 +45,10 @@ pub use host::{
     ServerSummary, ShutdownReport, StartError, Workspace,
 };
 pub use model::{
-    CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, Interaction,
-    InteractionHandler, Negotiated, Operation, Problem, Progress, ProgressSink, PromptInfo,
-    ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, ToolInfo, ToolResult,
-    TransportKind, WorkspaceSnapshot,
+    CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, InProcessConnector,
+    Interaction, InteractionHandler, Negotiated, Operation, Problem, Progress, ProgressSink,
+    PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, ToolInfo,
+    ToolResult, TransportKind, WorkspaceSnapshot,
 };
 pub use store::{
     MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord,

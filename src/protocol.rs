@@ -14,7 +14,7 @@ mod target;
 
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
-pub(crate) use connect::{ConnectOptions, Connection, Lister, connect};
+pub(crate) use connect::{ConnectOptions, Connection, Lister, Target, connect};
 pub(crate) use target::target;
 
 use rmcp::model::{

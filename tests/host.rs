@@ -979,3 +979,74 @@ async fn a_dropped_http_peer_goes_unavailable_and_comes_back_when_it_returns() {
     stop.cancel();
     let _ = task.await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_servers_join_the_default_workspace() {
+    let connector: plurnk_mcp::InProcessConnector = std::sync::Arc::new(|| {
+        let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+        let (read, write) = tokio::io::split(server_end);
+        tokio::spawn(plurnk_mcp_fixture::serve_io(
+            read,
+            write,
+            plurnk_mcp_fixture::FixtureOptions::default(),
+        ));
+        host_end
+    });
+    let in_process: BTreeMap<String, plurnk_mcp::InProcessConnector> = (0..50)
+        .map(|i| (format!("mem-{i}"), connector.clone()))
+        .collect();
+    let options = HostOptions {
+        in_process: in_process.clone(),
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(Env::new().config(), options)
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    assert_eq!(snapshot.servers.len(), 50);
+    for server in snapshot.servers.values() {
+        assert_eq!(
+            server.state,
+            ServerState::Ready,
+            "{}: {:?}",
+            server.alias,
+            server.problem
+        );
+        assert_eq!(server.transport, TransportKind::InProcess);
+        assert_eq!(
+            server.negotiated.as_ref().map(|n| n.revision.as_str()),
+            Some("2026-07-28")
+        );
+    }
+    let echo = workspace
+        .call_tool(
+            "mem-7",
+            "echo",
+            json!({"text": "inside"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("echo");
+    assert_eq!(echo.text(), "inside");
+    // Disable and enable reconnect through the connector again.
+    workspace.disable("mem-7").await.expect("disable");
+    let enabled = workspace.enable("mem-7").await.expect("enable");
+    assert_eq!(enabled.state, ServerState::Ready);
+    let report = host.shutdown().await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+
+    // An alias the configuration also declares is refused at start.
+    let clash = HostOptions {
+        in_process: BTreeMap::from([("svc".to_owned(), connector)]),
+        ..HostOptions::default()
+    };
+    let config = Env::new().stdio("svc", &[]).config();
+    let refused = Host::start_with(config, clash).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("\"svc\"")),
+        "{refused:?}"
+    );
+}

@@ -25,7 +25,6 @@ use crate::model::{
 use crate::protocol::{self, CallContext, CallPeer, ConnectOptions, Connection};
 
 /// Settings every attachment of a host shares.
-#[derive(Debug)]
 pub(crate) struct Settings {
     /// Bounds for connecting.
     pub connect: ConnectOptions,
@@ -37,6 +36,20 @@ pub(crate) struct Settings {
     pub restart: RestartPolicy,
     /// The reference environment `${NAME}` expands from.
     pub env: Arc<crate::config::Environment>,
+    /// Servers inside the embedding process, by alias.
+    pub in_process: Arc<std::collections::BTreeMap<String, crate::model::InProcessConnector>>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("connect", &self.connect)
+            .field("request_timeout", &self.request_timeout)
+            .field("drain_timeout", &self.drain_timeout)
+            .field("restart", &self.restart)
+            .field("in_process", &self.in_process.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 /// How the attachment came to be, which decides what a failed first attempt means.
@@ -327,7 +340,7 @@ impl Actor for AttachmentActor {
 
 impl AttachmentState {
     fn kind(&self) -> TransportKind {
-        self.args.definition.transport().kind()
+        kind_of(&self.args.alias, &self.args.definition, &self.args.settings)
     }
 
     fn snapshot(&self) -> ServerSnapshot {
@@ -753,12 +766,17 @@ async fn prepare(
     definition: &ServerDefinition,
     settings: &Settings,
 ) -> Result<Box<Live>, Problem> {
-    let kind = definition.transport().kind();
-    let unavailable = |detail: String| {
-        Problem::server_unavailable(format!("server \"{alias}\" ({kind}) {detail}"))
+    let label = format!(
+        "server \"{alias}\" ({})",
+        kind_of(alias, definition, settings)
+    );
+    let unavailable =
+        move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
+    let target = match settings.in_process.get(alias).cloned() {
+        Some(connector) => protocol::Target::InProcess(connector),
+        None => protocol::target(definition, &settings.env)
+            .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?,
     };
-    let target = protocol::target(definition, &settings.env)
-        .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
     let connection = protocol::connect(alias, &target, &settings.connect)
         .await
         .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
@@ -820,6 +838,15 @@ async fn refresh(
         tools: tools.into(),
         catalog,
     }))
+}
+
+/// How `alias` is reached: in-process when the embedder registered it so.
+fn kind_of(alias: &str, definition: &ServerDefinition, settings: &Settings) -> TransportKind {
+    if settings.in_process.contains_key(alias) {
+        TransportKind::InProcess
+    } else {
+        definition.transport().kind().into()
+    }
 }
 
 /// Routes only what the current snapshot publishes: an enabled tool, a listed prompt, and

@@ -434,7 +434,13 @@ impl WorkspaceState {
         let kind = self
             .entries
             .get(alias)
-            .map(|entry| entry.definition.transport().kind())
+            .map(|entry| {
+                if self.settings.in_process.contains_key(alias) {
+                    crate::model::TransportKind::InProcess
+                } else {
+                    entry.definition.transport().kind().into()
+                }
+            })
             .unwrap_or(crate::model::TransportKind::Stdio);
         ServerSnapshot {
             alias: alias.to_owned(),
@@ -918,7 +924,7 @@ impl WorkspaceState {
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or_default()
                     .to_owned(),
-                transport: definition.transport().kind(),
+                transport: definition.transport().kind().into(),
                 enabled: false,
                 state: ServerState::Disabled,
                 problem: None,

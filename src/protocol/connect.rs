@@ -28,7 +28,9 @@ use tokio_util::sync::CancellationToken;
 use super::call::{CallPeer, ProgressRoutes};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http, redact};
-use crate::model::{Catalog, InteractionHandler, Negotiated, Progress, TransportKind};
+use crate::model::{
+    Catalog, InProcessConnector, InteractionHandler, Negotiated, Progress, TransportKind,
+};
 
 /// An already expanded target: the only place expanded values live, and never printed.
 pub(crate) enum Target {
@@ -44,6 +46,8 @@ pub(crate) enum Target {
         url: String,
         headers: Vec<(String, String)>,
     },
+    /// A server inside this process.
+    InProcess(InProcessConnector),
 }
 
 impl std::fmt::Debug for Target {
@@ -51,6 +55,7 @@ impl std::fmt::Debug for Target {
         match self {
             Self::Stdio { .. } => f.write_str("Target::Stdio(<redacted>)"),
             Self::Http { .. } => f.write_str("Target::Http(<redacted>)"),
+            Self::InProcess(_) => f.write_str("Target::InProcess"),
         }
     }
 }
@@ -60,6 +65,7 @@ impl Target {
         match self {
             Self::Stdio { .. } => TransportKind::Stdio,
             Self::Http { .. } => TransportKind::Http,
+            Self::InProcess(_) => TransportKind::InProcess,
         }
     }
 
@@ -80,6 +86,7 @@ impl Target {
                 secrets.push(url.clone());
                 secrets
             }
+            Self::InProcess(_) => Vec::new(),
         }
     }
 }
@@ -359,6 +366,7 @@ fn partition(target: &Target) -> String {
     match target {
         Target::Stdio { env, .. } => env.hash(&mut hasher),
         Target::Http { headers, .. } => headers.hash(&mut hasher),
+        Target::InProcess(_) => {}
     }
     format!("auth-{:016x}", hasher.finish())
 }
@@ -478,6 +486,24 @@ async fn attempt(
             let transport = Watched {
                 inner: http::transport(url, headers, options.http_client.clone())
                     .map_err(Failure::Http)?,
+                lost: lost.clone(),
+                routes: routes.clone(),
+                changed,
+                updated,
+            };
+            let client = HostClient {
+                alias: alias.to_owned(),
+                interaction: options.interaction.clone(),
+            };
+            let (service, modern) = negotiate(client, transport, lifecycle)
+                .await
+                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            Ok((service, None, lost, modern, routes, changes, updates))
+        }
+        Target::InProcess(connector) => {
+            let (read, write) = tokio::io::split(connector());
+            let transport = Watched {
+                inner: AsyncRwTransport::new_client(read, write),
                 lost: lost.clone(),
                 routes: routes.clone(),
                 changed,
