@@ -151,8 +151,11 @@ pub const MATRIX: &[Row] = &[
         authority: "MCP 2026-07-28 ttlMs / cacheScope",
         disposition: Disposition::Partial,
         advertisement: Advertisement::Never,
-        evidence: &["resource_reads_honour_the_servers_ttl"],
-        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); catalogs are not expired by ttlMs but refreshed on list-change notifications",
+        evidence: &[
+            "resource_reads_honour_the_servers_ttl",
+            "a_tool_list_is_fetched_again_when_its_ttl_passes",
+        ],
+        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); the tool list is fetched again when its ttlMs passes (at most once a second) and on change notifications; resource and prompt lists only on notifications; a discover result's ttlMs is not used (the connection keeps its negotiation)",
     },
     Row {
         surface: "subscriptions",

@@ -151,6 +151,9 @@ enum Command {
         /// How tools/list pages: single, one-per-page, repeat-cursor, endless.
         #[arg(long, default_value = "single")]
         paging: String,
+        /// The ttlMs every tools/list page carries.
+        #[arg(long)]
+        list_ttl_ms: Option<u64>,
     },
 }
 
@@ -231,6 +234,7 @@ fn main() -> ExitCode {
                 http,
                 bearer,
                 paging,
+                list_ttl_ms,
             } => {
                 let paging = match paging.as_str() {
                     "single" => plurnk_mcp_fixture::Paging::Single,
@@ -247,6 +251,7 @@ fn main() -> ExitCode {
                     name,
                     bearer,
                     paging,
+                    list_ttl_ms,
                 };
                 cli::fixture(options, http).await
             }

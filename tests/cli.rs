@@ -239,12 +239,12 @@ fn status_tools_and_call_on_fixture_servers() {
     };
     assert_eq!(
         line("modern"),
-        ["modern", "stdio", "ready", "2026-07-28", "8"],
+        ["modern", "stdio", "ready", "2026-07-28", "9"],
         "{table}"
     );
     assert_eq!(
         line("legacy"),
-        ["legacy", "stdio", "ready", "2025-11-25", "8"],
+        ["legacy", "stdio", "ready", "2025-11-25", "9"],
         "{table}"
     );
     assert_eq!(

@@ -166,7 +166,7 @@ async fn modern_and_legacy_negotiate_over_stdio_and_http() {
         assert_eq!(
             names,
             [
-                "add", "count", "crash", "echo", "fail", "headers", "pid", "sleep"
+                "add", "count", "crash", "echo", "fail", "headers", "lists", "pid", "sleep"
             ],
             "{alias}"
         );
@@ -506,7 +506,7 @@ async fn tools_and_read_filter_the_catalog_and_set_effects() {
         snapshot.server("none").map(|s| (s.state, s.tools.len())),
         Some((ServerState::Ready, 0))
     );
-    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(8));
+    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(9));
     let wrong = snapshot.server("wrong").expect("wrong");
     assert_eq!(wrong.state, ServerState::Unavailable);
     let detail = wrong
@@ -751,7 +751,7 @@ async fn add_and_remove_workspace_servers() {
         .expect("a valid definition");
     let added = workspace.add(definition).await.expect("add connects");
     assert_eq!(added.state, ServerState::Ready);
-    assert_eq!(added.tools.len(), 8);
+    assert_eq!(added.tools.len(), 9);
     let broken = ServerDefinition::from_target("broken", "/nonexistent/server").expect("valid");
     let problem = workspace
         .add(broken)
@@ -857,7 +857,7 @@ async fn pagination_is_drained_and_a_non_converging_server_is_refused() {
     let snapshot = host.default_workspace().snapshot();
     let paged = snapshot.server("paged").expect("paged");
     assert_eq!(paged.state, ServerState::Ready);
-    assert_eq!(paged.tools.len(), 8, "every page was drained");
+    assert_eq!(paged.tools.len(), 9, "every page was drained");
     for (alias, expected) in [
         ("looping", "repeated the cursor"),
         ("endless", "more than 100 pages"),

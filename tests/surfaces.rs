@@ -1049,3 +1049,51 @@ async fn resource_updates_reach_the_events_stream() {
     );
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_FRESH", EXE.into()),
+        (
+            "PLURNK_MCP_FRESH_ARGS",
+            json!(["fixture", "--list-ttl-ms", "100"]).to_string(),
+        ),
+        ("PLURNK_MCP_STATIC", EXE.into()),
+        ("PLURNK_MCP_STATIC_ARGS", json!(["fixture"]).to_string()),
+        ("PLURNK_MCP_ENABLED", json!(["fresh", "static"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let lists = |alias: &'static str| {
+        let workspace = workspace.clone();
+        async move {
+            workspace
+                .call_tool(alias, "lists", json!({}), CallOptions::default())
+                .await
+                .map(|r| r.text().parse::<u64>().unwrap_or_default())
+                .unwrap_or_default()
+        }
+    };
+    // A 100 ms ttl is honoured no more than once a second: three lists within 5 s.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut fresh = lists("fresh").await;
+    while fresh < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        fresh = lists("fresh").await;
+    }
+    assert!(
+        fresh >= 3,
+        "the stale list was fetched again ({fresh} lists)"
+    );
+    assert_eq!(
+        lists("static").await,
+        1,
+        "a list without ttlMs waits for a change notification"
+    );
+    assert_eq!(
+        workspace.snapshot().server("fresh").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    host.shutdown().await;
+}

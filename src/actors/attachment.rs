@@ -105,6 +105,8 @@ pub(crate) enum AttachmentMsg {
         generation: u64,
         result: Result<Box<Refresh>, Problem>,
     },
+    /// The tool list of `generation` went stale (its `ttlMs` passed): list it again.
+    Expired { generation: u64, epoch: u64 },
     /// The bound for committing a refresh passed: commit it even if calls are in flight.
     RefreshDeadline { generation: u64 },
     /// The loss was examined (exit status, stderr) and the old connection closed.
@@ -129,6 +131,7 @@ pub(crate) enum AttachmentMsg {
 pub(crate) struct Refresh {
     tools: Arc<[ToolInfo]>,
     catalog: Catalog,
+    freshness: Option<Duration>,
 }
 
 /// A ready connection and what it publishes.
@@ -138,6 +141,8 @@ pub(crate) struct Live {
     tools: Arc<[ToolInfo]>,
     catalog: Catalog,
     negotiated: Negotiated,
+    /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
+    freshness: Option<Duration>,
 }
 
 enum Lifecycle {
@@ -173,6 +178,8 @@ pub(crate) struct AttachmentState {
     pending_refresh: Option<Box<Refresh>>,
     /// Calls that arrived while a refresh waited to commit; they run right after it.
     queued: VecDeque<CallRequest>,
+    /// Stamps freshness timers; only the newest counts.
+    expiry: u64,
 }
 
 /// The actor (no configuration lives here: it is all in the arguments).
@@ -208,6 +215,7 @@ impl Actor for AttachmentActor {
             refreshing: None,
             pending_refresh: None,
             queued: VecDeque::new(),
+            expiry: 0,
         })
     }
 
@@ -300,6 +308,16 @@ impl Actor for AttachmentActor {
                         Some(_) => state.refreshing = Some(true),
                         None => state.start_refresh(&myself),
                     }
+                }
+            }
+            AttachmentMsg::Expired { generation, epoch } => {
+                if generation == state.generation
+                    && epoch == state.expiry
+                    && state.draining.is_none()
+                    && state.refreshing.is_none()
+                    && matches!(state.lifecycle, Lifecycle::Ready(_))
+                {
+                    state.start_refresh(&myself);
                 }
             }
             AttachmentMsg::Refreshed { generation, result } => {
@@ -488,6 +506,7 @@ impl AttachmentState {
                 self.lifecycle = Lifecycle::Ready(live);
                 self.publish();
                 self.answer_reconnects();
+                self.schedule_expiry(myself);
             }
             Err(problem) => {
                 if first && self.args.origin == Origin::Candidate {
@@ -690,9 +709,28 @@ impl AttachmentState {
         if let Lifecycle::Ready(live) = &mut self.lifecycle {
             live.tools = refresh.tools;
             live.catalog = refresh.catalog;
+            live.freshness = refresh.freshness;
             self.publish();
         }
         self.release_queue(myself);
+        self.schedule_expiry(myself);
+    }
+
+    /// Honours the tool list's `ttlMs`: once it passes, the list is fetched again (and
+    /// committed at quiescence like any change). No sooner than a second apart; a `ttlMs`
+    /// of 0 or none leaves the catalog to list-change notifications.
+    fn schedule_expiry(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        let Lifecycle::Ready(live) = &self.lifecycle else {
+            return;
+        };
+        let Some(freshness) = live.freshness else {
+            return;
+        };
+        self.expiry += 1;
+        let (generation, epoch) = (self.generation, self.expiry);
+        myself.send_after(freshness.max(Duration::from_secs(1)), move || {
+            AttachmentMsg::Expired { generation, epoch }
+        });
     }
 
     fn release_queue(&mut self, myself: &ActorRef<AttachmentMsg>) {
@@ -781,7 +819,7 @@ async fn prepare(
         .await
         .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
     let lister = connection.lister();
-    let listed = match lister.list_tools(settings.request_timeout).await {
+    let (listed, ttl) = match lister.list_tools(settings.request_timeout).await {
         Ok(listed) => listed,
         Err(detail) => {
             close_in_background(connection, settings.connect.close_grace);
@@ -814,6 +852,7 @@ async fn prepare(
         tools: tools.into(),
         catalog,
         negotiated,
+        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
     }))
 }
 
@@ -830,13 +869,14 @@ async fn refresh(
             "server \"{alias}\" ({kind}) changed its lists and could not be listed again: {detail}"
         ))
     };
-    let listed = lister.list_tools(timeout).await.map_err(unavailable)?;
+    let (listed, ttl) = lister.list_tools(timeout).await.map_err(unavailable)?;
     let tools = protocol::apply_policy(alias, listed, definition.tools(), definition.read())
         .map_err(Problem::server_unavailable)?;
     let catalog = lister.list_catalog(timeout).await;
     Ok(Box::new(Refresh {
         tools: tools.into(),
         catalog,
+        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
     }))
 }
 

@@ -28,9 +28,11 @@ async fn drain<T>(
     timeout: Duration,
     method: &str,
     request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
-    page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
-) -> Result<Vec<T>, String> {
+    page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>, Option<u64>)>,
+) -> Result<(Vec<T>, Option<u64>), String> {
     let mut items = Vec::new();
+    // The list is fresh as long as its stalest page: None once any page gives no ttlMs.
+    let mut ttl: Option<Option<u64>> = None;
     let mut seen = HashSet::new();
     let mut cursor: Option<String> = None;
     for _page in 0..MAX_PAGES {
@@ -45,12 +47,17 @@ async fn drain<T>(
             .await_response()
             .await
             .map_err(|error| format!("{method} failed: {error}"))?;
-        let Some((batch, next)) = page(result) else {
+        let Some((batch, next, page_ttl)) = page(result) else {
             return Err(format!("{method} returned something other than its list"));
         };
         items.extend(batch);
+        ttl = Some(match (ttl, page_ttl) {
+            (None, page_ttl) => page_ttl,
+            (Some(Some(ttl)), Some(page_ttl)) => Some(ttl.min(page_ttl)),
+            _ => None,
+        });
         match next {
-            None => return Ok(items),
+            None => return Ok((items, ttl.flatten())),
             Some(next) => {
                 if !seen.insert(next.clone()) {
                     return Err(format!(
@@ -66,11 +73,11 @@ async fn drain<T>(
     ))
 }
 
-/// Lists every tool.
+/// Lists every tool, with how long the list stays fresh (`ttlMs`), when the server says.
 pub(crate) async fn list_all_tools(
     peer: &Peer<RoleClient>,
     timeout: Duration,
-) -> Result<Vec<Tool>, String> {
+) -> Result<(Vec<Tool>, Option<u64>), String> {
     drain(
         peer,
         timeout,
@@ -82,7 +89,9 @@ pub(crate) async fn list_all_tools(
             })
         },
         |result| match result {
-            ServerResult::ListToolsResult(page) => Some((page.tools, page.next_cursor)),
+            ServerResult::ListToolsResult(page) => {
+                Some((page.tools, page.next_cursor, page.ttl_ms))
+            }
             _ => None,
         },
     )
@@ -108,13 +117,15 @@ pub(crate) async fn list_catalog(
                 })
             },
             |result| match result {
-                ServerResult::ListResourcesResult(page) => Some((page.resources, page.next_cursor)),
+                ServerResult::ListResourcesResult(page) => {
+                    Some((page.resources, page.next_cursor, page.ttl_ms))
+                }
                 _ => None,
             },
         )
         .await
         {
-            Ok(resources) => resources,
+            Ok((resources, _)) => resources,
             Err(problem) => {
                 catalog.problems.push(problem);
                 Vec::new()
@@ -145,14 +156,14 @@ pub(crate) async fn list_catalog(
             },
             |result| match result {
                 ServerResult::ListResourceTemplatesResult(page) => {
-                    Some((page.resource_templates, page.next_cursor))
+                    Some((page.resource_templates, page.next_cursor, page.ttl_ms))
                 }
                 _ => None,
             },
         )
         .await
         {
-            Ok(templates) => templates,
+            Ok((templates, _)) => templates,
             Err(problem) => {
                 catalog.problems.push(problem);
                 Vec::new()
@@ -183,13 +194,15 @@ pub(crate) async fn list_catalog(
                 })
             },
             |result| match result {
-                ServerResult::ListPromptsResult(page) => Some((page.prompts, page.next_cursor)),
+                ServerResult::ListPromptsResult(page) => {
+                    Some((page.prompts, page.next_cursor, page.ttl_ms))
+                }
                 _ => None,
             },
         )
         .await
         {
-            Ok(prompts) => prompts,
+            Ok((prompts, _)) => prompts,
             Err(problem) => {
                 catalog.problems.push(problem);
                 Vec::new()

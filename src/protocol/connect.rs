@@ -686,11 +686,12 @@ pub(crate) struct Lister {
 }
 
 impl Lister {
-    /// Lists every remote tool, draining pages under the non-convergence guard.
+    /// Lists every remote tool, draining pages under the non-convergence guard, with the
+    /// list's freshness (`ttlMs`) when the server gives one.
     pub(crate) async fn list_tools(
         &self,
         timeout: Duration,
-    ) -> Result<Vec<rmcp::model::Tool>, String> {
+    ) -> Result<(Vec<rmcp::model::Tool>, Option<u64>), String> {
         super::catalog::list_all_tools(&self.peer, timeout)
             .await
             .map_err(|detail| redact(&detail, &self.secrets))
