@@ -101,6 +101,30 @@ async fn finish(host: &Host) {
     }
 }
 
+/// Lays out rows as aligned columns; the last column (free text) is not padded.
+fn render_table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == N {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// Renders the status table.
 pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
     let mut rows = vec![[
@@ -133,26 +157,7 @@ pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
                 .unwrap_or_default(),
         ]);
     }
-    let mut widths = [0usize; 6];
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-            if i == 5 {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}  "));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    render_table(&rows)
 }
 
 pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
@@ -490,26 +495,7 @@ fn summary_table(summaries: &[plurnk_mcp::ServerSummary]) -> String {
                 .unwrap_or_default(),
         ]);
     }
-    let mut widths = [0usize; 8];
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-            if i == 7 {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}  "));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    render_table(&rows)
 }
 
 /// Prints the workspace's summaries (all, or just `only`), as a table or JSON.

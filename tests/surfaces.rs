@@ -309,6 +309,25 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
     host.shutdown().await;
 }
 
+/// Accepts every request of `interaction` with the same `content`.
+fn accept_each(
+    interaction: &plurnk_mcp::Interaction,
+    content: serde_json::Value,
+) -> BTreeMap<String, ElicitationAnswer> {
+    interaction
+        .requests
+        .keys()
+        .map(|key| {
+            (
+                key.clone(),
+                ElicitationAnswer::Accept {
+                    content: content.as_object().cloned(),
+                },
+            )
+        })
+        .collect()
+}
+
 fn python_surfaces() -> HostConfig {
     let peers = peers();
     config(&[
@@ -474,20 +493,7 @@ async fn elicitation_rounds_go_through_the_interaction() {
         if let Ok(mut asked) = record.lock() {
             asked.push(interaction.clone());
         }
-        Box::pin(async move {
-            interaction
-                .requests
-                .keys()
-                .map(|key| {
-                    (
-                        key.clone(),
-                        ElicitationAnswer::Accept {
-                            content: json!({"name": "Ada"}).as_object().cloned(),
-                        },
-                    )
-                })
-                .collect()
-        })
+        Box::pin(async move { accept_each(&interaction, json!({"name": "Ada"})) })
     });
     for tool in ["ask_name", "ask_name_raw"] {
         let result = workspace
@@ -523,20 +529,7 @@ async fn elicitation_rounds_go_through_the_interaction() {
 
     // An answer that does not fit the form fails the call before any retry.
     let sloppy: plurnk_mcp::InteractionHandler = Arc::new(|interaction| {
-        Box::pin(async move {
-            interaction
-                .requests
-                .keys()
-                .map(|key| {
-                    (
-                        key.clone(),
-                        ElicitationAnswer::Accept {
-                            content: json!({"name": 42}).as_object().cloned(),
-                        },
-                    )
-                })
-                .collect()
-        })
+        Box::pin(async move { accept_each(&interaction, json!({"name": 42})) })
     });
     let invalid = workspace
         .call_tool(
@@ -690,20 +683,7 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
         if let Ok(mut count) = count.lock() {
             *count += 1;
         }
-        Box::pin(async move {
-            interaction
-                .requests
-                .keys()
-                .map(|key| {
-                    (
-                        key.clone(),
-                        ElicitationAnswer::Accept {
-                            content: json!({"name": "Grace"}).as_object().cloned(),
-                        },
-                    )
-                })
-                .collect()
-        })
+        Box::pin(async move { accept_each(&interaction, json!({"name": "Grace"})) })
     });
     let answered = workspace
         .call_tool(
@@ -789,20 +769,10 @@ async fn a_legacy_peers_elicitation_goes_to_the_hosts_interaction() {
     let handler: plurnk_mcp::InteractionHandler = Arc::new(|interaction| {
         Box::pin(async move {
             assert_eq!(interaction.operation, "elicitation/create");
-            interaction
-                .requests
-                .keys()
-                .map(|key| {
-                    (
-                        key.clone(),
-                        ElicitationAnswer::Accept {
-                            content: json!({"name": "Ada", "check": true, "integer": 7})
-                                .as_object()
-                                .cloned(),
-                        },
-                    )
-                })
-                .collect()
+            accept_each(
+                &interaction,
+                json!({"name": "Ada", "check": true, "integer": 7}),
+            )
         })
     });
     let host = Host::start_with(
@@ -886,20 +856,7 @@ async fn python_peer_over_streamable_http() {
         .expect("read");
     assert_eq!(greeting["contents"][0]["text"], "hello from python");
     let handler: plurnk_mcp::InteractionHandler = Arc::new(|interaction| {
-        Box::pin(async move {
-            interaction
-                .requests
-                .keys()
-                .map(|key| {
-                    (
-                        key.clone(),
-                        ElicitationAnswer::Accept {
-                            content: json!({"name": "Lin"}).as_object().cloned(),
-                        },
-                    )
-                })
-                .collect()
-        })
+        Box::pin(async move { accept_each(&interaction, json!({"name": "Lin"})) })
     });
     let asked = workspace
         .call_tool(

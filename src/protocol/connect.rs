@@ -206,7 +206,15 @@ pub(crate) async fn connect(
         }
     })
     .await;
-    let (service, child, lost, modern, routes, changes, updates) = match result {
+    let Parts {
+        service,
+        child,
+        modern,
+        lost,
+        routes,
+        changes,
+        updates,
+    } = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error(&secrets)),
         Err(_) => {
@@ -427,15 +435,17 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
     }
 }
 
-type Parts = (
-    Service,
-    Option<ChildProcess>,
-    CancellationToken,
-    bool,
-    Arc<ProgressRoutes>,
-    watch::Receiver<u64>,
-    mpsc::UnboundedReceiver<String>,
-);
+/// What one successful attempt hands over: the service, its child (stdio), and the
+/// receiving ends of what the transport wrapper reports.
+struct Parts {
+    service: Service,
+    child: Option<ChildProcess>,
+    modern: bool,
+    lost: CancellationToken,
+    routes: Arc<ProgressRoutes>,
+    changes: watch::Receiver<u64>,
+    updates: mpsc::UnboundedReceiver<String>,
+}
 
 async fn attempt(
     alias: &str,
@@ -447,7 +457,17 @@ async fn attempt(
     let routes = Arc::new(ProgressRoutes::default());
     let (changed, changes) = watch::channel(0u64);
     let (updated, updates) = mpsc::unbounded_channel();
-    match target {
+    let client = HostClient {
+        alias: alias.to_owned(),
+        interaction: options.interaction.clone(),
+    };
+    let signals = Signals {
+        lost: lost.clone(),
+        routes: routes.clone(),
+        changed,
+        updated,
+    };
+    let (service, modern, child) = match target {
         Target::Stdio {
             command,
             args,
@@ -461,64 +481,43 @@ async fn attempt(
                 env,
             };
             let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
-            let transport = Watched {
-                inner: AsyncRwTransport::new_client(stdout, stdin),
-                lost: lost.clone(),
-                routes: routes.clone(),
-                changed,
-                updated,
-            };
+            let transport = signals.wrap(AsyncRwTransport::new_client(stdout, stdin));
             // On failure `child` drops here and takes its process group with it.
-            let client = HostClient {
-                alias: alias.to_owned(),
-                interaction: options.interaction.clone(),
-            };
-            let (service, modern) = match negotiate(client, transport, lifecycle).await {
-                Ok(negotiated) => negotiated,
+            match negotiate(client, transport, lifecycle).await {
+                Ok((service, modern)) => (service, modern, Some(child)),
                 Err(error) => {
                     child.settle(Duration::from_millis(500)).await;
                     return Err(with_stderr(error, &child));
                 }
-            };
-            Ok((service, Some(child), lost, modern, routes, changes, updates))
+            }
         }
         Target::Http { url, headers } => {
-            let transport = Watched {
-                inner: http::transport(url, headers, options.http_client.clone())
-                    .map_err(Failure::Http)?,
-                lost: lost.clone(),
-                routes: routes.clone(),
-                changed,
-                updated,
-            };
-            let client = HostClient {
-                alias: alias.to_owned(),
-                interaction: options.interaction.clone(),
-            };
+            let inner = http::transport(url, headers, options.http_client.clone())
+                .map_err(Failure::Http)?;
+            let transport = signals.wrap(inner);
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
-            Ok((service, None, lost, modern, routes, changes, updates))
+            (service, modern, None)
         }
         Target::InProcess(connector) => {
             let (read, write) = tokio::io::split(connector());
-            let transport = Watched {
-                inner: AsyncRwTransport::new_client(read, write),
-                lost: lost.clone(),
-                routes: routes.clone(),
-                changed,
-                updated,
-            };
-            let client = HostClient {
-                alias: alias.to_owned(),
-                interaction: options.interaction.clone(),
-            };
+            let transport = signals.wrap(AsyncRwTransport::new_client(read, write));
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
-            Ok((service, None, lost, modern, routes, changes, updates))
+            (service, modern, None)
         }
-    }
+    };
+    Ok(Parts {
+        service,
+        child,
+        modern,
+        lost,
+        routes,
+        changes,
+        updates,
+    })
 }
 
 fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
@@ -713,6 +712,26 @@ impl Drop for Connection {
     fn drop(&mut self) {
         // However the connection ends, its listener ends with it.
         self.closing.cancel();
+    }
+}
+
+/// The sending ends of what a [`Watched`] transport reports.
+struct Signals {
+    lost: CancellationToken,
+    routes: Arc<ProgressRoutes>,
+    changed: watch::Sender<u64>,
+    updated: mpsc::UnboundedSender<String>,
+}
+
+impl Signals {
+    fn wrap<T>(self, inner: T) -> Watched<T> {
+        Watched {
+            inner,
+            lost: self.lost,
+            routes: self.routes,
+            changed: self.changed,
+            updated: self.updated,
+        }
     }
 }
 
