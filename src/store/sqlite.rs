@@ -191,13 +191,7 @@ impl Store for SqliteStore {
         );
         self.write(action, |tx| {
             ensure_workspace(tx, workspace)?;
-            tx.execute(
-                "INSERT INTO server (workspace, alias, source, definition) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (workspace, alias)
-                 DO UPDATE SET source = excluded.source, definition = excluded.definition",
-                params![workspace, record.alias, record.source.as_str(), definition],
-            )?;
-            Ok(())
+            upsert_server(tx, workspace, record, &definition)
         })
     }
 
@@ -215,18 +209,8 @@ impl Store for SqliteStore {
         );
         self.write(action, |tx| {
             ensure_workspace(tx, workspace)?;
-            tx.execute(
-                "INSERT INTO server (workspace, alias, source, definition) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (workspace, alias)
-                 DO UPDATE SET source = excluded.source, definition = excluded.definition",
-                params![workspace, record.alias, record.source.as_str(), definition],
-            )?;
-            tx.execute(
-                "INSERT INTO enabledness (workspace, alias, enabled) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (workspace, alias) DO UPDATE SET enabled = excluded.enabled",
-                params![workspace, record.alias, enabled],
-            )?;
-            Ok(())
+            upsert_server(tx, workspace, record, &definition)?;
+            upsert_enabled(tx, workspace, &record.alias, enabled)
         })
     }
 
@@ -235,12 +219,7 @@ impl Store for SqliteStore {
         let action = format!("{verb} server \"{alias}\" of workspace \"{workspace}\"");
         self.write(action, |tx| {
             ensure_workspace(tx, workspace)?;
-            tx.execute(
-                "INSERT INTO enabledness (workspace, alias, enabled) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (workspace, alias) DO UPDATE SET enabled = excluded.enabled",
-                params![workspace, alias, enabled],
-            )?;
-            Ok(())
+            upsert_enabled(tx, workspace, alias, enabled)
         })
     }
 
@@ -394,4 +373,33 @@ fn sqlite_error(
             reason: reason.to_owned(),
         }
     }
+}
+
+fn upsert_server(
+    tx: &rusqlite::Transaction<'_>,
+    workspace: &str,
+    record: &ServerRecord,
+    definition: &str,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO server (workspace, alias, source, definition) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (workspace, alias)
+         DO UPDATE SET source = excluded.source, definition = excluded.definition",
+        params![workspace, record.alias, record.source.as_str(), definition],
+    )?;
+    Ok(())
+}
+
+fn upsert_enabled(
+    tx: &rusqlite::Transaction<'_>,
+    workspace: &str,
+    alias: &str,
+    enabled: bool,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO enabledness (workspace, alias, enabled) VALUES (?1, ?2, ?3)
+         ON CONFLICT (workspace, alias) DO UPDATE SET enabled = excluded.enabled",
+        params![workspace, alias, enabled],
+    )?;
+    Ok(())
 }
