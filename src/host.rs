@@ -216,15 +216,12 @@ impl Host {
 
     /// [`Host::start`] with explicit [`HostOptions`].
     pub async fn start_with(config: HostConfig, options: HostOptions) -> Result<Host, StartError> {
-        let http_client = reqwest::Client::builder()
-            .build()
-            .map_err(|error| StartError::Http(error.to_string()))?;
         let settings = Arc::new(Settings {
             connect: ConnectOptions {
                 connect_timeout: config.connect_timeout(),
                 discover_timeout: config.discover_timeout(),
                 close_grace: options.close_grace,
-                http_client,
+                http_client: Arc::default(),
                 interaction: options.interaction.clone(),
             },
             request_timeout: config.request_timeout(),
@@ -763,11 +760,12 @@ impl Workspace {
                 reason: "its attachment stopped".into(),
             });
         }
+        // The attachment drops a call it never started only when it stops (a disable or
+        // shutdown raced the call): the call was refused, not lost on a connection.
         let result = answer.await.unwrap_or_else(|_| {
-            Err(CallError::ConnectionLost {
+            Err(CallError::Closing {
                 alias: server.to_owned(),
-                tool: label,
-                detail: "its attachment stopped before answering".into(),
+                reason: format!("its attachment stopped before {label} started"),
             })
         });
         guard.disarm();

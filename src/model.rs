@@ -263,13 +263,13 @@ pub struct WorkspaceSnapshot {
     /// Raised by one on every commit.
     pub version: u64,
     /// Every configured server, by alias.
-    pub servers: BTreeMap<String, ServerSnapshot>,
+    pub servers: BTreeMap<String, Arc<ServerSnapshot>>,
 }
 
 impl WorkspaceSnapshot {
     /// Looks up a server by alias.
     pub fn server(&self, alias: &str) -> Option<&ServerSnapshot> {
-        self.servers.get(alias)
+        self.servers.get(alias).map(|server| &**server)
     }
 
     /// Whether every server has left `connecting`.

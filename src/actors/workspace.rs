@@ -204,7 +204,7 @@ pub(crate) struct WorkspaceState {
     settings: Arc<Settings>,
     entries: BTreeMap<String, Entry>,
     attachments: HashMap<String, Attached>,
-    servers: BTreeMap<String, ServerSnapshot>,
+    servers: BTreeMap<String, Arc<ServerSnapshot>>,
     version: u64,
     next_instance: u64,
     pending: HashMap<String, Pending>,
@@ -273,7 +273,7 @@ impl Actor for WorkspaceActor {
             let enabled = state.entries.get(&alias).is_some_and(|entry| entry.enabled);
             state
                 .servers
-                .insert(alias.clone(), state.placeholder(&alias, enabled));
+                .insert(alias.clone(), Arc::new(state.placeholder(&alias, enabled)));
             if enabled {
                 state.attach(&myself, &alias, Origin::Hydrate).await?;
             }
@@ -526,7 +526,7 @@ impl WorkspaceState {
                 entry.enabled = true;
             }
         }
-        let previous = self.servers.insert(alias.clone(), server.clone());
+        let previous = self.servers.insert(alias.clone(), Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
             let _ = self.events.send(HostEvent::StateChanged {
                 workspace: self.name.clone(),
@@ -672,7 +672,9 @@ impl WorkspaceState {
             }
         } else if self.entries.contains_key(&alias) {
             let placeholder = self.placeholder(&alias, false);
-            let previous = self.servers.insert(alias.clone(), placeholder.clone());
+            let previous = self
+                .servers
+                .insert(alias.clone(), Arc::new(placeholder.clone()));
             let _ = self.events.send(HostEvent::StateChanged {
                 workspace: self.name.clone(),
                 alias: alias.clone(),
@@ -853,6 +855,7 @@ impl WorkspaceState {
                     .servers
                     .get(&alias)
                     .cloned()
+                    .map(|server| (*server).clone())
                     .unwrap_or_else(|| self.placeholder(&alias, false));
                 let _ = reply.send(Ok(answer));
             }
@@ -881,6 +884,7 @@ impl WorkspaceState {
                     .servers
                     .get(alias)
                     .cloned()
+                    .map(|server| (*server).clone())
                     .unwrap_or_else(|| self.placeholder(alias, entry.enabled));
                 let definition = serde_json::to_value(&*entry.definition).unwrap_or_default();
                 let target = definition

@@ -100,8 +100,10 @@ pub(crate) struct ConnectOptions {
     pub discover_timeout: Duration,
     /// How long a closing stdio server may take to exit after stdin EOF.
     pub close_grace: Duration,
-    /// One HTTP client shared by every HTTP connection of the host (pooled connections).
-    pub http_client: reqwest::Client,
+    /// One HTTP client shared by every HTTP connection of the host (pooled connections),
+    /// built on first use: loading the system's CA certificates is a noticeable share of a
+    /// start that has no HTTP server at all.
+    pub http_client: Arc<std::sync::OnceLock<reqwest::Client>>,
     /// Answers a legacy peer's server-initiated elicitation; `None` declines.
     pub interaction: Option<InteractionHandler>,
 }
@@ -492,8 +494,16 @@ async fn attempt(
             }
         }
         Target::Http { url, headers } => {
-            let inner = http::transport(url, headers, options.http_client.clone())
-                .map_err(Failure::Http)?;
+            let http_client = match options.http_client.get() {
+                Some(http_client) => http_client.clone(),
+                None => {
+                    let built = reqwest::Client::builder().build().map_err(|error| {
+                        Failure::Http(format!("the HTTP client could not be built: {error}"))
+                    })?;
+                    options.http_client.get_or_init(|| built).clone()
+                }
+            };
+            let inner = http::transport(url, headers, http_client).map_err(Failure::Http)?;
             let transport = signals.wrap(inner);
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await

@@ -1,0 +1,641 @@
+//! Medians, ratios to raw rmcp, the side-by-side table, the targets of issue 5, and the JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::spec::{Client, TrialResult, Workload};
+use crate::stats::median;
+
+/// One workload at one size and the clients that run it.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub id: String,
+    pub label: String,
+    pub workload: Workload,
+    pub clients: Vec<Client>,
+    pub metrics: Vec<&'static str>,
+}
+
+impl Group {
+    pub fn new(
+        id: &str,
+        label: String,
+        workload: Workload,
+        clients: Vec<Client>,
+        metrics: &[&'static str],
+    ) -> Group {
+        Group {
+            id: id.to_owned(),
+            label,
+            workload,
+            clients,
+            metrics: metrics.to_vec(),
+        }
+    }
+}
+
+/// The trials of one group, by client, in the order they ran.
+pub struct Runs {
+    group: Group,
+    trials: BTreeMap<Client, Vec<TrialResult>>,
+}
+
+impl Runs {
+    pub fn push(&mut self, client: Client, result: TrialResult) {
+        self.trials.entry(client).or_default().push(result);
+    }
+
+    /// The median of `metric` over the client's successful trials.
+    fn median(&self, client: Client, metric: &str) -> Option<f64> {
+        let values: Vec<f64> = self
+            .trials
+            .get(&client)?
+            .iter()
+            .filter(|trial| trial.error.is_none())
+            .filter_map(|trial| trial.metrics.get(metric).copied())
+            .collect();
+        median(&values)
+    }
+
+    /// The first error of the client's trials when none succeeded.
+    fn error(&self, client: Client) -> Option<&str> {
+        let trials = self.trials.get(&client)?;
+        if trials.iter().any(|trial| trial.error.is_none()) {
+            return None;
+        }
+        trials.iter().find_map(|trial| trial.error.as_deref())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Better {
+    Lower,
+    Higher,
+    Neither,
+}
+
+fn metric_info(metric: &str) -> (&'static str, Better) {
+    match metric {
+        "p50_us" => ("p50 µs", Better::Lower),
+        "p99_us" => ("p99 µs", Better::Lower),
+        "calls_per_s" => ("calls/s", Better::Higher),
+        "cpu_us_per_call" => ("client CPU µs/call", Better::Lower),
+        "ready_ms" => ("wall ms until all ready", Better::Lower),
+        "per_attachment_kib" => ("client KiB per attachment (RSS)", Better::Lower),
+        "heap_per_attachment_kib" => ("client KiB per attachment (heap)", Better::Lower),
+        "switches_per_call" => ("client context switches/call", Better::Lower),
+        "peak_kib" => ("client peak RSS KiB", Better::Lower),
+        "ok" => ("calls ok", Better::Neither),
+        "failed" => ("calls failed (typed error)", Better::Neither),
+        "lost" => ("calls lost", Better::Lower),
+        "commit_p50_ms" => ("disable/enable commit p50 ms", Better::Lower),
+        "commit_p99_ms" => ("disable/enable commit p99 ms", Better::Lower),
+        "cycles" => ("disable+enable cycles", Better::Neither),
+        _ => ("?", Better::Neither),
+    }
+}
+
+fn number(value: f64) -> String {
+    let digits = if value.abs() >= 100.0 || value == value.trunc() {
+        0
+    } else if value.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{value:.digits$}");
+    // Thousands separators for the integer part.
+    let (int, frac) = text
+        .split_once('.')
+        .map_or((text.as_str(), None), |(i, f)| (i, Some(f)));
+    let (sign, int) = int.strip_prefix('-').map_or(("", int), |rest| ("-", rest));
+    let mut grouped = String::new();
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    match frac {
+        Some(frac) => format!("{sign}{grouped}.{frac}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+/// One line of progress for a trial.
+pub fn summary(group: &Group, result: &TrialResult) -> String {
+    if let Some(error) = &result.error {
+        return format!("error: {error}");
+    }
+    let mut line = group
+        .metrics
+        .iter()
+        .filter_map(|m| {
+            result
+                .metrics
+                .get(*m)
+                .map(|v| format!("{m}={}", number(*v)))
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !result.revisions.is_empty() {
+        let _ = write!(line, " [{}]", result.revisions.join(","));
+    }
+    for note in &result.notes {
+        let _ = write!(line, "; {note}");
+    }
+    line
+}
+
+/// A target of issue 5 and whether this run met it (`None`: not measured in this run).
+struct Target {
+    id: &'static str,
+    text: String,
+    figure: String,
+    met: Option<bool>,
+}
+
+pub struct Report {
+    quick: bool,
+    reps: usize,
+    skipped: Vec<String>,
+    runs: Vec<Runs>,
+}
+
+impl Report {
+    pub fn new(quick: bool, reps: usize, skipped: Vec<String>) -> Report {
+        Report {
+            quick,
+            reps,
+            skipped,
+            runs: Vec::new(),
+        }
+    }
+
+    pub fn begin(&self, group: &Group) -> Runs {
+        Runs {
+            group: group.clone(),
+            trials: BTreeMap::new(),
+        }
+    }
+
+    pub fn finish(&mut self, runs: Runs) {
+        self.runs.push(runs);
+    }
+
+    fn runs(&self, id: &str) -> Option<&Runs> {
+        self.runs.iter().find(|runs| runs.group.id == id)
+    }
+
+    /// The revisions every client negotiated, over the whole run.
+    fn revisions(&self) -> BTreeMap<Client, Vec<String>> {
+        let mut all: BTreeMap<Client, Vec<String>> = BTreeMap::new();
+        for runs in &self.runs {
+            for (client, trials) in &runs.trials {
+                for trial in trials {
+                    let seen = all.entry(*client).or_default();
+                    for revision in &trial.revisions {
+                        if !seen.contains(revision) {
+                            seen.push(revision.clone());
+                        }
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    fn ts_versions(&self) -> Option<String> {
+        self.runs
+            .iter()
+            .flat_map(|runs| runs.trials.get(&Client::Ts))
+            .flatten()
+            .flat_map(|trial| &trial.notes)
+            .find(|note| note.starts_with("node "))
+            .cloned()
+    }
+
+    fn cell(&self, runs: &Runs, client: Client, metric: &str) -> String {
+        if !runs.group.clients.contains(&client) {
+            return String::new();
+        }
+        if let Some(error) = runs.error(client) {
+            return if error.starts_with("pending") {
+                "pending".into()
+            } else {
+                "error".into()
+            };
+        }
+        let Some(value) = runs.median(client, metric) else {
+            return "–".into();
+        };
+        let mut cell = number(value);
+        let (_, better) = metric_info(metric);
+        if client != Client::Rmcp
+            && better != Better::Neither
+            && let Some(base) = runs.median(Client::Rmcp, metric)
+            && base > 0.0
+        {
+            let _ = write!(cell, " ({:.2}×)", value / base);
+        }
+        cell
+    }
+
+    /// The markdown table, the targets and the notes.
+    pub fn table(&self, elapsed: Duration) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\n## plurnk-mcp load benchmark ({} sizes, median of {} alternated run{}, {:.0} s)\n",
+            if self.quick { "quick" } else { "default" },
+            self.reps,
+            if self.reps == 1 { "" } else { "s" },
+            elapsed.as_secs_f64()
+        );
+        let _ = writeln!(
+            out,
+            "Each figure is followed by its ratio to raw rmcp (figure ÷ rmcp). Memory is the client \
+             process's own (VmRSS delta after all ready ÷ servers; heap = glibc in-use bytes \
+             delta ÷ servers; peak = VmHWM).\n"
+        );
+        if cfg!(debug_assertions) {
+            let _ = writeln!(
+                out,
+                "**Debug build: these figures say nothing about speed; run with --release.**\n"
+            );
+        }
+        if self.quick {
+            let _ = writeln!(
+                out,
+                "Quick sizes: a smoke run. The targets below are only meaningful at the default \
+                 sizes.\n"
+            );
+        }
+        let _ = writeln!(out, "| workload | metric | host | rmcp | ts | bare |");
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
+        for runs in &self.runs {
+            for (i, metric) in runs.group.metrics.iter().enumerate() {
+                let label = if i == 0 {
+                    runs.group.label.as_str()
+                } else {
+                    ""
+                };
+                let (name, _) = metric_info(metric);
+                let cells: Vec<String> = Client::ALL
+                    .iter()
+                    .map(|client| self.cell(runs, *client, metric))
+                    .collect();
+                let _ = writeln!(out, "| {label} | {name} | {} |", cells.join(" | "));
+            }
+        }
+        let _ = writeln!(out, "\nNegotiated revisions:");
+        for (client, revisions) in self.revisions() {
+            let _ = writeln!(out, "- {}: {}", client.name(), revisions.join(", "));
+        }
+        if let Some(versions) = self.ts_versions() {
+            let _ = writeln!(out, "- ts peer: {versions}");
+        }
+        let _ = writeln!(out, "\nTargets of issue 5 (this run):");
+        for target in self.targets() {
+            let mark = match target.met {
+                Some(true) => "met",
+                Some(false) => "NOT met",
+                None => "not measured",
+            };
+            let _ = writeln!(out, "- [{mark}] {}: {}", target.text, target.figure);
+        }
+        let mut notes = Vec::new();
+        for runs in &self.runs {
+            for (client, trials) in &runs.trials {
+                // Failure counts are summed over the repetitions, by kind.
+                let mut failures: BTreeMap<&str, u64> = BTreeMap::new();
+                for trial in trials {
+                    if let Some(error) = &trial.error {
+                        notes.push(format!("{} {}: {error}", runs.group.id, client.name()));
+                    }
+                    for note in &trial.notes {
+                        if let Some((count, kind)) = note
+                            .split_once(" call(s) failed: ")
+                            .and_then(|(count, kind)| Some((count.parse::<u64>().ok()?, kind)))
+                        {
+                            *failures.entry(kind).or_default() += count;
+                        } else if !note.starts_with("node ")
+                            && note != "pending"
+                            && !note.starts_with("per-attachment memory includes")
+                        {
+                            notes.push(format!("{} {}: {note}", runs.group.id, client.name()));
+                        }
+                    }
+                }
+                if !failures.is_empty() {
+                    let kinds: Vec<String> = failures
+                        .iter()
+                        .map(|(kind, count)| format!("{} {kind}", number(*count as f64)))
+                        .collect();
+                    notes.push(format!(
+                        "{} {}: failed calls over {} run(s) by kind: {}",
+                        runs.group.id,
+                        client.name(),
+                        trials.len(),
+                        kinds.join(", ")
+                    ));
+                }
+            }
+        }
+        notes.extend(self.skipped.iter().cloned());
+        notes.dedup();
+        if !notes.is_empty() {
+            let _ = writeln!(out, "\nNotes:");
+            for note in notes {
+                let _ = writeln!(out, "- {note}");
+            }
+        }
+        out
+    }
+
+    fn ratio(&self, id: &str, metric: &str, top: Client, bottom: Client) -> Option<f64> {
+        let runs = self.runs(id)?;
+        let top = runs.median(top, metric)?;
+        let bottom = runs.median(bottom, metric)?;
+        (bottom > 0.0).then(|| top / bottom)
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        let mut targets = Vec::new();
+        let mut ratio_target =
+            |id, text: &str, group: &str, metric: &str, top, bottom, ok: &dyn Fn(f64) -> bool| {
+                let ratio = self.ratio(group, metric, top, bottom);
+                targets.push(Target {
+                    id,
+                    text: text.to_owned(),
+                    figure: ratio.map_or("–".into(), |r| format!("{r:.2}×")),
+                    met: ratio.map(ok),
+                });
+            };
+        use Client::{Bare, Host, Rmcp, Ts};
+        ratio_target(
+            "seq-p50",
+            "sequential p50 ≤ 1.15× raw rmcp",
+            "seq",
+            "p50_us",
+            Host,
+            Rmcp,
+            &|r| r <= 1.15,
+        );
+        ratio_target(
+            "seq-p99",
+            "sequential p99 ≤ 1.5× raw rmcp",
+            "seq",
+            "p99_us",
+            Host,
+            Rmcp,
+            &|r| r <= 1.5,
+        );
+        ratio_target(
+            "conc-rmcp",
+            "64 in flight on one server ≥ 1.0× raw rmcp (calls/s)",
+            "conc",
+            "calls_per_s",
+            Host,
+            Rmcp,
+            &|r| r >= 1.0,
+        );
+        ratio_target(
+            "conc-bare",
+            "aim: 64 in flight ≥ 0.9× the bare loop (calls/s)",
+            "conc",
+            "calls_per_s",
+            Host,
+            Bare,
+            &|r| r >= 0.9,
+        );
+        let mid = self
+            .runs
+            .iter()
+            .filter(|runs| {
+                runs.group.id.starts_with("hydrate-") && !runs.group.id.ends_with("inplace")
+            })
+            .map(|runs| runs.group.id.clone())
+            .find(|id| id == "hydrate-200")
+            .or_else(|| {
+                self.runs
+                    .iter()
+                    .map(|runs| runs.group.id.clone())
+                    .find(|id| id.starts_with("hydrate-"))
+            })
+            .unwrap_or_default();
+        let size = mid.strip_prefix("hydrate-").unwrap_or("200").to_owned();
+        let issue = if size == "200" {
+            ""
+        } else {
+            " (issue: at 200)"
+        };
+        ratio_target(
+            "hydrate-rmcp",
+            &format!("{size} stdio servers ready ≤ 1.25× raw rmcp{issue}"),
+            &mid,
+            "ready_ms",
+            Host,
+            Rmcp,
+            &|r| r <= 1.25,
+        );
+        ratio_target(
+            "hydrate-ts",
+            &format!("{size} stdio servers ready ≥ 3× faster than the TS client{issue}"),
+            &mid,
+            "ready_ms",
+            Ts,
+            Host,
+            &|r| r >= 3.0,
+        );
+        let largest = self
+            .runs
+            .iter()
+            .filter_map(|runs| match runs.group.workload {
+                Workload::Hydrate {
+                    servers,
+                    ts_mode: None,
+                } => Some((servers, runs)),
+                _ => None,
+            })
+            .max_by_key(|(servers, _)| *servers);
+        if let Some((servers, runs)) = largest {
+            let ready = runs.median(Host, "ready");
+            targets.push(Target {
+                id: "hydrate-1000",
+                text: "1,000 stdio servers hydrate on this machine".into(),
+                figure: format!(
+                    "{} of {servers} ready in {} ms",
+                    ready.map_or("–".into(), number),
+                    runs.median(Host, "ready_ms").map_or("–".into(), number)
+                ),
+                met: ready
+                    .filter(|_| servers >= 1_000)
+                    .map(|ready| ready as usize == servers),
+            });
+        }
+        if let Some(runs) = self.runs(&mid) {
+            let kib = runs.median(Host, "per_attachment_kib");
+            targets.push(Target {
+                id: "memory",
+                text: format!("≤ 64 KiB host memory per idle attachment (at {size} servers)"),
+                figure: kib.map_or("–".into(), |k| format!("{} KiB", number(k))),
+                met: kib.map(|k| k <= 64.0),
+            });
+        }
+        if let Some(runs) = self.runs("inproc") {
+            let ready = runs.median(Host, "ready");
+            let servers = match runs.group.workload {
+                Workload::InProcess { servers } => servers,
+                _ => 0,
+            };
+            targets.push(Target {
+                id: "inproc",
+                text: "10,000 in-process attachments in one host".into(),
+                figure: match ready {
+                    Some(ready) => format!("{} of {servers} ready", number(ready)),
+                    None => "pending: the host has no in-process attachment yet".into(),
+                },
+                met: ready
+                    .filter(|_| servers >= 10_000)
+                    .map(|ready| ready as usize == servers),
+            });
+        }
+        if let Some(runs) = self.runs("churn") {
+            let trials: Vec<&TrialResult> = runs
+                .trials
+                .get(&Host)
+                .map(|t| t.iter().filter(|t| t.error.is_none()).collect())
+                .unwrap_or_default();
+            let n = match runs.group.workload {
+                Workload::Churn { n, .. } => n as f64,
+                _ => 0.0,
+            };
+            let lost: f64 = trials.iter().filter_map(|t| t.metrics.get("lost")).sum();
+            let settled = trials.iter().all(|t| {
+                t.metrics.get("ok").unwrap_or(&0.0) + t.metrics.get("failed").unwrap_or(&0.0) == n
+            });
+            targets.push(Target {
+                id: "churn",
+                text: "churn: 0 lost calls (every call settles with a result or a typed error)"
+                    .into(),
+                figure: format!("{} lost over {} run(s)", number(lost), trials.len()),
+                met: (!trials.is_empty()).then_some(lost == 0.0 && settled),
+            });
+        }
+        targets
+    }
+
+    pub fn json(&self, elapsed: Duration) -> Value {
+        let workloads: Vec<Value> = self
+            .runs
+            .iter()
+            .map(|runs| {
+                let clients: serde_json::Map<String, Value> = runs
+                    .trials
+                    .iter()
+                    .map(|(client, trials)| {
+                        let mut medians = serde_json::Map::new();
+                        let mut ratios = serde_json::Map::new();
+                        let names: std::collections::BTreeSet<&String> =
+                            trials.iter().flat_map(|t| t.metrics.keys()).collect();
+                        for name in names {
+                            if let Some(value) = runs.median(*client, name) {
+                                medians.insert(name.clone(), json!(value));
+                                if let Some(base) = runs.median(Client::Rmcp, name)
+                                    && base > 0.0
+                                {
+                                    ratios.insert(name.clone(), json!(value / base));
+                                }
+                            }
+                        }
+                        (
+                            client.name().to_owned(),
+                            json!({
+                                "median": medians,
+                                "ratio_to_rmcp": ratios,
+                                "error": runs.error(*client),
+                                "runs": trials,
+                            }),
+                        )
+                    })
+                    .collect();
+                json!({
+                    "id": runs.group.id,
+                    "label": runs.group.label,
+                    "workload": runs.group.workload,
+                    "metrics": runs.group.metrics,
+                    "clients": clients,
+                })
+            })
+            .collect();
+        let targets: Vec<Value> = self
+            .targets()
+            .into_iter()
+            .map(|t| json!({ "id": t.id, "target": t.text, "figure": t.figure, "met": t.met }))
+            .collect();
+        let revisions: serde_json::Map<String, Value> = self
+            .revisions()
+            .into_iter()
+            .map(|(client, revisions)| (client.name().to_owned(), json!(revisions)))
+            .collect();
+        json!({
+            "benchmark": "plurnk-mcp examples/load",
+            "mode": if self.quick { "quick" } else { "default" },
+            "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+            "reps": self.reps,
+            "elapsed_s": elapsed.as_secs_f64(),
+            "unix_time": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            "machine": machine(),
+            "commit": commit(),
+            "ts_peer": self.ts_versions(),
+            "revisions": revisions,
+            "skipped": self.skipped,
+            "workloads": workloads,
+            "targets": targets,
+        })
+    }
+}
+
+/// The repository's HEAD commit, when git can tell (read-only).
+fn commit() -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(crate::ROOT)
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// CPU count and model, memory and kernel of this machine.
+fn machine() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, model)| model.trim().to_owned());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok());
+    json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu_model": model,
+        "mem_kib": mem_kib,
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .ok(),
+    })
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The load benchmark of BENCHMARKS.md, with every peer it compares against.
+#
+#   scripts/bench.sh                      # default sizes (under 10 minutes on 2 cores)
+#   scripts/bench.sh --quick              # tiny sizes, one repetition (well under a minute)
+#   scripts/bench.sh --json out.json …    # any other argument goes to the benchmark
+#
+# 1. scripts/install-peers.sh: Node 22 (and the test peers) into .cache/
+# 2. the official TypeScript v2 client, @modelcontextprotocol/client, into .cache/bench-npm
+#    (exact version, skipped when its stamp matches)
+# 3. the fixture server binary, release build (BENCH_PROFILE=debug: the debug build)
+# 4. cargo run --release --example load -- "$@"  (table on stdout, JSON under target/bench/)
+#
+# The Criterion micro-benchmarks are separate: `cargo bench --bench host` (CI=1 shrinks them).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# `npm view @modelcontextprotocol/client versions` lists 2.4.0 as the only 2.4.x release.
+TS_CLIENT_VERSION="2.4.0"
+
+log() { echo "bench: $*" >&2; }
+
+bash scripts/install-peers.sh
+
+CACHE="$PWD/.cache"
+BENCH_NPM="$CACHE/bench-npm"
+spec="@modelcontextprotocol/client@$TS_CLIENT_VERSION"
+client_pkg="$BENCH_NPM/node_modules/@modelcontextprotocol/client/package.json"
+if [[ -f "$CACHE/bench-npm.stamp" && "$(cat "$CACHE/bench-npm.stamp")" == "$spec" && -f "$client_pkg" ]]; then
+  log "$spec ok"
+else
+  log "installing $spec into .cache/bench-npm"
+  rm -rf "$BENCH_NPM" "$CACHE/bench-npm.stamp"
+  mkdir -p "$BENCH_NPM"
+  npm install --prefix "$BENCH_NPM" --no-audit --no-fund --save-exact --loglevel=error "$spec" >&2
+  got="$(node -p "require('$client_pkg').version")"
+  [[ "$got" == "$TS_CLIENT_VERSION" ]] || { log "expected $TS_CLIENT_VERSION, got '$got'"; exit 1; }
+  echo "$spec" > "$CACHE/bench-npm.stamp"
+fi
+
+# shellcheck disable=SC1091
+. "$CACHE/peers.env"
+export PLURNK_BENCH_NODE="$NODE22"
+export PLURNK_BENCH_TS_DIR="$BENCH_NPM"
+
+# BENCH_PROFILE=debug reuses the test build (the test suite runs `--quick` so it cannot rot);
+# figures worth reading come from the default release profile.
+profile=(--release); dir=release
+if [[ "${BENCH_PROFILE:-release}" == "debug" ]]; then profile=(); dir=debug; fi
+cargo build "${profile[@]}" -p plurnk-mcp-fixture
+export PLURNK_BENCH_FIXTURE="$PWD/target/$dir/plurnk-mcp-fixture"
+cargo run "${profile[@]}" --example load -- "$@"
