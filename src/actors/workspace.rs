@@ -116,6 +116,8 @@ pub(crate) enum WorkspaceMsg {
         alias: String,
         reply: ActionReply,
     },
+    /// Commit the reports that arrived since the last commit, as one snapshot.
+    Commit,
     /// Summaries of every available server, sorted by alias.
     List {
         /// Definitions a client carries in its overlay; shown, never connected or kept.
@@ -213,6 +215,10 @@ pub(crate) struct WorkspaceState {
     events: broadcast::Sender<HostEvent>,
     shutdown: Option<(RpcReplyPort<Vec<CloseFailure>>, Vec<CloseFailure>)>,
     store: Option<Arc<dyn Store>>,
+    /// A `Commit` message is queued.
+    commit_scheduled: bool,
+    /// Answers that wait for the next commit.
+    after_commit: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
 }
 
 /// The actor.
@@ -259,6 +265,8 @@ impl Actor for WorkspaceActor {
             events: args.events,
             shutdown: None,
             store: args.store,
+            commit_scheduled: false,
+            after_commit: Vec::new(),
         })
     }
 
@@ -293,7 +301,11 @@ impl Actor for WorkspaceActor {
                 alias,
                 instance,
                 server,
-            } => state.on_publish(alias, instance, server),
+            } => state.on_publish(&myself, alias, instance, server),
+            WorkspaceMsg::Commit => {
+                state.commit_scheduled = false;
+                state.commit();
+            }
             WorkspaceMsg::CandidateFailed {
                 alias,
                 instance,
@@ -502,7 +514,13 @@ impl WorkspaceState {
             .is_some_and(|attached| attached.instance == instance)
     }
 
-    fn on_publish(&mut self, alias: String, instance: u64, server: ServerSnapshot) {
+    fn on_publish(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: String,
+        instance: u64,
+        server: ServerSnapshot,
+    ) {
         if !self.is_current(&alias, instance) {
             return;
         }
@@ -536,7 +554,9 @@ impl WorkspaceState {
                 problem: server.problem.clone(),
             });
         }
-        self.commit();
+        // Reports arriving in a burst (hydration of many servers) become one snapshot: the
+        // commit is a message queued behind them. Waiters are answered only once the
+        // snapshot that shows their server is published.
         if server.state != ServerState::Connecting
             && let Some(pending) = self.pending.get_mut(&alias)
         {
@@ -546,8 +566,12 @@ impl WorkspaceState {
                     (_, Some(problem)) => Err(problem.clone()),
                     _ => Ok(server.clone()),
                 };
-                let _ = reply.send(answer);
+                self.after_commit.push((reply, answer));
             }
+        }
+        if !self.commit_scheduled {
+            self.commit_scheduled = true;
+            let _ = myself.cast(WorkspaceMsg::Commit);
         }
     }
 
@@ -975,6 +999,9 @@ impl WorkspaceState {
             workspace: self.name.clone(),
             version: self.version,
         });
+        for (reply, answer) in self.after_commit.drain(..) {
+            let _ = reply.send(answer);
+        }
     }
 }
 
