@@ -569,6 +569,11 @@ impl WorkspaceState {
                 self.after_commit.push((reply, answer));
             }
         }
+        self.schedule_commit(myself);
+    }
+
+    /// Queues one `Commit` behind whatever the mailbox already holds, unless one is queued.
+    fn schedule_commit(&mut self, myself: &ActorRef<WorkspaceMsg>) {
         if !self.commit_scheduled {
             self.commit_scheduled = true;
             let _ = myself.cast(WorkspaceMsg::Commit);
@@ -707,10 +712,11 @@ impl WorkspaceState {
                 problem: None,
             });
         }
-        self.commit();
         for reply in pending.detach {
-            let _ = reply.send(Ok(answer.clone()));
+            self.after_commit.push((reply, Ok(answer.clone())));
         }
+        // Detaching many servers at once (shutdown) becomes one snapshot, like hydration.
+        self.schedule_commit(myself);
         if self.shutdown.is_some() {
             for reply in pending.settle {
                 let _ = reply.send(Err(Problem::shutting_down()));
