@@ -187,50 +187,25 @@ pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
 }
 
 pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode {
-    let (host, workspace) = match start(global).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
-    let snapshot = workspace.snapshot();
-    let code = match snapshot.server(server) {
-        None => fail(format!(
-            "server \"{server}\" is not configured: set PLURNK_MCP_{}",
-            server.to_ascii_uppercase().replace('-', "_")
-        )),
-        Some(entry) if entry.state != ServerState::Ready => fail(format!(
-            "server \"{server}\" is {}: {}",
-            entry.state,
-            entry
-                .problem
-                .as_ref()
-                .map(|p| p.detail.clone())
-                .unwrap_or_else(|| "enable it with PLURNK_MCP_ENABLED".into())
-        )),
-        Some(entry) if json => match serde_json::to_string_pretty(&*entry.tools) {
-            Ok(text) => {
-                println!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(error) => fail(error),
-        },
-        Some(entry) => {
-            for tool in entry.tools.iter() {
-                let effect = match tool.effect {
-                    plurnk_mcp::Effect::Read => "read",
-                    plurnk_mcp::Effect::Host => "host",
-                };
-                let description = tool
-                    .description
-                    .as_deref()
-                    .and_then(|d| d.lines().next())
-                    .unwrap_or("");
-                println!("{:<32} {effect:<5} {description}", tool.name);
-            }
-            ExitCode::SUCCESS
+    with_ready_server(global, server, |_, entry| async move {
+        if json {
+            return print_json(&*entry.tools);
         }
-    };
-    finish(&host).await;
-    code
+        for tool in entry.tools.iter() {
+            let effect = match tool.effect {
+                plurnk_mcp::Effect::Read => "read",
+                plurnk_mcp::Effect::Host => "host",
+            };
+            let description = tool
+                .description
+                .as_deref()
+                .and_then(|d| d.lines().next())
+                .unwrap_or("");
+            println!("{:<32} {effect:<5} {description}", tool.name);
+        }
+        ExitCode::SUCCESS
+    })
+    .await
 }
 
 pub(crate) async fn call(
