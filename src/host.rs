@@ -160,9 +160,6 @@ pub enum StartError {
     /// The actor system could not start.
     #[error("the host could not start its actors: {0}")]
     Actors(String),
-    /// The HTTP client could not be built.
-    #[error("the HTTP client could not be built: {0}")]
-    Http(String),
     /// The durable state could not be read or holds definitions that cannot be admitted.
     #[error("the workspace state cannot be used: {0}")]
     State(String),

@@ -12,6 +12,10 @@ use plurnk_mcp::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+#[path = "support/calls.rs"]
+mod calls;
+use calls::call_then_cancel;
+
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
 /// A configuration map under construction.
@@ -568,30 +572,14 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
     );
     assert!(started.elapsed() < Duration::from_secs(3));
 
-    let cancel = CancellationToken::new();
-    let cancelled = {
-        let workspace = workspace.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            workspace
-                .call_tool(
-                    "calls",
-                    "sleep",
-                    json!({"ms": 10_000}),
-                    CallOptions {
-                        cancel: Some(cancel),
-                        ..CallOptions::default()
-                    },
-                )
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    cancel.cancel();
-    let cancelled = tokio::time::timeout(Duration::from_secs(3), cancelled)
-        .await
-        .expect("settles")
-        .expect("no panic");
+    let cancelled = call_then_cancel(
+        &workspace,
+        "calls",
+        "sleep",
+        json!({"ms": 10_000}),
+        Duration::from_millis(100),
+    )
+    .await;
     assert!(
         matches!(cancelled, Err(CallError::Cancelled { .. })),
         "{cancelled:?}"

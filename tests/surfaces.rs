@@ -12,11 +12,14 @@ use plurnk_mcp::{
     Progress, ServerState,
 };
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 #[path = "support/peers.rs"]
 mod support;
 use support::{peer_script, peers};
+
+#[path = "support/calls.rs"]
+mod calls;
+use calls::call_then_cancel;
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
@@ -278,30 +281,14 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
     );
 
     // Cancelling mid-way settles the call as cancelled.
-    let cancel = CancellationToken::new();
-    let call = {
-        let workspace = workspace.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            workspace
-                .call_tool(
-                    "fixture",
-                    "count",
-                    json!({"steps": 50, "delay_ms": 100}),
-                    CallOptions {
-                        cancel: Some(cancel),
-                        ..CallOptions::default()
-                    },
-                )
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(250)).await;
-    cancel.cancel();
-    let cancelled = tokio::time::timeout(Duration::from_secs(3), call)
-        .await
-        .expect("settles")
-        .expect("no panic");
+    let cancelled = call_then_cancel(
+        &workspace,
+        "fixture",
+        "count",
+        json!({"steps": 50, "delay_ms": 100}),
+        Duration::from_millis(250),
+    )
+    .await;
     assert!(
         matches!(cancelled, Err(CallError::Cancelled { .. })),
         "{cancelled:?}"
@@ -580,15 +567,14 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
     let slow = {
         let workspace = workspace.clone();
         tokio::spawn(async move {
-            let result = workspace
+            workspace
                 .call_tool(
                     "py",
                     "slow",
                     json!({"steps": 4, "delay_ms": 250}),
                     CallOptions::default(),
                 )
-                .await;
-            (result, Instant::now())
+                .await
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -608,7 +594,9 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
         !has_dynamic(&workspace.snapshot()),
         "the refreshed catalog was committed while a call was in flight"
     );
-    let (slow_result, slow_done) = slow.await.expect("no panic");
+    // (No check at the instant `slow` settles: the attachment may commit as soon as the
+    // reply is sent, before the caller's task looks.)
+    let slow_result = slow.await.expect("no panic");
     assert_eq!(
         slow_result.expect("slow completes").text(),
         "done after 4 steps"
@@ -620,7 +608,6 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
         has_dynamic(&committed),
         "the list change was committed after quiescence"
     );
-    assert!(Instant::now() >= slow_done);
     // The new tool is callable, on the same connection.
     let generation = committed.server("py").map(|s| s.generation);
     let called = workspace
@@ -705,30 +692,14 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
     );
 
     // Cancelling the call cancels the Task first.
-    let cancel = CancellationToken::new();
-    let call = {
-        let workspace = workspace.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            workspace
-                .call_tool(
-                    "py",
-                    "long_job",
-                    json!({"steps": 50, "delay_ms": 200}),
-                    CallOptions {
-                        cancel: Some(cancel),
-                        ..CallOptions::default()
-                    },
-                )
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    cancel.cancel();
-    let cancelled = tokio::time::timeout(Duration::from_secs(5), call)
-        .await
-        .expect("settles")
-        .expect("no panic");
+    let cancelled = call_then_cancel(
+        &workspace,
+        "py",
+        "long_job",
+        json!({"steps": 50, "delay_ms": 200}),
+        Duration::from_millis(300),
+    )
+    .await;
     assert!(
         matches!(cancelled, Err(CallError::Cancelled { .. })),
         "{cancelled:?}"

@@ -53,15 +53,7 @@ pub async fn run(servers: usize) -> anyhow::Result<TrialResult> {
         .filter(|s| s.state == ServerState::Ready)
         .count();
     let mut result = TrialResult::default();
-    result.set("ready_ms", ready_ms);
-    result.set("ready", ready as f64);
-    result.set("rss_before_kib", before.rss_kib as f64);
-    result.set("rss_after_kib", after.rss_kib as f64);
-    result.set("peak_kib", after.hwm_kib as f64);
-    result.set(
-        "per_attachment_kib",
-        after.rss_kib.saturating_sub(before.rss_kib) as f64 / servers.max(1) as f64,
-    );
+    crate::trial::record_memory(&mut result, ready_ms, ready, servers, before, after);
     let close_started = Instant::now();
     host.shutdown().await;
     result.set("close_ms", close_started.elapsed().as_secs_f64() * 1e3);

@@ -218,7 +218,8 @@ async fn hydrate(spec: &TrialSpec, client: &str, servers: usize) -> anyhow::Resu
     Ok(result)
 }
 
-fn record_memory(
+/// Records a hydration's readiness and memory figures (shared with the in-process trial).
+pub(crate) fn record_memory(
     result: &mut TrialResult,
     ready_ms: f64,
     ready: usize,

@@ -6,7 +6,7 @@
 //! Disable and remove commit the reduced snapshot only when the attachment has drained
 //! (invariant 4), and a re-enable that arrives meanwhile waits behind that commit.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -1010,18 +1010,6 @@ impl WorkspaceState {
         }
     }
 }
-
-/// Aliases whose definitions are enabled, for tests and status.
-#[allow(dead_code)]
-pub(crate) fn enabled(state: &WorkspaceState) -> HashSet<String> {
-    state
-        .entries
-        .iter()
-        .filter(|(_, entry)| entry.enabled)
-        .map(|(alias, _)| alias.clone())
-        .collect()
-}
-
 /// A durable-state failure as the action's Problem; it names the alias, never a value.
 fn state_problem(alias: &str, error: &StoreError) -> Problem {
     Problem {
