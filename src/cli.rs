@@ -22,7 +22,7 @@ pub(crate) fn init_logging(default: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},rmcp=off")));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(plurnk_mcp::redact::Scrubbing::new(std::io::stderr))
         .try_init();
 }
 

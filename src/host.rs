@@ -389,7 +389,12 @@ impl Host {
             .call(|reply| SupervisorMsg::Shutdown { reply }, None)
             .await;
         let failures = match result {
-            Ok(ractor::rpc::CallResult::Success(failures)) => failures,
+            Ok(ractor::rpc::CallResult::Success(mut failures)) => {
+                for failure in &mut failures {
+                    crate::redact::scrub_in_place(&mut failure.detail);
+                }
+                failures
+            }
             _ => vec![CloseFailure {
                 workspace: String::new(),
                 alias: String::new(),
@@ -690,7 +695,22 @@ impl Workspace {
     }
 
     /// Runs any [`Operation`] on `server` through its attachment.
+    ///
+    /// Whatever comes back is scrubbed of every registered secret (see [`crate::redact`]),
+    /// errors and results alike.
     pub async fn run(
+        &self,
+        server: &str,
+        operation: Operation,
+        options: CallOptions,
+    ) -> Result<ToolResult, CallError> {
+        self.run_unscrubbed(server, operation, options)
+            .await
+            .map(ToolResult::scrubbed)
+            .map_err(CallError::scrubbed)
+    }
+
+    async fn run_unscrubbed(
         &self,
         server: &str,
         operation: Operation,
@@ -781,7 +801,12 @@ impl Workspace {
             return Err(Problem::shutting_down());
         };
         match actor.call(message, None).await {
-            Ok(ractor::rpc::CallResult::Success(answer)) => answer,
+            Ok(ractor::rpc::CallResult::Success(answer)) => answer
+                .map(|mut snapshot| {
+                    snapshot.problem = snapshot.problem.map(Problem::scrubbed);
+                    snapshot
+                })
+                .map_err(Problem::scrubbed),
             _ => Err(Problem::server_unavailable(format!(
                 "workspace \"{}\" did not answer the action on \"{alias}\"",
                 self.name
@@ -866,7 +891,12 @@ impl Workspace {
             .call(|reply| WorkspaceMsg::List { client, reply }, None)
             .await
         {
-            Ok(ractor::rpc::CallResult::Success(summaries)) => Ok(summaries),
+            Ok(ractor::rpc::CallResult::Success(mut summaries)) => {
+                for summary in &mut summaries {
+                    summary.problem = summary.problem.take().map(Problem::scrubbed);
+                }
+                Ok(summaries)
+            }
             _ => Err(Problem::shutting_down()),
         }
     }

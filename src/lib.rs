@@ -11,6 +11,8 @@
 //!   attachment actor per (workspace, enabled server) — and the restart policy.
 //! - [`host`]: the embedding API, a cheap-to-clone [`Host`] handle over the actors.
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
+//! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
+//!   from whatever leaves the host (Problems, call errors and results, log lines).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,6 +38,7 @@ pub mod config;
 pub mod host;
 pub mod model;
 mod protocol;
+pub mod redact;
 pub mod store;
 
 pub use actors::restart::{RestartPolicy, Verdict};

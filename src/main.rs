@@ -154,6 +154,12 @@ enum Command {
         /// The ttlMs every tools/list page carries.
         #[arg(long)]
         list_ttl_ms: Option<u64>,
+        /// Report to the test probe at this address (127.0.0.1:PORT); enables `gate`.
+        #[arg(long)]
+        probe: Option<String>,
+        /// With --probe: hold every tools/list page until the probe releases it.
+        #[arg(long)]
+        hold_lists: bool,
     },
 }
 
@@ -235,6 +241,8 @@ fn main() -> ExitCode {
                 bearer,
                 paging,
                 list_ttl_ms,
+                probe,
+                hold_lists,
             } => {
                 let paging = match paging.as_str() {
                     "single" => plurnk_mcp_fixture::Paging::Single,
@@ -252,6 +260,8 @@ fn main() -> ExitCode {
                     bearer,
                     paging,
                     list_ttl_ms,
+                    probe,
+                    hold_lists,
                 };
                 cli::fixture(options, http).await
             }

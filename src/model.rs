@@ -64,6 +64,12 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// The same Problem with every registered secret scrubbed from its detail.
+    pub(crate) fn scrubbed(mut self) -> Self {
+        crate::redact::scrub_in_place(&mut self.detail);
+        self
+    }
+
     /// `502 server-unavailable`: the server could not be connected, discovered or listed.
     pub fn server_unavailable(detail: impl Into<String>) -> Self {
         Self {
@@ -292,6 +298,13 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// The same result with every registered secret scrubbed from its strings: a server
+    /// that reflects a credential does not hand it to the caller (or the model).
+    pub(crate) fn scrubbed(mut self) -> Self {
+        crate::redact::scrub_json(&mut self.result);
+        self
+    }
+
     /// The concatenated text of the result's text content blocks.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -442,6 +455,34 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// The same error with every registered secret scrubbed from its text and data.
+    pub(crate) fn scrubbed(self) -> Self {
+        use crate::redact::{scrub_in_place, scrub_json};
+        let mut error = self;
+        match &mut error {
+            Self::UnknownServer(alias) => scrub_in_place(alias),
+            Self::NotReady { detail, .. }
+            | Self::ConnectionLost { detail, .. }
+            | Self::Protocol { detail, .. }
+            | Self::Interaction { detail, .. } => scrub_in_place(detail),
+            Self::Closing { reason, .. } => scrub_in_place(reason),
+            Self::Remote { message, data, .. } => {
+                scrub_in_place(message);
+                if let Some(data) = data {
+                    scrub_json(data);
+                }
+            }
+            Self::UnknownTool { .. }
+            | Self::Unsupported { .. }
+            | Self::UnknownPrompt { .. }
+            | Self::InvalidArguments { .. }
+            | Self::Timeout { .. }
+            | Self::Cancelled { .. }
+            | Self::ShuttingDown => {}
+        }
+        error
+    }
+
     /// Whether trying again later may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(

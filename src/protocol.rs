@@ -79,15 +79,3 @@ impl ClientHandler for HostClient {
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))
     }
 }
-
-/// Replaces every secret in `text` by `<redacted>`, so that a message from a lower layer
-/// (reqwest puts the URL in its errors, a server may echo a header) cannot leak one.
-pub(crate) fn redact(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_owned();
-    for secret in secrets {
-        if secret.len() >= 4 {
-            out = out.replace(secret.as_str(), "<redacted>");
-        }
-    }
-    out
-}

@@ -66,12 +66,15 @@ fn fixture(alias: &str, extra: &[&str]) -> Vec<(String, String)> {
 
 #[test]
 fn every_configuration_fault_has_its_own_error_naming_the_variable() {
-    /// What is wrong, the variables that make it so, and the variable the error must name.
+    /// What is wrong, the variables that make it so, and what its error must name. Each
+    /// case has its own aliases, so that all of them can be set up at once too.
     type Case = (
         &'static str,
         Vec<(&'static str, &'static str)>,
-        &'static str,
+        Vec<&'static str>,
     );
+    // A value that must never appear in an error, in any spelling.
+    const LEAK: &str = "tok-LEAK-7531";
     let cases: Vec<Case> = vec![
         (
             "duplicate names after case folding",
@@ -79,22 +82,22 @@ fn every_configuration_fault_has_its_own_error_naming_the_variable() {
                 ("PLURNK_MCP_GitHub", "/bin/a"),
                 ("PLURNK_MCP_GITHUB", "/bin/b"),
             ],
-            "PLURNK_MCP_GITHUB",
+            vec!["PLURNK_MCP_GITHUB"],
         ),
         (
             "reserved name",
             vec![("PLURNK_MCP_ENABLED_ARGS", "[]")],
-            "PLURNK_MCP_ENABLED_ARGS",
+            vec!["PLURNK_MCP_ENABLED_ARGS"],
         ),
         (
             "invalid alias",
             vec![("PLURNK_MCP_9LIVES", "/bin/a")],
-            "PLURNK_MCP_9LIVES",
+            vec!["PLURNK_MCP_9LIVES"],
         ),
         (
             "orphan companion",
             vec![("PLURNK_MCP_GHOST_ARGS", "[]")],
-            "PLURNK_MCP_GHOST_ARGS",
+            vec!["PLURNK_MCP_GHOST_ARGS"],
         ),
         (
             "stdio companion on an http server",
@@ -102,112 +105,132 @@ fn every_configuration_fault_has_its_own_error_naming_the_variable() {
                 ("PLURNK_MCP_WEB", "https://example.test/mcp"),
                 ("PLURNK_MCP_WEB_ARGS", "[]"),
             ],
-            "PLURNK_MCP_WEB_ARGS",
+            vec!["PLURNK_MCP_WEB_ARGS"],
         ),
         (
             "http companion on a stdio server",
             vec![
                 ("PLURNK_MCP_LOCAL", "/bin/a"),
-                ("PLURNK_MCP_LOCAL_BEARER", "x"),
+                ("PLURNK_MCP_LOCAL_BEARER", LEAK),
             ],
-            "PLURNK_MCP_LOCAL_BEARER",
+            vec!["PLURNK_MCP_LOCAL_BEARER"],
         ),
         (
             "invalid JSON",
             vec![
-                ("PLURNK_MCP_LOCAL", "/bin/a"),
-                ("PLURNK_MCP_LOCAL_ARGS", "[oops"),
+                ("PLURNK_MCP_PARSE", "/bin/a"),
+                ("PLURNK_MCP_PARSE_ARGS", "[oops"),
             ],
-            "PLURNK_MCP_LOCAL_ARGS",
+            vec!["PLURNK_MCP_PARSE_ARGS"],
         ),
         (
             "wrong JSON shape",
             vec![
-                ("PLURNK_MCP_LOCAL", "/bin/a"),
-                ("PLURNK_MCP_LOCAL_ENV", "[\"a\"]"),
+                ("PLURNK_MCP_SHAPE", "/bin/a"),
+                ("PLURNK_MCP_SHAPE_ENV", "[\"a\"]"),
             ],
-            "PLURNK_MCP_LOCAL_ENV",
+            vec!["PLURNK_MCP_SHAPE_ENV"],
         ),
         (
             "missing ${NAME} reference",
             vec![
-                ("PLURNK_MCP_WEB", "https://example.test/mcp"),
-                ("PLURNK_MCP_WEB_BEARER", "${NOT_SET_ANYWHERE}"),
+                ("PLURNK_MCP_REMOTE", "https://example.test/mcp"),
+                ("PLURNK_MCP_REMOTE_BEARER", "${NOT_SET_ANYWHERE}"),
             ],
-            "NOT_SET_ANYWHERE",
+            vec!["PLURNK_MCP_REMOTE_BEARER", "NOT_SET_ANYWHERE"],
         ),
         (
             "bearer together with an Authorization header",
             vec![
-                ("PLURNK_MCP_WEB", "https://example.test/mcp"),
-                ("PLURNK_MCP_WEB_BEARER", "token"),
-                ("PLURNK_MCP_WEB_HEADERS", "{\"authorization\":\"Basic x\"}"),
+                ("PLURNK_MCP_BOTH", "https://example.test/mcp"),
+                ("PLURNK_MCP_BOTH_BEARER", LEAK),
+                (
+                    "PLURNK_MCP_BOTH_HEADERS",
+                    "{\"authorization\":\"Basic tok-LEAK-7531\"}",
+                ),
             ],
-            "PLURNK_MCP_WEB_HEADERS",
+            vec!["PLURNK_MCP_BOTH_HEADERS"],
         ),
         (
             "_READ outside _TOOLS",
             vec![
-                ("PLURNK_MCP_LOCAL", "/bin/a"),
-                ("PLURNK_MCP_LOCAL_TOOLS", "[\"get\"]"),
-                ("PLURNK_MCP_LOCAL_READ", "[\"push\"]"),
+                ("PLURNK_MCP_POLICY", "/bin/a"),
+                ("PLURNK_MCP_POLICY_TOOLS", "[\"get\"]"),
+                ("PLURNK_MCP_POLICY_READ", "[\"push\"]"),
             ],
-            "PLURNK_MCP_LOCAL_READ",
+            vec!["PLURNK_MCP_POLICY_READ", "\"push\""],
         ),
         (
             "zero timeout",
             vec![("PLURNK_MCP_CONNECT_TIMEOUT", "0")],
-            "PLURNK_MCP_CONNECT_TIMEOUT",
+            vec!["PLURNK_MCP_CONNECT_TIMEOUT"],
         ),
         (
             "negative timeout",
             vec![("PLURNK_MCP_REQUEST_TIMEOUT", "-5")],
-            "PLURNK_MCP_REQUEST_TIMEOUT",
+            vec!["PLURNK_MCP_REQUEST_TIMEOUT"],
         ),
         (
             "ENABLED naming an unknown server",
             vec![("PLURNK_MCP_ENABLED", "[\"nobody\"]")],
-            "PLURNK_MCP_ENABLED",
+            vec!["PLURNK_MCP_ENABLED", "\"nobody\""],
         ),
     ];
-    for (what, pairs, variable) in &cases {
+    let leaks = |text: &str| {
+        text.to_ascii_lowercase()
+            .contains(&LEAK.to_ascii_lowercase())
+    };
+    for (what, pairs, names) in &cases {
         let errors = match plurnk_mcp::HostConfig::from_env(pairs.iter().cloned()) {
             Ok(_) => panic!("{what}: accepted"),
             Err(errors) => errors,
         };
         let message = errors.to_string();
-        assert!(message.contains(variable), "{what}: {message}");
+        assert_eq!(
+            errors.iter().count(),
+            1,
+            "{what}: one fault, one error: {message}"
+        );
+        for name in names {
+            assert!(
+                message.contains(name),
+                "{what}: {name} missing from {message}"
+            );
+        }
+        assert!(!leaks(&message), "{what}: a value leaked: {message}");
         assert!(
-            !message.contains("token\""),
-            "{what}: a value leaked: {message}"
+            !leaks(&format!("{errors:?}")),
+            "{what}: a value leaked in Debug"
         );
     }
-    // All at once, through the command line: every fault is reported, and nothing starts.
-    let mut all = BTreeMap::new();
-    for (_, pairs, _) in &cases[1..] {
-        for (key, value) in pairs {
-            all.insert((*key).to_owned(), (*value).to_owned());
-        }
-    }
-    all.insert("PLURNK_MCP_WEB_BEARER".into(), "${NOT_SET_ANYWHERE}".into());
+    // All at once: every fault has its own error, and the command line reports each and
+    // starts nothing.
+    let all: BTreeMap<String, String> = cases
+        .iter()
+        .flat_map(|(_, pairs, _)| pairs.iter())
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect();
+    let errors = match plurnk_mcp::HostConfig::from_env(all.clone()) {
+        Ok(_) => panic!("accepted"),
+        Err(errors) => errors,
+    };
+    assert_eq!(
+        errors.iter().count(),
+        cases.len(),
+        "each fault its own error:\n{errors}"
+    );
     let output = run(&["status"], &all);
     assert_eq!(output.status.code(), Some(2));
     let stderr = text(&output.stderr);
-    for variable in [
-        "PLURNK_MCP_ENABLED_ARGS",
-        "PLURNK_MCP_9LIVES",
-        "PLURNK_MCP_GHOST_ARGS",
-        "PLURNK_MCP_WEB_ARGS",
-        "PLURNK_MCP_LOCAL_BEARER",
-        "PLURNK_MCP_CONNECT_TIMEOUT",
-        "PLURNK_MCP_REQUEST_TIMEOUT",
-        "NOT_SET_ANYWHERE",
-    ] {
-        assert!(
-            stderr.contains(variable),
-            "{variable} missing from:\n{stderr}"
-        );
+    for (what, _, names) in &cases {
+        for name in names {
+            assert!(
+                stderr.contains(name),
+                "{what}: {name} missing from:\n{stderr}"
+            );
+        }
     }
+    assert!(!leaks(&stderr), "a value leaked:\n{stderr}");
     assert!(output.stdout.is_empty());
 }
 
@@ -239,12 +262,12 @@ fn status_tools_and_call_on_fixture_servers() {
     };
     assert_eq!(
         line("modern"),
-        ["modern", "stdio", "ready", "2026-07-28", "9"],
+        ["modern", "stdio", "ready", "2026-07-28", "12"],
         "{table}"
     );
     assert_eq!(
         line("legacy"),
-        ["legacy", "stdio", "ready", "2025-11-25", "9"],
+        ["legacy", "stdio", "ready", "2025-11-25", "12"],
         "{table}"
     );
     assert_eq!(

@@ -9,12 +9,13 @@ use plurnk_mcp::{
     CallError, CallOptions, Effect, Host, HostConfig, HostEvent, HostOptions, RestartPolicy,
     ServerState, TransportKind, Workspace,
 };
+use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 #[path = "support/calls.rs"]
 mod calls;
-use calls::call_then_cancel;
+use calls::{BOUND, call_then_cancel, gate_call, shutdown_clean};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
@@ -41,6 +42,13 @@ impl Env {
         args.extend_from_slice(extra);
         self.set(&format!("PLURNK_MCP_{upper}"), EXE)
             .set(&format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string())
+    }
+
+    /// A fixture server over stdio that reports to `probe` (and serves `gate`).
+    fn probed(self, alias: &str, probe: &Probe, extra: &[&str]) -> Self {
+        let mut flags = vec!["--probe", probe.address()];
+        flags.extend_from_slice(extra);
+        self.stdio(alias, &flags)
     }
 
     fn enable(self, aliases: &[&str]) -> Self {
@@ -170,7 +178,8 @@ async fn modern_and_legacy_negotiate_over_stdio_and_http() {
         assert_eq!(
             names,
             [
-                "add", "count", "crash", "echo", "fail", "headers", "lists", "pid", "sleep"
+                "add", "announce", "count", "crash", "echo", "fail", "gate", "headers", "lists",
+                "pid", "reveal", "sleep"
             ],
             "{alias}"
         );
@@ -186,8 +195,7 @@ async fn modern_and_legacy_negotiate_over_stdio_and_http() {
         assert_eq!(echo.text(), alias);
         assert!(!echo.is_error);
     }
-    let report = host.shutdown().await;
-    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    shutdown_clean(host).await;
     modern_http.stop().await;
     legacy_http.stop().await;
 }
@@ -221,11 +229,9 @@ async fn unreachable_servers_are_unavailable_and_never_hold_up_the_others() {
     let host = Host::start(config).await.expect("host starts");
     let hydration = started.elapsed();
     let snapshot = host.default_workspace().snapshot();
-    // The silent server is bounded by the 1.5 s connect timeout; nothing waits on it longer.
-    assert!(
-        hydration < Duration::from_millis(1500 + 2500),
-        "hydration took {hydration:?}"
-    );
+    // The silent server is bounded by the 1.5 s connect timeout; nothing waits on it longer
+    // (a generous guard: the silent server alone would hold start for its 30 s sleep).
+    assert!(hydration < BOUND, "hydration took {hydration:?}");
     assert_eq!(
         snapshot.server("good").map(|s| s.state),
         Some(ServerState::Ready)
@@ -282,38 +288,44 @@ async fn unreachable_servers_are_unavailable_and_never_hold_up_the_others() {
             ..
         })
     ));
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
-    let config = Env::new().stdio("victim", &[]).enable(&["victim"]).config();
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("victim", &probe, &[])
+        .enable(&["victim"])
+        .config();
     let host = Host::start_with(config, fast_restarts())
         .await
         .expect("host starts");
     let workspace = host.default_workspace();
     let first_generation = workspace.snapshot().server("victim").map(|s| s.generation);
     let pid = pid_of(&workspace, "victim").await;
+    // A call the server has received and holds, with a deadline far beyond the guard below:
+    // if loss did not fail it at once, it would run into that deadline instead.
     let in_flight = {
         let workspace = workspace.clone();
         tokio::spawn(async move {
+            let options = CallOptions {
+                timeout: Some(Duration::from_secs(120)),
+                ..CallOptions::default()
+            };
             workspace
-                .call_tool(
-                    "victim",
-                    "sleep",
-                    json!({"ms": 20_000}),
-                    CallOptions::default(),
-                )
+                .call_tool("victim", "gate", json!({"id": "held"}), options)
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    probe.wait_gate("held", BOUND).await;
+    let mut events = host.events();
     let killed = Instant::now();
     // SAFETY: a signal to the process we spawned.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
     }
-    let outcome = tokio::time::timeout(Duration::from_secs(5), in_flight)
+    let outcome = tokio::time::timeout(BOUND, in_flight)
         .await
         .expect("the in-flight call settles, it does not hang")
         .expect("the task did not panic");
@@ -322,25 +334,25 @@ async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
         "{outcome:?}"
     );
     assert!(
-        killed.elapsed() < Duration::from_secs(2),
-        "failed fast: {:?}",
+        killed.elapsed() < BOUND,
+        "failed at the loss, not at its 120 s deadline: {:?}",
         killed.elapsed()
     );
-    let mut events = host.events();
     let down = workspace
-        .wait_for(Duration::from_secs(5), |s| {
+        .wait_for(BOUND, |s| {
             s.server("victim")
                 .is_some_and(|s| s.state != ServerState::Ready)
         })
         .await;
     let victim = down.server("victim").expect("configured");
-    assert!(
-        matches!(victim.state, ServerState::Unavailable),
+    assert_eq!(
+        victim.state,
+        ServerState::Unavailable,
         "{:?}",
-        victim.state
+        victim.problem
     );
     let back = workspace
-        .wait_for(Duration::from_secs(10), |s| {
+        .wait_for(BOUND, |s| {
             s.server("victim")
                 .is_some_and(|s| s.state == ServerState::Ready)
         })
@@ -353,73 +365,117 @@ async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
     );
     let new_pid = pid_of(&workspace, "victim").await;
     assert_ne!(new_pid, pid);
-    assert!(!group_alive(pid), "the killed server's group is gone");
-    // Subscribers saw the way back to ready.
-    let mut saw_ready = false;
+    assert!(
+        eventually(BOUND, || !group_alive(pid)).await,
+        "the killed server's group is gone"
+    );
+    // Subscribers saw the way down and back to ready.
+    let mut seen = Vec::new();
     while let Ok(event) = events.try_recv() {
-        if let HostEvent::StateChanged {
-            alias,
-            to: ServerState::Ready,
-            ..
-        } = event
+        if let HostEvent::StateChanged { alias, to, .. } = event
+            && alias == "victim"
         {
-            saw_ready |= alias == "victim";
+            seen.push(to);
         }
     }
-    assert!(saw_ready, "the events stream reported the recovery");
-    host.shutdown().await;
-    assert!(!group_alive(new_pid));
+    assert_eq!(
+        seen,
+        [ServerState::Unavailable, ServerState::Ready],
+        "the events stream reported the loss and the recovery"
+    );
+    shutdown_clean(host).await;
+    assert!(eventually(BOUND, || !group_alive(new_pid)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disable_and_enable_while_200_calls_are_in_flight_loses_none() {
-    let config = Env::new().stdio("busy", &[]).enable(&["busy"]).config();
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("busy", &probe, &[])
+        .enable(&["busy"])
+        .config();
     let host = Host::start(config).await.expect("host starts");
     let workspace = host.default_workspace();
-    let mut calls = Vec::new();
-    for i in 0..200u64 {
+    // 200 calls provably on the wire: the server has received each and holds it.
+    let calls: Vec<_> = (0..200)
+        .map(|i| gate_call(&workspace, "busy", &format!("call-{i}")))
+        .collect();
+    probe.wait_count("gate", 200, BOUND).await;
+    let disable = {
         let workspace = workspace.clone();
-        calls.push(tokio::spawn(async move {
-            let (tool, args) = if i % 2 == 0 {
-                ("sleep", json!({"ms": 100 + (i % 7) * 30}))
-            } else {
-                ("echo", json!({"text": format!("call {i}")}))
-            };
-            workspace
-                .call_tool("busy", tool, args, CallOptions::default())
-                .await
-        }));
+        tokio::spawn(async move { workspace.disable("busy").await })
+    };
+    // The disable has begun once a new call is refused as closing; until then the server is
+    // still taking calls and answers them.
+    let deadline = Instant::now() + BOUND;
+    loop {
+        match workspace
+            .call_tool(
+                "busy",
+                "echo",
+                json!({"text": "late"}),
+                CallOptions::default(),
+            )
+            .await
+        {
+            Err(CallError::Closing { .. }) => break,
+            Ok(result) => assert_eq!(result.text(), "late"),
+            Err(other) => panic!("a call beside the disable failed: {other:?}"),
+        }
+        assert!(Instant::now() < deadline, "the disable never began");
+        tokio::task::yield_now().await;
     }
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    let disabled = workspace.disable("busy").await.expect("disable");
+    // While the 200 are held, the disable waits: nothing is committed, the server is
+    // still published as ready.
+    let early = tokio::time::timeout(Duration::from_millis(300), async {
+        while !disable.is_finished() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        early.is_err(),
+        "disable finished while calls were in flight"
+    );
+    assert_eq!(
+        workspace.snapshot().server("busy").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    assert_eq!(probe.release_all().await, 200);
+    for (i, call) in calls.into_iter().enumerate() {
+        let outcome = tokio::time::timeout(BOUND, call)
+            .await
+            .expect("every call settles")
+            .expect("no call task panicked");
+        let result = outcome.unwrap_or_else(|error| panic!("call {i} was lost: {error:?}"));
+        assert!(!result.is_error, "call {i}: {:?}", result.result);
+        assert_eq!(result.text(), format!("released call-{i}"));
+    }
+    let disabled = tokio::time::timeout(BOUND, disable)
+        .await
+        .expect("the disable completes once the calls settled")
+        .expect("no panic")
+        .expect("disable");
     assert_eq!(disabled.state, ServerState::Disabled);
     assert!(
         disabled.tools.is_empty(),
         "a disabled server publishes no tools"
     );
+    let refused = workspace
+        .call_tool("busy", "echo", json!({"text": "x"}), CallOptions::default())
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(CallError::NotReady {
+                state: ServerState::Disabled,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
     let enabled = workspace.enable("busy").await.expect("enable");
     assert_eq!(enabled.state, ServerState::Ready);
-    let (mut results, mut typed) = (0, 0);
-    for call in calls {
-        let outcome = tokio::time::timeout(Duration::from_secs(20), call)
-            .await
-            .expect("every call settles")
-            .expect("no call task panicked");
-        match outcome {
-            Ok(result) => {
-                assert!(!result.is_error);
-                results += 1;
-            }
-            Err(
-                CallError::Closing { .. }
-                | CallError::NotReady { .. }
-                | CallError::ConnectionLost { .. },
-            ) => typed += 1,
-            Err(other) => panic!("unexpected error kind: {other:?}"),
-        }
-    }
-    assert_eq!(results + typed, 200);
-    assert!(results > 0, "calls in flight before the disable completed");
     let echo = workspace
         .call_tool(
             "busy",
@@ -430,17 +486,103 @@ async fn disable_and_enable_while_200_calls_are_in_flight_loses_none() {
         .await
         .expect("ready again");
     assert_eq!(echo.text(), "after");
-    host.shutdown().await;
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("lists", &probe, &["--legacy"])
+        .enable(&["lists"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let has_extra = |snapshot: &plurnk_mcp::WorkspaceSnapshot| {
+        snapshot
+            .server("lists")
+            .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
+    };
+    let generation = workspace.snapshot().server("lists").map(|s| s.generation);
+    let held = gate_call(&workspace, "lists", "held");
+    probe.wait_gate("held", BOUND).await;
+    let listed = probe.count("tools/list");
+    let announced = workspace
+        .call_tool("lists", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    assert_eq!(announced.text(), "announced");
+    // The host lists again on the same connection...
+    probe.wait_count("tools/list", listed + 1, BOUND).await;
+    // ...and holds the new catalog until `held` settles. Calls sent from now on run beside
+    // `held` until the refreshed catalog is pending, then wait behind it: keep sending one
+    // until one does not reach the server.
+    let mut beside = Vec::new();
+    let queued = loop {
+        let id = format!("next-{}", beside.len());
+        let call = gate_call(&workspace, "lists", &id);
+        let reached = probe
+            .until(Duration::from_millis(500), |events| {
+                events.iter().any(|e| e.id == id)
+            })
+            .await;
+        if !reached {
+            break (id, call);
+        }
+        beside.push(call);
+        assert!(
+            beside.len() < 40,
+            "no call ever waited behind the pending commit"
+        );
+    };
+    assert!(
+        !has_extra(&workspace.snapshot()),
+        "the refreshed catalog was committed while calls were in flight"
+    );
+    // Quiescence: the held calls finish, the catalog commits, then the queued call runs.
+    assert_eq!(probe.release_all().await, 1 + beside.len());
+    probe.wait_gate(&queued.0, BOUND).await;
+    assert!(probe.release(&queued.0).await);
+    for call in std::iter::once(held).chain(beside).chain([queued.1]) {
+        let result = tokio::time::timeout(BOUND, call)
+            .await
+            .expect("every call settles")
+            .expect("no panic")
+            .expect("every call completes with its result");
+        assert!(
+            result.text().starts_with("released "),
+            "{:?}",
+            result.result
+        );
+    }
+    let committed = workspace.wait_for(BOUND, |s| has_extra(s)).await;
+    assert!(has_extra(&committed), "the list change was committed");
+    assert_eq!(
+        committed.server("lists").map(|s| s.generation),
+        generation,
+        "on the same connection"
+    );
+    let extra = workspace
+        .call_tool("lists", "extra", json!({}), CallOptions::default())
+        .await
+        .expect("the new tool is routed");
+    assert_eq!(extra.text(), "extra");
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_leaves_no_process_of_any_group_alive() {
-    // The server starts a grandchild in its own process group; shutdown must reach it too.
-    let script = format!("sleep 300 & exec \"{EXE}\" fixture --name family");
+    let probe = Probe::start().await;
+    // The server starts a grandchild in its own process group that ignores SIGTERM, SIGHUP
+    // and stdin EOF; shutdown must reach it too.
+    let script = format!(
+        "trap '' TERM HUP; (trap '' TERM HUP; exec sleep 300 </dev/null >/dev/null 2>&1) & \
+         exec \"{EXE}\" fixture --name family"
+    );
     let config = Env::new()
         .set("PLURNK_MCP_FAMILY", "/bin/sh")
         .set("PLURNK_MCP_FAMILY_ARGS", json!(["-c", script]).to_string())
-        .stdio("plain", &[])
+        .probed("plain", &probe, &[])
         .enable(&["family", "plain"])
         .config();
     let host = Host::start(config).await.expect("host starts");
@@ -448,29 +590,22 @@ async fn shutdown_leaves_no_process_of_any_group_alive() {
     let family = pid_of(&workspace, "family").await;
     let plain = pid_of(&workspace, "plain").await;
     assert!(group_alive(family) && group_alive(plain));
-    let slow = {
-        let workspace = workspace.clone();
-        tokio::spawn(async move {
-            workspace
-                .call_tool(
-                    "plain",
-                    "sleep",
-                    json!({"ms": 30_000}),
-                    CallOptions::default(),
-                )
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let report = host.shutdown().await;
-    assert!(report.failures.is_empty(), "{:?}", report.failures);
-    let slow = tokio::time::timeout(Duration::from_secs(5), slow)
+    let held = gate_call(&workspace, "plain", "held");
+    probe.wait_gate("held", BOUND).await;
+    shutdown_clean(host).await;
+    let held = tokio::time::timeout(BOUND, held)
         .await
         .expect("the in-flight call was settled by shutdown")
         .expect("no panic");
-    assert!(slow.is_err(), "{slow:?}");
-    assert!(!group_alive(family), "the grandchild's group is gone");
-    assert!(!group_alive(plain));
+    assert!(
+        matches!(held, Err(CallError::Closing { .. })),
+        "shutdown settles an in-flight call as closing: {held:?}"
+    );
+    assert!(
+        eventually(BOUND, || !group_alive(family)).await,
+        "the grandchild's group is gone"
+    );
+    assert!(eventually(BOUND, || !group_alive(plain)).await);
     let refused = workspace
         .call_tool("plain", "echo", json!({}), CallOptions::default())
         .await;
@@ -510,9 +645,14 @@ async fn tools_and_read_filter_the_catalog_and_set_effects() {
         snapshot.server("none").map(|s| (s.state, s.tools.len())),
         Some((ServerState::Ready, 0))
     );
-    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(9));
+    assert_eq!(snapshot.server("all").map(|s| s.tools.len()), Some(12));
     let wrong = snapshot.server("wrong").expect("wrong");
     assert_eq!(wrong.state, ServerState::Unavailable);
+    assert!(
+        wrong.tools.is_empty(),
+        "a policy mismatch publishes nothing"
+    );
+    assert!(wrong.negotiated.is_none(), "not even its negotiation");
     let detail = wrong
         .problem
         .as_ref()
@@ -539,27 +679,34 @@ async fn tools_and_read_filter_the_catalog_and_set_effects() {
         .await
         .expect("add");
     assert_eq!(sum.text(), "42");
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_cancellation_and_tool_errors_settle_calls() {
-    let config = Env::new().stdio("calls", &[]).enable(&["calls"]).config();
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("calls", &probe, &[])
+        .enable(&["calls"])
+        .config();
     let host = Host::start(config).await.expect("host starts");
     let workspace = host.default_workspace();
 
-    let started = Instant::now();
-    let timed_out = workspace
-        .call_tool(
+    // A held call meets its deadline: it settles as a timeout and the server is told.
+    let timed_out = tokio::time::timeout(
+        BOUND,
+        workspace.call_tool(
             "calls",
-            "sleep",
-            json!({"ms": 10_000}),
+            "gate",
+            json!({"id": "slow"}),
             CallOptions {
                 timeout: Some(Duration::from_millis(300)),
                 ..CallOptions::default()
             },
-        )
-        .await;
+        ),
+    )
+    .await
+    .expect("the deadline ends the call");
     assert!(
         matches!(
             timed_out,
@@ -570,20 +717,37 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
         ),
         "{timed_out:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(3));
+    let told = probe
+        .until(BOUND, |events| {
+            events
+                .iter()
+                .any(|e| e.event == "cancelled" && e.id == "slow")
+        })
+        .await;
+    assert!(told, "the timed-out request was cancelled on the wire");
 
+    // The caller cancels a call the server holds: cancelled, and the server is told.
     let cancelled = call_then_cancel(
         &workspace,
         "calls",
-        "sleep",
-        json!({"ms": 10_000}),
-        Duration::from_millis(100),
+        "gate",
+        json!({"id": "cancel-me"}),
+        CallOptions::default(),
+        probe.wait_gate("cancel-me", BOUND),
     )
     .await;
     assert!(
         matches!(cancelled, Err(CallError::Cancelled { .. })),
         "{cancelled:?}"
     );
+    let told = probe
+        .until(BOUND, |events| {
+            events
+                .iter()
+                .any(|e| e.event == "cancelled" && e.id == "cancel-me")
+        })
+        .await;
+    assert!(told, "the cancelled request was cancelled on the wire");
 
     let failed = workspace
         .call_tool(
@@ -618,13 +782,20 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
         .await
         .expect("echo");
     assert_eq!(echo.text(), "fine");
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
+    // The server leaves a grandchild in its group that ignores SIGTERM, SIGHUP and stdin EOF:
+    // only killing the group when the crashed actor's connection is dropped ends it.
+    let script = format!(
+        "trap '' TERM HUP; (trap '' TERM HUP; exec sleep 300 </dev/null >/dev/null 2>&1) & \
+         exec \"{EXE}\" fixture --name fragile"
+    );
     let config = Env::new()
-        .stdio("fragile", &[])
+        .set("PLURNK_MCP_FRAGILE", "/bin/sh")
+        .set("PLURNK_MCP_FRAGILE_ARGS", json!(["-c", script]).to_string())
         .enable(&["fragile"])
         .config();
     let host = Host::start_with(config, fast_restarts())
@@ -634,7 +805,7 @@ async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
     let pid = pid_of(&workspace, "fragile").await;
     assert!(workspace.crash_attachment_for_test("fragile"));
     let down = workspace
-        .wait_for(Duration::from_secs(5), |s| {
+        .wait_for(BOUND, |s| {
             s.server("fragile")
                 .is_some_and(|s| s.state == ServerState::Unavailable)
         })
@@ -643,10 +814,13 @@ async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
         down.server("fragile").map(|s| s.state),
         Some(ServerState::Unavailable)
     );
-    // The crashed actor's connection died with it: its process group is gone.
-    assert!(eventually(Duration::from_secs(5), || !group_alive(pid)).await);
+    // The crashed actor's connection died with it: its whole process group is gone.
+    assert!(
+        eventually(BOUND, || !group_alive(pid)).await,
+        "the stubborn grandchild outlived the crashed attachment"
+    );
     let back = workspace
-        .wait_for(Duration::from_secs(10), |s| {
+        .wait_for(BOUND, |s| {
             s.server("fragile")
                 .is_some_and(|s| s.state == ServerState::Ready)
         })
@@ -665,7 +839,9 @@ async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
         .await
         .expect("echo");
     assert_eq!(echo.text(), "again");
-    host.shutdown().await;
+    let again = pid_of(&workspace, "fragile").await;
+    shutdown_clean(host).await;
+    assert!(eventually(BOUND, || !group_alive(again)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -699,13 +875,21 @@ async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
         let crashed = workspace
             .call_tool("flaky", "crash", json!({"code": 3}), CallOptions::default())
             .await;
-        assert!(crashed.is_err(), "{crashed:?}");
-        workspace
-            .wait_for(Duration::from_secs(5), |s| {
+        assert!(
+            matches!(crashed, Err(CallError::ConnectionLost { .. })),
+            "{crashed:?}"
+        );
+        let down = workspace
+            .wait_for(BOUND, |s| {
                 s.server("flaky")
                     .is_some_and(|s| s.state != ServerState::Ready)
             })
             .await;
+        assert_ne!(
+            down.server("flaky").map(|s| s.state),
+            Some(ServerState::Ready),
+            "round {round}"
+        );
     }
     let looped = workspace
         .wait_for(Duration::from_secs(5), |s| {
@@ -725,7 +909,7 @@ async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
     );
     let enabled = workspace.enable("flaky").await.expect("enable reconnects");
     assert_eq!(enabled.state, ServerState::Ready);
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -739,13 +923,16 @@ async fn add_and_remove_workspace_servers() {
         .expect("a valid definition");
     let added = workspace.add(definition).await.expect("add connects");
     assert_eq!(added.state, ServerState::Ready);
-    assert_eq!(added.tools.len(), 9);
+    assert_eq!(added.tools.len(), 12);
     let broken = ServerDefinition::from_target("broken", "/nonexistent/server").expect("valid");
     let problem = workspace
         .add(broken)
         .await
         .expect_err("an unreachable add fails");
-    assert_eq!(problem.status, 502);
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (502, "server-unavailable")
+    );
     assert!(
         workspace.snapshot().server("broken").is_none(),
         "a failed add leaves no trace"
@@ -754,15 +941,15 @@ async fn add_and_remove_workspace_servers() {
         .add(ServerDefinition::from_target("base", EXE).expect("valid"))
         .await
         .expect_err("duplicate alias");
-    assert_eq!(conflict.status, 409);
+    assert_eq!((conflict.status, conflict.kind.as_str()), (409, "conflict"));
     let refused = workspace
         .remove("base")
         .await
         .expect_err("service servers are disabled, not removed");
-    assert_eq!(refused.status, 409);
+    assert_eq!((refused.status, refused.kind.as_str()), (409, "conflict"));
     workspace.remove("extra").await.expect("remove");
     assert!(workspace.snapshot().server("extra").is_none());
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -826,26 +1013,31 @@ async fn http_bearer_and_headers_reach_the_server_and_never_leak() {
         .await
         .expect("headers");
     let headers: serde_json::Value = serde_json::from_str(&headers.text()).expect("JSON");
-    assert_eq!(headers["authorization"], "Bearer tok-123456789");
-    assert_eq!(headers["x-trace"], "trace-789");
+    // The credentials arrived exactly (the reversed copies say so)...
+    assert_eq!(headers["authorization~reversed"], "987654321-kot reraeB");
+    assert_eq!(headers["x-trace~reversed"], "987-ecart");
     assert_eq!(headers["mcp-protocol-version"], "2026-07-28");
-    host.shutdown().await;
+    // ...and reflected back by the server, they reach the caller scrubbed.
+    assert_eq!(headers["authorization"], "Bearer <redacted>");
+    assert_eq!(headers["x-trace"], "<redacted>");
+    shutdown_clean(host).await;
     guarded.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pagination_is_drained_and_a_non_converging_server_is_refused() {
+    let probe = Probe::start().await;
     let config = Env::new()
         .stdio("paged", &["--paging", "one-per-page"])
         .stdio("looping", &["--paging", "repeat-cursor"])
-        .stdio("endless", &["--paging", "endless"])
+        .probed("endless", &probe, &["--paging", "endless"])
         .enable(&["paged", "looping", "endless"])
         .config();
     let host = Host::start(config).await.expect("host starts");
     let snapshot = host.default_workspace().snapshot();
     let paged = snapshot.server("paged").expect("paged");
     assert_eq!(paged.state, ServerState::Ready);
-    assert_eq!(paged.tools.len(), 9, "every page was drained");
+    assert_eq!(paged.tools.len(), 12, "every page was drained");
     for (alias, expected) in [
         ("looping", "repeated the cursor"),
         ("endless", "more than 100 pages"),
@@ -860,7 +1052,17 @@ async fn pagination_is_drained_and_a_non_converging_server_is_refused() {
             .unwrap_or_default();
         assert!(detail.contains(expected), "{alias}: {detail}");
     }
-    host.shutdown().await;
+    // The bound is the number of pages actually asked for, not only its wording: pages 0 to
+    // 99 were requested and not one more (each page reaches the probe before its answer; a
+    // reconnect would start again at page 0).
+    let last_page = probe
+        .events()
+        .iter()
+        .filter_map(|e| e.id.strip_prefix("tools/listpage-"))
+        .filter_map(|n| n.parse::<u64>().ok())
+        .max();
+    assert_eq!(last_page, Some(99), "the endless server was paged too far");
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -888,7 +1090,7 @@ async fn a_server_that_dies_at_start_shows_its_exit_and_stderr() {
         .unwrap_or_default();
     assert!(detail.contains("boom-on-stderr"), "{detail}");
     assert!(detail.contains("status 4"), "{detail}");
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -963,7 +1165,7 @@ async fn a_dropped_http_peer_goes_unavailable_and_comes_back_when_it_returns() {
         .await
         .expect("echo");
     assert_eq!(echo.text(), "back");
-    host.shutdown().await;
+    shutdown_clean(host).await;
     stop.cancel();
     let _ = task.await;
 }
@@ -1021,8 +1223,7 @@ async fn in_process_servers_join_the_default_workspace() {
     workspace.disable("mem-7").await.expect("disable");
     let enabled = workspace.enable("mem-7").await.expect("enable");
     assert_eq!(enabled.state, ServerState::Ready);
-    let report = host.shutdown().await;
-    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    shutdown_clean(host).await;
 
     // An alias the configuration also declares is refused at start.
     let clash = HostOptions {
@@ -1032,9 +1233,9 @@ async fn in_process_servers_join_the_default_workspace() {
     let config = Env::new().stdio("svc", &[]).config();
     let refused = Host::start_with(config, clash).await;
     assert!(
-        refused
-            .as_ref()
-            .is_err_and(|e| e.to_string().contains("\"svc\"")),
+        refused.as_ref().is_err_and(
+            |e| matches!(e, plurnk_mcp::StartError::State(detail) if detail.contains("\"svc\""))
+        ),
         "{refused:?}"
     );
 }

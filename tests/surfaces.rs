@@ -19,7 +19,7 @@ use support::{peer_script, peers};
 
 #[path = "support/calls.rs"]
 mod calls;
-use calls::call_then_cancel;
+use calls::{BOUND, call_then_cancel, shutdown_clean};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
@@ -195,7 +195,7 @@ async fn server_everything_resources_prompts_completion_and_progress() {
         seen.last().map(|p| (p.progress, p.total)),
         Some((3.0, Some(3.0)))
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -280,20 +280,38 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
         "{bounded:?}"
     );
 
-    // Cancelling mid-way settles the call as cancelled.
+    // Cancelling mid-way, once progress flows, settles the call as cancelled at once.
+    let (seen, sink) = recorder();
+    let first_report = {
+        let seen = seen.clone();
+        async move {
+            while seen.lock().map(|s| s.is_empty()).unwrap_or(true) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
     let cancelled = call_then_cancel(
         &workspace,
         "fixture",
         "count",
-        json!({"steps": 50, "delay_ms": 100}),
-        Duration::from_millis(250),
+        json!({"steps": 500, "delay_ms": 100}),
+        CallOptions {
+            progress: Some(sink),
+            ..CallOptions::default()
+        },
+        first_report,
     )
     .await;
     assert!(
         matches!(cancelled, Err(CallError::Cancelled { .. })),
         "{cancelled:?}"
     );
-    host.shutdown().await;
+    let reports = seen.lock().map(|s| s.len()).unwrap_or_default();
+    assert!(
+        (1..500).contains(&reports),
+        "cancelled mid-way, after {reports} reports"
+    );
+    shutdown_clean(host).await;
 }
 
 /// Accepts every request of `interaction` with the same `content`.
@@ -467,7 +485,7 @@ async fn python_peer_resources_prompts_completion_errors_and_content() {
         embedded.iter().any(|b| b["resource"]["text"].is_string()),
         "an embedded text resource"
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -550,7 +568,7 @@ async fn elicitation_rounds_go_through_the_interaction() {
         .expect("slow");
     assert_eq!(slow.text(), "done after 3 steps");
     assert_eq!(seen.lock().map(|s| s.len()).unwrap_or_default(), 3);
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -563,7 +581,44 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
             .is_some_and(|s| s.tools.iter().any(|t| t.name == "dynamic_extra"))
     };
     assert!(!has_dynamic(&workspace.snapshot()));
-    // A call that stays in flight across the list change.
+    // One timeline of what the caller saw: the slow call's progress reports, and each
+    // snapshot published, in the order they were observed.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Progress(f64),
+        Committed { dynamic: bool },
+    }
+    let timeline = Arc::new(Mutex::new(Vec::new()));
+    let watcher = {
+        let (workspace, timeline) = (workspace.clone(), timeline.clone());
+        tokio::spawn(async move {
+            let mut version = workspace.snapshot().version;
+            loop {
+                let snapshot = workspace.wait_for(BOUND, |s| s.version > version).await;
+                if snapshot.version == version {
+                    return;
+                }
+                version = snapshot.version;
+                let dynamic = has_dynamic(&snapshot);
+                if let Ok(mut timeline) = timeline.lock() {
+                    timeline.push(Seen::Committed { dynamic });
+                }
+                if dynamic {
+                    return;
+                }
+            }
+        })
+    };
+    let sink: plurnk_mcp::ProgressSink = {
+        let timeline = timeline.clone();
+        Arc::new(move |progress: Progress| {
+            if let Ok(mut timeline) = timeline.lock() {
+                timeline.push(Seen::Progress(progress.progress));
+            }
+        })
+    };
+    // A call that stays in flight across the list change: the change is announced once its
+    // first report arrived, with most of its steps still to go.
     let slow = {
         let workspace = workspace.clone();
         tokio::spawn(async move {
@@ -571,13 +626,29 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
                 .call_tool(
                     "py",
                     "slow",
-                    json!({"steps": 4, "delay_ms": 250}),
-                    CallOptions::default(),
+                    json!({"steps": 8, "delay_ms": 200}),
+                    CallOptions {
+                        progress: Some(sink),
+                        ..CallOptions::default()
+                    },
                 )
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let first_report = tokio::time::timeout(BOUND, async {
+        loop {
+            let started = timeline
+                .lock()
+                .map(|t| t.iter().any(|seen| matches!(seen, Seen::Progress(_))))
+                .unwrap_or(false);
+            if started {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(first_report.is_ok(), "the slow call reported progress");
     let added = workspace
         .call_tool(
             "py",
@@ -588,25 +659,52 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
         .await
         .expect("add_tool");
     assert!(!added.is_error, "{:?}", added.result);
-    // The server announced the change long ago; the commit still waits for `slow`.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reports_then = timeline
+        .lock()
+        .map(|t| {
+            t.iter()
+                .filter(|seen| matches!(seen, Seen::Progress(_)))
+                .count()
+        })
+        .unwrap_or_default();
     assert!(
-        !has_dynamic(&workspace.snapshot()),
-        "the refreshed catalog was committed while a call was in flight"
+        reports_then < 8,
+        "the change was announced while the call was still in flight ({reports_then} of 8 steps done)"
     );
-    // (No check at the instant `slow` settles: the attachment may commit as soon as the
-    // reply is sent, before the caller's task looks.)
     let slow_result = slow.await.expect("no panic");
     assert_eq!(
         slow_result.expect("slow completes").text(),
-        "done after 4 steps"
+        "done after 8 steps"
     );
     let committed = workspace
-        .wait_for(Duration::from_secs(5), |snapshot| has_dynamic(snapshot))
+        .wait_for(BOUND, |snapshot| has_dynamic(snapshot))
         .await;
     assert!(
         has_dynamic(&committed),
         "the list change was committed after quiescence"
+    );
+    tokio::time::timeout(BOUND, watcher)
+        .await
+        .expect("the watcher saw the commit")
+        .expect("no panic");
+    // The new catalog was published only after the slow call's last report: not while it
+    // was in flight.
+    let timeline: Vec<(bool, bool)> = timeline
+        .lock()
+        .map(|t| {
+            t.iter()
+                .map(|seen| match seen {
+                    Seen::Progress(_) => (true, false),
+                    Seen::Committed { dynamic } => (false, *dynamic),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let last_progress = timeline.iter().rposition(|(progress, _)| *progress);
+    let first_dynamic = timeline.iter().position(|(_, dynamic)| *dynamic);
+    assert!(
+        first_dynamic > last_progress,
+        "the change committed while the call was in flight: {timeline:?}"
     );
     // The new tool is callable, on the same connection.
     let generation = committed.server("py").map(|s| s.generation);
@@ -623,7 +721,7 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
         workspace.snapshot().server("py").map(|s| s.generation),
         generation
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -691,18 +789,68 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
         "each input key is asked once"
     );
 
-    // Cancelling the call cancels the Task first.
+    // Cancelling the call, once its Task is being polled, cancels the Task first.
+    let task_log = || {
+        let workspace = workspace.clone();
+        async move {
+            let log = workspace
+                .call_tool("py", "task_log", json!({}), CallOptions::default())
+                .await
+                .expect("task_log");
+            serde_json::from_str::<serde_json::Value>(&log.text()).expect("task_log is JSON")
+        }
+    };
+    let before: Vec<String> = task_log()
+        .await
+        .as_object()
+        .map(|tasks| tasks.keys().cloned().collect())
+        .unwrap_or_default();
+    let polled = {
+        let before = before.clone();
+        let task_log = &task_log;
+        async move {
+            loop {
+                let log = task_log().await;
+                let polled = log.as_object().is_some_and(|tasks| {
+                    tasks.iter().any(|(id, task)| {
+                        !before.contains(id) && task["polls"].as_u64().unwrap_or(0) >= 1
+                    })
+                });
+                if polled {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
     let cancelled = call_then_cancel(
         &workspace,
         "py",
         "long_job",
-        json!({"steps": 50, "delay_ms": 200}),
-        Duration::from_millis(300),
+        json!({"steps": 500, "delay_ms": 200}),
+        CallOptions::default(),
+        polled,
     )
     .await;
     assert!(
         matches!(cancelled, Err(CallError::Cancelled { .. })),
         "{cancelled:?}"
+    );
+    let log = task_log().await;
+    let statuses: Vec<&str> = log
+        .as_object()
+        .map(|tasks| {
+            tasks
+                .iter()
+                .filter(|(id, _)| !before.contains(id))
+                .filter_map(|(_, task)| task["status"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        statuses,
+        ["cancelled"],
+        "tasks/cancel reached the server: {log}"
     );
 
     // The deadline bounds the whole Task, not one poll.
@@ -721,7 +869,7 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
         matches!(bounded, Err(CallError::Timeout { .. })),
         "{bounded:?}"
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -770,7 +918,7 @@ async fn a_legacy_peers_elicitation_goes_to_the_hosts_interaction() {
         text.contains("- Name: Ada") && text.contains("Favorite Integer: 7"),
         "{text}"
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 
     // Without a handler the host declines, and the server says so.
     let host = Host::start(everything()).await.expect("host starts");
@@ -785,7 +933,7 @@ async fn a_legacy_peers_elicitation_goes_to_the_hosts_interaction() {
         .await
         .expect("a decline is an answer");
     assert!(declined.text().contains("declined"), "{}", declined.text());
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -867,7 +1015,7 @@ async fn python_peer_over_streamable_http() {
         .await
         .expect("a Task over HTTP");
     assert_eq!(job.text(), "job done after 2 steps");
-    host.shutdown().await;
+    shutdown_clean(host).await;
     let _ = child.kill().await;
 }
 
@@ -909,7 +1057,7 @@ async fn resource_reads_honour_the_servers_ttl() {
         latest, "reads: 2",
         "the expired entry was fetched again, once"
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -917,7 +1065,12 @@ async fn resource_updates_reach_the_events_stream() {
     let host = Host::start(python_surfaces()).await.expect("host starts");
     let workspace = host.default_workspace();
     let mut events = host.events();
-    // Reading a resource makes the listen stream follow it.
+    // Reading a resource makes the listen stream follow it. A note is read first, so the
+    // filter that follows the greeting follows the note too (it serves as a barrier below).
+    workspace
+        .read_resource("py", "memo://notes/todo", CallOptions::default())
+        .await
+        .expect("read");
     workspace
         .read_resource("py", "memo://greeting", CallOptions::default())
         .await
@@ -963,19 +1116,35 @@ async fn resource_updates_reach_the_events_stream() {
         )
         .await
         .expect("touch");
-    let stray = tokio::time::timeout(Duration::from_millis(300), async {
+    // A barrier: the note, followed on the same stream, is touched after it; updates arrive
+    // in order, so by the time the note's arrives a stray one would have too.
+    workspace
+        .call_tool(
+            "py",
+            "touch",
+            json!({"uri": "memo://notes/todo"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("touch");
+    let before_barrier = tokio::time::timeout(BOUND, async {
+        let mut seen = Vec::new();
         loop {
             if let Ok(plurnk_mcp::HostEvent::ResourceUpdated { uri, .. }) = events.recv().await {
-                return uri;
+                if uri == "memo://notes/todo" {
+                    return seen;
+                }
+                seen.push(uri);
             }
         }
     })
-    .await;
+    .await
+    .expect("the barrier's update arrived");
     assert!(
-        stray.is_err(),
-        "an update for an unread resource arrived: {stray:?}"
+        !before_barrier.iter().any(|uri| uri == "memo://logo"),
+        "an update for an unread resource arrived: {before_barrier:?}"
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -992,6 +1161,8 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
     ]))
     .await
     .expect("host starts");
+    // Both were listed once by now: the floor counts from here.
+    let started = Instant::now();
     let workspace = host.default_workspace();
     let lists = |alias: &'static str| {
         let workspace = workspace.clone();
@@ -1003,16 +1174,24 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
                 .unwrap_or_default()
         }
     };
-    // A 100 ms ttl is honoured no more than once a second: three lists within 5 s.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // A 100 ms ttl is honoured, but no more than once a second: the list is fetched again
+    // (three lists in all, the first at start), and never faster than that floor.
+    let deadline = Instant::now() + BOUND;
     let mut fresh = lists("fresh").await;
     while fresh < 3 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
         fresh = lists("fresh").await;
     }
+    let elapsed = started.elapsed();
     assert!(
         fresh >= 3,
         "the stale list was fetched again ({fresh} lists)"
+    );
+    // One list at start plus at most one per whole second since (one more for rounding).
+    let allowed = 2 + elapsed.as_secs();
+    assert!(
+        fresh <= allowed,
+        "{fresh} lists within {elapsed:?}: the one-second floor was not kept"
     );
     assert_eq!(
         lists("static").await,
@@ -1023,5 +1202,5 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
         workspace.snapshot().server("fresh").map(|s| s.state),
         Some(ServerState::Ready)
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }

@@ -6,14 +6,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use plurnk_mcp::config::{McpServerOptions, Overlay};
 use plurnk_mcp::{
     CallOptions, Customize, Host, HostConfig, HostOptions, ServerDefinition, ServerState,
     SqliteStore,
 };
+use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
+
+#[path = "support/calls.rs"]
+mod calls;
+use calls::{BOUND, shutdown_clean};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
@@ -96,7 +100,7 @@ async fn added_and_disabled_servers_survive_a_restart_without_their_secrets() {
     assert_eq!(name.as_deref(), Some("s3cr3t-value-4711"));
     let disabled = b.disable("svc").await.expect("disable");
     assert_eq!(disabled.state, ServerState::Disabled);
-    host.shutdown().await;
+    shutdown_clean(host).await;
 
     let host = start(&db, config(&[])).await;
     let a = host.workspace("a").await.expect("workspace a");
@@ -139,7 +143,7 @@ async fn added_and_disabled_servers_survive_a_restart_without_their_secrets() {
         .find(|s| s.alias == "extra")
         .expect("listed");
     assert_eq!((extra.source, extra.enabled), ("workspace", true));
-    host.shutdown().await;
+    shutdown_clean(host).await;
 
     let bytes = db_bytes(&db);
     let text = String::from_utf8_lossy(&bytes);
@@ -191,7 +195,10 @@ async fn a_failing_add_or_enable_changes_nothing() {
         .and_then(|d| d.with_options(&options))
         .expect("valid");
     let problem = workspace.add(mismatch).await.expect_err("policy mismatch");
-    assert_eq!(problem.status, 502);
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (502, "server-unavailable")
+    );
     assert!(
         problem.detail.contains("no-such-tool"),
         "{}",
@@ -201,13 +208,24 @@ async fn a_failing_add_or_enable_changes_nothing() {
     let http_args = McpServerOptions::from_json(r#"{"args":["x"]}"#).expect("parses");
     let refused = ServerDefinition::from_target("web", "https://example.test/mcp")
         .and_then(|d| d.with_options(&http_args));
-    assert!(refused.is_err_and(|errors| errors.to_string().contains("args")));
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|errors| errors.iter().any(|e| matches!(
+                e,
+                plurnk_mcp::ConfigError::WrongTransport { .. }
+            ) && e.to_string().contains("args"))),
+        "{refused:?}"
+    );
     // Enabling a service server that cannot connect.
     let problem = workspace
         .enable("broken")
         .await
         .expect_err("cannot connect");
-    assert_eq!(problem.status, 502);
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (502, "server-unavailable")
+    );
     // Enabling with options the cascade refuses.
     let bad = Customize {
         options: Some(McpServerOptions::from_json(r#"{"headers":{"x":"y"}}"#).expect("parses")),
@@ -217,7 +235,10 @@ async fn a_failing_add_or_enable_changes_nothing() {
         .enable_with("svc", bad)
         .await
         .expect_err("headers on stdio");
-    assert_eq!(problem.status, 400);
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (400, "invalid-definition")
+    );
 
     assert_eq!(
         db_bytes(&db),
@@ -236,7 +257,7 @@ async fn a_failing_add_or_enable_changes_nothing() {
         .expect("pid")
         .text();
     assert_eq!(pid, pid_after, "the other attachment was not touched");
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,9 +280,9 @@ async fn every_action_answers_with_its_problem_shape() {
         .add(fixture_definition("svc", "svc"))
         .await
         .expect_err("an existing alias");
-    assert_eq!(problem.status, 409);
+    assert_eq!((problem.status, problem.kind.as_str()), (409, "conflict"));
     let problem = workspace.remove("svc").await.expect_err("a service server");
-    assert_eq!(problem.status, 409);
+    assert_eq!((problem.status, problem.kind.as_str()), (409, "conflict"));
     assert!(
         problem.detail.contains("disable it instead"),
         "{}",
@@ -284,8 +305,8 @@ async fn every_action_answers_with_its_problem_shape() {
         .enable_with("svc", other)
         .await
         .expect_err("conflict");
-    assert_eq!(problem.status, 409);
-    host.shutdown().await;
+    assert_eq!((problem.status, problem.kind.as_str()), (409, "conflict"));
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,7 +359,7 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
         workspace.snapshot().server("clientonly").is_none(),
         "not connected"
     );
-    host.shutdown().await;
+    shutdown_clean(host).await;
 
     // The specialization is durable.
     let host = start(&db, config(&[("PLURNK_MCP_ENABLED", "[]")])).await;
@@ -358,33 +379,31 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
         .find(|s| s.alias == "svc")
         .expect("still listed");
     assert_eq!((svc.source, svc.enabled), ("service", false));
-    host.shutdown().await;
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_server_in_one_workspace_never_delays_another() {
     let dir = scratch("independent");
-    let host = start(
-        &dir.join("state.sqlite"),
-        config(&[("PLURNK_MCP_CONNECT_TIMEOUT", "8000")]),
-    )
-    .await;
+    let probe = Probe::start().await;
+    let host = start(&dir.join("state.sqlite"), config(&[])).await;
     let a = host.workspace("a").await.expect("a");
     let b = host.workspace("b").await.expect("b");
-    // A server that never answers: its enable in A takes the whole connect timeout.
+    // A server that holds its tools/list until the probe lets it go: its add in A stays
+    // under way for as long as the test likes.
     let hang = {
         let a = a.clone();
+        let args = json!({"args": ["fixture", "--name", "held", "--probe", probe.address(), "--hold-lists"]});
         tokio::spawn(async move {
-            let options = McpServerOptions::from_json(r#"{"args":["30"]}"#).expect("parses");
-            let silent = ServerDefinition::from_target("silent", "/bin/sleep")
+            let options = McpServerOptions::from_json(&args.to_string()).expect("parses");
+            let held = ServerDefinition::from_target("held", EXE)
                 .and_then(|d| d.with_options(&options))
                 .expect("valid");
-            a.add(silent).await
+            a.add(held).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let bound = Duration::from_secs(2);
-    let started = Instant::now();
+    probe.wait_gate("tools/list", BOUND).await;
+    // While A's add is under way, B's actions and calls run, and so does A's own list.
     let listed = b.list().await.expect("list in b");
     assert!(!listed.is_empty());
     b.disable("svc").await.expect("disable in b");
@@ -394,16 +413,19 @@ async fn a_hanging_server_in_one_workspace_never_delays_another() {
         .await
         .expect("a call in b");
     assert_eq!(echo.text(), "b");
-    // A's own mailbox is not blocked either.
     a.list().await.expect("list in a");
-    let elapsed = started.elapsed();
-    assert!(elapsed < bound, "workspace b waited {elapsed:?} behind a");
     assert!(
         !hang.is_finished(),
-        "the hanging add was still connecting meanwhile"
+        "the add cannot finish before its list is released"
     );
-    host.shutdown().await;
-    let _ = hang.await;
+    assert_eq!(probe.release_all().await, 1);
+    let added = tokio::time::timeout(BOUND, hang)
+        .await
+        .expect("the add finishes once listed")
+        .expect("no panic")
+        .expect("the add succeeds");
+    assert_eq!(added.state, ServerState::Ready);
+    shutdown_clean(host).await;
 }
 
 #[tokio::test]
@@ -413,6 +435,10 @@ async fn a_newer_or_foreign_state_file_is_refused_untouched() {
     std::fs::write(&garbage, b"this is not a database at all, not even close").expect("write");
     let before = std::fs::read(&garbage).expect("read");
     let error = SqliteStore::open(&garbage).expect_err("refused");
+    assert!(
+        matches!(error, plurnk_mcp::StoreError::Corrupt { .. }),
+        "{error:?}"
+    );
     assert!(error.to_string().contains("garbage.sqlite"), "{error}");
     assert_eq!(std::fs::read(&garbage).expect("read"), before);
 }

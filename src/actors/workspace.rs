@@ -519,11 +519,13 @@ impl WorkspaceState {
         myself: &ActorRef<WorkspaceMsg>,
         alias: String,
         instance: u64,
-        server: ServerSnapshot,
+        mut server: ServerSnapshot,
     ) {
         if !self.is_current(&alias, instance) {
             return;
         }
+        // Everything published (snapshots, events, answers) passes here: no secret in it.
+        server.problem = server.problem.map(Problem::scrubbed);
         // A successful candidate becomes enabled only now that it is ready, and durable
         // before it is visible: if the state cannot be written, nothing is published.
         if server.state == ServerState::Ready

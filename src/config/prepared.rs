@@ -33,6 +33,13 @@ pub struct PreparedServer {
     pub summary: Option<String>,
     /// Authored tool summaries, expanded, keyed by [`tool_summary_key`](super::tool_summary_key).
     pub tool_summaries: BTreeMap<String, String>,
+    /// Every value that may be a credential, for the secret registry
+    /// ([`crate::redact::register`]): what each `${NAME}` expanded to in the arguments,
+    /// environment, headers, bearer, URL, client secrets and summaries; the URL's userinfo and
+    /// query values; and whole values of credential-named headers and environment entries
+    /// (`Authorization`, `*key*`, `*token*`, `*secret*`, `*password*`, `cookie`) even when
+    /// written literally. The command, working directory and URL origin are not secrets.
+    pub secrets: Vec<String>,
 }
 
 /// Expanded connection parameters.
@@ -74,6 +81,7 @@ impl ServerDefinition {
     pub fn prepare(&self, env: &Environment) -> Result<PreparedServer, ConfigError> {
         let names = SettingNames::canonical(self.alias());
         let mut authorization = None;
+        let mut secrets = Secrets::new(env);
         let transport = match self.transport() {
             Transport::Stdio(stdio) => {
                 let command = non_empty(env, names.target(), &stdio.command)?;
@@ -83,6 +91,7 @@ impl ServerDefinition {
                     .iter()
                     .enumerate()
                     .map(|(i, arg)| {
+                        secrets.referenced(arg);
                         env.expand_setting(&format!("{args_variable} element {}", i + 1), arg)
                     })
                     .collect::<Result<_, _>>()?;
@@ -98,7 +107,10 @@ impl ServerDefinition {
                     .iter()
                     .map(|(name, value)| {
                         let variable = format!("{env_variable} entry {name:?}");
-                        Ok((name.clone(), env.expand_setting(&variable, value)?))
+                        let expanded = env.expand_setting(&variable, value)?;
+                        secrets.referenced(value);
+                        secrets.named(name, &expanded);
+                        Ok((name.clone(), expanded))
                     })
                     .collect::<Result<_, ConfigError>>()?;
                 PreparedTransport::Stdio {
@@ -110,6 +122,8 @@ impl ServerDefinition {
             }
             Transport::Http(http) => {
                 let url = non_empty(env, names.target(), &http.url)?;
+                secrets.referenced(&http.url);
+                secrets.url(&url);
                 if !target::is_absolute_http_url(&url) {
                     return Err(ConfigError::NotAbsoluteUrl {
                         variable: names.target().to_owned(),
@@ -121,7 +135,9 @@ impl ServerDefinition {
                     .iter()
                     .map(|(name, value)| {
                         let variable = format!("{headers_variable} entry {name:?}");
+                        secrets.referenced(value);
                         let value = env.expand_setting(&variable, value)?;
+                        secrets.named(name, &value);
                         header_value(&headers_variable, name, value)
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -130,6 +146,7 @@ impl ServerDefinition {
                     Some(Authorization::Bearer { token }) => {
                         let variable = names.companion(Suffix::Bearer);
                         let token = non_empty(env, &variable, token.unexpanded())?;
+                        secrets.value(&token);
                         headers.push(header_value(
                             &variable,
                             "Authorization",
@@ -138,11 +155,25 @@ impl ServerDefinition {
                     }
                     Some(other @ Authorization::OAuth(oauth)) => {
                         let variable = names.authorization_field(other, "clientSecret");
-                        authorization = Some(prepare_oauth(env, &variable, oauth)?);
+                        let prepared = prepare_oauth(env, &variable, oauth)?;
+                        if let PreparedAuthorization::OAuth {
+                            client_secret: Some(secret),
+                            ..
+                        } = &prepared
+                        {
+                            secrets.value(secret);
+                        }
+                        authorization = Some(prepared);
                     }
                     Some(other @ Authorization::ClientCredentials(grant)) => {
                         let variable = names.authorization_field(other, "clientSecret");
-                        authorization = Some(prepare_client_credentials(env, &variable, grant)?);
+                        let prepared = prepare_client_credentials(env, &variable, grant)?;
+                        if let PreparedAuthorization::ClientCredentials { client_secret, .. } =
+                            &prepared
+                        {
+                            secrets.value(client_secret);
+                        }
+                        authorization = Some(prepared);
                     }
                 }
                 PreparedTransport::Http { url, headers }
@@ -150,12 +181,16 @@ impl ServerDefinition {
         };
         let summary = self
             .summary()
-            .map(|summary| env.expand_setting(&names.companion(Suffix::Summary), summary))
+            .map(|summary| {
+                secrets.referenced(summary);
+                env.expand_setting(&names.companion(Suffix::Summary), summary)
+            })
             .transpose()?;
         let tool_summaries = self
             .tool_summaries()
             .iter()
             .map(|(key, summary)| {
+                secrets.referenced(summary);
                 Ok((
                     key.clone(),
                     env.expand_setting(&names.tool_summary(key), summary)?,
@@ -168,8 +203,142 @@ impl ServerDefinition {
             authorization,
             summary,
             tool_summaries,
+            secrets: secrets.into_values(),
         })
     }
+}
+
+/// Collects the values [`PreparedServer::secrets`] lists while a definition is prepared.
+struct Secrets<'a> {
+    env: &'a Environment,
+    values: std::collections::BTreeSet<String>,
+}
+
+impl<'a> Secrets<'a> {
+    fn new(env: &'a Environment) -> Self {
+        Self {
+            env,
+            values: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// What each `${NAME}` in the unexpanded `s` stands for.
+    fn referenced(&mut self, s: &str) {
+        for piece in super::environment::pieces(s).unwrap_or_default() {
+            if let super::environment::Piece::Reference(name) = piece
+                && let Some(value) = self.env.get(name)
+            {
+                self.value(value);
+            }
+        }
+    }
+
+    /// A whole value, and for `Authorization`-style values also the credential after the
+    /// scheme word.
+    fn value(&mut self, value: &str) {
+        if let Some((scheme, credential)) = value.split_once(' ')
+            && !scheme.is_empty()
+            && scheme.bytes().all(|b| b.is_ascii_alphabetic())
+        {
+            self.values.insert(credential.trim().to_owned());
+        }
+        self.values.insert(value.to_owned());
+    }
+
+    /// A header or environment entry: its whole value when its name says credential.
+    fn named(&mut self, name: &str, value: &str) {
+        if is_credential_name(name) {
+            self.value(value);
+        }
+    }
+
+    /// An expanded URL: its userinfo and every query value, as written and decoded.
+    fn url(&mut self, url: &str) {
+        let Some((_, rest)) = url.split_once("://") else {
+            return;
+        };
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            for part in userinfo.split(':') {
+                self.decoded(part);
+            }
+        }
+        let after = &rest[authority_end..];
+        let Some(query_start) = after.find('?') else {
+            return;
+        };
+        let query = &after[query_start + 1..];
+        let query = query.split('#').next().unwrap_or_default();
+        self.decoded(query);
+        for pair in query.split('&') {
+            let value = pair.split_once('=').map_or(pair, |(_, value)| value);
+            self.decoded(value);
+        }
+    }
+
+    fn decoded(&mut self, raw: &str) {
+        if raw.is_empty() {
+            return;
+        }
+        self.values.insert(raw.to_owned());
+        let decoded = percent_decode(raw);
+        if decoded != raw {
+            self.values.insert(decoded);
+        }
+    }
+
+    fn into_values(self) -> Vec<String> {
+        self.values.into_iter().collect()
+    }
+}
+
+/// Whether a header or environment variable name says it holds a credential.
+pub(crate) fn is_credential_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "authorization"
+        || name == "proxy-authorization"
+        || name == "cookie"
+        || [
+            "key",
+            "token",
+            "secret",
+            "password",
+            "passwd",
+            "credential",
+            "bearer",
+        ]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
+/// Decodes `%XX` escapes (and `+` as a space); malformed escapes stay as written.
+fn percent_decode(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| bytes.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (escaped, bytes[i]) {
+            (Some(byte), _) => {
+                out.push(byte);
+                i += 3;
+            }
+            (None, b'+') => {
+                out.push(b' ');
+                i += 1;
+            }
+            (None, byte) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Expands the client secret of an OAuth authorization.
@@ -244,6 +413,10 @@ impl fmt::Debug for PreparedServer {
                 &self.summary.as_ref().map(|_| Bare("<redacted>")),
             )
             .field("tool_summaries", &RedactedValues(&tools))
+            .field(
+                "secrets",
+                &Bare(&format!("<{} redacted>", self.secrets.len())),
+            )
             .finish()
     }
 }

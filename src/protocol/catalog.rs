@@ -349,9 +349,9 @@ mod tests {
     #[test]
     fn absent_tools_enables_all_and_empty_enables_none() {
         let listed = vec![tool("a"), tool("b")];
-        let all = apply_policy("s", listed.clone(), None, &[]).unwrap_or_default();
+        let all = apply_policy("s", listed.clone(), None, &[]).expect("absent enables all");
         assert_eq!(all.len(), 2);
-        let none = apply_policy("s", listed, Some(&[]), &[]).unwrap_or_default();
+        let none = apply_policy("s", listed, Some(&[]), &[]).expect("empty enables none");
         assert!(none.is_empty());
     }
 
@@ -359,8 +359,8 @@ mod tests {
     fn read_marks_effect_and_others_stay_host() {
         let listed = vec![tool("get"), tool("put")];
         let enabled = ["get".to_owned(), "put".to_owned()];
-        let tools =
-            apply_policy("s", listed, Some(&enabled), &["get".to_owned()]).unwrap_or_default();
+        let tools = apply_policy("s", listed, Some(&enabled), &["get".to_owned()])
+            .expect("a consistent policy");
         let effect = |name: &str| tools.iter().find(|t| t.name == name).map(|t| t.effect);
         assert_eq!(effect("get"), Some(Effect::Read));
         assert_eq!(effect("put"), Some(Effect::Host));
@@ -369,8 +369,7 @@ mod tests {
     #[test]
     fn a_configured_tool_the_server_lacks_names_it() {
         let error = apply_policy("gh", vec![tool("a")], Some(&["push".to_owned()]), &[])
-            .err()
-            .unwrap_or_default();
+            .expect_err("a missing tool is refused");
         assert!(error.contains("PLURNK_MCP_GH_TOOLS"), "{error}");
         assert!(error.contains("\"push\""), "{error}");
     }
@@ -378,8 +377,7 @@ mod tests {
     #[test]
     fn a_duplicate_remote_name_is_refused() {
         let error = apply_policy("s", vec![tool("a"), tool("a")], None, &[])
-            .err()
-            .unwrap_or_default();
+            .expect_err("a duplicate is refused");
         assert!(error.contains("more than once"), "{error}");
     }
 }

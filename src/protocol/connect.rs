@@ -27,10 +27,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
 use super::stdio::{ChildProcess, StdioSpawn};
-use super::{HostClient, http, redact};
+use super::{HostClient, http};
 use crate::model::{
     Catalog, InProcessConnector, InteractionHandler, Negotiated, Progress, TransportKind,
 };
+use crate::redact::scrub;
 
 /// An already expanded target: the only place expanded values live, and never printed.
 pub(crate) enum Target {
@@ -66,27 +67,6 @@ impl Target {
             Self::Stdio { .. } => TransportKind::Stdio,
             Self::Http { .. } => TransportKind::Http,
             Self::InProcess(_) => TransportKind::InProcess,
-        }
-    }
-
-    /// The expanded values that must never appear in a message.
-    fn secrets(&self) -> Vec<String> {
-        match self {
-            Self::Stdio { env, .. } => env.iter().map(|(_, value)| value.clone()).collect(),
-            Self::Http { url, headers } => {
-                let mut secrets: Vec<String> =
-                    headers.iter().map(|(_, value)| value.clone()).collect();
-                // A bearer also appears without its scheme word.
-                for (_, value) in headers {
-                    if let Some(token) = value.strip_prefix("Bearer ") {
-                        secrets.push(token.to_owned());
-                    }
-                }
-                // URLs can carry credentials in userinfo or the query.
-                secrets.push(url.clone());
-                secrets
-            }
-            Self::InProcess(_) => Vec::new(),
         }
     }
 }
@@ -147,7 +127,6 @@ pub(crate) struct Connection {
     negotiated: Negotiated,
     lost: CancellationToken,
     child: Option<ChildProcess>,
-    secrets: Vec<String>,
     routes: Arc<ProgressRoutes>,
     /// Counts list-change notifications (tools, resources, prompts) in arrival order.
     changes: watch::Receiver<u64>,
@@ -176,7 +155,6 @@ pub(crate) async fn connect(
     target: &Target,
     options: &ConnectOptions,
 ) -> Result<Connection, ConnectError> {
-    let secrets = target.secrets();
     let result = tokio::time::timeout(options.connect_timeout, async {
         let first = tokio::time::timeout(
             options.discover_timeout,
@@ -218,7 +196,7 @@ pub(crate) async fn connect(
         updates,
     } = match result {
         Ok(Ok(parts)) => parts,
-        Ok(Err(failure)) => return Err(failure.into_error(&secrets)),
+        Ok(Err(failure)) => return Err(failure.into_error()),
         Err(_) => {
             return Err(ConnectError::Timeout(options.connect_timeout.as_millis()));
         }
@@ -261,7 +239,6 @@ pub(crate) async fn connect(
         negotiated,
         lost,
         child,
-        secrets,
         routes,
         changes,
         closing,
@@ -397,13 +374,13 @@ enum Failure {
 }
 
 impl Failure {
-    fn into_error(self, secrets: &[String]) -> ConnectError {
+    fn into_error(self) -> ConnectError {
         match self {
-            Self::Spawn(error) => ConnectError::Spawn(redact(&error.to_string(), secrets)),
-            Self::Http(detail) => ConnectError::Http(redact(&detail, secrets)),
-            Self::Described(detail) => ConnectError::Negotiation(redact(&detail, secrets)),
+            Self::Spawn(error) => ConnectError::Spawn(scrub(&error.to_string()).into_owned()),
+            Self::Http(detail) => ConnectError::Http(scrub(&detail).into_owned()),
+            Self::Described(detail) => ConnectError::Negotiation(scrub(&detail).into_owned()),
             Self::Negotiation(error) => {
-                ConnectError::Negotiation(redact(&describe_init_error(&error), secrets))
+                ConnectError::Negotiation(scrub(&describe_init_error(&error)).into_owned())
             }
         }
     }
@@ -652,7 +629,6 @@ impl Connection {
     pub(crate) fn lister(&self) -> Lister {
         Lister {
             peer: self.service.peer().clone(),
-            secrets: self.secrets.clone(),
             capabilities: self.negotiated.capabilities.clone(),
         }
     }
@@ -690,7 +666,6 @@ impl Connection {
 #[derive(Clone)]
 pub(crate) struct Lister {
     peer: rmcp::Peer<RoleClient>,
-    secrets: Vec<String>,
     capabilities: serde_json::Value,
 }
 
@@ -703,7 +678,7 @@ impl Lister {
     ) -> Result<(Vec<rmcp::model::Tool>, Option<u64>), String> {
         super::catalog::list_all_tools(&self.peer, timeout)
             .await
-            .map_err(|detail| redact(&detail, &self.secrets))
+            .map_err(|detail| scrub(&detail).into_owned())
     }
 
     /// Lists resources, templates and prompts the server advertises. A family that cannot
@@ -712,7 +687,7 @@ impl Lister {
         let mut catalog =
             super::catalog::list_catalog(&self.peer, timeout, &self.capabilities).await;
         for problem in &mut catalog.problems {
-            *problem = redact(problem, &self.secrets);
+            crate::redact::scrub_in_place(problem);
         }
         catalog
     }

@@ -219,6 +219,8 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 async fn read_stderr(pipe: ChildStderr, tail: StderrTail, done: watch::Sender<bool>) {
     let mut lines = BufReader::new(pipe).lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        // Scrubbed at the source: a server may print the credentials it was given.
+        let line = crate::redact::scrub(&line).into_owned();
         tracing::debug!(target: "plurnk_mcp::server_stderr", "{line}");
         tail.push(line);
     }

@@ -7,6 +7,9 @@ use crate::config::{Environment, PreparedTransport, ServerDefinition};
 /// the variable, never a value.
 pub(crate) fn target(definition: &ServerDefinition, env: &Environment) -> Result<Target, String> {
     let prepared = definition.prepare(env).map_err(|error| error.to_string())?;
+    // Registered before anything is spawned or dialled: whatever comes back from here on
+    // (stderr, transport errors, reflected headers) is scrubbed of them.
+    crate::redact::register(&prepared.secrets);
     Ok(match prepared.transport {
         PreparedTransport::Stdio {
             command,

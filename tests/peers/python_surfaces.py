@@ -36,6 +36,7 @@ Surfaces:
               long_job_ask(steps, delay_ms)  task-only: goes input_required inside the task
                                  (tasks/get inputRequests, tasks/update inputResponses);
                                  -32021 without the extension
+              task_log()         every task's status and tasks/get count, JSON by task id
               boom()             JSON-RPC error -32012 "boom" with data (not an isError result)
               mixed()            one content block of each kind: text, image, audio,
                                  resource_link, embedded text resource, embedded blob resource
@@ -52,6 +53,7 @@ import argparse
 import base64
 import io
 import itertools
+import json
 import socket
 import struct
 import sys
@@ -166,6 +168,7 @@ class _Task:
     answer: ElicitResult | None = None
     answered_at: float | None = None
     cancelled_at: float | None = None
+    polls: int = 0
 
     @property
     def poll_interval_ms(self) -> int:
@@ -301,7 +304,14 @@ class TasksExtension(Extension):
         return task
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: _TaskIdParams) -> dict[str, Any]:
-        return {"resultType": "complete", **self._lookup(ctx, params.task_id).detailed()}
+        task = self._lookup(ctx, params.task_id)
+        task.polls += 1
+        return {"resultType": "complete", **task.detailed()}
+
+    def log(self) -> dict[str, Any]:
+        """Every task's status and how many times it was polled (the task_log tool)."""
+        return {task.task_id: {"status": task.detailed()["status"], "polls": task.polls}
+                for task in self._tasks.values()}
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: _TaskUpdateParams) -> dict[str, Any]:
         task = self._lookup(ctx, params.task_id)
@@ -322,12 +332,14 @@ class TasksExtension(Extension):
 # --------------------------------------------------------------------------------------------
 # The server
 
+TASKS = TasksExtension()
+
 server = MCPServer(
     NAME,
     version="1.0.0",
     instructions="Surface-by-surface test peer for plurnk-mcp.",
     log_level="WARNING",
-    extensions=[TasksExtension()],
+    extensions=[TASKS],
 )
 
 # 2025-11-25 derives `listChanged` from NotificationOptions passed to
@@ -431,6 +443,12 @@ async def add_tool(ctx: Context, name: str | None = None) -> str:
     # (stdio: stdout; HTTP: the GET SSE stream). The SDK drops this on 2026 connections.
     await ctx.session.send_tool_list_changed()
     return f"added tool {tool_name}"
+
+
+@server.tool(description="Every task's status and poll count, as JSON keyed by task id.",
+             structured_output=False)
+def task_log() -> str:
+    return json.dumps(TASKS.log())
 
 
 @server.tool(description="Report progress for each step, then return 'done after {steps} steps'.",

@@ -1,37 +1,70 @@
-//! Call patterns several test binaries share.
+//! Call patterns and guards several test binaries share.
 
+#![allow(dead_code)]
+
+use std::future::Future;
 use std::time::Duration;
 
-use plurnk_mcp::{CallError, CallOptions, ToolResult, Workspace};
-use serde_json::Value;
+use plurnk_mcp::{CallError, CallOptions, Host, ToolResult, Workspace};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// Starts `tool` on `server`, cancels it through its token after `after`, and returns how
-/// the call settled; panics if it has not settled 5 s later.
+/// A generous guard on waits that normally end in milliseconds: only a hung host reaches it,
+/// so it decides nothing on a slow machine.
+pub const BOUND: Duration = Duration::from_secs(20);
+
+/// Shuts the host down and asserts every connection closed cleanly.
+pub async fn shutdown_clean(host: Host) {
+    let report = host.shutdown().await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+}
+
+/// Starts a fixture `gate` call with this id on `alias`; the server reports it to the probe
+/// and holds it until the probe releases it.
+pub fn gate_call(
+    workspace: &Workspace,
+    alias: &str,
+    id: &str,
+) -> JoinHandle<Result<ToolResult, CallError>> {
+    let (workspace, alias, id) = (workspace.clone(), alias.to_owned(), id.to_owned());
+    tokio::spawn(async move {
+        workspace
+            .call_tool(&alias, "gate", json!({ "id": id }), CallOptions::default())
+            .await
+    })
+}
+
+/// Starts `tool` on `server` with `options`, waits until `in_flight` says the request is
+/// where the test wants it (the server holds it, progress flows, a Task is being polled),
+/// cancels it through its token and returns how the call settled; panics if it has not
+/// settled within [`BOUND`].
 pub async fn call_then_cancel(
     workspace: &Workspace,
     server: &str,
     tool: &str,
     arguments: Value,
-    after: Duration,
+    options: CallOptions,
+    in_flight: impl Future<Output = ()>,
 ) -> Result<ToolResult, CallError> {
     let cancel = CancellationToken::new();
     let call = {
         let (workspace, server, tool) = (workspace.clone(), server.to_owned(), tool.to_owned());
-        let cancel = cancel.clone();
+        let options = CallOptions {
+            cancel: Some(cancel.clone()),
+            ..options
+        };
         tokio::spawn(async move {
-            let options = CallOptions {
-                cancel: Some(cancel),
-                ..CallOptions::default()
-            };
             workspace
                 .call_tool(&server, &tool, arguments, options)
                 .await
         })
     };
-    tokio::time::sleep(after).await;
+    tokio::time::timeout(BOUND, in_flight)
+        .await
+        .expect("the call got in flight");
     cancel.cancel();
-    tokio::time::timeout(Duration::from_secs(5), call)
+    tokio::time::timeout(BOUND, call)
         .await
         .expect("the cancelled call settles")
         .expect("the call task did not panic")

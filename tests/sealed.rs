@@ -1,0 +1,204 @@
+//! What the host promises against a server that leaks, floods, hangs or outlives it: secrets
+//! never leave the host, in any spelling, whatever a server echoes back. Every test here
+//! runs real misbehaving processes or HTTP servers on 127.0.0.1:0.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, ServerState};
+use serde_json::json;
+
+#[path = "support/calls.rs"]
+mod calls;
+use calls::{BOUND, shutdown_clean};
+
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+/// Every log line of this test process at `trace`, every crate included, written through
+/// the same scrubbing writer the command line uses.
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        #[derive(Clone)]
+        struct Capture(Arc<Mutex<Vec<u8>>>);
+        impl Write for Capture {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                if let Ok(mut buffer) = self.0.lock() {
+                    buffer.extend_from_slice(bytes);
+                }
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let capture = Capture(buffer.clone());
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
+            .with_writer(plurnk_mcp::redact::Scrubbing::new(move || capture.clone()))
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        buffer
+    })
+}
+
+fn logged() -> String {
+    logs()
+        .lock()
+        .map(|buffer| String::from_utf8_lossy(&buffer).into_owned())
+        .unwrap_or_default()
+}
+
+fn config(pairs: &[(&str, String)]) -> HostConfig {
+    let mut map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), value.clone()))
+        .collect();
+    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
+    match HostConfig::from_env(map) {
+        Ok(config) => config,
+        Err(errors) => panic!("test configuration is invalid: {errors}"),
+    }
+}
+
+/// Whether `text` holds `secret` in any case.
+fn holds(text: &str, secret: &str) -> bool {
+    text.to_ascii_lowercase()
+        .contains(&secret.to_ascii_lowercase())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_a_server_echoes_never_reach_a_problem_a_call_error_or_a_log_line() {
+    logs();
+    const URL_SECRET: &str = "query-SECRET-5150";
+    const ENV_SECRET: &str = "env-SECRET-8086";
+    let closed_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").port()
+    };
+    let host = Host::start(config(&[
+        ("URL_TOKEN", URL_SECRET.into()),
+        ("API_TOKEN", ENV_SECRET.into()),
+        // reqwest prints this URL in its connect error; the token rides in the query.
+        (
+            "PLURNK_MCP_REMOTE",
+            format!("http://127.0.0.1:{closed_port}/mcp?token=${{URL_TOKEN}}"),
+        ),
+        ("PLURNK_MCP_LEAKY", EXE.into()),
+        (
+            "PLURNK_MCP_LEAKY_ARGS",
+            json!(["fixture", "--name", "leaky"]).to_string(),
+        ),
+        (
+            "PLURNK_MCP_LEAKY_ENV",
+            json!({"API_KEY": "${API_TOKEN}"}).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["remote", "leaky"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    let remote = snapshot.server("remote").expect("configured");
+    assert_eq!(remote.state, ServerState::Unavailable);
+    let detail = remote
+        .problem
+        .as_ref()
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(
+        detail.contains("server \"remote\" (http)"),
+        "the Problem still says what failed: {detail}"
+    );
+    assert!(
+        !holds(&detail, URL_SECRET),
+        "URL query in a Problem: {detail}"
+    );
+    let refused = workspace
+        .call_tool("remote", "echo", json!({}), CallOptions::default())
+        .await;
+    assert!(
+        matches!(refused, Err(CallError::NotReady { .. })),
+        "{refused:?}"
+    );
+    assert!(!holds(&format!("{refused:?}"), URL_SECRET));
+
+    // The server answers with a JSON-RPC error that reflects its credential.
+    let reflected = workspace
+        .call_tool(
+            "leaky",
+            "reveal",
+            json!({"name": "API_KEY", "to": "error"}),
+            CallOptions::default(),
+        )
+        .await;
+    let Err(error @ CallError::Remote { .. }) = &reflected else {
+        panic!("a JSON-RPC error: {reflected:?}");
+    };
+    assert!(!holds(&error.to_string(), ENV_SECRET), "{error}");
+    assert!(!holds(&format!("{error:?}"), ENV_SECRET), "{error:?}");
+    // ...in its result...
+    let text = workspace
+        .call_tool(
+            "leaky",
+            "reveal",
+            json!({"name": "API_KEY", "to": "text"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("a result");
+    assert_eq!(text.text(), "API_KEY=<redacted>");
+    // ...on stderr, which the host logs...
+    workspace
+        .call_tool(
+            "leaky",
+            "reveal",
+            json!({"name": "API_KEY", "to": "stderr"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("written");
+    // ...and on stderr as it dies, which becomes its Problem.
+    let died = workspace
+        .call_tool(
+            "leaky",
+            "reveal",
+            json!({"name": "API_KEY", "to": "crash"}),
+            CallOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(died, Err(CallError::ConnectionLost { .. })),
+        "{died:?}"
+    );
+    assert!(!holds(&format!("{died:?}"), ENV_SECRET));
+    let down = workspace
+        .wait_for(BOUND, |s| {
+            s.server("leaky")
+                .and_then(|s| s.problem.as_ref())
+                .is_some_and(|p| p.detail.contains("dying with"))
+        })
+        .await;
+    let detail = down
+        .server("leaky")
+        .and_then(|s| s.problem.as_ref())
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(
+        detail.contains("dying with API_KEY=<redacted>"),
+        "the server's last words, scrubbed: {detail}"
+    );
+    shutdown_clean(host).await;
+
+    let logs = logged();
+    assert!(
+        logs.contains("API_KEY=<redacted>"),
+        "the server's stderr was logged (scrubbed)"
+    );
+    for secret in [URL_SECRET, ENV_SECRET] {
+        assert!(!holds(&logs, secret), "{secret} in a log line");
+    }
+}
