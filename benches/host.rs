@@ -194,7 +194,8 @@ fn routing(c: &mut Criterion) {
     });
     group.finish();
 
-    fixture.runtime.block_on(fixture.host.shutdown());
+    let report = fixture.runtime.block_on(fixture.host.shutdown());
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
     fixture.stop.cancel();
 }
 

@@ -48,5 +48,8 @@ export PLURNK_BENCH_TS_DIR="$BENCH_NPM"
 profile=(--release); dir=release
 if [[ "${BENCH_PROFILE:-release}" == "debug" ]]; then profile=(); dir=debug; fi
 cargo build "${profile[@]}" -p plurnk-mcp-fixture
-export PLURNK_BENCH_FIXTURE="$PWD/target/$dir/plurnk-mcp-fixture"
+# The binary just built, wherever cargo puts it (CARGO_TARGET_DIR and config included).
+target_dir="$(cargo metadata --format-version 1 --no-deps | "$NODE22" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')"
+export PLURNK_BENCH_FIXTURE="$target_dir/$dir/plurnk-mcp-fixture"
+[[ -x "$PLURNK_BENCH_FIXTURE" ]] || { log "the fixture was not built at $PLURNK_BENCH_FIXTURE"; exit 1; }
 cargo run "${profile[@]}" --example load -- "$@"

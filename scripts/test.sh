@@ -5,7 +5,8 @@
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
 # Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace, the
-# load benchmark at tiny sizes, then the official conformance suite's client scenarios.
+# load benchmark at tiny sizes, the doctests, then the official conformance suite's client
+# scenarios.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -13,7 +14,10 @@ bash scripts/install-peers.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
-# The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted).
+# `--all-targets` leaves out doctests: the crate's examples in its docs must compile too.
+cargo test --workspace --doc --locked
+# The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
+# it exits non-zero when any trial fails or loses a call).
 BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json
 # The official MCP conformance suite's client scenarios, one at a time, through our host.
 bash scripts/conformance.sh

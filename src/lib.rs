@@ -26,7 +26,10 @@
 //!     .call_tool("fixture", "echo", serde_json::json!({"text": "hi"}), CallOptions::default())
 //!     .await?;
 //! println!("{}", result.text());
-//! host.shutdown().await;
+//! let report = host.shutdown().await;
+//! for failure in &report.failures {
+//!     eprintln!("{} did not close cleanly: {}", failure.alias, failure.detail);
+//! }
 //! # Ok(()) }
 //! ```
 

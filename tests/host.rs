@@ -862,7 +862,7 @@ async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
     let workspace = host.default_workspace();
     for round in 0..2 {
         let ready = workspace
-            .wait_for(Duration::from_secs(10), |s| {
+            .wait_for(BOUND, |s| {
                 s.server("flaky")
                     .is_some_and(|s| s.state == ServerState::Ready)
             })
@@ -892,7 +892,7 @@ async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
         );
     }
     let looped = workspace
-        .wait_for(Duration::from_secs(5), |s| {
+        .wait_for(BOUND, |s| {
             s.server("flaky")
                 .is_some_and(|s| s.state == ServerState::CrashLoop)
         })
@@ -1123,7 +1123,7 @@ async fn a_dropped_http_peer_goes_unavailable_and_comes_back_when_it_returns() {
         "{failed:?}"
     );
     let down = workspace
-        .wait_for(Duration::from_secs(5), |s| {
+        .wait_for(BOUND, |s| {
             s.server("remote")
                 .is_some_and(|s| s.state == ServerState::Unavailable)
         })
@@ -1146,7 +1146,7 @@ async fn a_dropped_http_peer_goes_unavailable_and_comes_back_when_it_returns() {
         stop.clone(),
     ));
     let back = workspace
-        .wait_for(Duration::from_secs(10), |s| {
+        .wait_for(BOUND, |s| {
             s.server("remote")
                 .is_some_and(|s| s.state == ServerState::Ready)
         })

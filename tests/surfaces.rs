@@ -73,7 +73,7 @@ async fn server_everything_resources_prompts_completion_and_progress() {
     // It announces tools/list_changed right after start (a legacy notification): the host
     // lists again and commits, beyond the two hydration commits (placeholder, then ready).
     let refreshed = workspace
-        .wait_for(Duration::from_secs(10), |snapshot| snapshot.version >= 3)
+        .wait_for(BOUND, |snapshot| snapshot.version >= 3)
         .await;
     assert!(
         refreshed.version >= 3,
@@ -1047,7 +1047,7 @@ async fn resource_reads_honour_the_servers_ttl() {
     assert_eq!(first, "reads: 1");
     assert_eq!(again, first, "a fresh answer is served from the cache");
     // Once stale, the next read reaches the server again.
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + BOUND;
     let mut latest = again;
     while latest == first && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1076,7 +1076,7 @@ async fn resource_updates_reach_the_events_stream() {
         .await
         .expect("read");
     // The filter change is acknowledged by the server before it counts; touch until seen.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + BOUND;
     let mut seen = false;
     while !seen && Instant::now() < deadline {
         workspace

@@ -293,13 +293,27 @@ async fn connect_host(fixture: &Path, servers: usize) -> anyhow::Result<Connecte
     let workspace = host.default_workspace();
     let snapshot = workspace
         .wait_for(Duration::from_secs(300), |snapshot| {
-            snapshot.servers.len() == servers
-                && snapshot
-                    .servers
-                    .values()
-                    .all(|server| server.state == ServerState::Ready)
+            snapshot.servers.len() == servers && snapshot.is_settled()
         })
         .await;
+    // Hydration has settled every server: one that is not ready failed its first attempt,
+    // and the trial measures nothing worth reporting.
+    if let Some(server) = snapshot
+        .servers
+        .values()
+        .find(|server| server.state != ServerState::Ready)
+    {
+        bail!(
+            "server {} is {}: {}",
+            server.alias,
+            server.state,
+            server
+                .problem
+                .as_ref()
+                .map(|p| p.detail.as_str())
+                .unwrap_or_default()
+        );
+    }
     let ready = snapshot
         .servers
         .values()

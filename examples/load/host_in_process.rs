@@ -55,7 +55,10 @@ pub async fn run(servers: usize) -> anyhow::Result<TrialResult> {
     let mut result = TrialResult::default();
     crate::trial::record_memory(&mut result, ready_ms, ready, servers, before, after);
     let close_started = Instant::now();
-    host.shutdown().await;
+    let report = host.shutdown().await;
+    if !report.failures.is_empty() {
+        anyhow::bail!("closing failed: {:?}", report.failures);
+    }
     result.set("close_ms", close_started.elapsed().as_secs_f64() * 1e3);
     Ok(result)
 }

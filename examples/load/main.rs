@@ -197,6 +197,9 @@ async fn orchestrate(args: Args) -> anyhow::Result<()> {
     let total: usize = groups.iter().map(|g| g.clients.len() * reps).sum();
     let mut report = Report::new(args.quick, reps, skipped);
     let mut done = 0;
+    // A trial that failed, or lost a call, makes the whole run fail (after the report is
+    // written): a benchmark must not pass on figures it could not measure.
+    let mut failed = Vec::new();
     for group in groups {
         let mut runs = report.begin(&group);
         for rep in 0..reps {
@@ -219,6 +222,22 @@ async fn orchestrate(args: Args) -> anyhow::Result<()> {
                     rep + 1,
                     report::summary(&group, &result)
                 );
+                if let Some(error) = &result.error {
+                    failed.push(format!(
+                        "{} {} rep {}: {error}",
+                        group.id,
+                        client.name(),
+                        rep + 1
+                    ));
+                } else if result.metrics.get("lost").is_some_and(|lost| *lost > 0.0) {
+                    failed.push(format!(
+                        "{} {} rep {}: {} call(s) lost",
+                        group.id,
+                        client.name(),
+                        rep + 1,
+                        result.metrics["lost"]
+                    ));
+                }
                 runs.push(client, result);
             }
         }
@@ -241,6 +260,12 @@ async fn orchestrate(args: Args) -> anyhow::Result<()> {
         serde_json::to_string_pretty(&report.json(elapsed))?,
     )?;
     eprintln!("load: wrote {}", json_path.display());
+    if !failed.is_empty() {
+        for failure in &failed {
+            eprintln!("load: FAILED {failure}");
+        }
+        bail!("{} of {total} trial(s) failed", failed.len());
+    }
     Ok(())
 }
 

@@ -12,7 +12,12 @@ use plurnk_mcp::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use plurnk_mcp_fixture::probe::Probe;
+
 use super::{eventually, status_table};
+
+/// A guard on waits that normally end in milliseconds.
+const BOUND: Duration = Duration::from_secs(20);
 
 /// Counts what went right and wrong, so the demo's exit code means something.
 struct Demo {
@@ -73,17 +78,28 @@ async fn demo() -> anyhow::Result<Demo> {
         http_shutdown.clone(),
     ));
 
+    // The fixture's instrument: the stdio servers report what they receive to this probe and
+    // hold `gate` calls until it lets them go, so the demo knows a call is in flight.
+    let probe = Probe::start().await;
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     env.insert("DEMO_TOKEN".into(), "demo-secret-token".into());
     env.insert("PLURNK_MCP_MODERN".into(), exe.clone());
     env.insert(
         "PLURNK_MCP_MODERN_ARGS".into(),
-        json!(["fixture", "--name", "modern"]).to_string(),
+        json!(["fixture", "--name", "modern", "--probe", probe.address()]).to_string(),
     );
     env.insert("PLURNK_MCP_LEGACY".into(), exe.clone());
     env.insert(
         "PLURNK_MCP_LEGACY_ARGS".into(),
-        json!(["fixture", "--legacy", "--name", "legacy"]).to_string(),
+        json!([
+            "fixture",
+            "--legacy",
+            "--name",
+            "legacy",
+            "--probe",
+            probe.address()
+        ])
+        .to_string(),
     );
     env.insert("PLURNK_MCP_REMOTE".into(), url.clone());
     env.insert("PLURNK_MCP_REMOTE_BEARER".into(), "${DEMO_TOKEN}".into());
@@ -189,8 +205,8 @@ async fn demo() -> anyhow::Result<Demo> {
         "a tool outside _TOOLS is refused before it reaches the server",
     );
 
-    disable_under_load(&mut demo, &workspace).await;
-    kill_and_recover(&mut demo, &workspace).await;
+    disable_under_load(&mut demo, &workspace, &probe).await;
+    kill_and_recover(&mut demo, &workspace, &probe).await;
 
     // Note every stdio server's process group before shutting down.
     let mut groups = Vec::new();
@@ -224,24 +240,74 @@ async fn demo() -> anyhow::Result<Demo> {
     Ok(demo)
 }
 
-async fn disable_under_load(demo: &mut Demo, workspace: &Workspace) {
+async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Probe) {
     println!("\ndisable and re-enable \"modern\" while 40 calls are in flight:");
-    let mut calls = Vec::new();
-    for i in 0..40 {
+    let calls: Vec<_> = (0..40)
+        .map(|i| {
+            let workspace = workspace.clone();
+            tokio::spawn(async move {
+                workspace
+                    .call_tool(
+                        "modern",
+                        "gate",
+                        json!({"id": format!("call-{i}")}),
+                        CallOptions::default(),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let arrived = probe
+        .until(BOUND, |events| {
+            events.iter().filter(|e| e.server == "modern").count() >= 40
+        })
+        .await;
+    demo.check(arrived, "the server received all 40 calls and holds them");
+    let disable = {
         let workspace = workspace.clone();
-        calls.push(tokio::spawn(async move {
-            let (tool, args) = if i % 2 == 0 {
-                ("sleep", json!({"ms": 300}))
-            } else {
-                ("echo", json!({"text": format!("call {i}")}))
-            };
-            workspace
-                .call_tool("modern", tool, args, CallOptions::default())
-                .await
-        }));
+        tokio::spawn(async move { workspace.disable("modern").await })
+    };
+    // Once the disable has begun, new calls are refused as closing.
+    let refused = tokio::time::timeout(BOUND, async {
+        loop {
+            let late = workspace
+                .call_tool(
+                    "modern",
+                    "echo",
+                    json!({"text": "late"}),
+                    CallOptions::default(),
+                )
+                .await;
+            if matches!(late, Err(CallError::Closing { .. })) {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .is_ok();
+    demo.check(refused, "a new call is refused while \"modern\" drains");
+    demo.check(
+        !disable.is_finished()
+            && workspace.snapshot().server("modern").map(|s| s.state) == Some(ServerState::Ready),
+        "while the 40 are held, nothing is committed yet",
+    );
+    let released = probe.release_all().await;
+    println!("  released the {released} held calls");
+    let mut results = 0;
+    let mut failures = Vec::new();
+    for call in calls {
+        match call.await {
+            Ok(Ok(result)) if result.text().starts_with("released ") => results += 1,
+            Ok(Ok(result)) => failures.push(format!("an unexpected result: {}", result.text())),
+            Ok(Err(error)) => failures.push(error.to_string()),
+            Err(error) => failures.push(format!("a call task failed: {error}")),
+        }
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let disabled = workspace.disable("modern").await;
+    let disabled = match disable.await {
+        Ok(disabled) => disabled,
+        Err(error) => Err(plurnk_mcp::Problem::server_unavailable(error.to_string())),
+    };
     println!(
         "  disable -> {}",
         disabled
@@ -257,15 +323,17 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace) {
             .map(|s| s.state.to_string())
             .unwrap_or_else(|p| p.to_string())
     );
-    let (mut results, mut typed_errors, mut lost) = (0, 0, 0);
-    for call in calls {
-        match call.await {
-            Ok(Ok(_)) => results += 1,
-            Ok(Err(_)) => typed_errors += 1,
-            Err(_) => lost += 1,
-        }
+    println!(
+        "  40 calls: {results} completed with their result, {} failed",
+        failures.len()
+    );
+    for failure in &failures {
+        println!("        {failure}");
     }
-    println!("  40 calls: {results} results, {typed_errors} typed errors, {lost} lost");
+    demo.check(
+        results == 40,
+        "every call in flight completed with its result: none was lost",
+    );
     demo.check(
         disabled.is_ok_and(|s| s.state == ServerState::Disabled),
         "disable committed only after the in-flight calls settled",
@@ -274,13 +342,9 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace) {
         enabled.is_ok_and(|s| s.state == ServerState::Ready),
         "enable brought \"modern\" back to ready",
     );
-    demo.check(
-        lost == 0 && results + typed_errors == 40,
-        "no call was lost",
-    );
 }
 
-async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace) {
+async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace, probe: &Probe) {
     println!("\nkill -9 the \"legacy\" server process:");
     let pid = workspace
         .call_tool("legacy", "pid", json!({}), CallOptions::default())
@@ -291,40 +355,43 @@ async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace) {
         demo.check(false, "the legacy server told its pid");
         return;
     };
-    let slow = {
+    // A call the server holds, with a deadline far beyond what "at once" means.
+    let held = {
         let workspace = workspace.clone();
         tokio::spawn(async move {
+            let options = CallOptions {
+                timeout: Some(Duration::from_secs(120)),
+                ..CallOptions::default()
+            };
             workspace
-                .call_tool(
-                    "legacy",
-                    "sleep",
-                    json!({"ms": 5000}),
-                    CallOptions::default(),
-                )
+                .call_tool("legacy", "gate", json!({"id": "held"}), options)
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let arrived = probe
+        .until(BOUND, |events| events.iter().any(|e| e.id == "held"))
+        .await;
+    demo.check(arrived, "a call is in flight on the legacy server");
     let killed_at = Instant::now();
     // SAFETY: plain syscall on a pid we were told by the server we spawned.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
     }
-    let in_flight = slow.await;
-    let failed_fast = matches!(in_flight, Ok(Err(CallError::ConnectionLost { .. })))
-        && killed_at.elapsed() < Duration::from_secs(2);
+    let in_flight = tokio::time::timeout(BOUND, held).await;
+    let failed_fast = matches!(in_flight, Ok(Ok(Err(CallError::ConnectionLost { .. }))));
     println!(
         "  the in-flight call settled after {} ms: {}",
         killed_at.elapsed().as_millis(),
         match &in_flight {
-            Ok(Err(error)) => error.to_string(),
-            Ok(Ok(_)) => "a result".into(),
-            Err(_) => "lost".into(),
+            Ok(Ok(Err(error))) => error.to_string(),
+            Ok(Ok(Ok(_))) => "a result".into(),
+            Ok(Err(_)) => "lost".into(),
+            Err(_) => "still waiting".into(),
         }
     );
     demo.check(
         failed_fast,
-        "the call in flight on the dead server failed at once",
+        "the call in flight on the dead server failed at once, not at its 120 s deadline",
     );
     let down = workspace
         .wait_for(Duration::from_secs(5), |s| {
