@@ -19,7 +19,7 @@ use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
 use crate::actors::workspace::{Published, Seed, Source, WorkspaceArgs, WorkspaceMsg};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
 use crate::model::{
-    CallError, CompletionRef, InProcessConnector, InteractionHandler, Operation, Problem,
+    CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
     ProgressSink, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
 };
 use crate::protocol::{CallContext, ConnectOptions};
@@ -127,6 +127,8 @@ pub struct HostOptions {
     /// How long a disable waits for in-flight calls before cancelling them; the request
     /// timeout when `None`.
     pub drain_timeout: Option<Duration>,
+    /// What a server may make the host hold and do (catalog size, floods, calls in flight).
+    pub limits: Limits,
 }
 
 impl std::fmt::Debug for HostOptions {
@@ -138,6 +140,7 @@ impl std::fmt::Debug for HostOptions {
             .field("restart", &self.restart)
             .field("close_grace", &self.close_grace)
             .field("drain_timeout", &self.drain_timeout)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -151,6 +154,7 @@ impl Default for HostOptions {
             restart: RestartPolicy::default(),
             close_grace: Duration::from_secs(2),
             drain_timeout: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -221,6 +225,7 @@ impl Host {
                 close_grace: options.close_grace,
                 http_client: Arc::default(),
                 interaction: options.interaction.clone(),
+                limits: options.limits,
             },
             request_timeout: config.request_timeout(),
             drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
@@ -325,12 +330,11 @@ impl Host {
         Ok(host)
     }
 
-    /// How long hydration may take: each attachment bounds its own first attempt by the
-    /// connect timeout, and the margin covers listing. Waiting never fails: a server still
-    /// connecting then is simply shown as connecting.
+    /// How long hydration may take: each attachment bounds its first attempt — connecting
+    /// and listing together — by the connect timeout; the margin covers reporting and
+    /// committing. Waiting never fails: a server still connecting then is shown as connecting.
     fn hydration_bound(&self) -> Duration {
-        let config = &self.inner.config;
-        config.connect_timeout() + config.request_timeout().min(Duration::from_secs(30))
+        self.inner.config.connect_timeout() + Duration::from_secs(2)
     }
 
     /// The default workspace.

@@ -52,9 +52,9 @@ pub use host::{
 };
 pub use model::{
     CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, InProcessConnector,
-    Interaction, InteractionHandler, Negotiated, Operation, Problem, Progress, ProgressSink,
-    PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, ToolInfo,
-    ToolResult, TransportKind, WorkspaceSnapshot,
+    Interaction, InteractionHandler, Limits, Negotiated, Operation, Problem, Progress,
+    ProgressSink, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState,
+    ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
 pub use store::{
     MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord,

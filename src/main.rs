@@ -160,6 +160,11 @@ enum Command {
         /// With --probe: hold every tools/list page until the probe releases it.
         #[arg(long)]
         hold_lists: bool,
+        /// Be a hostile stdio server instead: notify-flood, ping-flood, no-read,
+        /// stderr-flood, stderr-binary, many-tools, heavy-pages, huge-message, slow-pages,
+        /// immortal or escape.
+        #[arg(long)]
+        hostile: Option<String>,
     },
 }
 
@@ -243,7 +248,21 @@ fn main() -> ExitCode {
                 list_ttl_ms,
                 probe,
                 hold_lists,
+                hostile,
             } => {
+                if let Some(name) = hostile {
+                    let Some(mode) = plurnk_mcp_fixture::hostile::Mode::parse(&name) else {
+                        eprintln!("plurnk-mcp fixture: unknown --hostile {name:?}");
+                        return ExitCode::from(2);
+                    };
+                    return match plurnk_mcp_fixture::hostile::run(mode) {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(error) => {
+                            eprintln!("plurnk-mcp fixture: {error}");
+                            ExitCode::FAILURE
+                        }
+                    };
+                }
                 let paging = match paging.as_str() {
                     "single" => plurnk_mcp_fixture::Paging::Single,
                     "one-per-page" => plurnk_mcp_fixture::Paging::OnePerPage,

@@ -449,6 +449,19 @@ pub enum CallError {
         /// What was wrong.
         detail: String,
     },
+    /// Too many calls are in flight on the server or in the workspace: the call was refused
+    /// at once rather than queued without bound.
+    #[error(
+        "server \"{alias}\" is overloaded: {limit} calls are already in flight {scope}; try again when some have settled"
+    )]
+    Overloaded {
+        /// The alias.
+        alias: String,
+        /// The bound that was met.
+        limit: usize,
+        /// Where: "on this server" or "in this workspace".
+        scope: String,
+    },
     /// The host is shutting down.
     #[error("the host is shutting down")]
     ShuttingDown,
@@ -478,6 +491,7 @@ impl CallError {
             | Self::InvalidArguments { .. }
             | Self::Timeout { .. }
             | Self::Cancelled { .. }
+            | Self::Overloaded { .. }
             | Self::ShuttingDown => {}
         }
         error
@@ -491,6 +505,7 @@ impl CallError {
                 | Self::Timeout { .. }
                 | Self::ConnectionLost { .. }
                 | Self::Closing { .. }
+                | Self::Overloaded { .. }
         )
     }
 }
@@ -711,3 +726,50 @@ pub type InteractionHandler = Arc<
 
 /// Where progress reports of one call go.
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// What a server may make the host hold and do: every bound the host keeps against a server
+/// that floods, pages forever or sends more than it should. The defaults are far beyond
+/// what a real server needs; a server that meets one is `unavailable` with a Problem that
+/// names the bound, or its call fails with [`CallError::Overloaded`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Pages one list (`tools/list`, `resources/list`, …) may take.
+    pub max_pages: usize,
+    /// Items one list may hold (tools, resources, templates or prompts).
+    pub max_items: usize,
+    /// Bytes one list may hold, counted as the JSON of its items.
+    pub max_list_bytes: usize,
+    /// Bytes one message from a stdio or in-process server may have; a longer one closes
+    /// the connection. (Over Streamable HTTP, rmcp bounds an event at 16 MiB itself.)
+    pub max_message_bytes: usize,
+    /// Calls in flight on one server; beyond it a call fails at once as overloaded.
+    pub max_in_flight_per_server: usize,
+    /// Calls in flight in one workspace, all servers together.
+    pub max_in_flight_per_workspace: usize,
+    /// Notifications one server may send in a burst…
+    pub notification_burst: u32,
+    /// …and per second after it; the excess is dropped and counted.
+    pub notifications_per_second: u32,
+    /// A server that keeps exceeding the notification rate this long is disconnected.
+    pub flood_grace: std::time::Duration,
+    /// Requests one server may have waiting on the host at once (ping, elicitation, …);
+    /// more are dropped unanswered.
+    pub max_server_requests: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_pages: 100,
+            max_items: 10_000,
+            max_list_bytes: 32 << 20,
+            max_message_bytes: 16 << 20,
+            max_in_flight_per_server: 1024,
+            max_in_flight_per_workspace: 8192,
+            notification_burst: 2000,
+            notifications_per_second: 1000,
+            flood_grace: std::time::Duration::from_secs(5),
+            max_server_requests: 16,
+        }
+    }
+}

@@ -8,6 +8,7 @@
 mod call;
 mod catalog;
 mod connect;
+mod guard;
 mod http;
 mod stdio;
 mod target;

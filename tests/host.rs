@@ -351,6 +351,23 @@ async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
         "{:?}",
         victim.problem
     );
+    // Once the loss is examined, the Problem says how the process ended.
+    let examined = workspace
+        .wait_for(BOUND, |s| {
+            s.server("victim")
+                .and_then(|s| s.problem.as_ref())
+                .is_some_and(|p| p.detail.contains("killed by signal 9"))
+        })
+        .await;
+    let detail = examined
+        .server("victim")
+        .and_then(|s| s.problem.as_ref())
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(
+        detail.contains("lost its connection") && detail.contains("killed by signal 9"),
+        "{detail}"
+    );
     let back = workspace
         .wait_for(BOUND, |s| {
             s.server("victim")
@@ -907,6 +924,23 @@ async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
         "{:?}",
         flaky.problem
     );
+    // The last failure is named too, once the loss is examined.
+    let examined = workspace
+        .wait_for(BOUND, |s| {
+            s.server("flaky")
+                .and_then(|s| s.problem.as_ref())
+                .is_some_and(|p| p.detail.contains("exited with status 3"))
+        })
+        .await;
+    let detail = examined
+        .server("flaky")
+        .and_then(|s| s.problem.as_ref())
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(
+        detail.contains("last failure") && detail.contains("exited with status 3"),
+        "{detail}"
+    );
     let enabled = workspace.enable("flaky").await.expect("enable reconnects");
     assert_eq!(enabled.state, ServerState::Ready);
     shutdown_clean(host).await;
@@ -1238,4 +1272,50 @@ async fn in_process_servers_join_the_default_workspace() {
         ),
         "{refused:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enable_during_backoff_leaves_no_stray_reconnect() {
+    let config = Env::new().stdio("victim", &[]).enable(&["victim"]).config();
+    // A slow backoff: the retry timer of the loss is still pending when enable reconnects.
+    let options = HostOptions {
+        restart: RestartPolicy {
+            min_delay: Duration::from_millis(1500),
+            max_delay: Duration::from_millis(1500),
+            crash_limit: 10,
+            window: Duration::from_secs(60),
+        },
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let pid = pid_of(&workspace, "victim").await;
+    // SAFETY: a signal to the process we spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    workspace
+        .wait_for(BOUND, |s| {
+            s.server("victim")
+                .is_some_and(|s| s.state == ServerState::Unavailable)
+        })
+        .await;
+    let enabled = workspace.enable("victim").await.expect("enable reconnects");
+    assert_eq!(enabled.state, ServerState::Ready);
+    let generation = enabled.generation;
+    let new_pid = pid_of(&workspace, "victim").await;
+    // The stale timer fires within its delay plus jitter (at most twice the delay): it must
+    // find nothing to do. The wait is the policy's own bound, not a guess at a state.
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let after = workspace.snapshot();
+    let victim = after.server("victim").expect("configured");
+    assert_eq!(
+        (victim.state, victim.generation),
+        (ServerState::Ready, generation),
+        "the stale retry timer reconnected a ready server"
+    );
+    assert_eq!(pid_of(&workspace, "victim").await, new_pid);
+    shutdown_clean(host).await;
 }

@@ -1157,7 +1157,23 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
         ),
         ("PLURNK_MCP_STATIC", EXE.into()),
         ("PLURNK_MCP_STATIC_ARGS", json!(["fixture"]).to_string()),
-        ("PLURNK_MCP_ENABLED", json!(["fresh", "static"]).to_string()),
+        // One tool per page, each page fresh for 100 ms: the list is as fresh as its pages.
+        ("PLURNK_MCP_PAGED", EXE.into()),
+        (
+            "PLURNK_MCP_PAGED_ARGS",
+            json!([
+                "fixture",
+                "--paging",
+                "one-per-page",
+                "--list-ttl-ms",
+                "100"
+            ])
+            .to_string(),
+        ),
+        (
+            "PLURNK_MCP_ENABLED",
+            json!(["fresh", "static", "paged"]).to_string(),
+        ),
     ]))
     .await
     .expect("host starts");
@@ -1197,6 +1213,20 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
         lists("static").await,
         1,
         "a list without ttlMs waits for a change notification"
+    );
+    let pages = workspace
+        .snapshot()
+        .server("paged")
+        .map(|s| s.tools.len() as u64)
+        .unwrap_or_default();
+    let mut paged = lists("paged").await;
+    while paged < 2 * pages && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        paged = lists("paged").await;
+    }
+    assert!(
+        pages > 1 && paged >= 2 * pages,
+        "a paged list whose pages carry ttlMs was fetched again ({paged} requests, {pages} pages)"
     );
     assert_eq!(
         workspace.snapshot().server("fresh").map(|s| s.state),

@@ -78,6 +78,8 @@ pub(crate) struct AttachmentArgs {
     pub origin: Origin,
     /// Crashes of earlier instances of this alias, for the crash-loop window.
     pub crashes: VecDeque<Instant>,
+    /// Calls in flight in the whole workspace, shared by its attachments.
+    pub workspace_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// One request routed to this attachment on behalf of a caller.
@@ -390,10 +392,17 @@ impl AttachmentState {
     }
 
     fn publish(&self) {
+        self.publish_answering(Vec::new());
+    }
+
+    /// Publishes the current state; `answers` go out only once the workspace has committed
+    /// it, so whoever is answered already sees it in the snapshot.
+    fn publish_answering(&self, answers: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>) {
         let _ = self.args.workspace.cast(WorkspaceMsg::Publish {
             alias: self.args.alias.clone(),
             instance: self.args.instance,
             server: self.snapshot(),
+            answers,
         });
     }
 
@@ -504,8 +513,7 @@ impl AttachmentState {
                 });
                 self.delays = Box::new(self.args.settings.restart.delays());
                 self.lifecycle = Lifecycle::Ready(live);
-                self.publish();
-                self.answer_reconnects();
+                self.publish_and_answer_reconnects();
                 self.schedule_expiry(myself);
             }
             Err(problem) => {
@@ -521,8 +529,7 @@ impl AttachmentState {
                     return;
                 }
                 self.lifecycle = Lifecycle::Unavailable(problem);
-                self.publish();
-                self.answer_reconnects();
+                self.publish_and_answer_reconnects();
                 self.schedule_retry(myself);
             }
         }
@@ -604,6 +611,32 @@ impl AttachmentState {
             let _ = request.reply.send(Err(error));
             return;
         }
+        // Bounded, not queued: beyond the bound a call fails at once, so a flood of callers
+        // cannot make the host hold an unbounded number of requests for a slow server.
+        let limits = &self.args.settings.connect.limits;
+        let workspace_slot = InFlight::take(
+            &self.args.workspace_in_flight,
+            limits.max_in_flight_per_workspace,
+        );
+        let overloaded = |limit: usize, scope: &str| CallError::Overloaded {
+            alias: alias.clone(),
+            limit,
+            scope: scope.to_owned(),
+        };
+        if self.active.len() >= limits.max_in_flight_per_server {
+            let _ = request.reply.send(Err(overloaded(
+                limits.max_in_flight_per_server,
+                "on this server",
+            )));
+            return;
+        }
+        let Some(workspace_slot) = workspace_slot else {
+            let _ = request.reply.send(Err(overloaded(
+                limits.max_in_flight_per_workspace,
+                "in this workspace",
+            )));
+            return;
+        };
         self.next_call += 1;
         let id = self.next_call;
         let closing = CancellationToken::new();
@@ -630,10 +663,12 @@ impl AttachmentState {
                 Ok(_) => "ok",
                 Err(CallError::Timeout { .. }) => "timeout",
                 Err(CallError::Cancelled { .. }) => "cancelled",
+                Err(CallError::Overloaded { .. }) => "overloaded",
                 Err(_) => "error",
             };
             metrics::counter!("plurnk_mcp_calls_total", "outcome" => outcome).increment(1);
             metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
+            drop(workspace_slot);
             let _ = reply.send(result);
             let _ = myself.cast(AttachmentMsg::Settled { id });
         });
@@ -649,9 +684,19 @@ impl AttachmentState {
         let alias = self.args.alias.clone();
         let definition = self.args.definition.clone();
         let timeout = self.args.settings.request_timeout;
+        let bound = self.args.settings.connect.connect_timeout;
         let myself = myself.clone();
         tokio::spawn(async move {
-            let result = refresh(&alias, &definition, &peer, timeout).await;
+            // Listing again is bounded as a whole, like the first listing.
+            let result = tokio::time::timeout(bound, refresh(&alias, &definition, &peer, timeout))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Problem::server_unavailable(format!(
+                        "server \"{alias}\" changed its lists and could not be listed again within {} ms \
+                         (PLURNK_MCP_CONNECT_TIMEOUT)",
+                        bound.as_millis()
+                    )))
+                });
             let _ = myself.cast(AttachmentMsg::Refreshed { generation, result });
         });
     }
@@ -739,15 +784,22 @@ impl AttachmentState {
         }
     }
 
-    fn answer_reconnects(&mut self) {
+    /// Publishes the settled attempt and answers the explicit reconnects that waited for it,
+    /// after the workspace committed it.
+    fn publish_and_answer_reconnects(&mut self) {
         let snapshot = self.snapshot();
-        for reply in self.reconnects.drain(..) {
-            let answer = match &snapshot.problem {
-                Some(problem) if snapshot.state != ServerState::Ready => Err(problem.clone()),
-                _ => Ok(snapshot.clone()),
-            };
-            let _ = reply.send(answer);
-        }
+        let answers = self
+            .reconnects
+            .drain(..)
+            .map(|reply| {
+                let answer = match &snapshot.problem {
+                    Some(problem) if snapshot.state != ServerState::Ready => Err(problem.clone()),
+                    _ => Ok(snapshot.clone()),
+                };
+                (reply, answer)
+            })
+            .collect();
+        self.publish_answering(answers);
     }
 
     fn cancel_active(&mut self) {
@@ -790,6 +842,29 @@ impl AttachmentState {
     }
 }
 
+/// One call's place in the workspace's in-flight count; released when dropped, however the
+/// call ends.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    /// A place, if fewer than `limit` are taken.
+    fn take(count: &Arc<std::sync::atomic::AtomicUsize>, limit: usize) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                (taken < limit).then_some(taken + 1)
+            })
+            .ok()
+            .map(|_| Self(count.clone()))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 fn close_in_background(connection: Connection, grace: Duration) {
     tokio::spawn(async move {
         let _ = connection.close(grace).await;
@@ -800,6 +875,26 @@ fn close_in_background(connection: Connection, grace: Duration) {
 /// publish. Any failure is one `502 server-unavailable` Problem that names the server and
 /// transport and never a credential.
 async fn prepare(
+    alias: &str,
+    definition: &ServerDefinition,
+    settings: &Settings,
+) -> Result<Box<Live>, Problem> {
+    // The whole of it — spawn or dial, negotiate, list every family — within the connect
+    // timeout: a server that lists slowly or forever is unavailable, not stuck connecting.
+    // On timeout the half-made connection is dropped here, which closes it.
+    let bound = settings.connect.connect_timeout;
+    match tokio::time::timeout(bound, connect_and_list(alias, definition, settings)).await {
+        Ok(prepared) => prepared,
+        Err(_) => Err(Problem::server_unavailable(format!(
+            "server \"{alias}\" ({}) could not be connected and listed within {} ms \
+             (PLURNK_MCP_CONNECT_TIMEOUT)",
+            kind_of(alias, definition, settings),
+            bound.as_millis()
+        ))),
+    }
+}
+
+async fn connect_and_list(
     alias: &str,
     definition: &ServerDefinition,
     settings: &Settings,

@@ -86,6 +86,8 @@ pub(crate) enum WorkspaceMsg {
         alias: String,
         instance: u64,
         server: ServerSnapshot,
+        /// Actions the attachment settled with this state, answered after its commit.
+        answers: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
     },
     /// An interactive candidate failed its first attempt and stopped.
     CandidateFailed {
@@ -219,6 +221,8 @@ pub(crate) struct WorkspaceState {
     commit_scheduled: bool,
     /// Answers that wait for the next commit.
     after_commit: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
+    /// Calls in flight on every attachment of this workspace, for its overload bound.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The actor.
@@ -267,6 +271,7 @@ impl Actor for WorkspaceActor {
             store: args.store,
             commit_scheduled: false,
             after_commit: Vec::new(),
+            in_flight: Arc::default(),
         })
     }
 
@@ -301,7 +306,8 @@ impl Actor for WorkspaceActor {
                 alias,
                 instance,
                 server,
-            } => state.on_publish(&myself, alias, instance, server),
+                answers,
+            } => state.on_publish(&myself, alias, instance, server, answers),
             WorkspaceMsg::Commit => {
                 state.commit_scheduled = false;
                 state.commit();
@@ -494,6 +500,7 @@ impl WorkspaceState {
             instance,
             origin,
             crashes: self.crashes.get(alias).cloned().unwrap_or_default(),
+            workspace_in_flight: self.in_flight.clone(),
         };
         let (actor, _) =
             Actor::spawn_linked(None, AttachmentActor, args, myself.get_cell()).await?;
@@ -520,9 +527,17 @@ impl WorkspaceState {
         alias: String,
         instance: u64,
         mut server: ServerSnapshot,
+        answers: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
     ) {
         if !self.is_current(&alias, instance) {
+            for (reply, answer) in answers {
+                let _ = reply.send(answer);
+            }
             return;
+        }
+        if !answers.is_empty() {
+            self.after_commit.extend(answers);
+            self.schedule_commit(myself);
         }
         // Everything published (snapshots, events, answers) passes here: no secret in it.
         server.problem = server.problem.map(Problem::scrubbed);

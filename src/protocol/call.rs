@@ -35,6 +35,9 @@ pub(crate) const MAX_INPUT_ROUNDS: usize = 10;
 /// How many times one Task is polled before it is cancelled as non-converging.
 pub(crate) const MAX_TASK_POLLS: usize = 10_000;
 
+/// How long a courtesy message (a cancellation) may take to hand over before it is dropped.
+const NOTIFY_BOUND: Duration = Duration::from_secs(1);
+
 /// What the caller brings to one operation.
 #[derive(Clone)]
 pub(crate) struct CallContext {
@@ -435,11 +438,17 @@ impl CallPeer {
                 .reset_timeout_on_progress()
                 .with_max_total_timeout(max_total);
         }
-        let handle = self
-            .peer
-            .send_cancellable_request(request, options)
-            .await
-            .map_err(|error| self.map_error(label, error))?;
+        // Handing the request over is bounded too: a server that stops reading its input
+        // blocks the write, and with it everything queued behind.
+        let sent = tokio::time::timeout(
+            context.timeout,
+            self.peer.send_cancellable_request(request, options),
+        )
+        .await;
+        let handle = match sent {
+            Ok(sent) => sent.map_err(|error| self.map_error(label, error))?,
+            Err(_) => return Err(self.timeout(label, context.timeout)),
+        };
         let _route = RouteGuard {
             routes: &self.routes,
             token: context.progress.clone().map(|sink| {
@@ -448,21 +457,28 @@ impl CallPeer {
             }),
         };
         let id = handle.id.clone();
+        // rmcp's own deadline ends in sending a cancellation, which it awaits without a
+        // bound: a server that stops reading would hold the caller there forever. Ours ends
+        // the wait regardless, a moment after rmcp's had its chance.
+        let hard = context
+            .reset_on_progress
+            .unwrap_or(context.timeout)
+            .max(context.timeout)
+            + NOTIFY_BOUND;
         tokio::select! {
             biased;
-            response = handle.await_response() => {
-                response.map_err(|error| self.map_error(label, error))
-            }
+            response = tokio::time::timeout(hard, handle.await_response()) => match response {
+                Ok(response) => response.map_err(|error| self.map_error(label, error)),
+                Err(_) => Err(self.timeout(label, context.timeout)),
+            },
             () = context.cancel.cancelled() => {
                 // On HTTP the dropped response future closes the request's stream; the
                 // notification covers stdio and legacy peers.
-                let _ = self
-                    .peer
-                    .notify_cancelled(CancelledNotificationParam::new(
-                        Some(id),
-                        Some("cancelled by the caller".into()),
-                    ))
-                    .await;
+                let notify = self.peer.notify_cancelled(CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the caller".into()),
+                ));
+                let _ = tokio::time::timeout(NOTIFY_BOUND, notify).await;
                 Err(CallError::Cancelled {
                     alias: self.alias.clone(),
                     tool: label.to_owned(),
@@ -501,11 +517,7 @@ impl CallPeer {
                 }
                 Ok(Ok(_)) => Err(self.protocol(label, "the answer does not fit the request")),
                 Ok(Err(error)) => Err(self.map_error(label, error)),
-                Err(_) => Err(CallError::Timeout {
-                    alias: self.alias.clone(),
-                    tool: label.to_owned(),
-                    timeout_ms: u64::try_from(context.timeout.as_millis()).unwrap_or(u64::MAX),
-                }),
+                Err(_) => Err(self.timeout(label, context.timeout)),
             },
             () = context.cancel.cancelled() => Err(CallError::Cancelled {
                 alias: self.alias.clone(),
@@ -641,6 +653,14 @@ impl CallPeer {
             return Err(self.protocol(label, &bad));
         }
         Ok(ToolResult { is_error, result })
+    }
+
+    fn timeout(&self, label: &str, timeout: Duration) -> CallError {
+        CallError::Timeout {
+            alias: self.alias.clone(),
+            tool: label.to_owned(),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        }
     }
 
     fn protocol(&self, label: &str, detail: &str) -> CallError {

@@ -14,35 +14,47 @@ use rmcp::service::{PeerRequestOptions, RoleClient};
 use serde_json::Value;
 
 use crate::model::{
-    Catalog, Effect, PromptArgumentInfo, PromptInfo, ResourceInfo, ResourceTemplateInfo, ToolInfo,
+    Catalog, Effect, Limits, PromptArgumentInfo, PromptInfo, ResourceInfo, ResourceTemplateInfo,
+    ToolInfo,
 };
 
-/// A server that pages more than this is treated as not converging.
-pub(crate) const MAX_PAGES: usize = 100;
-
-/// Drains a paginated list method page by page. A repeated cursor or more than
-/// [`MAX_PAGES`] pages fails instead of looping: a partial catalog is never presented as
-/// complete.
-async fn drain<T>(
+/// Drains a paginated list method page by page. A repeated cursor, or more pages, items or
+/// bytes than [`Limits`] allow, fails instead of looping or hoarding: a partial catalog is
+/// never presented as complete.
+async fn drain<T: serde::Serialize>(
     peer: &Peer<RoleClient>,
     timeout: Duration,
+    limits: &Limits,
     method: &str,
     request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
     page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>, Option<u64>)>,
 ) -> Result<(Vec<T>, Option<u64>), String> {
     let mut items = Vec::new();
+    let mut bytes = 0usize;
     // The list is fresh as long as its stalest page: None once any page gives no ttlMs.
     let mut ttl: Option<Option<u64>> = None;
     let mut seen = HashSet::new();
     let mut cursor: Option<String> = None;
-    for _page in 0..MAX_PAGES {
+    for _page in 0..limits.max_pages {
         let params = cursor
             .clone()
             .map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
-        let handle = peer
-            .send_cancellable_request(request(params), PeerRequestOptions::with_timeout(timeout))
-            .await
-            .map_err(|error| format!("{method} could not be sent: {error}"))?;
+        // Handing the request over is bounded too: a server that stops reading blocks it.
+        let handle = tokio::time::timeout(
+            timeout,
+            peer.send_cancellable_request(
+                request(params),
+                PeerRequestOptions::with_timeout(timeout),
+            ),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "{method} could not be sent within {} ms: the server is not reading",
+                timeout.as_millis()
+            )
+        })?
+        .map_err(|error| format!("{method} could not be sent: {error}"))?;
         let result = handle
             .await_response()
             .await
@@ -50,7 +62,23 @@ async fn drain<T>(
         let Some((batch, next, page_ttl)) = page(result) else {
             return Err(format!("{method} returned something other than its list"));
         };
+        bytes += batch
+            .iter()
+            .map(|item| serde_json::to_vec(item).map_or(0, |json| json.len()))
+            .sum::<usize>();
         items.extend(batch);
+        if items.len() > limits.max_items {
+            return Err(format!(
+                "{method} listed more than {} items: the host's bound (Limits::max_items) refuses the rest",
+                limits.max_items
+            ));
+        }
+        if bytes > limits.max_list_bytes {
+            return Err(format!(
+                "{method} listed more than {} bytes: the host's bound (Limits::max_list_bytes) refuses the rest",
+                limits.max_list_bytes
+            ));
+        }
         ttl = Some(match (ttl, page_ttl) {
             (None, page_ttl) => page_ttl,
             (Some(Some(ttl)), Some(page_ttl)) => Some(ttl.min(page_ttl)),
@@ -69,7 +97,8 @@ async fn drain<T>(
         }
     }
     Err(format!(
-        "{method} returned more than {MAX_PAGES} pages: the server's pagination does not converge"
+        "{method} returned more than {} pages: the server's pagination does not converge",
+        limits.max_pages
     ))
 }
 
@@ -77,10 +106,12 @@ async fn drain<T>(
 pub(crate) async fn list_all_tools(
     peer: &Peer<RoleClient>,
     timeout: Duration,
+    limits: &Limits,
 ) -> Result<(Vec<Tool>, Option<u64>), String> {
     drain(
         peer,
         timeout,
+        limits,
         "tools/list",
         |params| {
             ClientRequest::ListToolsRequest(ListToolsRequest {
@@ -102,6 +133,7 @@ pub(crate) async fn list_all_tools(
 pub(crate) async fn list_catalog(
     peer: &Peer<RoleClient>,
     timeout: Duration,
+    limits: &Limits,
     capabilities: &Value,
 ) -> Catalog {
     let mut catalog = Catalog::default();
@@ -109,6 +141,7 @@ pub(crate) async fn list_catalog(
         let resources = match drain(
             peer,
             timeout,
+            limits,
             "resources/list",
             |params| {
                 ClientRequest::ListResourcesRequest(ListResourcesRequest {
@@ -147,6 +180,7 @@ pub(crate) async fn list_catalog(
         let templates = match drain(
             peer,
             timeout,
+            limits,
             "resources/templates/list",
             |params| {
                 ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest {
@@ -186,6 +220,7 @@ pub(crate) async fn list_catalog(
         let prompts = match drain(
             peer,
             timeout,
+            limits,
             "prompts/list",
             |params| {
                 ClientRequest::ListPromptsRequest(ListPromptsRequest {

@@ -26,10 +26,11 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
+use super::guard::{self, CutReason, Inbound, LineLimit, Verdict};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http};
 use crate::model::{
-    Catalog, InProcessConnector, InteractionHandler, Negotiated, Progress, TransportKind,
+    Catalog, InProcessConnector, InteractionHandler, Limits, Negotiated, Progress, TransportKind,
 };
 use crate::redact::scrub;
 
@@ -86,6 +87,8 @@ pub(crate) struct ConnectOptions {
     pub http_client: Arc<std::sync::OnceLock<reqwest::Client>>,
     /// Answers a legacy peer's server-initiated elicitation; `None` declines.
     pub interaction: Option<InteractionHandler>,
+    /// What a server may make the host hold and do.
+    pub limits: Limits,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -95,6 +98,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("discover_timeout", &self.discover_timeout)
             .field("close_grace", &self.close_grace)
             .field("interaction", &self.interaction.is_some())
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -128,6 +132,9 @@ pub(crate) struct Connection {
     lost: CancellationToken,
     child: Option<ChildProcess>,
     routes: Arc<ProgressRoutes>,
+    /// Why the host cut this connection (a flood, an oversized message), if it did.
+    cut: CutReason,
+    limits: Limits,
     /// Counts list-change notifications (tools, resources, prompts) in arrival order.
     changes: watch::Receiver<u64>,
     /// Cancelled when the connection closes; ends the subscription listener.
@@ -194,6 +201,7 @@ pub(crate) async fn connect(
         routes,
         changes,
         updates,
+        cut,
     } = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error()),
@@ -240,6 +248,8 @@ pub(crate) async fn connect(
         lost,
         child,
         routes,
+        cut,
+        limits: options.limits,
         changes,
         closing,
         updates: Some(updates),
@@ -424,6 +434,7 @@ struct Parts {
     routes: Arc<ProgressRoutes>,
     changes: watch::Receiver<u64>,
     updates: mpsc::UnboundedReceiver<String>,
+    cut: CutReason,
 }
 
 async fn attempt(
@@ -440,12 +451,15 @@ async fn attempt(
         alias: alias.to_owned(),
         interaction: options.interaction.clone(),
     };
+    let cut = CutReason::default();
     let signals = Signals {
         lost: lost.clone(),
         routes: routes.clone(),
         changed,
         updated,
+        inbound: Inbound::new(options.limits, cut.clone()),
     };
+    let max_message = options.limits.max_message_bytes;
     let (service, modern, child) = match target {
         Target::Stdio {
             command,
@@ -460,7 +474,13 @@ async fn attempt(
                 env,
             };
             let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
-            let transport = signals.wrap(AsyncRwTransport::new_client(stdout, stdin));
+            let stdout = LineLimit::new(stdout, max_message, cut.clone());
+            // rmcp would drop an oversized line and keep going (the request behind it then
+            // waits out its deadline); the host's bound comes first and says why.
+            let transport = signals.wrap(
+                AsyncRwTransport::new_client(stdout, stdin)
+                    .with_max_line_length(max_message.saturating_add(1)),
+            );
             // On failure `child` drops here and takes its process group with it.
             match negotiate(client, transport, lifecycle).await {
                 Ok((service, modern)) => (service, modern, Some(child)),
@@ -489,7 +509,11 @@ async fn attempt(
         }
         Target::InProcess(connector) => {
             let (read, write) = tokio::io::split(connector());
-            let transport = signals.wrap(AsyncRwTransport::new_client(read, write));
+            let read = LineLimit::new(read, max_message, cut.clone());
+            let transport = signals.wrap(
+                AsyncRwTransport::new_client(read, write)
+                    .with_max_line_length(max_message.saturating_add(1)),
+            );
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
@@ -504,6 +528,7 @@ async fn attempt(
         routes,
         changes,
         updates,
+        cut,
     })
 }
 
@@ -608,6 +633,14 @@ impl Connection {
 
     /// Describes why the connection was lost: the exit status and stderr of a stdio server.
     pub(crate) async fn loss_detail(&self) -> String {
+        let detail = self.transport_detail().await;
+        match self.cut.get() {
+            Some(reason) => format!("{reason}; {detail}"),
+            None => detail,
+        }
+    }
+
+    async fn transport_detail(&self) -> String {
         match &self.child {
             Some(child) => {
                 let status = child
@@ -629,6 +662,7 @@ impl Connection {
     pub(crate) fn lister(&self) -> Lister {
         Lister {
             peer: self.service.peer().clone(),
+            limits: self.limits,
             capabilities: self.negotiated.capabilities.clone(),
         }
     }
@@ -666,6 +700,7 @@ impl Connection {
 #[derive(Clone)]
 pub(crate) struct Lister {
     peer: rmcp::Peer<RoleClient>,
+    limits: Limits,
     capabilities: serde_json::Value,
 }
 
@@ -676,7 +711,7 @@ impl Lister {
         &self,
         timeout: Duration,
     ) -> Result<(Vec<rmcp::model::Tool>, Option<u64>), String> {
-        super::catalog::list_all_tools(&self.peer, timeout)
+        super::catalog::list_all_tools(&self.peer, timeout, &self.limits)
             .await
             .map_err(|detail| scrub(&detail).into_owned())
     }
@@ -685,7 +720,8 @@ impl Lister {
     /// be listed is published empty with its failure recorded, never half-listed.
     pub(crate) async fn list_catalog(&self, timeout: Duration) -> Catalog {
         let mut catalog =
-            super::catalog::list_catalog(&self.peer, timeout, &self.capabilities).await;
+            super::catalog::list_catalog(&self.peer, timeout, &self.limits, &self.capabilities)
+                .await;
         for problem in &mut catalog.problems {
             crate::redact::scrub_in_place(problem);
         }
@@ -700,35 +736,43 @@ impl Drop for Connection {
     }
 }
 
-/// The sending ends of what a [`Watched`] transport reports.
+/// The sending ends of what a [`Watched`] transport reports, and the bounds it keeps.
 struct Signals {
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changed: watch::Sender<u64>,
     updated: mpsc::UnboundedSender<String>,
+    inbound: Inbound,
 }
 
 impl Signals {
     fn wrap<T>(self, inner: T) -> Watched<T> {
+        let pending = self.inbound.pending();
         Watched {
             inner,
             lost: self.lost,
             routes: self.routes,
             changed: self.changed,
             updated: self.updated,
+            inbound: self.inbound,
+            pending,
         }
     }
 }
 
-/// Wraps a transport to notice the moment it stops delivering messages, and to hand each
+/// Wraps a transport to notice the moment it stops delivering messages, to hand each
 /// progress notification to the caller that owns it before any later message (such as the
-/// result it precedes) is processed.
+/// result it precedes) is processed, and to keep the server's inbound traffic within its
+/// bounds ([`Inbound`]): what exceeds them never reaches rmcp.
 struct Watched<T> {
     inner: T,
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changed: watch::Sender<u64>,
     updated: mpsc::UnboundedSender<String>,
+    inbound: Inbound,
+    /// Server requests not answered yet, shared with `inbound`.
+    pending: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
@@ -742,38 +786,55 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
         &mut self,
         item: rmcp::service::TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)) {
+            guard::answered(&self.pending);
+        }
         self.inner.send(item)
     }
 
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await;
-        match &message {
-            None => self.lost.cancel(),
-            Some(JsonRpcMessage::Notification(notification)) => match &notification.notification {
-                ServerNotification::ProgressNotification(progress) => {
-                    let params = &progress.params;
-                    self.routes.deliver(
-                        &params.progress_token,
-                        Progress {
-                            progress: params.progress,
-                            total: params.total,
-                            message: params.message.clone(),
-                        },
-                    );
+        loop {
+            let message = self.inner.receive().await;
+            let verdict = match &message {
+                None => Verdict::Cut,
+                Some(JsonRpcMessage::Notification(_)) => self.inbound.notification(),
+                Some(JsonRpcMessage::Request(_)) => self.inbound.request(),
+                Some(_) => Verdict::Pass,
+            };
+            match verdict {
+                Verdict::Pass => {}
+                Verdict::Drop => continue,
+                Verdict::Cut => {
+                    self.lost.cancel();
+                    return None;
                 }
-                ServerNotification::ResourceUpdatedNotification(updated) => {
-                    let _ = self.updated.send(updated.params.uri.clone());
+            }
+            if let Some(JsonRpcMessage::Notification(notification)) = &message {
+                match &notification.notification {
+                    ServerNotification::ProgressNotification(progress) => {
+                        let params = &progress.params;
+                        self.routes.deliver(
+                            &params.progress_token,
+                            Progress {
+                                progress: params.progress,
+                                total: params.total,
+                                message: params.message.clone(),
+                            },
+                        );
+                    }
+                    ServerNotification::ResourceUpdatedNotification(updated) => {
+                        let _ = self.updated.send(updated.params.uri.clone());
+                    }
+                    ServerNotification::ToolListChangedNotification(_)
+                    | ServerNotification::ResourceListChangedNotification(_)
+                    | ServerNotification::PromptListChangedNotification(_) => {
+                        self.changed.send_modify(|count| *count += 1);
+                    }
+                    _ => {}
                 }
-                ServerNotification::ToolListChangedNotification(_)
-                | ServerNotification::ResourceListChangedNotification(_)
-                | ServerNotification::PromptListChangedNotification(_) => {
-                    self.changed.send_modify(|count| *count += 1);
-                }
-                _ => {}
-            },
-            Some(_) => {}
+            }
+            return message;
         }
-        message
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {

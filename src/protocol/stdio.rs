@@ -11,13 +11,19 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
 /// How many stderr lines, and how many bytes of them, a server keeps for its Problem.
 const STDERR_LINES: usize = 20;
 const STDERR_BYTES: usize = 4096;
+/// How much of one stderr line is logged; the rest of a longer line is dropped.
+const STDERR_LOG_LINE: usize = 1024;
+/// How many stderr lines a server may have logged per second (and in a burst); the rest are
+/// counted, and the count is logged when the server quiets down.
+const STDERR_LOG_RATE: f64 = 50.0;
+const STDERR_LOG_BURST: f64 = 100.0;
 
 /// What to spawn: already expanded, never shown.
 pub(crate) struct StdioSpawn<'a> {
@@ -27,41 +33,36 @@ pub(crate) struct StdioSpawn<'a> {
     pub env: &'a [(String, String)],
 }
 
-/// The last lines a server wrote to stderr, bounded in lines and bytes.
+/// The last bytes a server wrote to stderr, bounded whatever it writes: a server that
+/// writes without newlines, or invalid UTF-8, costs the host [`STDERR_BYTES`] and no more,
+/// and is drained to the end so it never blocks on a full pipe.
 #[derive(Clone, Default)]
-pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<u8>>>);
 
 impl StderrTail {
-    fn push(&self, line: String) {
-        let Ok(mut lines) = self.0.lock() else {
+    fn push(&self, bytes: &[u8]) {
+        let Ok(mut tail) = self.0.lock() else {
             return;
         };
-        let mut line = line;
-        if line.len() > STDERR_BYTES {
-            let mut cut = STDERR_BYTES;
-            while !line.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            line.truncate(cut);
-        }
-        lines.push_back(line);
-        while lines.len() > STDERR_LINES
-            || lines.iter().map(String::len).sum::<usize>() > STDERR_BYTES
-        {
-            if lines.pop_front().is_none() {
-                break;
-            }
-        }
+        let keep = &bytes[bytes.len().saturating_sub(STDERR_BYTES)..];
+        let held = tail.len();
+        let overflow = (held + keep.len()).saturating_sub(STDERR_BYTES);
+        tail.drain(..overflow.min(held));
+        tail.extend(keep);
     }
 
-    /// The kept lines, joined, or `None` when the server wrote nothing.
+    /// The last lines kept, decoded lossily and scrubbed of secrets, or `None` when the
+    /// server wrote nothing.
     pub(crate) fn text(&self) -> Option<String> {
-        let lines = self.0.lock().ok()?;
-        if lines.is_empty() {
-            None
-        } else {
-            Some(lines.iter().cloned().collect::<Vec<_>>().join("\n"))
+        let bytes: Vec<u8> = self.0.lock().ok()?.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if text.trim().is_empty() {
+            return None;
         }
+        let lines: Vec<&str> = text.lines().collect();
+        let last = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
+        Some(crate::redact::scrub(&last).into_owned())
     }
 }
 
@@ -216,15 +217,94 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
-async fn read_stderr(pipe: ChildStderr, tail: StderrTail, done: watch::Sender<bool>) {
-    let mut lines = BufReader::new(pipe).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        // Scrubbed at the source: a server may print the credentials it was given.
-        let line = crate::redact::scrub(&line).into_owned();
-        tracing::debug!(target: "plurnk_mcp::server_stderr", "{line}");
-        tail.push(line);
+async fn read_stderr(mut pipe: ChildStderr, tail: StderrTail, done: watch::Sender<bool>) {
+    let mut buffer = vec![0u8; 8192];
+    // The line being logged, cut at STDERR_LOG_LINE bytes; `cut` once it was.
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    let mut budget = LogBudget::new();
+    loop {
+        let read = match pipe.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        let chunk = &buffer[..read];
+        tail.push(chunk);
+        if !tracing::enabled!(target: "plurnk_mcp::server_stderr", tracing::Level::DEBUG) {
+            continue;
+        }
+        for piece in chunk.split_inclusive(|byte| *byte == b'\n') {
+            let (body, ends) = match piece.strip_suffix(b"\n") {
+                Some(body) => (body, true),
+                None => (piece, false),
+            };
+            let room = STDERR_LOG_LINE.saturating_sub(line.len());
+            line.extend_from_slice(&body[..body.len().min(room)]);
+            cut |= body.len() > room;
+            if ends {
+                budget.log(&line, cut);
+                line.clear();
+                cut = false;
+            }
+        }
     }
+    if !line.is_empty() {
+        budget.log(&line, cut);
+    }
+    budget.report_skipped();
     let _ = done.send(true);
+}
+
+/// A server's stderr is logged at a bounded rate: a flood costs the daemon's log a line a
+/// second, not the server's whole output.
+struct LogBudget {
+    tokens: f64,
+    refilled: tokio::time::Instant,
+    skipped: u64,
+}
+
+impl LogBudget {
+    fn new() -> Self {
+        Self {
+            tokens: STDERR_LOG_BURST,
+            refilled: tokio::time::Instant::now(),
+            skipped: 0,
+        }
+    }
+
+    fn log(&mut self, line: &[u8], cut: bool) {
+        let now = tokio::time::Instant::now();
+        let elapsed = now.duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * STDERR_LOG_RATE).min(STDERR_LOG_BURST);
+        self.refilled = now;
+        if self.tokens < 1.0 {
+            self.skipped += 1;
+            return;
+        }
+        self.tokens -= 1.0;
+        self.report_skipped();
+        log_stderr_line(line, cut);
+    }
+
+    fn report_skipped(&mut self) {
+        if self.skipped > 0 {
+            tracing::debug!(
+                target: "plurnk_mcp::server_stderr",
+                "[{} stderr lines not logged: more than {STDERR_LOG_RATE} a second]",
+                self.skipped
+            );
+            self.skipped = 0;
+        }
+    }
+}
+
+/// Logs one stderr line, lossily decoded and scrubbed at the source: a server may print the
+/// credentials it was given.
+fn log_stderr_line(line: &[u8], cut: bool) {
+    let text = String::from_utf8_lossy(line);
+    let text = crate::redact::scrub(&text);
+    let more = if cut { " [cut]" } else { "" };
+    tracing::debug!(target: "plurnk_mcp::server_stderr", "{text}{more}");
 }
 
 #[cfg(test)]
@@ -232,15 +312,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stderr_tail_is_bounded() {
+    fn stderr_tail_is_bounded_in_lines_and_bytes() {
         let tail = StderrTail::default();
         for i in 0..100 {
-            tail.push(format!("line {i}"));
+            tail.push(format!("line {i}\n").as_bytes());
         }
         let text = tail.text().unwrap_or_default();
         assert_eq!(text.lines().count(), STDERR_LINES);
-        assert!(text.ends_with("line 99"));
-        tail.push("x".repeat(10_000));
+        assert!(text.ends_with("line 99"), "{text}");
+        // No newline at all, megabytes of it: still the last STDERR_BYTES.
+        for _ in 0..1000 {
+            tail.push(&[b'x'; 10_000]);
+        }
+        assert_eq!(tail.0.lock().map(|t| t.len()).unwrap_or(0), STDERR_BYTES);
         assert!(tail.text().unwrap_or_default().len() <= STDERR_BYTES);
+    }
+
+    #[test]
+    fn invalid_utf8_on_stderr_is_decoded_lossily() {
+        let tail = StderrTail::default();
+        tail.push(b"ok \xff\xfe then more\n");
+        assert_eq!(
+            tail.text().as_deref(),
+            Some("ok \u{fffd}\u{fffd} then more")
+        );
     }
 }

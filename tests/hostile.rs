@@ -1,0 +1,192 @@
+//! A server is an adversary: whatever it does — floods, pages forever, stops reading, writes
+//! megabytes without a newline — the host's memory stays bounded, every call settles by its
+//! deadline and the good servers beside it stay ready. Real misbehaving processes (the
+//! fixture's hostile modes), measured from `/proc`. No log subscriber is installed here, so
+//! the memory measured is the host's own.
+
+use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, ServerState};
+use serde_json::json;
+
+#[path = "support/calls.rs"]
+mod calls;
+use calls::BOUND;
+
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+/// This process's peak resident memory (`VmHWM`), in KiB.
+fn peak_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn problem_of(snapshot: &plurnk_mcp::WorkspaceSnapshot, alias: &str) -> String {
+    snapshot
+        .server(alias)
+        .and_then(|s| s.problem.as_ref())
+        .map(|p| p.detail.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
+    let hostile = [
+        "notify-flood",
+        "ping-flood",
+        "no-read",
+        "stderr-flood",
+        "stderr-binary",
+        "many-tools",
+        "heavy-pages",
+        "huge-message",
+        "slow-pages",
+    ];
+    let mut pairs: Vec<(String, String)> = vec![
+        ("PLURNK_MCP_GOOD".into(), EXE.into()),
+        (
+            "PLURNK_MCP_GOOD_ARGS".into(),
+            json!(["fixture", "--name", "good"]).to_string(),
+        ),
+        // Generous for a debug build parsing a 40 MB page; the bounds are what is tested.
+        ("PLURNK_MCP_CONNECT_TIMEOUT".into(), "15000".into()),
+        ("PLURNK_MCP_REQUEST_TIMEOUT".into(), "15000".into()),
+    ];
+    let mut enabled = vec!["good".to_owned()];
+    // Aliases without dashes: "no-read" would be server "no" with a _READ companion.
+    let alias = |mode: &str| mode.replace('-', "");
+    for mode in hostile {
+        let upper = alias(mode).to_ascii_uppercase();
+        pairs.push((format!("PLURNK_MCP_{upper}"), EXE.into()));
+        pairs.push((
+            format!("PLURNK_MCP_{upper}_ARGS"),
+            json!(["fixture", "--hostile", mode]).to_string(),
+        ));
+        enabled.push(alias(mode));
+    }
+    pairs.push(("PLURNK_MCP_ENABLED".into(), json!(enabled).to_string()));
+    let config = HostConfig::from_env(pairs).expect("valid");
+    let options = plurnk_mcp::HostOptions {
+        limits: plurnk_mcp::Limits {
+            flood_grace: std::time::Duration::from_secs(1),
+            ..plurnk_mcp::Limits::default()
+        },
+        ..plurnk_mcp::HostOptions::default()
+    };
+    let before = peak_kib();
+    let started = std::time::Instant::now();
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
+    let hydration = started.elapsed();
+    let workspace = host.default_workspace();
+    // Hydration is bounded by the connect timeout whatever the servers do.
+    assert!(
+        hydration < std::time::Duration::from_millis(15_000) + BOUND,
+        "hydration took {hydration:?}"
+    );
+    let snapshot = workspace.snapshot();
+    for (alias, expected) in [
+        ("slowpages", "within 15000 ms"),
+        ("manytools", "more than 10000 items"),
+        ("heavypages", "more than 33554432 bytes"),
+    ] {
+        let server = snapshot.server(alias).expect("configured");
+        assert_eq!(server.state, ServerState::Unavailable, "{alias}");
+        let detail = problem_of(&snapshot, alias);
+        assert!(detail.contains(expected), "{alias}: {detail}");
+    }
+    // A server that stops reading: a call too large for the pipe settles by its deadline.
+    let big = "x".repeat(1 << 20);
+    let stuck = tokio::time::timeout(
+        BOUND,
+        workspace.call_tool(
+            "noread",
+            "echo",
+            json!({ "text": big }),
+            CallOptions {
+                timeout: Some(std::time::Duration::from_secs(3)),
+                ..CallOptions::default()
+            },
+        ),
+    )
+    .await
+    .expect("the call settles by its deadline");
+    assert!(matches!(stuck, Err(CallError::Timeout { .. })), "{stuck:?}");
+    // A message beyond the bound cuts the connection, and the Problem says why.
+    let huge = workspace
+        .call_tool(
+            "hugemessage",
+            "echo",
+            json!({"text": "x"}),
+            CallOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(huge, Err(CallError::ConnectionLost { .. })),
+        "{huge:?}"
+    );
+    let cut = workspace
+        .wait_for(BOUND, |s| {
+            problem_of(s, "hugemessage").contains("max_message_bytes")
+        })
+        .await;
+    assert!(
+        problem_of(&cut, "hugemessage").contains("more than 16777216 bytes"),
+        "{}",
+        problem_of(&cut, "hugemessage")
+    );
+    // Floods of notifications and of requests are cut after the grace, with a reason.
+    for alias in ["notifyflood", "pingflood"] {
+        let flooded = workspace
+            .wait_for(BOUND, |s| problem_of(s, alias).contains("flooded"))
+            .await;
+        assert!(
+            problem_of(&flooded, alias).contains("flooded the host"),
+            "{alias}: {:?}",
+            flooded.server(alias).map(|s| (&s.state, &s.problem))
+        );
+    }
+    // stderr floods and garbage cost nothing and stop nothing: those servers still answer.
+    for alias in ["stderrflood", "stderrbinary", "good"] {
+        let echo = tokio::time::timeout(
+            BOUND,
+            workspace.call_tool(
+                alias,
+                "echo",
+                json!({"text": "still"}),
+                CallOptions::default(),
+            ),
+        )
+        .await
+        .expect("settles");
+        assert_eq!(
+            echo.map(|r| r.text()).ok().as_deref(),
+            Some("still"),
+            "{alias}"
+        );
+    }
+    assert_eq!(
+        workspace.snapshot().server("good").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    let grown_mib = peak_kib().saturating_sub(before) / 1024;
+    eprintln!("hostile servers: peak memory grew by {grown_mib} MiB, hydration {hydration:?}");
+    assert!(
+        grown_mib < 256,
+        "the host's peak memory grew by {grown_mib} MiB beside hostile servers"
+    );
+    let report = tokio::time::timeout(BOUND, host.shutdown())
+        .await
+        .expect("shutdown is bounded");
+    // The no-read and flooding servers may not close politely; they are killed, and their
+    // close failures, if any, are reported rather than hung on.
+    for failure in &report.failures {
+        eprintln!("close failure: {} {}", failure.alias, failure.detail);
+    }
+}
