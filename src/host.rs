@@ -808,7 +808,7 @@ impl Workspace {
         match actor.call(message, None).await {
             Ok(ractor::rpc::CallResult::Success(answer)) => answer
                 .map(|mut snapshot| {
-                    snapshot.problem = snapshot.problem.map(Problem::scrubbed);
+                    snapshot.scrub();
                     snapshot
                 })
                 .map_err(Problem::scrubbed),

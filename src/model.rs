@@ -247,6 +247,97 @@ pub struct ServerSnapshot {
 }
 
 impl ServerSnapshot {
+    /// Scrubs every registered secret from what the snapshot shows — its Problem, what the
+    /// server said about itself, its tools, resources and prompts — so a server that echoes
+    /// a credential it was given does not publish it. A no-op while no secret is registered.
+    pub(crate) fn scrub(&mut self) {
+        use crate::redact::{scrub_in_place, scrub_json};
+        if !crate::redact::active() {
+            return;
+        }
+        self.problem = self.problem.take().map(Problem::scrubbed);
+        if let Some(negotiated) = &mut self.negotiated {
+            for text in [
+                &mut negotiated.name,
+                &mut negotiated.version,
+                &mut negotiated.title,
+                &mut negotiated.description,
+                &mut negotiated.instructions,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                scrub_in_place(text);
+            }
+            scrub_json(&mut negotiated.capabilities);
+        }
+        // Lists are rebuilt only when something in them holds a secret.
+        let dirty = |value: &dyn erased::Shown| value.holds_secret();
+        if self.tools.iter().any(|tool| dirty(tool)) {
+            self.tools = self
+                .tools
+                .iter()
+                .cloned()
+                .map(|mut tool| {
+                    scrub_in_place(&mut tool.name);
+                    tool.title.iter_mut().for_each(scrub_in_place);
+                    tool.description.iter_mut().for_each(scrub_in_place);
+                    scrub_json(&mut tool.input_schema);
+                    tool
+                })
+                .collect();
+        }
+        if self.catalog.resources.iter().any(|r| dirty(r)) {
+            self.catalog.resources = self
+                .catalog
+                .resources
+                .iter()
+                .cloned()
+                .map(|mut resource| {
+                    scrub_in_place(&mut resource.uri);
+                    scrub_in_place(&mut resource.name);
+                    resource.description.iter_mut().for_each(scrub_in_place);
+                    scrub_json(&mut resource.definition);
+                    resource
+                })
+                .collect();
+        }
+        if self.catalog.templates.iter().any(|t| dirty(t)) {
+            self.catalog.templates = self
+                .catalog
+                .templates
+                .iter()
+                .cloned()
+                .map(|mut template| {
+                    scrub_in_place(&mut template.uri_template);
+                    scrub_in_place(&mut template.name);
+                    template.description.iter_mut().for_each(scrub_in_place);
+                    scrub_json(&mut template.definition);
+                    template
+                })
+                .collect();
+        }
+        if self.catalog.prompts.iter().any(|p| dirty(p)) {
+            self.catalog.prompts = self
+                .catalog
+                .prompts
+                .iter()
+                .cloned()
+                .map(|mut prompt| {
+                    scrub_in_place(&mut prompt.name);
+                    prompt.description.iter_mut().for_each(scrub_in_place);
+                    for argument in &mut prompt.arguments {
+                        scrub_in_place(&mut argument.name);
+                        argument.description.iter_mut().for_each(scrub_in_place);
+                    }
+                    scrub_json(&mut prompt.definition);
+                    prompt
+                })
+                .collect();
+        }
+        self.catalog.problems.iter_mut().for_each(scrub_in_place);
+    }
+
     /// Looks up an enabled tool by its exact name.
     pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
         self.tools.iter().find(|tool| tool.name == name)
@@ -770,6 +861,19 @@ impl Default for Limits {
             notifications_per_second: 1000,
             flood_grace: std::time::Duration::from_secs(5),
             max_server_requests: 16,
+        }
+    }
+}
+
+/// What the snapshot shows, checked for secrets as its JSON (how an embedder would show it).
+mod erased {
+    pub(super) trait Shown {
+        fn holds_secret(&self) -> bool;
+    }
+
+    impl<T: serde::Serialize> Shown for T {
+        fn holds_secret(&self) -> bool {
+            serde_json::to_string(self).is_ok_and(|json| crate::redact::holds_secret(&json))
         }
     }
 }

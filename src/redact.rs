@@ -91,6 +91,16 @@ fn matcher() -> Option<Arc<AhoCorasick>> {
     REGISTRY.read().ok().and_then(|r| r.matcher.clone())
 }
 
+/// Whether any secret is registered (when none is, scrubbing is skipped entirely).
+pub fn active() -> bool {
+    matcher().is_some()
+}
+
+/// Whether `text` holds a registered secret.
+pub fn holds_secret(text: &str) -> bool {
+    matcher().is_some_and(|matcher| matcher.is_match(text))
+}
+
 /// `text` with every registered secret replaced by [`REDACTED`]; borrowed when clean.
 pub fn scrub(text: &str) -> Cow<'_, str> {
     let Some(matcher) = matcher() else {

@@ -167,8 +167,8 @@ pub enum StoreError {
         workspace: String,
         /// The alias the write was for.
         alias: String,
-        /// The offending field, such as `authorization.token`.
-        field: &'static str,
+        /// The offending field, such as `authorization.token` or `headers."X-Api-Key"`.
+        field: String,
     },
 
     /// The definition holds a `<redacted>` placeholder: it is a display form (the `Serialize`
@@ -185,6 +185,20 @@ pub enum StoreError {
         alias: String,
         /// Where the placeholder is, such as `headers.X-Key` or `args[2]`.
         field: String,
+    },
+
+    /// The state file (or its journal) could not be created or made private to its owner.
+    #[error(
+        "cannot make state file {} readable by its owner only (mode 0600): {source}: check \
+         who owns it, or choose another state path",
+        path.display()
+    )]
+    Private {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
 
     /// The state file's folder could not be created.
@@ -290,8 +304,16 @@ fn check_definition(workspace: &str, record: &ServerRecord) -> Result<(), StoreE
     }
 }
 
-/// The [`CREDENTIAL_FIELDS`] half of [`check_definition`].
+/// The credential half of [`check_definition`]: the [`CREDENTIAL_FIELDS`], every header and
+/// environment entry whose name says credential (`Authorization`, `*key*`, `*token*`,
+/// `*secret*`, `*password*`, `cookie` — an optional scheme word such as `Bearer` may precede
+/// the reference), and the password and credential-named query values of the URL.
 fn check_credentials(workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
+    let refuse = |field: String| StoreError::LooksLikeSecret {
+        workspace: workspace.to_owned(),
+        alias: record.alias.clone(),
+        field,
+    };
     for (path, field) in CREDENTIAL_FIELDS {
         let value = path
             .iter()
@@ -299,13 +321,63 @@ fn check_credentials(workspace: &str, record: &ServerRecord) -> Result<(), Store
         match value {
             None | Some(serde_json::Value::Null) => {}
             Some(serde_json::Value::String(s)) if is_single_reference(s) => {}
-            Some(_) => {
-                return Err(StoreError::LooksLikeSecret {
-                    workspace: workspace.to_owned(),
-                    alias: record.alias.clone(),
-                    field,
-                });
+            Some(_) => return Err(refuse((*field).to_owned())),
+        }
+    }
+    for map in ["headers", "env"] {
+        let Some(entries) = record.definition.get(map).and_then(|v| v.as_object()) else {
+            continue;
+        };
+        for (name, value) in entries {
+            // A display form's placeholder is reported as such, by the check after this one.
+            if !crate::config::is_credential_name(name)
+                || value.as_str().is_some_and(|v| v.contains(REDACTED))
+            {
+                continue;
             }
+            let referenced = value.as_str().is_some_and(|value| {
+                let reference = match value.split_once(' ') {
+                    Some((scheme, rest)) if scheme.bytes().all(|b| b.is_ascii_alphabetic()) => rest,
+                    _ => value,
+                };
+                is_single_reference(reference)
+            });
+            if !referenced {
+                return Err(refuse(format!("{map}.{name:?}")));
+            }
+        }
+    }
+    if let Some(url) = record
+        .definition
+        .get("url")
+        .and_then(|v| v.as_str())
+        .filter(|url| !url.contains(REDACTED))
+    {
+        check_url(url).map_err(refuse)?;
+    }
+    Ok(())
+}
+
+/// A stored URL may hold a password or a credential-named query value only as a reference.
+fn check_url(url: &str) -> Result<(), String> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Ok(());
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    if let Some((userinfo, _)) = rest[..authority_end].rsplit_once('@')
+        && let Some((_, password)) = userinfo.split_once(':')
+        && !is_single_reference(password)
+    {
+        return Err("url (its password)".to_owned());
+    }
+    let query = rest[authority_end..]
+        .split_once('?')
+        .map(|(_, query)| query.split('#').next().unwrap_or_default())
+        .unwrap_or_default();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if crate::config::is_credential_name(name) && !is_single_reference(value) {
+            return Err(format!("url (its query value {name:?})"));
         }
     }
     Ok(())

@@ -470,3 +470,144 @@ fn workspace_actions_from_the_command_line() {
         text(&output.stderr)
     );
 }
+
+/// A fixture serving Streamable HTTP in a child process; killed on drop.
+struct HttpChild {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpChild {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(EXE)
+            .args(["fixture", "--name", "web", "--http", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the fixture starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("it says where it listens");
+        let url = line
+            .trim()
+            .strip_prefix("listening ")
+            .expect("a listening line")
+            .to_owned();
+        Self { child, url }
+    }
+}
+
+impl Drop for HttpChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_sentinel_secret_in_every_field_appears_in_no_output() {
+    // One secret, referenced from every field that can carry one, and reflected back by the
+    // servers (as the stdio server's name, its environment, the HTTP headers it received).
+    const SENTINEL: &str = "SeNtInEl-7f3a9c-XyZ";
+    let web = HttpChild::start();
+    let authority = web.url.trim_start_matches("http://");
+    let (host_port, path) = authority.split_once('/').unwrap_or((authority, "mcp"));
+    let state = scratch_state();
+    let env = vars(&[
+        ("SENTINEL", SENTINEL.into()),
+        ("PLURNK_MCP_LOG", "trace".into()),
+        ("PLURNK_MCP_LOCAL", EXE.into()),
+        (
+            "PLURNK_MCP_LOCAL_ARGS",
+            json!(["fixture", "--name", "${SENTINEL}"]).to_string(),
+        ),
+        (
+            "PLURNK_MCP_LOCAL_ENV",
+            json!({"API_KEY": "${SENTINEL}"}).to_string(),
+        ),
+        ("PLURNK_MCP_LOCAL_SUMMARY", "uses ${SENTINEL}".into()),
+        (
+            "PLURNK_MCP_WEB",
+            format!("http://user:${{SENTINEL}}@{host_port}/{path}?token=${{SENTINEL}}"),
+        ),
+        ("PLURNK_MCP_WEB_BEARER", "${SENTINEL}".into()),
+        (
+            "PLURNK_MCP_WEB_HEADERS",
+            json!({"X-Api-Key": "${SENTINEL}"}).to_string(),
+        ),
+        // A server that cannot be reached: its Problem carries the URL reqwest printed.
+        (
+            "PLURNK_MCP_GONE",
+            "http://user:${SENTINEL}@127.0.0.1:9/mcp?token=${SENTINEL}".into(),
+        ),
+        (
+            "PLURNK_MCP_ENABLED",
+            json!(["local", "web", "gone"]).to_string(),
+        ),
+    ]);
+    let spellings = [
+        SENTINEL.to_owned(),
+        SENTINEL.to_ascii_lowercase(),
+        SENTINEL.replace('-', "%2D"),
+    ];
+    let commands: [&[&str]; 8] = [
+        &["--state", &state, "status"],
+        &["--state", &state, "status", "--json"],
+        &["--state", &state, "tools", "local", "--json"],
+        &[
+            "--state",
+            &state,
+            "call",
+            "local",
+            "reveal",
+            r#"{"name":"API_KEY","to":"text"}"#,
+        ],
+        &[
+            "--state",
+            &state,
+            "call",
+            "local",
+            "reveal",
+            r#"{"name":"API_KEY","to":"error"}"#,
+        ],
+        &["--state", &state, "call", "web", "headers", "{}"],
+        &["--state", &state, "list", "--json"],
+        &[
+            "--state",
+            &state,
+            "call",
+            "local",
+            "reveal",
+            r#"{"name":"API_KEY","to":"crash"}"#,
+        ],
+    ];
+    let mut seen = String::new();
+    for args in commands {
+        let output = run(args, &env);
+        let shown = format!("{}{}", text(&output.stdout), text(&output.stderr));
+        for spelling in &spellings {
+            assert!(
+                !shown
+                    .to_ascii_lowercase()
+                    .contains(&spelling.to_ascii_lowercase()),
+                "{args:?} showed the secret:\n{shown}"
+            );
+        }
+        seen.push_str(&shown);
+    }
+    // PLURNK_MCP_LOG is the log filter, never a server named "log".
+    assert!(
+        !seen.lines().any(|line| line.starts_with("log ")),
+        "PLURNK_MCP_LOG was read as a server:\n{seen}"
+    );
+    // The servers did receive it, and reflected it: what the caller saw was scrubbed.
+    assert!(seen.contains("API_KEY=<redacted>"), "{seen}");
+    assert!(seen.contains(r#"\"x-api-key\":\"<redacted>\""#), "{seen}");
+    // The state file holds no value either.
+    let bytes = std::fs::read(&state).unwrap_or_default();
+    assert!(!String::from_utf8_lossy(&bytes).contains(SENTINEL));
+}

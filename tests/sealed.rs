@@ -202,3 +202,120 @@ async fn secrets_a_server_echoes_never_reach_a_problem_a_call_error_or_a_log_lin
         assert!(!holds(&logs, secret), "{secret} in a log line");
     }
 }
+
+/// A bare HTTP/1.1 responder on 127.0.0.1:0: records each request's head and answers every
+/// one with `answer`.
+async fn raw_http(answer: String) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorded = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (answer, recorded) = (answer.clone(), recorded.clone());
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 64 * 1024];
+                let read = stream.read(&mut buffer).await.unwrap_or(0);
+                if let Ok(mut seen) = recorded.lock() {
+                    seen.push(String::from_utf8_lossy(&buffer[..read]).into_owned());
+                }
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (address, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_never_follow_a_redirect_to_another_origin() {
+    let (elsewhere, reached) = raw_http(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            .into(),
+    )
+    .await;
+    let (redirector, asked) = raw_http(format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{elsewhere}/mcp\r\n\
+         content-length: 0\r\nconnection: close\r\n\r\n"
+    ))
+    .await;
+    let host = Host::start(config(&[
+        ("HOP_TOKEN", "hop-bearer-SECRET-1212".into()),
+        ("HOP_KEY", "hop-key-SECRET-3434".into()),
+        ("PLURNK_MCP_HOP", format!("http://{redirector}/mcp")),
+        ("PLURNK_MCP_HOP_BEARER", "${HOP_TOKEN}".into()),
+        (
+            "PLURNK_MCP_HOP_HEADERS",
+            json!({"X-Api-Key": "${HOP_KEY}"}).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["hop"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let snapshot = host.default_workspace().snapshot();
+    let hop = snapshot.server("hop").expect("configured");
+    assert_eq!(hop.state, ServerState::Unavailable);
+    let asked = asked.lock().map(|a| a.clone()).unwrap_or_default();
+    assert!(
+        asked
+            .iter()
+            .any(|head| head.contains("hop-bearer-SECRET-1212")),
+        "the configured origin got the credentials: {asked:?}"
+    );
+    let reached = reached.lock().map(|r| r.clone()).unwrap_or_default();
+    assert!(
+        reached.is_empty(),
+        "the other origin was sent a request: {reached:?}"
+    );
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_needs_oauth_is_never_reached_without_it() {
+    let (origin, reached) = raw_http(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            .into(),
+    )
+    .await;
+    let host = Host::start(config(&[("CLIENT_SECRET", "cc-SECRET-5656".into())]))
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    for (alias, authorization) in [
+        (
+            "interactive",
+            json!({"type": "oauth", "redirectUrl": "http://127.0.0.1:9/callback"}),
+        ),
+        (
+            "machine",
+            json!({"type": "client-credentials", "clientId": "id",
+                   "clientSecret": "${CLIENT_SECRET}"}),
+        ),
+    ] {
+        let options = plurnk_mcp::config::McpServerOptions::from_json(
+            &json!({ "authorization": authorization }).to_string(),
+        )
+        .expect("valid options");
+        let definition =
+            plurnk_mcp::ServerDefinition::from_target(alias, &format!("http://{origin}/mcp"))
+                .and_then(|d| d.with_options(&options))
+                .expect("a valid definition");
+        let problem = workspace
+            .add(definition)
+            .await
+            .expect_err("not connected without its credential");
+        assert_eq!(problem.status, 502, "{alias}: {problem:?}");
+        assert!(
+            problem.detail.contains("does not perform yet"),
+            "{alias}: {}",
+            problem.detail
+        );
+        assert!(!holds(&problem.detail, "cc-SECRET-5656"));
+    }
+    let reached = reached.lock().map(|r| r.clone()).unwrap_or_default();
+    assert!(reached.is_empty(), "the server was reached: {reached:?}");
+    shutdown_clean(host).await;
+}

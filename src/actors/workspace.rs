@@ -540,7 +540,7 @@ impl WorkspaceState {
             self.schedule_commit(myself);
         }
         // Everything published (snapshots, events, answers) passes here: no secret in it.
-        server.problem = server.problem.map(Problem::scrubbed);
+        server.scrub();
         // A successful candidate becomes enabled only now that it is ready, and durable
         // before it is visible: if the state cannot be written, nothing is published.
         if server.state == ServerState::Ready

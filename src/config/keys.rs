@@ -12,6 +12,7 @@ pub const RESERVED_ALIASES: &[&str] = &[
     "connect-timeout",
     "request-timeout",
     "discover-timeout",
+    "log",
 ];
 
 /// The host-wide settings in the namespace.
@@ -22,15 +23,18 @@ pub(crate) enum Global {
     ConnectTimeout,
     RequestTimeout,
     DiscoverTimeout,
+    /// The command line's log filter; read there, reserved here so it is never a server.
+    Log,
 }
 
 impl Global {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::Enabled,
         Self::Expanded,
         Self::ConnectTimeout,
         Self::RequestTimeout,
         Self::DiscoverTimeout,
+        Self::Log,
     ];
 
     /// The global a folded key names, if any.
@@ -46,6 +50,7 @@ impl Global {
             Self::ConnectTimeout => "connect-timeout",
             Self::RequestTimeout => "request-timeout",
             Self::DiscoverTimeout => "discover-timeout",
+            Self::Log => "log",
         }
     }
 
@@ -57,6 +62,7 @@ impl Global {
             Self::ConnectTimeout => "PLURNK_MCP_CONNECT_TIMEOUT",
             Self::RequestTimeout => "PLURNK_MCP_REQUEST_TIMEOUT",
             Self::DiscoverTimeout => "PLURNK_MCP_DISCOVER_TIMEOUT",
+            Self::Log => "PLURNK_MCP_LOG",
         }
     }
 }

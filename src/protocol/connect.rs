@@ -494,9 +494,12 @@ async fn attempt(
             let http_client = match options.http_client.get() {
                 Some(http_client) => http_client.clone(),
                 None => {
-                    let built = reqwest::Client::builder().build().map_err(|error| {
-                        Failure::Http(format!("the HTTP client could not be built: {error}"))
-                    })?;
+                    let built = reqwest::Client::builder()
+                        .redirect(http::same_origin_redirects())
+                        .build()
+                        .map_err(|error| {
+                            Failure::Http(format!("the HTTP client could not be built: {error}"))
+                        })?;
                     options.http_client.get_or_init(|| built).clone()
                 }
             };

@@ -56,3 +56,31 @@ pub(crate) fn transport(
     config.allow_stateless = true;
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
+
+/// How many redirects one request may follow.
+const MAX_REDIRECTS: usize = 5;
+
+/// Redirects are followed only within the origin (scheme, host and port) they started from:
+/// the credentials and custom headers of a request, and a 307/308's body, must never be
+/// sent to another origin. A redirect elsewhere ends the request with the redirect itself,
+/// which fails the connection with its status.
+pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let origin = |url: &reqwest::Url| {
+            (
+                url.scheme().to_owned(),
+                url.host_str().map(str::to_ascii_lowercase),
+                url.port_or_known_default(),
+            )
+        };
+        let first = attempt.previous().first().map(origin);
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else if first.is_some_and(|first| first == origin(attempt.url())) {
+            attempt.follow()
+        } else {
+            tracing::warn!("a redirect to another origin was not followed");
+            attempt.stop()
+        }
+    })
+}

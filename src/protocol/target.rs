@@ -10,6 +10,21 @@ pub(crate) fn target(definition: &ServerDefinition, env: &Environment) -> Result
     // Registered before anything is spawned or dialled: whatever comes back from here on
     // (stderr, transport errors, reflected headers) is scrubbed of them.
     crate::redact::register(&prepared.secrets);
+    // A server must never be reached without the credential its definition names: until
+    // the host performs OAuth and the client-credentials grant, such a server stays
+    // unavailable rather than being dialled bare.
+    if let Some(authorization) = &prepared.authorization {
+        let kind = match authorization {
+            crate::config::PreparedAuthorization::OAuth { .. } => "OAuth",
+            crate::config::PreparedAuthorization::ClientCredentials { .. } => {
+                "the OAuth client-credentials grant"
+            }
+        };
+        return Err(format!(
+            "its definition authorizes with {kind}, which this host does not perform yet; it is \
+             not connected without that credential (use a bearer ${{NAME}} meanwhile)"
+        ));
+    }
     Ok(match prepared.transport {
         PreparedTransport::Stdio {
             command,

@@ -60,6 +60,9 @@ impl SqliteStore {
                 source,
             })?;
         }
+        // Created readable by its owner only: definitions name no secret values, but which
+        // servers a daemon reaches, and how, is nobody else's business.
+        create_private(&path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -73,13 +76,22 @@ impl SqliteStore {
 
         // WAL persists in the file; SQLite keeps its current mode where the file system
         // cannot support WAL (no shared memory), which is still durable.
-        conn.pragma_update_and_check(None, "journal_mode", "wal", |row| row.get::<_, String>(0))
-            .map_err(sqlite_error(&path, "switch to WAL journaling"))?;
+        switch_to_wal(&conn).map_err(sqlite_error(&path, "switch to WAL journaling"))?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sqlite_error(&path, "set synchronous writes"))?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(sqlite_error(&path, "enable foreign keys"))?;
         migrate(&path, &mut conn, MIGRATIONS, version)?;
+        // SQLite gives its -wal and -shm files the database's mode; a file made before (or
+        // by hand) is tightened here, journal included.
+        for suffix in ["", "-wal", "-shm"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            restrict(Path::new(&name)).map_err(|source| StoreError::Private {
+                path: PathBuf::from(&name),
+                source,
+            })?;
+        }
 
         Ok(Self {
             path,
@@ -258,11 +270,72 @@ impl fmt::Debug for SqliteStore {
 
 /// Reads the file's identity and schema version without writing, and refuses what this
 /// build must not touch. Returns the schema version.
+/// Switches to WAL. Changing the journal mode does not wait on SQLite's busy handler, so a
+/// second process opening a new file at the same moment is told "locked" at once: it waits
+/// (bounded by [`BUSY_TIMEOUT`]) and is done when the other one switched the file already.
+fn switch_to_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn
+            .pragma_update_and_check(None, "journal_mode", "wal", |row| row.get::<_, String>(0))
+        {
+            Ok(_) => return Ok(()),
+            Err(error)
+                if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                let mode: String =
+                    conn.pragma_query_value(None, "journal_mode", |row| row.get(0))?;
+                if mode.eq_ignore_ascii_case("wal") {
+                    return Ok(());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Creates `path` empty with mode 0600 unless it exists (whoever creates it first wins).
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(StoreError::Private {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Makes an existing file readable and writable by its owner only; a missing one is fine.
+fn restrict(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.permissions().mode() & 0o077 != 0 => {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        }
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 fn inspect(path: &Path, conn: &Connection) -> Result<i64, StoreError> {
+    // One read transaction: another process may be creating the same new file, and three
+    // separate reads could see its header before and its tables after (a "foreign" file).
     let read = |conn: &Connection| -> rusqlite::Result<(i32, i64, i64)> {
-        let application_id = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
-        let version = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
-        let objects = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+        let tx = conn.unchecked_transaction()?;
+        let application_id = tx.pragma_query_value(None, "application_id", |row| row.get(0))?;
+        let version = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        let objects = tx.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+        tx.commit()?;
         Ok((application_id, version, objects))
     };
     let (application_id, version, objects) =

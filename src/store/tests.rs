@@ -317,7 +317,52 @@ fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
     let before = h.durable_bytes();
 
     let secret = "ghp_s3cr3tTOKEN";
+    let http = |headers: Value, url: &str| {
+        record(
+            "web",
+            RecordSource::Added,
+            json!({"name": "web", "transport": "http", "url": url, "headers": headers}),
+        )
+    };
+    let with_env = |env: Value| {
+        record(
+            "cli",
+            RecordSource::Added,
+            json!({"name": "cli", "transport": "stdio", "command": "/bin/x", "env": env}),
+        )
+    };
     let cases = [
+        (
+            "headers.\"X-Api-Key\"",
+            http(json!({"X-Api-Key": secret}), "https://h/"),
+        ),
+        (
+            "headers.\"Authorization\"",
+            http(
+                json!({"Authorization": format!("Bearer {secret}")}),
+                "https://h/",
+            ),
+        ),
+        (
+            "headers.\"x-session-token\"",
+            http(json!({"x-session-token": "${A}${B}"}), "https://h/"),
+        ),
+        (
+            "env.\"GITHUB_TOKEN\"",
+            with_env(json!({"GITHUB_TOKEN": secret})),
+        ),
+        (
+            "env.\"DB_PASSWORD\"",
+            with_env(json!({"DB_PASSWORD": secret})),
+        ),
+        (
+            "url (its query value \"api_key\")",
+            http(json!({}), &format!("https://h/mcp?v=1&api_key={secret}")),
+        ),
+        (
+            "url (its password)",
+            http(json!({}), &format!("https://user:{secret}@h/mcp")),
+        ),
         ("authorization.token", bearer("github", secret)),
         ("authorization.token", bearer("github", "Bearer ${T}")),
         ("authorization.token", bearer("github", "${T}${U}")),
@@ -368,7 +413,7 @@ fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
             (workspace.as_str(), alias.as_str()),
             ("a", candidate.alias.as_str())
         );
-        assert_eq!(*reported, field);
+        assert_eq!(reported, field);
         for shown in [
             err.to_string(),
             format!("{err:?}"),
@@ -388,6 +433,21 @@ fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
         assert_eq!(h.durable_bytes(), before, "{field}");
     }
 
+    // References (after a scheme word in a header), and fields no credential name marks,
+    // are accepted.
+    s.put_server(
+        "a",
+        &http(
+            json!({"Authorization": "Bearer ${TOKEN}", "X-Api-Key": "${KEY}", "Accept": "text/plain"}),
+            "https://user:${PASS}@h/mcp?api_key=${KEY}&format=json",
+        ),
+    )
+    .unwrap();
+    s.put_server(
+        "a",
+        &with_env(json!({"GITHUB_TOKEN": "${GH}", "LOG_LEVEL": "debug"})),
+    )
+    .unwrap();
     // One reference, or no credential field at all (or null), is accepted.
     s.put_server("a", &bearer("github", "${_GH_TOKEN_2}"))
         .unwrap();
@@ -798,4 +858,49 @@ fn debug_never_shows_a_definition() {
     let store = MemoryStore::new();
     store.put_server("a", &given).unwrap();
     assert!(!format!("{store:?}").contains("/usr/bin/server"));
+}
+
+#[test]
+fn concurrent_first_opens_of_a_new_file_all_succeed() {
+    for round in 0..20 {
+        let dir = TempDir::new();
+        let path = dir.path().join("state.db");
+        let opened: Vec<Result<SqliteStore, StoreError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..6)
+                .map(|_| scope.spawn(|| SqliteStore::open(&path)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().expect("no panic"))
+                .collect()
+        });
+        for result in opened {
+            if let Err(error) = result {
+                panic!("round {round}: a concurrent first open was refused: {error}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_state_file_and_its_journal_are_readable_by_the_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new();
+    let path = dir.path().join("state.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.put_server("a", &stdio("local")).unwrap();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let mode = std::fs::metadata(PathBuf::from(&name))
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or_else(|error| panic!("{name:?}: {error}"));
+        assert_eq!(mode, 0o600, "{name:?} has mode {mode:o}");
+    }
+    // A file made readable to others before is tightened when it is opened.
+    drop(store);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _store = SqliteStore::open(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
 }
