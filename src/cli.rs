@@ -1,6 +1,31 @@
 //! The command implementations: each hydrates the environment's configuration, does one
 //! thing, shuts the host down and turns the outcome into an exit code.
 
+/// Writes to stdout without panicking: a closed pipe (`plurnk-mcp status | head -1`) must
+/// not panic the command before it shuts its servers down.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// Writes a line to stderr without panicking when stderr is closed.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 pub(crate) mod demo;
 
 use std::process::ExitCode;
@@ -27,7 +52,7 @@ pub(crate) fn init_logging(default: &str) {
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("plurnk-mcp: {message}");
+    errln!("plurnk-mcp: {message}");
     ExitCode::from(2)
 }
 
@@ -67,12 +92,12 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
     let vars = std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
     let config = HostConfig::from_env(vars).map_err(|errors| {
-        eprintln!(
+        errln!(
             "plurnk-mcp: the configuration has {} problem(s):",
             errors.errors().len()
         );
         for error in errors.errors() {
-            eprintln!("  - {error}");
+            errln!("  - {error}");
         }
         ExitCode::from(2)
     })?;
@@ -82,6 +107,7 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
         ..HostOptions::default()
     };
     let host = Host::start_with(config, options).await.map_err(fail)?;
+    running(&host);
     match host.workspace(&global.workspace).await {
         Ok(workspace) => Ok((host, workspace)),
         Err(problem) => {
@@ -91,18 +117,108 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
     }
 }
 
+/// The host the running command started, for a signal to shut down.
+static RUNNING: std::sync::Mutex<Option<Host>> = std::sync::Mutex::new(None);
+
+/// Records the host the command runs on.
+pub(crate) fn running(host: &Host) {
+    if let Ok(mut running) = RUNNING.lock() {
+        *running = Some(host.clone());
+    }
+}
+
+/// Resolves with the signal's number on `SIGINT`, `SIGTERM` or `SIGHUP`.
+pub(crate) async fn signalled() -> i32 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let kinds = [
+        (SignalKind::interrupt(), libc::SIGINT),
+        (SignalKind::terminate(), libc::SIGTERM),
+        (SignalKind::hangup(), libc::SIGHUP),
+    ];
+    let mut streams = Vec::new();
+    for (kind, number) in kinds {
+        match signal(kind) {
+            Ok(stream) => streams.push((stream, number)),
+            Err(error) => errln!("plurnk-mcp: cannot watch signal {number}: {error}"),
+        }
+    }
+    if streams.is_empty() {
+        return std::future::pending().await;
+    }
+    let waits = streams.iter_mut().map(|(stream, number)| {
+        let number = *number;
+        Box::pin(async move {
+            stream.recv().await;
+            number
+        })
+    });
+    futures::future::select_all(waits).await.0
+}
+
+/// A signal arrived: shut the host down (bounded; the reaper covers the rest) and exit as
+/// a process killed by that signal would report.
+pub(crate) async fn interrupted(number: i32) -> ExitCode {
+    let host = RUNNING.lock().ok().and_then(|mut running| running.take());
+    if let Some(host) = host {
+        errln!("plurnk-mcp: signal {number}: closing every server");
+        if tokio::time::timeout(Duration::from_secs(10), finish(&host))
+            .await
+            .is_err()
+        {
+            errln!("plurnk-mcp: the servers did not close within 10 s; the reaper kills them");
+        }
+    }
+    ExitCode::from(u8::try_from(128 + number).unwrap_or(1))
+}
+
 async fn finish(host: &Host) {
     let report = host.shutdown().await;
     for failure in report.failures {
-        eprintln!(
+        errln!(
             "plurnk-mcp: server \"{}\" did not close cleanly: {}",
-            failure.alias, failure.detail
+            failure.alias,
+            failure.detail
         );
     }
 }
 
-/// Lays out rows as aligned columns; the last column (free text) is not padded.
+/// How much of one server-provided text a table shows.
+const CELL_CHARS: usize = 1000;
+
+/// A table cell as the terminal may safely show it: a server's text can hold escape
+/// sequences (which would drive the terminal) and megabytes; control characters become `?`,
+/// line breaks `; `, and the rest is cut at [`CELL_CHARS`].
+fn shown(cell: &str) -> String {
+    let mut out = String::with_capacity(cell.len().min(CELL_CHARS * 4));
+    let mut count = 0;
+    let mut chars = cell.trim().chars().peekable();
+    while let Some(c) = chars.next() {
+        if count == CELL_CHARS {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\n' => {
+                out.push_str("; ");
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+            }
+            '\t' => out.push(' '),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+        count += 1;
+    }
+    out
+}
+
+/// Lays out rows as aligned columns; the last column (free text) is not padded. Every cell
+/// goes through [`shown`].
 fn render_table<const N: usize>(rows: &[[String; N]]) -> String {
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| row.clone().map(|c| shown(&c)))
+        .collect();
+    let rows = rows.as_slice();
     let mut widths = [0usize; N];
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -167,20 +283,20 @@ pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
     };
     let snapshot = workspace.snapshot();
     if snapshot.servers.is_empty() {
-        eprintln!(
+        errln!(
             "plurnk-mcp: no servers are configured: set PLURNK_MCP_<name> to an executable or an http(s) URL, and PLURNK_MCP_ENABLED to the names to connect"
         );
     }
     if json {
         match serde_json::to_string_pretty(&*snapshot) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => outln!("{text}"),
             Err(error) => {
                 finish(&host).await;
                 return fail(error);
             }
         }
     } else {
-        print!("{}", status_table(&snapshot));
+        out!("{}", status_table(&snapshot));
     }
     finish(&host).await;
     ExitCode::SUCCESS
@@ -201,7 +317,7 @@ pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode
                 .as_deref()
                 .and_then(|d| d.lines().next())
                 .unwrap_or("");
-            println!("{:<32} {effect:<5} {description}", tool.name);
+            outln!("{:<32} {effect:<5} {description}", tool.name);
         }
         ExitCode::SUCCESS
     })
@@ -228,9 +344,9 @@ pub(crate) async fn call(
     let code = match result {
         Ok(result) => match serde_json::to_string_pretty(&result.result) {
             Ok(text) => {
-                println!("{text}");
+                outln!("{text}");
                 if result.is_error {
-                    eprintln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
+                    errln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
                     ExitCode::from(1)
                 } else {
                     ExitCode::SUCCESS
@@ -292,7 +408,7 @@ where
 fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
         Ok(text) => {
-            println!("{text}");
+            outln!("{text}");
             ExitCode::SUCCESS
         }
         Err(error) => fail(error),
@@ -308,7 +424,7 @@ pub(crate) async fn resources(global: &Global, server: &str, json: bool) -> Exit
             }));
         }
         for resource in entry.catalog.resources.iter() {
-            println!(
+            outln!(
                 "{:<40} {:<24} {}",
                 resource.uri,
                 resource.mime_type.as_deref().unwrap_or("-"),
@@ -316,9 +432,11 @@ pub(crate) async fn resources(global: &Global, server: &str, json: bool) -> Exit
             );
         }
         for template in entry.catalog.templates.iter() {
-            println!(
+            outln!(
                 "{:<40} {:<24} {}",
-                template.uri_template, "(template)", template.name
+                template.uri_template,
+                "(template)",
+                template.name
             );
         }
         ExitCode::SUCCESS
@@ -356,7 +474,7 @@ pub(crate) async fn prompts(global: &Global, server: &str, json: bool) -> ExitCo
                     }
                 })
                 .collect();
-            println!(
+            outln!(
                 "{:<32} ({}) {}",
                 prompt.name,
                 arguments.join(", "),
@@ -402,7 +520,7 @@ pub(crate) async fn fixture(
                 Err(error) => return fail(format!("could not bind {address}: {error}")),
             };
             match listener.local_addr() {
-                Ok(bound) => println!("listening http://{bound}/mcp"),
+                Ok(bound) => outln!("listening http://{bound}/mcp"),
                 Err(error) => return fail(error),
             }
             let shutdown = tokio_util::sync::CancellationToken::new();
@@ -492,7 +610,7 @@ async fn print_summaries(workspace: &Workspace, only: Option<&str>, json: bool) 
             None => print_json(&summaries),
         }
     } else {
-        print!("{}", summary_table(&summaries));
+        out!("{}", summary_table(&summaries));
         ExitCode::SUCCESS
     }
 }

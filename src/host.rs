@@ -226,6 +226,7 @@ impl Host {
                 http_client: Arc::default(),
                 interaction: options.interaction.clone(),
                 limits: options.limits,
+                reaper: crate::protocol::Reaper::new(),
             },
             request_timeout: config.request_timeout(),
             drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
@@ -407,6 +408,24 @@ impl Host {
             }],
         };
         self.inner.supervisor.stop(None);
+        // Last, whatever a server started that left its process group (a new session, a
+        // double fork): the reaper finds it by the mark every server's descendants inherit.
+        let mut failures = failures;
+        if let Err(detail) = self
+            .inner
+            .shared
+            .settings
+            .connect
+            .reaper
+            .finish(Duration::from_secs(5))
+            .await
+        {
+            failures.push(CloseFailure {
+                workspace: String::new(),
+                alias: String::new(),
+                detail,
+            });
+        }
         ShutdownReport { failures }
     }
 }

@@ -189,7 +189,18 @@ fn main() -> ExitCode {
     let global = cli::Global::new(cli.state, cli.workspace);
     let global = &global;
     runtime.block_on(async move {
-        match cli.command {
+        let command = async move { run(cli.command, global).await };
+        // A signal shuts the host down cleanly (and the reaper covers a harder death).
+        tokio::select! {
+            code = command => code,
+            number = cli::signalled() => cli::interrupted(number).await,
+        }
+    })
+}
+
+async fn run(command: Command, global: &cli::Global) -> ExitCode {
+    {
+        match command {
             Command::List { json } => cli::action(global, cli::Action::List, json).await,
             Command::Add {
                 alias,
@@ -269,7 +280,9 @@ fn main() -> ExitCode {
                     "repeat-cursor" => plurnk_mcp_fixture::Paging::RepeatCursor,
                     "endless" => plurnk_mcp_fixture::Paging::Endless,
                     other => {
-                        eprintln!("plurnk-mcp fixture: unknown --paging {other:?}: use single, one-per-page, repeat-cursor or endless");
+                        eprintln!(
+                            "plurnk-mcp fixture: unknown --paging {other:?}: use single, one-per-page, repeat-cursor or endless"
+                        );
                         return ExitCode::from(2);
                     }
                 };
@@ -285,5 +298,5 @@ fn main() -> ExitCode {
                 cli::fixture(options, http).await
             }
         }
-    })
+    }
 }

@@ -10,12 +10,14 @@ mod catalog;
 mod connect;
 mod guard;
 mod http;
+mod reaper;
 mod stdio;
 mod target;
 
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, Lister, Target, connect};
+pub(crate) use reaper::Reaper;
 pub(crate) use target::target;
 
 use rmcp::model::{

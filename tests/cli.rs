@@ -611,3 +611,161 @@ fn a_sentinel_secret_in_every_field_appears_in_no_output() {
     let bytes = std::fs::read(&state).unwrap_or_default();
     assert!(!String::from_utf8_lossy(&bytes).contains(SENTINEL));
 }
+
+/// Every live (not zombie) process whose environment holds `TEST_MARK=value`.
+fn marked(value: &str) -> Vec<i32> {
+    let needle = format!("TEST_MARK={value}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+                environ
+                    .split(|byte| *byte == 0)
+                    .any(|entry| entry == needle.as_bytes())
+            }) && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.contains(") Z "))
+        })
+        .collect()
+}
+
+/// Polls `check` every 20 ms until it holds or 20 s pass.
+fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    check()
+}
+
+/// A `plurnk-mcp call` held in flight by the fixture's probe, beside a server that ignores
+/// SIGTERM and stdin EOF and one whose grandchild moved to a session of its own; each
+/// carries `mark`. Returns once the call is in flight, with the runtime the probe runs on.
+fn held_cli(
+    mark: &str,
+) -> (
+    std::process::Child,
+    plurnk_mcp_fixture::probe::Probe,
+    tokio::runtime::Runtime,
+) {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime for the probe");
+    let probe = runtime.block_on(plurnk_mcp_fixture::probe::Probe::start());
+    let mut env = BTreeMap::new();
+    for (alias, args) in [
+        ("slow", json!(["fixture", "--probe", probe.address()])),
+        ("immortal", json!(["fixture", "--hostile", "immortal"])),
+        ("runaway", json!(["fixture", "--hostile", "escape"])),
+    ] {
+        let upper = alias.to_ascii_uppercase();
+        env.insert(format!("PLURNK_MCP_{upper}"), EXE.to_owned());
+        env.insert(format!("PLURNK_MCP_{upper}_ARGS"), args.to_string());
+        env.insert(
+            format!("PLURNK_MCP_{upper}_ENV"),
+            json!({ "TEST_MARK": mark }).to_string(),
+        );
+    }
+    env.insert(
+        "PLURNK_MCP_ENABLED".into(),
+        json!(["slow", "immortal", "runaway"]).to_string(),
+    );
+    let mut command = Command::new(EXE);
+    command
+        .args(["--state", &scratch_state(), "call", "slow", "gate"])
+        .arg(r#"{"id": "held"}"#)
+        .env_clear()
+        .envs(&env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    if let Ok(path) = std::env::var("PATH") {
+        command.env("PATH", path);
+    }
+    let child = command.spawn().expect("plurnk-mcp runs");
+    // The call is in flight (so the host is up), and so is the runaway's grandchild.
+    runtime.block_on(probe.wait_gate("held", std::time::Duration::from_secs(20)));
+    assert!(
+        eventually(|| marked(mark).len() >= 4),
+        "the servers did not start: {:?}",
+        marked(mark)
+    );
+    (child, probe, runtime)
+}
+
+#[test]
+fn nothing_outlives_a_host_killed_with_sigkill() {
+    let mark = format!("sigkill-{}", std::process::id());
+    let (mut cli, _probe, _runtime) = held_cli(&mark);
+    cli.kill().expect("SIGKILL");
+    let _ = cli.wait();
+    assert!(
+        eventually(|| marked(&mark).is_empty()),
+        "outlived the host: {:?}",
+        marked(&mark)
+    );
+}
+
+#[test]
+fn the_command_line_shuts_down_on_sigterm_sigint_and_sighup() {
+    for (signal, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let mark = format!("{name}-{}", std::process::id());
+        let (cli, _probe, _runtime) = held_cli(&mark);
+        let pid = i32::try_from(cli.id()).expect("pid");
+        // SAFETY: a signal to the process we spawned.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+        let output = cli.wait_with_output().expect("it exits");
+        assert_eq!(
+            output.status.code(),
+            Some(128 + signal),
+            "{name}: {:?} {}",
+            output.status,
+            text(&output.stderr)
+        );
+        assert!(
+            text(&output.stderr).contains("closing every server"),
+            "{name}: {}",
+            text(&output.stderr)
+        );
+        assert!(
+            eventually(|| marked(&mark).is_empty()),
+            "{name}: outlived the host: {:?}",
+            marked(&mark)
+        );
+    }
+}
+
+#[test]
+fn a_closed_stdout_does_not_panic_the_command_line() {
+    let env: BTreeMap<String, String> = fixture("local", &[])
+        .into_iter()
+        .chain([(
+            "PLURNK_MCP_ENABLED".to_owned(),
+            json!(["local"]).to_string(),
+        )])
+        .collect();
+    let mut command = Command::new(EXE);
+    command
+        .args(["--state", &scratch_state(), "tools", "local"])
+        .env_clear()
+        .envs(&env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("plurnk-mcp runs");
+    // The reader goes away before anything is written (`plurnk-mcp tools | head -0`).
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("it exits");
+    let stderr = text(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(output.status.code(), Some(101), "{stderr}");
+}

@@ -319,3 +319,64 @@ async fn a_server_that_needs_oauth_is_never_reached_without_it() {
     assert!(reached.is_empty(), "the server was reached: {reached:?}");
     shutdown_clean(host).await;
 }
+
+/// Every live process whose environment holds `MARK=value`.
+fn marked(value: &str) -> Vec<i32> {
+    let needle = format!("TEST_MARK={value}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+                environ
+                    .split(|byte| *byte == 0)
+                    .any(|entry| entry == needle.as_bytes())
+            }) && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.contains(") Z "))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_reaches_descendants_that_left_their_group() {
+    let mark = format!("escape-{}", std::process::id());
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_RUNAWAY", EXE.into()),
+        (
+            "PLURNK_MCP_RUNAWAY_ARGS",
+            json!(["fixture", "--hostile", "escape"]).to_string(),
+        ),
+        (
+            "PLURNK_MCP_RUNAWAY_ENV",
+            json!({ "TEST_MARK": mark }).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["runaway"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    assert_eq!(
+        host.default_workspace()
+            .snapshot()
+            .server("runaway")
+            .map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    // The server and its grandchild in a session of its own.
+    let deadline = std::time::Instant::now() + BOUND;
+    while marked(&mark).len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(marked(&mark).len() >= 2, "{:?}", marked(&mark));
+    shutdown_clean(host).await;
+    let deadline = std::time::Instant::now() + BOUND;
+    while !marked(&mark).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        marked(&mark).is_empty(),
+        "outlived the host: {:?}",
+        marked(&mark)
+    );
+}

@@ -27,9 +27,9 @@ struct Demo {
 impl Demo {
     fn check(&mut self, ok: bool, what: &str) {
         if ok {
-            println!("  ok    {what}");
+            outln!("  ok    {what}");
         } else {
-            println!("  FAIL  {what}");
+            outln!("  FAIL  {what}");
             self.failures.push(what.to_owned());
         }
     }
@@ -38,21 +38,21 @@ impl Demo {
 pub(crate) async fn run() -> ExitCode {
     match demo().await {
         Ok(demo) if demo.failures.is_empty() => {
-            println!("\ndemo finished: every step behaved as expected");
+            outln!("\ndemo finished: every step behaved as expected");
             ExitCode::SUCCESS
         }
         Ok(demo) => {
-            println!(
+            outln!(
                 "\ndemo finished with {} failed step(s):",
                 demo.failures.len()
             );
             for failure in demo.failures {
-                println!("  - {failure}");
+                outln!("  - {failure}");
             }
             ExitCode::from(1)
         }
         Err(error) => {
-            eprintln!("plurnk-mcp demo: {error:#}");
+            errln!("plurnk-mcp demo: {error:#}");
             ExitCode::from(2)
         }
     }
@@ -115,7 +115,7 @@ async fn demo() -> anyhow::Result<Demo> {
     env.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
     env.insert("PLURNK_MCP_REQUEST_TIMEOUT".into(), "10000".into());
 
-    println!(
+    outln!(
         "plurnk-mcp demo: three fixture servers (modern stdio, legacy stdio, Streamable HTTP)\n"
     );
     let config = HostConfig::from_env(env).map_err(|errors| anyhow::anyhow!("{errors}"))?;
@@ -129,11 +129,12 @@ async fn demo() -> anyhow::Result<Demo> {
     };
     let started = Instant::now();
     let host = Host::start_with(config, options).await?;
+    super::running(&host);
     let workspace = host.default_workspace();
     let snapshot = workspace.snapshot();
-    println!("hydrated in {} ms:\n", started.elapsed().as_millis());
-    print!("{}", status_table(&snapshot));
-    println!();
+    outln!("hydrated in {} ms:\n", started.elapsed().as_millis());
+    out!("{}", status_table(&snapshot));
+    outln!();
     let revision = |alias: &str| {
         snapshot
             .server(alias)
@@ -157,7 +158,7 @@ async fn demo() -> anyhow::Result<Demo> {
         "_TOOLS published exactly the three configured tools of \"remote\"",
     );
 
-    println!("\ncalls:");
+    outln!("\ncalls:");
     for alias in ["modern", "legacy", "remote"] {
         let echo = workspace
             .call_tool(
@@ -168,7 +169,7 @@ async fn demo() -> anyhow::Result<Demo> {
             )
             .await;
         let text = echo.as_ref().map(|r| r.text()).unwrap_or_default();
-        println!("  {alias}/echo -> {text:?}");
+        outln!("  {alias}/echo -> {text:?}");
         demo.check(
             text == format!("hello {alias}"),
             &format!("{alias}/echo answered"),
@@ -182,7 +183,7 @@ async fn demo() -> anyhow::Result<Demo> {
             )
             .await;
         let text = sum.as_ref().map(|r| r.text()).unwrap_or_default();
-        println!("  {alias}/add 2+3 -> {text:?}");
+        outln!("  {alias}/add 2+3 -> {text:?}");
         demo.check(text == "5", &format!("{alias}/add answered"));
     }
     let failed = workspace
@@ -219,14 +220,14 @@ async fn demo() -> anyhow::Result<Demo> {
             groups.push((alias, pid));
         }
     }
-    println!("\nshutdown:");
+    outln!("\nshutdown:");
     let report = host.shutdown().await;
     demo.check(
         report.failures.is_empty(),
         "every connection closed cleanly",
     );
     for failure in &report.failures {
-        println!("        {}: {}", failure.alias, failure.detail);
+        outln!("        {}: {}", failure.alias, failure.detail);
     }
     for (alias, pgid) in groups {
         let gone = eventually(Duration::from_secs(5), || !group_alive(pgid)).await;
@@ -241,7 +242,7 @@ async fn demo() -> anyhow::Result<Demo> {
 }
 
 async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Probe) {
-    println!("\ndisable and re-enable \"modern\" while 40 calls are in flight:");
+    outln!("\ndisable and re-enable \"modern\" while 40 calls are in flight:");
     let calls: Vec<_> = (0..40)
         .map(|i| {
             let workspace = workspace.clone();
@@ -293,7 +294,7 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Prob
         "while the 40 are held, nothing is committed yet",
     );
     let released = probe.release_all().await;
-    println!("  released the {released} held calls");
+    outln!("  released the {released} held calls");
     let mut results = 0;
     let mut failures = Vec::new();
     for call in calls {
@@ -308,7 +309,7 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Prob
         Ok(disabled) => disabled,
         Err(error) => Err(plurnk_mcp::Problem::server_unavailable(error.to_string())),
     };
-    println!(
+    outln!(
         "  disable -> {}",
         disabled
             .as_ref()
@@ -316,19 +317,19 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Prob
             .unwrap_or_else(|p| p.to_string())
     );
     let enabled = workspace.enable("modern").await;
-    println!(
+    outln!(
         "  enable  -> {}",
         enabled
             .as_ref()
             .map(|s| s.state.to_string())
             .unwrap_or_else(|p| p.to_string())
     );
-    println!(
+    outln!(
         "  40 calls: {results} completed with their result, {} failed",
         failures.len()
     );
     for failure in &failures {
-        println!("        {failure}");
+        outln!("        {failure}");
     }
     demo.check(
         results == 40,
@@ -345,7 +346,7 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Prob
 }
 
 async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace, probe: &Probe) {
-    println!("\nkill -9 the \"legacy\" server process:");
+    outln!("\nkill -9 the \"legacy\" server process:");
     let pid = workspace
         .call_tool("legacy", "pid", json!({}), CallOptions::default())
         .await
@@ -379,7 +380,7 @@ async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace, probe: &Probe)
     }
     let in_flight = tokio::time::timeout(BOUND, held).await;
     let failed_fast = matches!(in_flight, Ok(Ok(Err(CallError::ConnectionLost { .. }))));
-    println!(
+    outln!(
         "  the in-flight call settled after {} ms: {}",
         killed_at.elapsed().as_millis(),
         match &in_flight {
@@ -400,7 +401,7 @@ async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace, probe: &Probe)
         })
         .await;
     let state = down.server("legacy").map(|s| s.state);
-    println!(
+    outln!(
         "  legacy is now {}",
         state.map(|s| s.to_string()).unwrap_or_default()
     );
@@ -417,7 +418,7 @@ async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace, probe: &Probe)
     let ready = back
         .server("legacy")
         .is_some_and(|s| s.state == ServerState::Ready);
-    println!(
+    outln!(
         "  legacy is {} again after {} ms, generation {}",
         back.server("legacy")
             .map(|s| s.state.to_string())

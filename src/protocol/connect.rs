@@ -89,6 +89,8 @@ pub(crate) struct ConnectOptions {
     pub interaction: Option<InteractionHandler>,
     /// What a server may make the host hold and do.
     pub limits: Limits,
+    /// Kills what this host started if it dies (see `protocol/reaper.rs`).
+    pub reaper: Arc<super::reaper::Reaper>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -472,6 +474,7 @@ async fn attempt(
                 args,
                 cwd: cwd.as_ref(),
                 env,
+                reaper: &options.reaper,
             };
             let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
             let stdout = LineLimit::new(stdout, max_message, cut.clone());

@@ -15,6 +15,8 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
+use super::reaper::Reaper;
+
 /// How many stderr lines, and how many bytes of them, a server keeps for its Problem.
 const STDERR_LINES: usize = 20;
 const STDERR_BYTES: usize = 4096;
@@ -31,6 +33,8 @@ pub(crate) struct StdioSpawn<'a> {
     pub args: &'a [String],
     pub cwd: Option<&'a PathBuf>,
     pub env: &'a [(String, String)],
+    /// The host's reaper: it marks the server and kills its group if the host dies.
+    pub reaper: &'a Arc<Reaper>,
 }
 
 /// The last bytes a server wrote to stderr, bounded whatever it writes: a server that
@@ -69,6 +73,7 @@ impl StderrTail {
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
     pgid: i32,
+    reaper: Arc<Reaper>,
     exit: watch::Receiver<Option<String>>,
     stderr: StderrTail,
     /// Becomes `true` when stderr reaches EOF: everything the server wrote is in the tail.
@@ -95,11 +100,15 @@ impl ChildProcess {
         for (key, value) in spec.env {
             command.env(key, value);
         }
+        // The mark every descendant inherits, whatever session or group it moves to.
+        let (mark, owner) = spec.reaper.mark();
+        command.env(mark, owner);
         let mut child = command.spawn()?;
         let pid = child
             .id()
             .ok_or_else(|| std::io::Error::other("the child exited before it could be watched"))?;
         let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+        spec.reaper.watch(pgid);
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(std::io::Error::other("the child's pipes were not set up"));
         };
@@ -125,6 +134,7 @@ impl ChildProcess {
         Ok((
             ChildProcess {
                 pgid,
+                reaper: spec.reaper.clone(),
                 exit,
                 stderr,
                 stderr_done,
@@ -177,6 +187,7 @@ impl ChildProcess {
     pub(crate) async fn close(self, grace: Duration) -> Result<(), String> {
         let graceful = self.wait_exit(grace).await.is_some();
         kill_group(self.pgid);
+        self.reaper.forget(self.pgid);
         if graceful {
             return Ok(());
         }
@@ -195,6 +206,7 @@ impl Drop for ChildProcess {
         // Whatever path got us here (a failed negotiation, a panic, an aborted task), the
         // group must not outlive its owner. Killing an already empty group is harmless.
         kill_group(self.pgid);
+        self.reaper.forget(self.pgid);
     }
 }
 

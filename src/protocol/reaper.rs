@@ -1,0 +1,159 @@
+//! The reaper: nothing a host starts outlives it, however the host dies.
+//!
+//! Closing a server kills its process group, and `Drop` does the same on every other path —
+//! but neither runs when the host itself is killed with `SIGKILL`, and a grandchild that
+//! calls `setsid` leaves the group altogether. So the first stdio server a host starts also
+//! starts a reaper: a tiny `/bin/sh` in a process group of its own, deaf to `SIGINT`,
+//! `SIGTERM` and `SIGHUP`, that reads "+ PGID" and "- PGID" lines from a pipe the host holds.
+//! When the pipe ends — the host shut down, or died of anything — it kills every group still
+//! listed, then every process that carries this host's mark in its environment
+//! (`_PLURNK_MCP_HOST`, which each server and its descendants inherit, sessions or not).
+//!
+//! `PR_SET_PDEATHSIG` is not used: it fires when the *thread* that spawned the child exits,
+//! and tokio retires idle blocking threads, which would kill healthy servers.
+
+use std::io::Write;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The environment variable that marks a host's servers and their descendants.
+pub(crate) const MARK: &str = "_PLURNK_MCP_HOST";
+
+const SCRIPT: &str = r#"
+trap '' INT TERM HUP PIPE
+owner="$1"
+groups=" "
+while IFS=' ' read -r op pg; do
+  case "$op" in
+    +) groups="$groups$pg " ;;
+    -) next=" "; for g in $groups; do [ "$g" = "$pg" ] || next="$next$g "; done; groups="$next" ;;
+  esac
+done
+for pg in $groups; do kill -KILL -- "-$pg" 2>/dev/null; done
+for file in $(grep -l -s -z -x -F "_PLURNK_MCP_HOST=$owner" /proc/[0-9]*/environ); do
+  pid=${file#/proc/}; pid=${pid%/environ}
+  kill -KILL "$pid" 2>/dev/null
+done
+"#;
+
+/// One host's reaper, started on first use.
+pub(crate) struct Reaper {
+    /// This host's mark: unique per host, so hosts in one process never reap each other.
+    owner: String,
+    running: OnceLock<Option<Running>>,
+}
+
+struct Running {
+    child: Mutex<Child>,
+    pipe: Mutex<Option<ChildStdin>>,
+}
+
+impl Reaper {
+    pub(crate) fn new() -> Arc<Self> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        Arc::new(Self {
+            owner: format!(
+                "{}-{nanos}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ),
+            running: OnceLock::new(),
+        })
+    }
+
+    /// The mark a server of this host carries in its environment.
+    pub(crate) fn mark(&self) -> (&'static str, &str) {
+        (MARK, &self.owner)
+    }
+
+    fn running(&self) -> Option<&Running> {
+        self.running
+            .get_or_init(|| {
+                let mut command = Command::new("/bin/sh");
+                command
+                    .args(["-c", SCRIPT, "plurnk-mcp-reaper", &self.owner])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                std::os::unix::process::CommandExt::process_group(&mut command, 0);
+                match command.spawn() {
+                    Ok(mut child) => {
+                        let pipe = child.stdin.take();
+                        Some(Running {
+                            child: Mutex::new(child),
+                            pipe: Mutex::new(pipe),
+                        })
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            %error,
+                            "the reaper could not be started: servers may outlive a host that is killed"
+                        );
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    fn tell(&self, line: &str) {
+        let Some(running) = self.running() else {
+            return;
+        };
+        if let Ok(mut pipe) = running.pipe.lock()
+            && let Some(pipe) = pipe.as_mut()
+        {
+            // A few bytes into a pipe its reader drains at once; a dead reader is EPIPE.
+            let _ = pipe.write_all(line.as_bytes());
+        }
+    }
+
+    /// A server's process group to kill if the host dies.
+    pub(crate) fn watch(&self, pgid: i32) {
+        self.tell(&format!("+ {pgid}\n"));
+    }
+
+    /// A group the host closed itself.
+    pub(crate) fn forget(&self, pgid: i32) {
+        if self.running.get().is_some() {
+            self.tell(&format!("- {pgid}\n"));
+        }
+    }
+
+    /// The host is shutting down: ends the pipe, so the reaper kills what is left (groups
+    /// not closed, descendants that left their group) and exits; waits up to `bound`.
+    /// Returns a description of what did not finish.
+    pub(crate) async fn finish(&self, bound: Duration) -> Result<(), String> {
+        let Some(Some(running)) = self.running.get() else {
+            return Ok(());
+        };
+        if let Ok(mut pipe) = running.pipe.lock() {
+            pipe.take();
+        }
+        let deadline = Instant::now() + bound;
+        loop {
+            let exited = running
+                .child
+                .lock()
+                .map_err(|_| "the reaper's handle is poisoned".to_owned())?
+                .try_wait()
+                .map_err(|error| format!("the reaper could not be waited for: {error}"))?;
+            if exited.is_some() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the reaper did not finish within {} ms",
+                    bound.as_millis()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
