@@ -1319,3 +1319,32 @@ async fn an_enable_during_backoff_leaves_no_stray_reconnect() {
     assert_eq!(pid_of(&workspace, "victim").await, new_pid);
     shutdown_clean(host).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("fresh", &probe, &["--legacy", "--list-ttl-ms", "1000"])
+        .enable(&["fresh"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let started = Instant::now();
+    // A change listed at once; the ttl timer of the first listing is then stale and must do
+    // nothing, or every stale timer would list again and start one more.
+    workspace
+        .call_tool("fresh", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    let window = Duration::from_millis(3500);
+    tokio::time::sleep(window).await;
+    let lists = probe.count("tools/list");
+    let elapsed = started.elapsed();
+    // The first listing, the change's, then one per second at most (one more for rounding).
+    let allowed = 3 + usize::try_from(elapsed.as_secs()).unwrap_or(usize::MAX);
+    assert!(
+        (3..=allowed).contains(&lists),
+        "{lists} listings in {elapsed:?}: the ttl was not honoured, or stale timers listed again"
+    );
+    shutdown_clean(host).await;
+}

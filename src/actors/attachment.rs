@@ -100,8 +100,8 @@ pub(crate) enum AttachmentMsg {
     },
     /// The connection of `generation` stopped delivering messages.
     Lost { generation: u64 },
-    /// The server announced a list change on the connection of `generation`.
-    ListChanged { generation: u64 },
+    /// A server announced a list change.
+    ListChanged,
     /// A catalog refresh of `generation` finished.
     Refreshed {
         generation: u64,
@@ -301,11 +301,11 @@ impl Actor for AttachmentActor {
                 state.commit_refresh_if_quiet(&myself);
                 state.finish_drain_if_quiet(&myself);
             }
-            AttachmentMsg::ListChanged { generation } => {
-                if generation == state.generation
-                    && state.draining.is_none()
-                    && matches!(state.lifecycle, Lifecycle::Ready(_))
-                {
+            // Whichever connection reported it, the catalog may have changed: the refresh
+            // lists the current one (and only a ready one), and a change committed during a
+            // drain is a real one, shown until the server goes.
+            AttachmentMsg::ListChanged => {
+                if matches!(state.lifecycle, Lifecycle::Ready(_)) {
                     match state.refreshing {
                         Some(_) => state.refreshing = Some(true),
                         None => state.start_refresh(&myself),
@@ -502,7 +502,7 @@ impl AttachmentState {
                         tokio::select! {
                             changed = changes.changed() => {
                                 if changed.is_err()
-                                    || notify.cast(AttachmentMsg::ListChanged { generation }).is_err()
+                                    || notify.cast(AttachmentMsg::ListChanged).is_err()
                                 {
                                     break;
                                 }
