@@ -7,7 +7,7 @@
 #
 # Each group mutates its own functions and runs only the test binaries that guard them.
 # cargo-mutants (exact version, installed into .cache/cargo-mutants) works in place on a
-# copy of the working tree under .cache/mutants/tree, with its own target directory there,
+# copy of the last commit under .cache/mutants/tree, with its own target directory there,
 # so dependencies are built once per machine and each mutant is an incremental build
 # (profile `mutants`: the test profile without debug info). Results land in
 # .cache/mutants/out/GROUP-K-of-N/mutants.out; a summary line per shard is appended to
@@ -82,12 +82,13 @@ install() {
   cargo install cargo-mutants --locked --version "$MUTANTS_VERSION" --root "$CACHE/cargo-mutants" >&2
 }
 
-# A fresh copy of the working tree (tracked and untracked files, not ignored ones); the
+# A fresh copy of the last commit (what is committed is what the figures speak for); the
 # target directory beside it survives between runs.
 copy_tree() {
   rm -rf "$WORK/tree"
   mkdir -p "$WORK/tree"
-  git ls-files -z -co --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$WORK/tree"
+  git archive HEAD | tar -xf - -C "$WORK/tree"
+  git rev-parse --short HEAD > "$WORK/tree/.mutants-commit"
 }
 
 mutant_args() {
@@ -156,8 +157,8 @@ run_shard() {
   [[ -n "$unexplained_list" ]] && left=$(wc -l <<<"$unexplained_list")
   equivalent=$((missed - left))
   local line
-  line=$(printf '%s %-8s shard %-5s mutants %4d  caught %4d  timeout %3d  unviable %3d  missed %3d (equivalent %3d, unexplained %3d)  %5d s  exit %d' \
-    "$(date -u +%FT%TZ)" "$group" "$shard" "$total" "$caught" "$timeout" "$unviable" "$missed" "$equivalent" "$left" "$elapsed" "$status")
+  line=$(printf '%s %s %-8s shard %-5s mutants %4d  caught %4d  timeout %3d  unviable %3d  missed %3d (equivalent %3d, unexplained %3d)  %5d s  exit %d' \
+    "$(date -u +%FT%TZ)" "$(cat "$WORK/tree/.mutants-commit")" "$group" "$shard" "$total" "$caught" "$timeout" "$unviable" "$missed" "$equivalent" "$left" "$elapsed" "$status")
   echo "$line" | tee -a "$WORK/summary.txt"
   if [[ -n "$unexplained_list" ]]; then
     echo "missed, and not listed as equivalent in TESTING.md:"
