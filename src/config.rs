@@ -158,7 +158,7 @@ pub use definition::{
 };
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigErrors};
-pub use keys::{RESERVED_ALIASES, is_valid_alias, tool_summary_key};
+pub use keys::{MAX_ALIAS_LEN, RESERVED_ALIASES, is_valid_alias, tool_summary_key};
 pub(crate) use prepared::is_credential_name;
 pub use prepared::{PreparedServer, PreparedTransport};
 pub use wire::{

@@ -460,13 +460,11 @@ fn durable_seeds(
     let mut seeds = service_definitions(config);
     let mut faults = Vec::new();
     for (alias, server) in &record.servers {
+        // A `${NAME}` the environment no longer sets is not a reason to refuse the whole
+        // state: the server is admitted and shows `unavailable` with the missing name, and
+        // can be fixed or removed like any other.
         let definition = McpServerDefinition::from_value(&server.definition)
-            .and_then(ServerDefinition::try_from)
-            .and_then(|definition| {
-                definition
-                    .check_references(config.env())
-                    .map(|()| definition)
-            });
+            .and_then(ServerDefinition::try_from);
         let definition = match definition {
             Ok(definition) if definition.alias() == alias => definition,
             Ok(_) => {

@@ -27,9 +27,10 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 /// What a secret is replaced by.
 pub const REDACTED: &str = "<redacted>";
 
-/// Values shorter than this are not registered: scrubbing them would mangle ordinary text,
-/// and a credential that short protects nothing anyway.
-pub const MIN_SECRET_LEN: usize = 4;
+/// Values shorter than this are not registered: a `${NAME}` that expands to `prod` or an
+/// alias would otherwise be scrubbed from every message (the registry outlives the
+/// connection), and a credential that short protects nothing anyway.
+pub const MIN_SECRET_LEN: usize = 8;
 
 #[derive(Default)]
 struct Registry {

@@ -87,6 +87,29 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// The backing file cannot be written; nothing changed.
     fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError>;
+
+    /// [`put_server_enabled`](Store::put_server_enabled) for a server being added: refused
+    /// with [`StoreError::Exists`] when `workspace` already holds a record of that alias (two
+    /// hosts on one state file adding the same alias at once: one wins, the other is told).
+    ///
+    /// # Errors
+    ///
+    /// The alias is taken, or the backing file cannot be written; nothing changed.
+    fn add_server(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError>;
+
+    /// Drops the server record of `alias` and records it disabled, as one write: removing a
+    /// workspace's specialization of a service server reveals the service definition
+    /// disabled, also after a restart (not enabled again by the service default).
+    ///
+    /// # Errors
+    ///
+    /// The backing file cannot be written; nothing changed.
+    fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError>;
 }
 
 /// One workspace's durable state.
@@ -185,6 +208,19 @@ pub enum StoreError {
         alias: String,
         /// Where the placeholder is, such as `headers.X-Key` or `args[2]`.
         field: String,
+    },
+
+    /// A server being added has a record already: another process added it meanwhile.
+    #[error(
+        "workspace \"{workspace}\" already stores a server \"{alias}\" (another process added \
+         it meanwhile): list the servers again, then choose another alias or enable that one; \
+         nothing was stored"
+    )]
+    Exists {
+        /// The workspace.
+        workspace: String,
+        /// The alias.
+        alias: String,
     },
 
     /// The state file (or its journal) could not be created or made private to its owner.

@@ -381,6 +381,19 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
         .expect("still listed");
     assert_eq!((svc.source, svc.enabled), ("service", false));
     shutdown_clean(host).await;
+
+    // ...and stays so after a restart, even where the service enables it by default.
+    let host = start(&db, config(&[("PLURNK_MCP_ENABLED", r#"["svc"]"#)])).await;
+    let workspace = host.workspace("w").await.expect("workspace");
+    let svc = workspace.snapshot().server("svc").cloned().expect("svc");
+    assert_eq!(svc.state, ServerState::Disabled, "{:?}", svc.problem);
+    let listed = workspace.list().await.expect("list");
+    let svc = listed
+        .iter()
+        .find(|s| s.alias == "svc")
+        .expect("still listed");
+    assert_eq!((svc.source, svc.enabled), ("service", false));
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -442,4 +455,88 @@ async fn a_newer_or_foreign_state_file_is_refused_untouched() {
     );
     assert!(error.to_string().contains("garbage.sqlite"), "{error}");
     assert_eq!(std::fs::read(&garbage).expect("read"), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_server_whose_variable_is_gone_locks_nobody_out() {
+    let dir = scratch("gone-variable");
+    let db = dir.join("state.sqlite");
+    let host = start(&db, config(&[("LATER_NAME", "later-name-1234")])).await;
+    let workspace = host.workspace("w").await.expect("workspace");
+    workspace
+        .add(fixture_definition("later", "${LATER_NAME}"))
+        .await
+        .expect("add connects");
+    shutdown_clean(host).await;
+
+    // LATER_NAME is no longer set: the host still starts, and only that server is down.
+    let host = start(&db, config(&[])).await;
+    let workspace = host
+        .workspace("w")
+        .await
+        .expect("the workspace still opens");
+    let snapshot = workspace.snapshot();
+    let later = snapshot.server("later").expect("still there");
+    assert_eq!(later.state, ServerState::Unavailable);
+    let detail = later
+        .problem
+        .as_ref()
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(detail.contains("LATER_NAME"), "{detail}");
+    assert_eq!(
+        snapshot.server("svc").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    // And it can be removed, as the Problem suggests.
+    workspace.remove("later").await.expect("remove");
+    shutdown_clean(host).await;
+    let host = start(&db, config(&[])).await;
+    let workspace = host.workspace("w").await.expect("workspace");
+    assert!(workspace.snapshot().server("later").is_none());
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_adding_one_alias_to_one_state_file_lose_nothing() {
+    let dir = scratch("twins");
+    let db = dir.join("state.sqlite");
+    let first = start(&db, config(&[])).await;
+    let second = start(&db, config(&[])).await;
+    let (a, b) = (
+        first.workspace("w").await.expect("w"),
+        second.workspace("w").await.expect("w"),
+    );
+    let (one, two) = tokio::join!(
+        a.add(fixture_definition("twin", "first")),
+        b.add(fixture_definition("twin", "second")),
+    );
+    let outcomes = [&one, &two];
+    let won: Vec<_> = outcomes.iter().filter(|o| o.is_ok()).collect();
+    let lost: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    assert_eq!(won.len(), 1, "{one:?} {two:?}");
+    assert_eq!(lost.len(), 1);
+    assert_eq!((lost[0].status, lost[0].kind.as_str()), (409, "conflict"));
+    assert!(
+        lost[0].detail.contains("another process"),
+        "{}",
+        lost[0].detail
+    );
+    let winner = if one.is_ok() { "first" } else { "second" };
+    shutdown_clean(first).await;
+    shutdown_clean(second).await;
+    // What is stored is the winner's definition, and it is what comes back.
+    let host = start(&db, config(&[])).await;
+    let workspace = host.workspace("w").await.expect("w");
+    let twin = workspace
+        .snapshot()
+        .server("twin")
+        .cloned()
+        .expect("stored");
+    assert_eq!(twin.state, ServerState::Ready, "{:?}", twin.problem);
+    assert_eq!(
+        twin.negotiated.as_ref().and_then(|n| n.name.as_deref()),
+        Some(winner)
+    );
+    shutdown_clean(host).await;
 }

@@ -79,6 +79,17 @@ pub struct CloseFailure {
     pub detail: String,
 }
 
+/// What a disable does to the server's durable record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Removal {
+    /// A disable: the record stays, marked disabled.
+    Keep,
+    /// A removal of an added server: record and enabledness go.
+    Forget,
+    /// A removal of a specialization: the record goes, the service server stays disabled.
+    Revert,
+}
+
 /// The workspace's messages.
 pub(crate) enum WorkspaceMsg {
     /// An attachment's current state.
@@ -180,6 +191,9 @@ struct Entry {
     enabled: bool,
     /// A service definition replaced by a durable workspace specialization.
     specialized: bool,
+    /// An added server that the store does not hold yet: its first write must not
+    /// overwrite a record another process wrote meanwhile.
+    fresh: bool,
 }
 
 struct Attached {
@@ -251,6 +265,7 @@ impl Actor for WorkspaceActor {
                         source: seed.source,
                         enabled: seed.enabled,
                         specialized: seed.specialized,
+                        fresh: false,
                     },
                 )
             })
@@ -327,7 +342,7 @@ impl Actor for WorkspaceActor {
                 customize,
                 reply,
             } => state.enable(&myself, alias, *customize, reply).await?,
-            WorkspaceMsg::Disable { alias, reply } => state.disable(alias, reply, false),
+            WorkspaceMsg::Disable { alias, reply } => state.disable(alias, reply, Removal::Keep),
             WorkspaceMsg::Remove { alias, reply } => {
                 match state.entries.get(&alias).map(|entry| entry.source) {
                     None => {
@@ -339,8 +354,9 @@ impl Actor for WorkspaceActor {
                             .get(&alias)
                             .is_some_and(|entry| entry.specialized) =>
                     {
-                        // Removing the specialization reveals the service definition, disabled.
-                        state.disable(alias.clone(), reply, true);
+                        // Removing the specialization reveals the service definition, disabled
+                        // (and durably so: the service default must not enable it again).
+                        state.disable(alias.clone(), reply, Removal::Revert);
                         state.pending.entry(alias).or_default().revert_after_detach = true;
                     }
                     Some(Source::Service) => {
@@ -348,7 +364,7 @@ impl Actor for WorkspaceActor {
                             "server \"{alias}\" comes from the service environment and cannot be removed: disable it instead"
                         ))));
                     }
-                    Some(Source::Workspace) => state.disable(alias, reply, true),
+                    Some(Source::Workspace) => state.disable(alias, reply, Removal::Forget),
                 }
             }
             WorkspaceMsg::Add { definition, reply } => {
@@ -369,6 +385,7 @@ impl Actor for WorkspaceActor {
                             source: Source::Workspace,
                             enabled: false,
                             specialized: false,
+                            fresh: true,
                         },
                     );
                     state
@@ -559,6 +576,7 @@ impl WorkspaceState {
             }
             if let Some(entry) = self.entries.get_mut(&alias) {
                 entry.enabled = true;
+                entry.fresh = false;
             }
         }
         let previous = self.servers.insert(alias.clone(), Arc::new(server.clone()));
@@ -620,9 +638,15 @@ impl WorkspaceState {
                     RecordSource::Specialized
                 },
             };
-            return store
-                .put_server_enabled(&self.name, &record, true)
-                .map_err(|error| state_problem(alias, &error));
+            let written = if entry.fresh {
+                store.add_server(&self.name, &record, true)
+            } else {
+                store.put_server_enabled(&self.name, &record, true)
+            };
+            return written.map_err(|error| match error {
+                StoreError::Exists { .. } => Problem::conflict(error.to_string()),
+                error => state_problem(alias, &error),
+            });
         }
         store
             .set_enabled(&self.name, alias, true)
@@ -841,7 +865,8 @@ impl WorkspaceState {
         Ok(())
     }
 
-    fn disable(&mut self, alias: String, reply: ActionReply, remove: bool) {
+    fn disable(&mut self, alias: String, reply: ActionReply, removal: Removal) {
+        let remove = removal != Removal::Keep;
         if self.shutdown.is_some() {
             let _ = reply.send(Err(Problem::shutting_down()));
             return;
@@ -852,10 +877,10 @@ impl WorkspaceState {
         }
         // Durable first: if the state cannot be written, nothing else changes.
         if let Some(store) = &self.store {
-            let written = if remove {
-                store.remove_server(&self.name, &alias)
-            } else {
-                store.set_enabled(&self.name, &alias, false)
+            let written = match removal {
+                Removal::Keep => store.set_enabled(&self.name, &alias, false),
+                Removal::Forget => store.remove_server(&self.name, &alias),
+                Removal::Revert => store.revert_server(&self.name, &alias),
             };
             if let Err(error) = written {
                 let _ = reply.send(Err(state_problem(&alias, &error)));

@@ -13,10 +13,15 @@ use super::definition::TransportKind;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// A server name that does not match `[a-z][a-z0-9-]*` after case-folding.
+    /// A server name that does not match `[a-z][a-z0-9-]*` after case-folding, or is longer
+    /// than [`MAX_ALIAS_LEN`](super::MAX_ALIAS_LEN).
     #[error(
-        "\"{name}\" ({variable}) is not a valid server name: start with a letter and use only \
-         letters, digits and hyphens (an underscore in a variable name reads as a hyphen)"
+        "\"{}\" ({}) is not a valid server name: start with a letter, use only letters, \
+         digits and hyphens (an underscore in a variable name reads as a hyphen), at most {} \
+         characters",
+        shorten(name),
+        shorten(variable),
+        super::MAX_ALIAS_LEN
     )]
     InvalidName {
         /// The variable (or setting) that gave the name.
@@ -581,4 +586,15 @@ fn other_transport(applies_to: TransportKind) -> &'static str {
         TransportKind::Stdio => "an http server",
         TransportKind::Http => "a stdio server",
     }
+}
+
+/// A name as an error message quotes it: whole when short, else its start and its length,
+/// so that a megabyte of input does not become a megabyte of error.
+fn shorten(name: &str) -> String {
+    const SHOWN: usize = 64;
+    if name.chars().count() <= SHOWN {
+        return name.to_owned();
+    }
+    let start: String = name.chars().take(SHOWN).collect();
+    format!("{start}… ({} characters)", name.chars().count())
 }

@@ -5,6 +5,9 @@ use super::definition::TransportKind;
 /// Every variable of ours starts with this, exactly (upper case).
 pub(crate) const PREFIX: &str = "PLURNK_MCP_";
 
+/// The longest server name: it becomes part of variable names, table rows and messages.
+pub const MAX_ALIAS_LEN: usize = 64;
+
 /// Server names that the global settings occupy, folded as a server name would be.
 pub const RESERVED_ALIASES: &[&str] = &[
     "enabled",
@@ -160,7 +163,8 @@ pub(crate) fn target_variable(alias: &str) -> String {
 /// Whether `s` matches `[a-z][a-z0-9-]*`.
 pub(crate) fn is_alias_syntax(s: &str) -> bool {
     let mut bytes = s.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_lowercase())
+    s.len() <= MAX_ALIAS_LEN
+        && bytes.next().is_some_and(|b| b.is_ascii_lowercase())
         && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 

@@ -1048,3 +1048,31 @@ fn fault_details_at_the_edges() {
          server (see PLURNK_MCP_CLI): remove PLURNK_MCP_CLI_BEARER"
     );
 }
+
+#[test]
+fn a_very_long_server_name_is_refused_with_a_short_message() {
+    let long = "a".repeat(65_536);
+    let errors = match HostConfig::from_env([(format!("PLURNK_MCP_{long}"), "/bin/x".to_owned())]) {
+        Ok(_) => panic!("a 65,536-character name was accepted"),
+        Err(errors) => errors,
+    };
+    let message = errors.to_string();
+    assert!(
+        message.contains("at most 64 characters"),
+        "{}",
+        &message[..200]
+    );
+    assert!(
+        message.len() < 1000,
+        "the message is {} bytes",
+        message.len()
+    );
+    let definition = ServerDefinition::from_target(&long, "/bin/x");
+    let error = definition
+        .expect_err("refused as a definition too")
+        .to_string();
+    assert!(error.len() < 1000, "{} bytes", error.len());
+    // 64 characters is still a name.
+    let fits = "b".repeat(64);
+    assert!(ServerDefinition::from_target(&fits, "/bin/x").is_ok());
+}

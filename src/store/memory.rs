@@ -69,6 +69,33 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn add_server(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        let taken = self
+            .lock()
+            .get(workspace)
+            .is_some_and(|stored| stored.servers.contains_key(&record.alias));
+        if taken {
+            return Err(StoreError::Exists {
+                workspace: workspace.to_owned(),
+                alias: record.alias.clone(),
+            });
+        }
+        self.put_server_enabled(workspace, record, enabled)
+    }
+
+    fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
+        let mut workspaces = self.lock();
+        let record = workspaces.entry(workspace.to_owned()).or_default();
+        record.servers.remove(alias);
+        record.enabled.insert(alias.to_owned(), false);
+        Ok(())
+    }
+
     fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
         let mut workspaces = self.lock();
         if let Some(record) = workspaces.get_mut(workspace) {

@@ -235,6 +235,53 @@ impl Store for SqliteStore {
         })
     }
 
+    fn add_server(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        check_definition(workspace, record)?;
+        let definition = record.definition.to_string();
+        let action = format!(
+            "add server \"{}\" to workspace \"{workspace}\"",
+            record.alias
+        );
+        let mut taken = false;
+        self.write(action, |tx| {
+            ensure_workspace(tx, workspace)?;
+            taken = tx.query_row(
+                "SELECT count(*) FROM server WHERE workspace = ?1 AND alias = ?2",
+                params![workspace, record.alias],
+                |row| row.get::<_, i64>(0),
+            )? > 0;
+            if taken {
+                return Ok(());
+            }
+            upsert_server(tx, workspace, record, &definition)?;
+            upsert_enabled(tx, workspace, &record.alias, enabled)
+        })?;
+        if taken {
+            return Err(StoreError::Exists {
+                workspace: workspace.to_owned(),
+                alias: record.alias.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
+        let action = format!("revert server \"{alias}\" of workspace \"{workspace}\"");
+        self.write(action, |tx| {
+            ensure_workspace(tx, workspace)?;
+            tx.execute(
+                "DELETE FROM server WHERE workspace = ?1 AND alias = ?2",
+                params![workspace, alias],
+            )?;
+            upsert_enabled(tx, workspace, alias, false)
+        })
+    }
+
     fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
         let action = format!("remove server \"{alias}\" of workspace \"{workspace}\"");
         self.write(action, |tx| {

@@ -184,6 +184,8 @@ both_stores!(
     display_forms_with_redacted_values_are_refused_and_change_nothing,
     references_are_stored_exactly_as_given,
     put_server_enabled_writes_both_or_neither,
+    revert_drops_the_record_and_keeps_the_alias_disabled,
+    adding_a_taken_alias_is_refused_and_changes_nothing,
 );
 
 // === the behavioural suite ===
@@ -263,6 +265,38 @@ fn remove_clears_the_record_and_the_override(h: &dyn Harness) {
     // A workspace left with nothing is not loaded at all.
     s.remove_server("a", "github").unwrap();
     assert!(s.load().unwrap().is_empty());
+}
+
+fn revert_drops_the_record_and_keeps_the_alias_disabled(h: &dyn Harness) {
+    let s = h.store();
+    s.put_server_enabled("a", &stdio("local"), true).unwrap();
+    s.revert_server("a", "local").unwrap();
+    assert_eq!(
+        s.load().unwrap(),
+        BTreeMap::from([("a".to_owned(), workspace([], [("local", false)]))])
+    );
+    // Reverting what was never stored records it disabled too.
+    s.revert_server("b", "other").unwrap();
+    assert_eq!(
+        s.load().unwrap().get("b"),
+        Some(&workspace([], [("other", false)]))
+    );
+}
+
+fn adding_a_taken_alias_is_refused_and_changes_nothing(h: &dyn Harness) {
+    let s = h.store();
+    s.add_server("a", &stdio("local"), true).unwrap();
+    let before = h.durable_bytes();
+    let mut other = stdio("local");
+    other.definition["args"] = json!(["--other"]);
+    let err = s.add_server("a", &other, false).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Exists { workspace, alias } if workspace == "a" && alias == "local"),
+        "{err:?}"
+    );
+    assert_eq!(h.durable_bytes(), before);
+    // Another workspace is another namespace.
+    s.add_server("b", &other, false).unwrap();
 }
 
 fn removing_what_is_not_there_changes_nothing(h: &dyn Harness) {
