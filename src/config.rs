@@ -178,6 +178,10 @@ pub struct HostConfig {
     connect_timeout: Duration,
     request_timeout: Duration,
     discover_timeout: Duration,
+    /// `PLURNK_MCP_ALLOW_ADD`: whether workspaces may add and customize servers at runtime.
+    allow_add: bool,
+    /// `PLURNK_MCP_WORKSPACE_ENV`: the names such definitions may refer to.
+    workspace_env: BTreeSet<String>,
     /// Kept whole for `${NAME}` expansion at connection time; it holds secrets,
     /// so its `Debug` shows only a count.
     env: Environment,
@@ -231,6 +235,18 @@ impl HostConfig {
         self.connect_timeout
     }
 
+    /// Whether workspaces may add servers, and enable servers with customized definitions, at
+    /// runtime (`PLURNK_MCP_ALLOW_ADD`, off unless the operator turns it on).
+    pub fn allows_runtime_servers(&self) -> bool {
+        self.allow_add
+    }
+
+    /// The environment names an added or customized definition may refer to
+    /// (`PLURNK_MCP_WORKSPACE_ENV`); none unless the operator lists them.
+    pub fn workspace_env(&self) -> &BTreeSet<String> {
+        &self.workspace_env
+    }
+
     /// How long to wait for one request's response.
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
@@ -257,6 +273,8 @@ impl Default for HostConfig {
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             discover_timeout: Self::DEFAULT_DISCOVER_TIMEOUT,
+            allow_add: false,
+            workspace_env: BTreeSet::new(),
             env: Environment::default(),
         }
     }

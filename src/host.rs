@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::attachment::{AttachmentMsg, CallRequest, Settings};
+use crate::actors::attachment::{Admission, AttachmentMsg, CallRequest, Settings};
 use crate::actors::restart::RestartPolicy;
 use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
 use crate::actors::workspace::{Published, Seed, Source, WorkspaceArgs, WorkspaceMsg};
@@ -232,6 +232,11 @@ impl Host {
             drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
             restart: options.restart,
             env: Arc::new(config.env().clone()),
+            admission: Admission {
+                allow: config.allows_runtime_servers(),
+                names: config.workspace_env().clone(),
+                env: Arc::new(config.env().only(config.workspace_env())),
+            },
             in_process: Arc::new(options.in_process.clone()),
         });
         let (supervisor, _) = Actor::spawn(None, HostSupervisor, ())

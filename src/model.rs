@@ -112,6 +112,16 @@ impl Problem {
         }
     }
 
+    /// `403 forbidden`: the operator has not allowed what was asked.
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self {
+            status: 403,
+            kind: "forbidden".into(),
+            detail: detail.into(),
+            retryable: false,
+        }
+    }
+
     /// `400 invalid-definition`.
     pub fn invalid_definition(detail: impl Into<String>) -> Self {
         Self {

@@ -398,7 +398,30 @@ fn workspace_actions_from_the_command_line() {
     let state = scratch_state();
     let mut pairs = fixture("svc", &[]);
     pairs.push(("PLURNK_MCP_ENABLED".into(), json!(["svc"]).to_string()));
-    let env: BTreeMap<String, String> = pairs.into_iter().collect();
+    let mut env: BTreeMap<String, String> = pairs.into_iter().collect();
+    // Without the operator's leave, a runtime add is refused with what to do.
+    let options = json!({"args": ["fixture", "--name", "mine"]}).to_string();
+    let refused = run(
+        &[
+            "--state",
+            &state,
+            "--workspace",
+            "team",
+            "add",
+            "mine",
+            EXE,
+            "--options",
+            &options,
+        ],
+        &env,
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("PLURNK_MCP_ALLOW_ADD=true"),
+        "{}",
+        text(&refused.stderr)
+    );
+    env.insert("PLURNK_MCP_ALLOW_ADD".into(), "true".into());
     let with = |args: &[&str]| {
         let mut all = vec!["--state", state.as_str(), "--workspace", "team"];
         all.extend_from_slice(args);

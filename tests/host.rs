@@ -948,7 +948,11 @@ async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_and_remove_workspace_servers() {
-    let config = Env::new().stdio("base", &[]).enable(&["base"]).config();
+    let config = Env::new()
+        .stdio("base", &[])
+        .enable(&["base"])
+        .set("PLURNK_MCP_ALLOW_ADD", "true")
+        .config();
     let host = Host::start(config).await.expect("host starts");
     let workspace = host.default_workspace();
     let mut stdio = StdioDefinition::new(EXE);

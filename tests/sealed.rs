@@ -280,9 +280,16 @@ async fn a_server_that_needs_oauth_is_never_reached_without_it() {
             .into(),
     )
     .await;
-    let host = Host::start(config(&[("CLIENT_SECRET", "cc-SECRET-5656".into())]))
-        .await
-        .expect("host starts");
+    let host = Host::start(config(&[
+        ("CLIENT_SECRET", "cc-SECRET-5656".into()),
+        ("PLURNK_MCP_ALLOW_ADD", "true".into()),
+        (
+            "PLURNK_MCP_WORKSPACE_ENV",
+            json!(["CLIENT_SECRET"]).to_string(),
+        ),
+    ]))
+    .await
+    .expect("host starts");
     let workspace = host.default_workspace();
     for (alias, authorization) in [
         (

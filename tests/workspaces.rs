@@ -54,6 +54,12 @@ fn config(extra: &[(&str, &str)]) -> HostConfig {
         ("PLURNK_MCP_ENABLED".into(), json!(["svc"]).to_string()),
         ("PLURNK_MCP_CONNECT_TIMEOUT".into(), "5000".into()),
         ("SECRET_ARG".into(), "s3cr3t-value-4711".into()),
+        // The operator lets workspaces add servers that refer to these names.
+        ("PLURNK_MCP_ALLOW_ADD".into(), "true".into()),
+        (
+            "PLURNK_MCP_WORKSPACE_ENV".into(),
+            json!(["SECRET_ARG", "LATER_NAME"]).to_string(),
+        ),
     ]);
     for (key, value) in extra {
         map.insert((*key).into(), (*value).into());
@@ -538,5 +544,80 @@ async fn two_hosts_adding_one_alias_to_one_state_file_lose_nothing() {
         twin.negotiated.as_ref().and_then(|n| n.name.as_deref()),
         Some(winner)
     );
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_install_gate_admits_only_what_the_operator_allows() {
+    let dir = scratch("gate");
+    let db = dir.join("state.sqlite");
+    // Off by default: no runtime add, no customized enable.
+    let closed = config(&[("PLURNK_MCP_ALLOW_ADD", "false")]);
+    let host = start(&db, closed).await;
+    let workspace = host.workspace("w").await.expect("w");
+    let refused = workspace
+        .add(fixture_definition("extra", "extra"))
+        .await
+        .expect_err("no runtime add");
+    assert_eq!((refused.status, refused.kind.as_str()), (403, "forbidden"));
+    assert!(
+        refused.detail.contains("PLURNK_MCP_ALLOW_ADD=true"),
+        "{}",
+        refused.detail
+    );
+    let customized = Customize {
+        options: Some(
+            McpServerOptions::from_json(r#"{"args":["fixture","--name","custom"]}"#)
+                .expect("parses"),
+        ),
+        ..Customize::default()
+    };
+    let refused = workspace
+        .enable_with("svc", customized.clone())
+        .await
+        .expect_err("no customized enable");
+    assert_eq!(refused.status, 403);
+    // A plain enable of a declared server is not gated.
+    workspace.enable("svc").await.expect("plain enable");
+    shutdown_clean(host).await;
+
+    // Allowed, but an added definition may refer only to the names handed to workspaces.
+    let open = config(&[("OPERATOR_TOKEN", "operator-only-9999")]);
+    let host = start(&db, open).await;
+    let workspace = host.workspace("w").await.expect("w");
+    let refused = workspace
+        .add(fixture_definition("greedy", "${OPERATOR_TOKEN}"))
+        .await
+        .expect_err("a name not handed over");
+    assert_eq!(refused.status, 403);
+    assert!(
+        refused.detail.contains("${OPERATOR_TOKEN}"),
+        "{}",
+        refused.detail
+    );
+    assert!(!refused.detail.contains("operator-only-9999"));
+    let added = workspace
+        .add(fixture_definition("fine", "${SECRET_ARG}"))
+        .await
+        .expect("a handed-over name");
+    assert_eq!(added.state, ServerState::Ready);
+    workspace
+        .enable_with("svc", customized)
+        .await
+        .expect_err("connected with another definition: disable first");
+    shutdown_clean(host).await;
+
+    // The name is no longer handed over: the stored server cannot expand it on restart.
+    let narrowed = config(&[("PLURNK_MCP_WORKSPACE_ENV", "[]")]);
+    let host = start(&db, narrowed).await;
+    let workspace = host.workspace("w").await.expect("w");
+    let fine = workspace
+        .snapshot()
+        .server("fine")
+        .cloned()
+        .expect("stored");
+    assert_eq!(fine.state, ServerState::Unavailable);
+    let detail = fine.problem.map(|p| p.detail).unwrap_or_default();
+    assert!(detail.contains("SECRET_ARG"), "{detail}");
     shutdown_clean(host).await;
 }

@@ -36,6 +36,8 @@ pub(crate) struct Settings {
     pub restart: RestartPolicy,
     /// The reference environment `${NAME}` expands from.
     pub env: Arc<crate::config::Environment>,
+    /// Who may add servers at runtime, and what their definitions may expand.
+    pub admission: Admission,
     /// Servers inside the embedding process, by alias.
     pub in_process: Arc<std::collections::BTreeMap<String, crate::model::InProcessConnector>>,
 }
@@ -50,6 +52,17 @@ impl std::fmt::Debug for Settings {
             .field("in_process", &self.in_process.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
+}
+
+/// The operator's install gate (seed 000): whether workspaces may add and customize
+/// servers, and which environment names such definitions may refer to.
+pub(crate) struct Admission {
+    /// `PLURNK_MCP_ALLOW_ADD`.
+    pub allow: bool,
+    /// `PLURNK_MCP_WORKSPACE_ENV`.
+    pub names: std::collections::BTreeSet<String>,
+    /// The environment holding only `names`: what an added definition expands against.
+    pub env: Arc<crate::config::Environment>,
 }
 
 /// How the attachment came to be, which decides what a failed first attempt means.
@@ -80,6 +93,9 @@ pub(crate) struct AttachmentArgs {
     pub crashes: VecDeque<Instant>,
     /// Calls in flight in the whole workspace, shared by its attachments.
     pub workspace_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// What the definition's `${NAME}`s expand against: the whole operator environment for
+    /// service servers, only the names handed to workspaces for an added one.
+    pub env: Arc<crate::config::Environment>,
 }
 
 /// One request routed to this attachment on behalf of a caller.
@@ -412,9 +428,10 @@ impl AttachmentState {
         let alias = self.args.alias.clone();
         let definition = self.args.definition.clone();
         let settings = self.args.settings.clone();
+        let env = self.args.env.clone();
         let myself = myself.clone();
         tokio::spawn(async move {
-            let result = prepare(&alias, &definition, &settings).await;
+            let result = prepare(&alias, &definition, &settings, &env).await;
             // If the actor is gone the message (and the connection in it) is dropped here,
             // which closes the connection: nothing leaks.
             let _ = myself.cast(AttachmentMsg::Connected { retry, result });
@@ -878,12 +895,13 @@ async fn prepare(
     alias: &str,
     definition: &ServerDefinition,
     settings: &Settings,
+    env: &crate::config::Environment,
 ) -> Result<Box<Live>, Problem> {
     // The whole of it — spawn or dial, negotiate, list every family — within the connect
     // timeout: a server that lists slowly or forever is unavailable, not stuck connecting.
     // On timeout the half-made connection is dropped here, which closes it.
     let bound = settings.connect.connect_timeout;
-    match tokio::time::timeout(bound, connect_and_list(alias, definition, settings)).await {
+    match tokio::time::timeout(bound, connect_and_list(alias, definition, settings, env)).await {
         Ok(prepared) => prepared,
         Err(_) => Err(Problem::server_unavailable(format!(
             "server \"{alias}\" ({}) could not be connected and listed within {} ms \
@@ -898,6 +916,7 @@ async fn connect_and_list(
     alias: &str,
     definition: &ServerDefinition,
     settings: &Settings,
+    env: &crate::config::Environment,
 ) -> Result<Box<Live>, Problem> {
     let label = format!(
         "server \"{alias}\" ({})",
@@ -907,7 +926,7 @@ async fn connect_and_list(
         move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
     let target = match settings.in_process.get(alias).cloned() {
         Some(connector) => protocol::Target::InProcess(connector),
-        None => protocol::target(definition, &settings.env)
+        None => protocol::target(definition, env)
             .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?,
     };
     let connection = protocol::connect(alias, &target, &settings.connect)

@@ -371,6 +371,8 @@ impl Actor for WorkspaceActor {
                 let alias = definition.alias().to_owned();
                 if state.shutdown.is_some() {
                     let _ = reply.send(Err(Problem::shutting_down()));
+                } else if let Err(problem) = state.admit(&alias, &definition, None) {
+                    let _ = reply.send(Err(problem));
                 } else if state.entries.contains_key(&alias) {
                     let _ = reply.send(Err(Problem::conflict(format!(
                         "server \"{alias}\" already exists in this workspace: choose another alias, or enable it"
@@ -518,6 +520,13 @@ impl WorkspaceState {
             origin,
             crashes: self.crashes.get(alias).cloned().unwrap_or_default(),
             workspace_in_flight: self.in_flight.clone(),
+            // An added server expands only what the operator hands to workspaces, also when
+            // its definition came back from the state file.
+            env: if entry.source == Source::Workspace {
+                self.settings.admission.env.clone()
+            } else {
+                self.settings.env.clone()
+            },
         };
         let (actor, _) =
             Actor::spawn_linked(None, AttachmentActor, args, myself.get_cell()).await?;
@@ -773,6 +782,46 @@ impl WorkspaceState {
     }
 
     /// The definition an enable asks for: the current one, or the cascade's result.
+    /// The install gate: a workspace may add a server, or enable one with a definition other
+    /// than `declared`, only when the operator allows it (`PLURNK_MCP_ALLOW_ADD`), and the
+    /// definition may refer only to the names the operator hands to workspaces
+    /// (`PLURNK_MCP_WORKSPACE_ENV`) beyond those `declared` already refers to.
+    fn admit(
+        &self,
+        alias: &str,
+        definition: &ServerDefinition,
+        declared: Option<&ServerDefinition>,
+    ) -> Result<(), Problem> {
+        let admission = &self.settings.admission;
+        if !admission.allow {
+            return Err(Problem::forbidden(format!(
+                "server \"{alias}\" cannot be added or customized here: the operator has not \
+                 allowed servers at runtime (PLURNK_MCP_ALLOW_ADD=true); ask them, or use a \
+                 server they declared"
+            )));
+        }
+        let known = declared
+            .map(ServerDefinition::referenced_names)
+            .unwrap_or_default();
+        let refused: Vec<String> = definition
+            .referenced_names()
+            .into_iter()
+            .filter(|name| !known.contains(name) && !admission.names.contains(name))
+            .collect();
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(Problem::forbidden(format!(
+            "server \"{alias}\" refers to {}, which the operator does not hand to workspaces: \
+             ask them to list it in PLURNK_MCP_WORKSPACE_ENV",
+            refused
+                .iter()
+                .map(|name| format!("${{{name}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
+
     fn requested(
         &self,
         alias: &str,
@@ -828,6 +877,16 @@ impl WorkspaceState {
             .get(&alias)
             .is_some_and(|entry| *entry.definition == *requested);
         if !same {
+            // A definition other than the one the operator declared (or admitted) is a new
+            // server as far as the install gate goes.
+            let declared = self
+                .entries
+                .get(&alias)
+                .map(|entry| entry.definition.clone());
+            if let Err(problem) = self.admit(&alias, &requested, declared.as_deref()) {
+                let _ = reply.send(Err(problem));
+                return Ok(());
+            }
             if let Some(attached) = self.attachments.get(&alias)
                 && !attached.draining
             {

@@ -386,6 +386,21 @@ impl ServerDefinition {
         checker.summaries(self.summary(), self.tool_summaries());
         ConfigErrors::check(checker.faults)
     }
+
+    /// Every environment name a `${NAME}` of this definition refers to.
+    pub fn referenced_names(&self) -> std::collections::BTreeSet<String> {
+        // Against an empty environment every reference is reported missing, by name.
+        match self.check_references(&Environment::default()) {
+            Ok(()) => std::collections::BTreeSet::new(),
+            Err(errors) => errors
+                .iter()
+                .filter_map(|error| match error {
+                    ConfigError::MissingReference { name, .. } => Some(name.clone()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
 }
 
 impl fmt::Debug for ServerDefinition {

@@ -192,6 +192,19 @@ impl Environment {
     pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str)
     }
+
+    /// The part of this environment that holds only `names`: what a definition a workspace
+    /// added may expand.
+    pub fn only(&self, names: &BTreeSet<String>) -> Self {
+        Self {
+            vars: self
+                .vars
+                .iter()
+                .filter(|(name, _)| names.contains(*name))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+        }
+    }
 }
 
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Environment {

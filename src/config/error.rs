@@ -30,6 +30,13 @@ pub enum ConfigError {
         name: String,
     },
 
+    /// A switch that is neither `true` nor `false`.
+    #[error("{variable} must be true or false")]
+    InvalidSwitch {
+        /// The variable.
+        variable: String,
+    },
+
     /// A server name that is one of the global settings ([`RESERVED_ALIASES`](super::RESERVED_ALIASES)).
     #[error(
         "\"{name}\" ({variable}) is reserved for a global PLURNK_MCP_ setting and cannot name a \
@@ -450,6 +457,7 @@ impl ConfigError {
     pub fn variable(&self) -> &str {
         match self {
             Self::InvalidName { variable, .. }
+            | Self::InvalidSwitch { variable }
             | Self::ReservedName { variable, .. }
             | Self::NameEndsInCompanion { variable, .. }
             | Self::OrphanCompanion { variable, .. }

@@ -16,6 +16,8 @@ pub const RESERVED_ALIASES: &[&str] = &[
     "request-timeout",
     "discover-timeout",
     "log",
+    "allow-add",
+    "workspace-env",
 ];
 
 /// The host-wide settings in the namespace.
@@ -28,16 +30,22 @@ pub(crate) enum Global {
     DiscoverTimeout,
     /// The command line's log filter; read there, reserved here so it is never a server.
     Log,
+    /// Whether workspaces may add servers (and customize them) at runtime.
+    AllowAdd,
+    /// The environment names an added or customized definition may refer to.
+    WorkspaceEnv,
 }
 
 impl Global {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 8] = [
         Self::Enabled,
         Self::Expanded,
         Self::ConnectTimeout,
         Self::RequestTimeout,
         Self::DiscoverTimeout,
         Self::Log,
+        Self::AllowAdd,
+        Self::WorkspaceEnv,
     ];
 
     /// The global a folded key names, if any.
@@ -54,6 +62,8 @@ impl Global {
             Self::RequestTimeout => "request-timeout",
             Self::DiscoverTimeout => "discover-timeout",
             Self::Log => "log",
+            Self::AllowAdd => "allow-add",
+            Self::WorkspaceEnv => "workspace-env",
         }
     }
 
@@ -66,6 +76,8 @@ impl Global {
             Self::RequestTimeout => "PLURNK_MCP_REQUEST_TIMEOUT",
             Self::DiscoverTimeout => "PLURNK_MCP_DISCOVER_TIMEOUT",
             Self::Log => "PLURNK_MCP_LOG",
+            Self::AllowAdd => "PLURNK_MCP_ALLOW_ADD",
+            Self::WorkspaceEnv => "PLURNK_MCP_WORKSPACE_ENV",
         }
     }
 }

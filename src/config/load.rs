@@ -208,6 +208,25 @@ fn finish(
         &mut faults,
     );
     let (enabled, expanded) = read_enabled_and_expanded(&env, globals, declared, &mut faults);
+    let allow_add = match globals.get(&Global::AllowAdd).map(String::as_str) {
+        None => false,
+        Some(key) => match env.get(key).unwrap_or_default().trim() {
+            "true" | "1" => true,
+            "false" | "0" | "" => false,
+            _ => {
+                faults.push(ConfigError::InvalidSwitch {
+                    variable: key.to_owned(),
+                });
+                false
+            }
+        },
+    };
+    let workspace_env: BTreeSet<String> = globals
+        .get(&Global::WorkspaceEnv)
+        .and_then(|key| json::string_array(key, env.get(key).unwrap_or_default(), &mut faults))
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
 
     // Sorting by variable groups each variable's faults together; the sort is
     // stable, so within a variable they keep the order they were found in.
@@ -220,6 +239,8 @@ fn finish(
         connect_timeout,
         request_timeout,
         discover_timeout,
+        allow_add,
+        workspace_env,
         env,
     })
 }
