@@ -67,7 +67,7 @@ group_includes() {
 group_tests() {
   case "$1" in
     actors) echo "--lib --test host --test workspaces" ;;
-    calls) echo "--lib --test host --test surfaces --test sealed" ;;
+    calls) echo "--lib --test host --test surfaces --test sealed --test workspaces" ;;
     catalog) echo "--lib --test host --test surfaces" ;;
     secrets) echo "--lib --test sealed --test host" ;;
   esac

@@ -831,6 +831,39 @@ fn error_kind(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_progress_route_lives_exactly_as_long_as_its_request() {
+        let routes = ProgressRoutes::default();
+        let token = ProgressToken(rmcp::model::NumberOrString::Number(7));
+        let seen = Arc::new(Mutex::new(0));
+        let counter = seen.clone();
+        let sink: ProgressSink = Arc::new(move |_| {
+            if let Ok(mut seen) = counter.lock() {
+                *seen += 1;
+            }
+        });
+        let report = || Progress {
+            progress: 1.0,
+            total: None,
+            message: None,
+        };
+        {
+            routes.insert(token.clone(), sink);
+            let _guard = RouteGuard {
+                routes: &routes,
+                token: Some(token.clone()),
+            };
+            routes.deliver(&token, report());
+        }
+        // Settled: the route is gone, and a late report reaches nobody.
+        routes.deliver(&token, report());
+        assert_eq!(*seen.lock().expect("lock"), 1);
+        assert!(
+            routes.0.lock().expect("lock").is_empty(),
+            "the route leaked"
+        );
+    }
+
     fn form() -> Elicitation {
         Elicitation::Form {
             message: "who?".into(),
