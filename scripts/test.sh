@@ -4,9 +4,9 @@
 #   scripts/test.sh
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
-# Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace, the
-# load benchmark at tiny sizes, the doctests, then the official conformance suite's client
-# scenarios.
+# Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace (the
+# short chaos run included), the doctests, the load benchmark at tiny sizes, each fuzz target
+# briefly, then the official conformance suite's client scenarios.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,5 +19,7 @@ cargo test --workspace --doc --locked
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
 # it exits non-zero when any trial fails or loses a call).
 BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json
+# Every fuzz target for 10 s on nightly (scripts/fuzz.sh; longer runs: FUZZ_SECONDS).
+bash scripts/fuzz.sh
 # The official MCP conformance suite's client scenarios, one at a time, through our host.
 bash scripts/conformance.sh

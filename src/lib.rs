@@ -44,6 +44,12 @@ mod protocol;
 pub mod redact;
 pub mod store;
 
+/// Internal rules the fuzz targets (`fuzz/`) drive directly; not part of the API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::protocol::guard::advance_line;
+}
+
 pub use actors::restart::{RestartPolicy, Verdict};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
 pub use host::{

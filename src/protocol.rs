@@ -8,7 +8,7 @@
 mod call;
 mod catalog;
 mod connect;
-mod guard;
+pub(crate) mod guard;
 mod http;
 mod reaper;
 mod stdio;

@@ -32,15 +32,90 @@ pub const REDACTED: &str = "<redacted>";
 /// connection), and a credential that short protects nothing anyway.
 pub const MIN_SECRET_LEN: usize = 8;
 
+/// A set of secrets and a matcher over all their spellings. The host keeps one for the
+/// process ([`register`], [`scrub`]); a `Redactor` of one's own is for tests and tools.
 #[derive(Default)]
-struct Registry {
+pub struct Redactor {
     /// Every registered spelling.
     spellings: BTreeSet<String>,
     /// A matcher over `spellings`, rebuilt when one is added; `None` while empty.
     matcher: Option<Arc<AhoCorasick>>,
 }
 
-static REGISTRY: LazyLock<RwLock<Registry>> = LazyLock::new(RwLock::default);
+impl Redactor {
+    /// The spellings of `values` this redactor does not hold yet.
+    fn fresh<I, S>(&self, values: I) -> Vec<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut fresh = Vec::new();
+        for value in values {
+            let value = value.as_ref();
+            if value.chars().count() < MIN_SECRET_LEN {
+                continue;
+            }
+            for spelling in spellings(value) {
+                if !self.spellings.contains(&spelling) {
+                    fresh.push(spelling);
+                }
+            }
+        }
+        fresh
+    }
+
+    fn extend(&mut self, fresh: Vec<String>) {
+        if fresh.is_empty() {
+            return;
+        }
+        self.spellings.extend(fresh);
+        // Longest first among overlapping matches, so a secret that contains another one is
+        // replaced whole.
+        let built = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(self.spellings.iter());
+        match built {
+            Ok(matcher) => self.matcher = Some(Arc::new(matcher)),
+            Err(error) => {
+                // Should never happen for plain strings; keep the old matcher rather than none.
+                tracing::error!(%error, "the secret matcher could not be rebuilt");
+            }
+        }
+    }
+
+    /// Registers credential values (see the global [`register`]).
+    pub fn register<I, S>(&mut self, values: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let fresh = self.fresh(values);
+        self.extend(fresh);
+    }
+
+    /// `text` with every registered secret replaced by [`REDACTED`]; borrowed when clean.
+    pub fn scrub<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        scrub_with(self.matcher.as_deref(), text)
+    }
+}
+
+fn scrub_with<'t>(matcher: Option<&AhoCorasick>, text: &'t str) -> Cow<'t, str> {
+    let Some(matcher) = matcher else {
+        return Cow::Borrowed(text);
+    };
+    if !matcher.is_match(text) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    matcher.replace_all_with(text, &mut out, |_, _, out| {
+        out.push_str(REDACTED);
+        true
+    });
+    Cow::Owned(out)
+}
+
+static REGISTRY: LazyLock<RwLock<Redactor>> = LazyLock::new(RwLock::default);
 
 /// Registers credential values: from now on each is scrubbed, in every spelling, from
 /// whatever passes through [`scrub`]. Values shorter than [`MIN_SECRET_LEN`] are ignored.
@@ -49,42 +124,16 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    let mut fresh = Vec::new();
-    {
-        let Ok(registry) = REGISTRY.read() else {
-            return;
-        };
-        for value in values {
-            let value = value.as_ref();
-            if value.chars().count() < MIN_SECRET_LEN {
-                continue;
-            }
-            for spelling in spellings(value) {
-                if !registry.spellings.contains(&spelling) {
-                    fresh.push(spelling);
-                }
-            }
-        }
-    }
+    // Most registrations bring nothing new (a reconnect): decide that under the read lock.
+    let fresh = match REGISTRY.read() {
+        Ok(registry) => registry.fresh(values),
+        Err(_) => return,
+    };
     if fresh.is_empty() {
         return;
     }
-    let Ok(mut registry) = REGISTRY.write() else {
-        return;
-    };
-    registry.spellings.extend(fresh);
-    // Longest first among overlapping matches, so a secret that contains another one is
-    // replaced whole.
-    let built = AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .match_kind(MatchKind::LeftmostLongest)
-        .build(registry.spellings.iter());
-    match built {
-        Ok(matcher) => registry.matcher = Some(Arc::new(matcher)),
-        Err(error) => {
-            // Should never happen for plain strings; keep the old matcher rather than none.
-            tracing::error!(%error, "the secret matcher could not be rebuilt");
-        }
+    if let Ok(mut registry) = REGISTRY.write() {
+        registry.extend(fresh);
     }
 }
 
@@ -104,18 +153,7 @@ pub fn holds_secret(text: &str) -> bool {
 
 /// `text` with every registered secret replaced by [`REDACTED`]; borrowed when clean.
 pub fn scrub(text: &str) -> Cow<'_, str> {
-    let Some(matcher) = matcher() else {
-        return Cow::Borrowed(text);
-    };
-    if !matcher.is_match(text) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    matcher.replace_all_with(text, &mut out, |_, _, out| {
-        out.push_str(REDACTED);
-        true
-    });
-    Cow::Owned(out)
+    scrub_with(matcher().as_deref(), text)
 }
 
 /// Scrubs `text` in place.

@@ -180,15 +180,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = &polled {
-            let fresh = &buf.filled()[before..];
-            let mut current = self.current;
-            for byte in fresh {
-                if *byte == b'\n' {
-                    current = 0;
-                } else {
-                    current += 1;
-                }
-                if current > self.max {
+            match advance_line(self.current, &buf.filled()[before..], self.max) {
+                Some(current) => self.current = current,
+                None => {
                     let reason = format!(
                         "the server sent a message of more than {} bytes (Limits::max_message_bytes): \
                          the host closed the connection",
@@ -200,10 +194,26 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
                     return Poll::Ready(Err(std::io::Error::other(reason)));
                 }
             }
-            self.current = current;
         }
         polled
     }
+}
+
+/// The framing rule of [`LineLimit`]: given the length of the line read so far and the next
+/// bytes, the length of the line then under way, or `None` once a line exceeds `max`.
+pub fn advance_line(current: usize, bytes: &[u8], max: usize) -> Option<usize> {
+    let mut current = current;
+    for byte in bytes {
+        if *byte == b'\n' {
+            current = 0;
+        } else {
+            current += 1;
+            if current > max {
+                return None;
+            }
+        }
+    }
+    Some(current)
 }
 
 #[cfg(test)]
