@@ -66,10 +66,10 @@ group_includes() {
 }
 group_tests() {
   case "$1" in
-    actors) echo "--lib --test host --test workspaces" ;;
-    calls) echo "--lib --test host --test surfaces --test sealed --test workspaces" ;;
-    catalog) echo "--lib --test host --test surfaces" ;;
-    secrets) echo "--lib --test sealed --test host" ;;
+    actors) echo "--lib --test=host --test=workspaces" ;;
+    calls) echo "--lib --test=host --test=surfaces --test=sealed --test=workspaces" ;;
+    catalog) echo "--lib --test=host --test=surfaces" ;;
+    secrets) echo "--lib --test=sealed" ;;
   esac
 }
 ALL_GROUPS=(actors calls catalog secrets)
@@ -130,7 +130,9 @@ run_shard() {
   local k="${shard%/*}" n="${shard#*/}"
   local out="$WORK/out/$group-$k-of-$n"
   mapfile -t args < <(mutant_args "$group")
-  read -r -a tests <<<"$(group_tests "$group")"
+  # Given to every cargo call, so each mutant builds only the test targets that run.
+  local tests=() target
+  for target in $(group_tests "$group"); do tests+=("--cargo-arg=$target"); done
   rm -rf "$out"
   mkdir -p "$out"
   log "$group shard $shard: $(group_tests "$group")"
@@ -141,7 +143,7 @@ run_shard() {
     CARGO_TARGET_DIR="$WORK/target" PLURNK_MCP_LOG= \
       "$BIN/cargo-mutants" mutants --in-place --no-shuffle --shard "$shard" \
       --profile mutants --timeout 90 --build-timeout 900 \
-      -o "$out" "${args[@]}" -- "${tests[@]}"
+      -o "$out" "${args[@]}" "${tests[@]}"
   ) || status=$?
   local elapsed=$(( $(date +%s) - started ))
   local result="$out/mutants.out"

@@ -1352,3 +1352,160 @@ async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
     );
     shutdown_clean(host).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_list_change_commits_at_its_deadline_beside_a_stuck_call() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("stuck", &probe, &["--legacy"])
+        .enable(&["stuck"])
+        .config();
+    let options = HostOptions {
+        drain_timeout: Some(Duration::from_millis(500)),
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let held = gate_call(&workspace, "stuck", "held");
+    probe.wait_gate("held", BOUND).await;
+    let listed = probe.count("tools/list");
+    workspace
+        .call_tool("stuck", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    probe.wait_count("tools/list", listed + 1, BOUND).await;
+    // The call never settles, yet the change is committed once its bound passes.
+    let committed = workspace
+        .wait_for(BOUND, |s| {
+            s.server("stuck")
+                .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
+        })
+        .await;
+    assert!(
+        committed
+            .server("stuck")
+            .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra")),
+        "the pending change starved behind a stuck call"
+    );
+    assert_eq!(probe.held(), 1, "the stuck call is still held");
+    // Calls are not held behind it any more.
+    let echo = tokio::time::timeout(
+        BOUND,
+        workspace.call_tool("stuck", "extra", json!({}), CallOptions::default()),
+    )
+    .await
+    .expect("not queued")
+    .expect("the new tool answers");
+    assert_eq!(echo.text(), "extra");
+    assert!(probe.release("held").await);
+    let held = held
+        .await
+        .expect("no panic")
+        .expect("the stuck call completes");
+    assert_eq!(held.text(), "released held");
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_pending_when_the_server_dies_leaves_no_call_waiting() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("doomed", &probe, &["--legacy"])
+        .enable(&["doomed"])
+        .config();
+    let host = Host::start_with(config, fast_restarts())
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let pid = pid_of(&workspace, "doomed").await;
+    let held = gate_call(&workspace, "doomed", "held");
+    probe.wait_gate("held", BOUND).await;
+    let listed = probe.count("tools/list");
+    workspace
+        .call_tool("doomed", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    probe.wait_count("tools/list", listed + 1, BOUND).await;
+    // Calls run beside `held` until the refreshed catalog is pending, then wait behind it:
+    // send them until one does not reach the server.
+    let mut beside = Vec::new();
+    let behind = loop {
+        let id = format!("next-{}", beside.len());
+        let call = gate_call(&workspace, "doomed", &id);
+        let reached = probe
+            .until(Duration::from_millis(500), |events| {
+                events.iter().any(|e| e.id == id)
+            })
+            .await;
+        if !reached {
+            break call;
+        }
+        beside.push(call);
+        assert!(
+            beside.len() < 40,
+            "no call ever waited behind the pending commit"
+        );
+    };
+    // SAFETY: a signal to the process we spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let held = tokio::time::timeout(BOUND, held)
+        .await
+        .expect("the held call settles")
+        .expect("no panic");
+    assert!(
+        matches!(held, Err(CallError::ConnectionLost { .. })),
+        "{held:?}"
+    );
+    let behind = tokio::time::timeout(BOUND, behind)
+        .await
+        .expect("the call behind the pending change settles")
+        .expect("no panic");
+    // It never reached the dead server: it is refused, or runs on the next connection
+    // (where its gate holds it: let it go).
+    if probe
+        .until(Duration::from_millis(300), |events| {
+            events
+                .iter()
+                .any(|e| e.id.starts_with("next-") && e.server == "doomed")
+        })
+        .await
+    {
+        probe.release_all().await;
+    }
+    assert!(
+        matches!(&behind, Ok(r) if r.text().starts_with("released "))
+            || matches!(
+                behind,
+                Err(CallError::ConnectionLost { .. } | CallError::NotReady { .. })
+            ),
+        "{behind:?}"
+    );
+    for call in beside {
+        let _ = tokio::time::timeout(BOUND, call).await;
+    }
+    // Back on a new connection, calls run: nothing of the old change is left to wait for.
+    workspace
+        .wait_for(BOUND, |s| {
+            s.server("doomed")
+                .is_some_and(|s| s.state == ServerState::Ready && s.generation > 1)
+        })
+        .await;
+    let echo = tokio::time::timeout(
+        BOUND,
+        workspace.call_tool(
+            "doomed",
+            "echo",
+            json!({"text": "after"}),
+            CallOptions::default(),
+        ),
+    )
+    .await
+    .expect("a call on the new connection is not left waiting")
+    .expect("echo");
+    assert_eq!(echo.text(), "after");
+    shutdown_clean(host).await;
+}

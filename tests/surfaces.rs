@@ -552,6 +552,49 @@ async fn elicitation_rounds_go_through_the_interaction() {
         "{invalid:?}"
     );
 
+    // Input requests without a requestState are fine: the answers alone go back.
+    let stateless = workspace
+        .call_tool(
+            "py",
+            "ask_without_state",
+            json!({}),
+            CallOptions {
+                interaction: Some(handler.clone()),
+                ..CallOptions::default()
+            },
+        )
+        .await
+        .expect("answered without a requestState");
+    assert_eq!(stateless.text(), "hello, Ada");
+
+    // A server that only wants its requestState back is answered without any interaction,
+    // gently: 50, 100 then 200 ms apart.
+    let started = Instant::now();
+    let state_only = workspace
+        .call_tool(
+            "py",
+            "ask_state_only",
+            json!({"rounds": 3}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("state-only rounds complete");
+    assert_eq!(state_only.text(), "done after 3 state-only rounds");
+    assert!(
+        started.elapsed() >= Duration::from_millis(350),
+        "state-only rounds were not spaced out: {:?}",
+        started.elapsed()
+    );
+
+    // Neither input requests nor a requestState: the server broke the protocol.
+    let nothing = workspace
+        .call_tool("py", "ask_nothing", json!({}), CallOptions::default())
+        .await;
+    assert!(
+        matches!(&nothing, Err(CallError::Protocol { detail, .. }) if detail.contains("neither")),
+        "{nothing:?}"
+    );
+
     // Progress from a modern peer too.
     let (seen, sink) = recorder();
     let slow = workspace
@@ -851,6 +894,20 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
         statuses,
         ["cancelled"],
         "tasks/cancel reached the server: {log}"
+    );
+
+    // A Task the server cancels itself settles the call as cancelled.
+    let cancelled_by_server = workspace
+        .call_tool(
+            "py",
+            "long_job",
+            json!({"steps": 1, "delay_ms": 50, "server_cancels": true}),
+            CallOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(cancelled_by_server, Err(CallError::Cancelled { .. })),
+        "{cancelled_by_server:?}"
     );
 
     // The deadline bounds the whole Task, not one poll.

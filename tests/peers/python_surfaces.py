@@ -37,6 +37,10 @@ Surfaces:
                                  (tasks/get inputRequests, tasks/update inputResponses);
                                  -32021 without the extension
               task_log()         every task's status and tasks/get count, JSON by task id
+              long_job(server_cancels=true)  the task ends cancelled by the server
+              ask_state_only(rounds)  input_required with only requestState, `rounds` times
+              ask_without_state()  input requests without requestState
+              ask_nothing()      input_required with empty inputRequests and no requestState (invalid)
               boom()             JSON-RPC error -32012 "boom" with data (not an isError result)
               mixed()            one content block of each kind: text, image, audio,
                                  resource_link, embedded text resource, embedded blob resource
@@ -165,6 +169,7 @@ class _Task:
     delay_ms: int
     fail: bool
     created: float
+    cancels: bool = False
     answer: ElicitResult | None = None
     answered_at: float | None = None
     cancelled_at: float | None = None
@@ -190,6 +195,9 @@ class _Task:
         if self.cancelled_at is not None:
             return {**base, "status": "cancelled", "lastUpdatedAt": _iso(self.cancelled_at),
                     "statusMessage": "cancelled by the client"}
+        if self.cancels and now >= self.work_done_at:
+            return {**base, "status": "cancelled", "lastUpdatedAt": _iso(self.work_done_at),
+                    "statusMessage": "cancelled by the server"}
         if now < self.work_done_at:
             done = int((now - self.created) / (self.delay_ms / 1000)) if self.delay_ms else self.steps
             return {**base, "status": "working", "lastUpdatedAt": _iso(self.created),
@@ -260,6 +268,9 @@ class TasksExtension(Extension):
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
+        if params.name == "ask_nothing":
+            # The SDK will not build this invalid result, so it is written out by hand.
+            return {"resultType": "input_required", "inputRequests": {}}
         if params.name not in TASK_TOOLS:
             return await call_next(ctx)
         as_task = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and _client_declares(ctx, TASKS_EXTENSION)
@@ -282,6 +293,7 @@ class TasksExtension(Extension):
             delay_ms=delay_ms,
             fail=bool(args.get("fail", False)),
             created=time.time(),
+            cancels=bool(args.get("server_cancels", False)),
         )
         self._tasks[task.task_id] = task
         # CreateTaskResult: the seed state, always `working` (steps=0 completes on the first poll).
@@ -501,10 +513,38 @@ async def ask_name_raw(ctx: Context) -> str | InputRequiredResult:
     return "no name given"
 
 
+@server.tool(description="Asks only for its requestState back, `rounds` times (no input requests), then "
+                         "returns 'done after {rounds} state-only rounds'.", structured_output=False)
+async def ask_state_only(ctx: Context, rounds: int = 3) -> str | InputRequiredResult:
+    state = ctx.request_state or "round:0"
+    done = int(state.split(":")[1])
+    if done < rounds:
+        return InputRequiredResult(request_state=f"round:{done + 1}")
+    return f"done after {rounds} state-only rounds"
+
+
+@server.tool(description="Asks for a name with no requestState; 'hello, {name}' once answered.",
+             structured_output=False)
+async def ask_without_state(ctx: Context) -> str | InputRequiredResult:
+    answer = (ctx.input_responses or {}).get("name")
+    if answer is None:
+        return InputRequiredResult(input_requests={"name": _name_request()})
+    if isinstance(answer, ElicitResult) and answer.content and isinstance(answer.content.get("name"), str):
+        return f"hello, {answer.content['name']}"
+    return "no name given"
+
+
+@server.tool(description="Answers input_required with neither input requests nor requestState (invalid).",
+             structured_output=False)
+async def ask_nothing(ctx: Context) -> str:
+    return "never reached: the tasks extension answers it"
+
+
 @server.tool(description="Runs as an io.modelcontextprotocol/tasks task when the client declares the extension "
                          "(2026-07-28); otherwise inline. Returns 'job done after {steps} steps'.",
              structured_output=False)
-async def long_job(steps: int = 3, delay_ms: int = 200, fail: bool = False) -> str:
+async def long_job(steps: int = 3, delay_ms: int = 200, fail: bool = False,
+                   server_cancels: bool = False) -> str:
     await anyio.sleep(steps * delay_ms / 1000)
     if fail:
         raise MCPError(code=-32011, message="long_job failed on purpose", data={"steps": steps})
