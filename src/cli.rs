@@ -737,3 +737,22 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
     finish(&host).await;
     code
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_text_in_a_table_is_made_safe_for_a_terminal() {
+        // An escape sequence (clear screen, set title) and a bell become visible `?`s.
+        assert_eq!(shown("a\u{1b}[2J\u{1b}]0;pwned\u{7}b"), "a?[2J?]0;pwned?b");
+        // Lines join into one.
+        assert_eq!(shown("first\n  second\r\nthird"), "first; second?; third");
+        // Megabytes are cut.
+        let long = shown(&"x".repeat(5_000_000));
+        assert_eq!(long.chars().count(), CELL_CHARS + 1);
+        assert!(long.ends_with('…'));
+        let table = render_table(&[["name".to_owned(), "bad\u{1b}[31mred".to_owned()]]);
+        assert_eq!(table, "name  bad?[31mred\n");
+    }
+}

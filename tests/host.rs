@@ -1509,3 +1509,68 @@ async fn a_list_change_pending_when_the_server_dies_leaves_no_call_waiting() {
     assert_eq!(echo.text(), "after");
     shutdown_clean(host).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_in_flight_bounds_fail_at_once_as_overloaded() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("one", &probe, &[])
+        .probed("two", &probe, &[])
+        .enable(&["one", "two"])
+        .config();
+    let options = HostOptions {
+        limits: plurnk_mcp::Limits {
+            max_in_flight_per_server: 2,
+            max_in_flight_per_workspace: 3,
+            ..plurnk_mcp::Limits::default()
+        },
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let a = gate_call(&workspace, "one", "a");
+    let b = gate_call(&workspace, "one", "b");
+    probe.wait_count("gate", 2, BOUND).await;
+    // A third call on the same server: refused at once, not queued.
+    let third = tokio::time::timeout(
+        BOUND,
+        workspace.call_tool("one", "echo", json!({"text": "x"}), CallOptions::default()),
+    )
+    .await
+    .expect("refused at once");
+    assert!(
+        matches!(&third, Err(CallError::Overloaded { limit: 2, scope, .. }) if scope == "on this server"),
+        "{third:?}"
+    );
+    assert!(third.as_ref().is_err_and(CallError::is_retryable));
+    // Another server still takes one more, then the workspace is full.
+    let c = gate_call(&workspace, "two", "c");
+    probe.wait_count("gate", 3, BOUND).await;
+    let fourth = workspace
+        .call_tool("two", "echo", json!({"text": "x"}), CallOptions::default())
+        .await;
+    assert!(
+        matches!(&fourth, Err(CallError::Overloaded { limit: 3, scope, .. }) if scope == "in this workspace"),
+        "{fourth:?}"
+    );
+    // Places come back when calls settle.
+    assert_eq!(probe.release_all().await, 3);
+    for call in [a, b, c] {
+        call.await
+            .expect("no panic")
+            .expect("a held call completes");
+    }
+    let echo = workspace
+        .call_tool(
+            "two",
+            "echo",
+            json!({"text": "room"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("room again");
+    assert_eq!(echo.text(), "room");
+    shutdown_clean(host).await;
+}
