@@ -2,8 +2,9 @@
 # The long chaos run: stdio and HTTP servers under sustained concurrent calls while servers
 # and their children are killed with SIGKILL, servers are disabled and enabled, and HTTP
 # servers restart. Prints the figures (and leaves them in chaos.json under cargo's test
-# temporary directory); exits non-zero on any hung or lost call, a server that did not
-# come back, an orphan process or metrics that disagree with the callers.
+# temporary directory); exits non-zero on any call that hung past its deadline, never
+# settled or got another call's answer, a server that did not come back, an orphan process,
+# or metrics that disagree with the callers.
 #
 #   scripts/chaos.sh                    # 120 s, 20 stdio + 4 HTTP servers, 64 callers
 #   CHAOS_SECONDS=600 scripts/chaos.sh  # any of CHAOS_SECONDS, CHAOS_SERVERS, CHAOS_HTTP,

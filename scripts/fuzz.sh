@@ -49,7 +49,7 @@ for target in "${TARGETS[@]}"; do
     failed=1
     tail -40 "$out" >&2
   fi
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out" | grep -o '[0-9]*$' | tail -1)
+  runs=$({ grep -o 'stat::number_of_executed_units: *[0-9]*' "$out" || true; } | grep -o '[0-9]*$' | tail -1 || true)
   corpus=$(find "$WORK/corpus/$target" -type f | wc -l)
   line=$(printf '%s %-16s %-6s %10s runs in %4s s, corpus %5s' \
     "$(date -u +%FT%TZ)" "$target" "$status" "${runs:-?}" "$SECONDS_EACH" "$corpus")

@@ -52,6 +52,13 @@ pub(crate) fn init_logging(default: &str) {
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
+    // A message can quote a server (its stderr, its error): no escape sequence reaches the
+    // terminal; line breaks stay.
+    let message: String = message
+        .to_string()
+        .chars()
+        .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
+        .collect();
     errln!("plurnk-mcp: {message}");
     ExitCode::from(2)
 }
@@ -172,6 +179,10 @@ pub(crate) async fn interrupted(number: i32) -> ExitCode {
 }
 
 async fn finish(host: &Host) {
+    // From here a signal has nothing left to shut down (this does it), and exits at once.
+    if let Ok(mut running) = RUNNING.lock() {
+        running.take();
+    }
     let report = host.shutdown().await;
     for failure in report.failures {
         errln!(
@@ -317,7 +328,11 @@ pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode
                 .as_deref()
                 .and_then(|d| d.lines().next())
                 .unwrap_or("");
-            outln!("{:<32} {effect:<5} {description}", tool.name);
+            outln!(
+                "{:<32} {effect:<5} {}",
+                shown(&tool.name),
+                shown(description)
+            );
         }
         ExitCode::SUCCESS
     })
@@ -426,17 +441,17 @@ pub(crate) async fn resources(global: &Global, server: &str, json: bool) -> Exit
         for resource in entry.catalog.resources.iter() {
             outln!(
                 "{:<40} {:<24} {}",
-                resource.uri,
-                resource.mime_type.as_deref().unwrap_or("-"),
-                resource.name
+                shown(&resource.uri),
+                shown(resource.mime_type.as_deref().unwrap_or("-")),
+                shown(&resource.name)
             );
         }
         for template in entry.catalog.templates.iter() {
             outln!(
                 "{:<40} {:<24} {}",
-                template.uri_template,
+                shown(&template.uri_template),
                 "(template)",
-                template.name
+                shown(&template.name)
             );
         }
         ExitCode::SUCCESS
@@ -476,9 +491,9 @@ pub(crate) async fn prompts(global: &Global, server: &str, json: bool) -> ExitCo
                 .collect();
             outln!(
                 "{:<32} ({}) {}",
-                prompt.name,
-                arguments.join(", "),
-                prompt.description.as_deref().unwrap_or("")
+                shown(&prompt.name),
+                shown(&arguments.join(", ")),
+                shown(prompt.description.as_deref().unwrap_or(""))
             );
         }
         ExitCode::SUCCESS

@@ -189,6 +189,11 @@ fn main() -> ExitCode {
     let global = cli::Global::new(cli.state, cli.workspace);
     let global = &global;
     runtime.block_on(async move {
+        // The fixture is a server, not a host: signals keep their ordinary meaning for it
+        // (and a hostile mode, which blocks this thread, decides for itself).
+        if matches!(cli.command, Command::Fixture { .. }) {
+            return run(cli.command, global).await;
+        }
         let command = async move { run(cli.command, global).await };
         // A signal shuts the host down cleanly (and the reaper covers a harder death).
         tokio::select! {

@@ -66,7 +66,7 @@ pub struct Problem {
 impl Problem {
     /// The same Problem with every registered secret scrubbed from its detail.
     pub(crate) fn scrubbed(mut self) -> Self {
-        crate::redact::scrub_in_place(&mut self.detail);
+        self.detail = crate::redact::scrub_capped(&self.detail, crate::redact::SHOWN_CHARS);
         self
     }
 
@@ -307,6 +307,7 @@ impl ServerSnapshot {
                     scrub_in_place(&mut resource.uri);
                     scrub_in_place(&mut resource.name);
                     resource.description.iter_mut().for_each(scrub_in_place);
+                    resource.mime_type.iter_mut().for_each(scrub_in_place);
                     scrub_json(&mut resource.definition);
                     resource
                 })
@@ -571,7 +572,11 @@ pub enum CallError {
 impl CallError {
     /// The same error with every registered secret scrubbed from its text and data.
     pub(crate) fn scrubbed(self) -> Self {
-        use crate::redact::{scrub_in_place, scrub_json};
+        use crate::redact::scrub_json;
+        // Scrubbed, then cut: a server's message is passed on, not a megabyte of it.
+        let scrub_in_place = |text: &mut String| {
+            *text = crate::redact::scrub_capped(text, crate::redact::SHOWN_CHARS);
+        };
         let mut error = self;
         match &mut error {
             Self::UnknownServer(alias) => scrub_in_place(alias),
@@ -796,6 +801,32 @@ pub enum Elicitation {
         #[serde(rename = "elicitationId")]
         elicitation_id: String,
     },
+}
+
+impl Elicitation {
+    /// The request as the embedder is shown it: the server's words scrubbed and bounded.
+    pub(crate) fn shown(&self) -> Self {
+        let shown = |text: &str| crate::redact::scrub_capped(text, crate::redact::SHOWN_CHARS);
+        match self {
+            Self::Form { message, schema } => {
+                let mut schema = schema.clone();
+                crate::redact::scrub_json(&mut schema);
+                Self::Form {
+                    message: shown(message),
+                    schema,
+                }
+            }
+            Self::Url {
+                message,
+                url,
+                elicitation_id,
+            } => Self::Url {
+                message: shown(message),
+                url: shown(url),
+                elicitation_id: elicitation_id.clone(),
+            },
+        }
+    }
 }
 
 /// The answer to one elicitation.

@@ -67,7 +67,7 @@ impl ClientHandler for HostClient {
                 let interaction = Interaction {
                     server: self.alias.clone(),
                     operation: "elicitation/create".into(),
-                    requests: [("elicitation".to_owned(), elicitation.clone())].into(),
+                    requests: [("elicitation".to_owned(), elicitation.shown())].into(),
                 };
                 handler(interaction)
                     .await

@@ -156,6 +156,22 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     scrub_with(matcher().as_deref(), text)
 }
 
+/// How much of one server-provided text the host passes on in a message (a Problem, an
+/// error, an event): enough for any honest diagnostic, not a megabyte a server chose.
+pub const SHOWN_CHARS: usize = 8192;
+
+/// `text` scrubbed, then cut to `cap` characters (marked `…`). Scrubbing comes first, so a
+/// cut never leaves half a secret behind.
+pub fn scrub_capped(text: &str, cap: usize) -> String {
+    let clean = scrub(text);
+    if clean.chars().count() <= cap {
+        return clean.into_owned();
+    }
+    let mut out: String = clean.chars().take(cap).collect();
+    out.push('…');
+    out
+}
+
 /// Scrubs `text` in place.
 pub fn scrub_in_place(text: &mut String) {
     if let Cow::Owned(clean) = scrub(text) {
@@ -183,7 +199,15 @@ fn scrub_json_with(value: &mut serde_json::Value) {
                 .collect();
             for key in dirty {
                 if let Some(inner) = map.remove(&key) {
-                    map.insert(scrub(&key).into_owned(), inner);
+                    // Two keys may scrub to the same text: neither value is lost.
+                    let clean = scrub(&key).into_owned();
+                    let mut renamed = clean.clone();
+                    let mut n = 1;
+                    while map.contains_key(&renamed) {
+                        n += 1;
+                        renamed = format!("{clean}#{n}");
+                    }
+                    map.insert(renamed, inner);
                 }
             }
             map.values_mut().for_each(scrub_json_with);
@@ -329,6 +353,27 @@ mod tests {
         let before = value.clone();
         scrub_json(&mut value);
         assert_eq!(value, before);
+    }
+
+    #[test]
+    fn keys_that_scrub_alike_keep_both_values() {
+        register(["collide-secret-one", "collide-secret-two"]);
+        let mut value = serde_json::json!({"collide-secret-one": 1, "collide-secret-two": 2});
+        scrub_json(&mut value);
+        let object = value.as_object().cloned().unwrap_or_default();
+        assert_eq!(object.len(), 2, "{value}");
+        let mut values: Vec<i64> = object.values().filter_map(|v| v.as_i64()).collect();
+        values.sort_unstable();
+        assert_eq!(values, [1, 2]);
+    }
+
+    #[test]
+    fn a_cut_never_leaves_half_a_secret() {
+        register(["cut-secret-abcdefgh"]);
+        let text = format!("{}cut-secret-abcdefgh tail", "x".repeat(10));
+        let shown = scrub_capped(&text, 15);
+        assert!(!shown.contains("cut-secret"), "{shown}");
+        assert_eq!(shown, "xxxxxxxxxx<reda…");
     }
 
     #[test]

@@ -37,9 +37,10 @@ pub use sqlite::SqliteStore;
 
 /// Durable per-workspace state: server specializations and enabledness overrides.
 ///
-/// Methods are synchronous and may block on disk; async callers run them on
-/// `tokio::task::spawn_blocking`. Every write is one transaction: it happens whole or, when it
-/// returns an error, not at all.
+/// Methods are synchronous and may block on disk (and, with two processes on one file, on
+/// SQLite's busy wait, at most 5 s); the workspace actor calls them from its handler, where one
+/// small local transaction is cheaper than a hop to a blocking thread. Every write is one
+/// transaction: it happens whole or, when it returns an error, not at all.
 pub trait Store: Send + Sync + 'static {
     /// Every workspace that holds durable state (at least one server record or enabledness
     /// override), by name.

@@ -11,7 +11,11 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
+
+#[path = "support/processes.rs"]
+mod processes;
 use calls::{BOUND, shutdown_clean};
+use processes::marked;
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
@@ -325,25 +329,6 @@ async fn a_server_that_needs_oauth_is_never_reached_without_it() {
     let reached = reached.lock().map(|r| r.clone()).unwrap_or_default();
     assert!(reached.is_empty(), "the server was reached: {reached:?}");
     shutdown_clean(host).await;
-}
-
-/// Every live process whose environment holds `MARK=value`.
-fn marked(value: &str) -> Vec<i32> {
-    let needle = format!("TEST_MARK={value}");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
-                environ
-                    .split(|byte| *byte == 0)
-                    .any(|entry| entry == needle.as_bytes())
-            }) && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .is_ok_and(|stat| stat.contains(") Z "))
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

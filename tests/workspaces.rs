@@ -601,10 +601,16 @@ async fn the_install_gate_admits_only_what_the_operator_allows() {
         .await
         .expect("a handed-over name");
     assert_eq!(added.state, ServerState::Ready);
-    workspace
+    let conflict = workspace
         .enable_with("svc", customized)
         .await
         .expect_err("connected with another definition: disable first");
+    assert_eq!(
+        (conflict.status, conflict.kind.as_str()),
+        (409, "conflict"),
+        "the gate let it through: {}",
+        conflict.detail
+    );
     shutdown_clean(host).await;
 
     // The name is no longer handed over: the stored server cannot expand it on restart.

@@ -182,6 +182,9 @@ pub(crate) struct AttachmentState {
     /// Stamps connection attempts and retry timers; only the newest counts.
     retry: u64,
     active: HashMap<u64, CancellationToken>,
+    /// Calls of this attachment that have not answered yet, for its overload bound (the
+    /// active table empties only when the actor hears of a settled call, after the answer).
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
     next_call: u64,
     delays: Box<dyn Iterator<Item = Duration> + Send>,
     draining: Option<Draining>,
@@ -224,6 +227,7 @@ impl Actor for AttachmentActor {
             generation: 0,
             retry: 0,
             active: HashMap::new(),
+            in_flight: Arc::default(),
             next_call: 0,
             delays,
             draining: None,
@@ -495,6 +499,8 @@ impl AttachmentState {
                     let alias = self.args.alias.clone();
                     tokio::spawn(async move {
                         while let Some(uri) = updates.recv().await {
+                            // A URI is the server's text: scrubbed and bounded like any.
+                            let uri = crate::redact::scrub_capped(&uri, crate::redact::SHOWN_CHARS);
                             let _ = events.send(HostEvent::ResourceUpdated {
                                 workspace: workspace.clone(),
                                 alias: alias.clone(),
@@ -630,24 +636,26 @@ impl AttachmentState {
         }
         // Bounded, not queued: beyond the bound a call fails at once, so a flood of callers
         // cannot make the host hold an unbounded number of requests for a slow server.
+        // The places are given back by the call's task before it answers, so a caller that
+        // calls again at once finds them free.
         let limits = &self.args.settings.connect.limits;
-        let workspace_slot = InFlight::take(
-            &self.args.workspace_in_flight,
-            limits.max_in_flight_per_workspace,
-        );
         let overloaded = |limit: usize, scope: &str| CallError::Overloaded {
             alias: alias.clone(),
             limit,
             scope: scope.to_owned(),
         };
-        if self.active.len() >= limits.max_in_flight_per_server {
+        let Some(server_slot) = InFlight::take(&self.in_flight, limits.max_in_flight_per_server)
+        else {
             let _ = request.reply.send(Err(overloaded(
                 limits.max_in_flight_per_server,
                 "on this server",
             )));
             return;
-        }
-        let Some(workspace_slot) = workspace_slot else {
+        };
+        let Some(workspace_slot) = InFlight::take(
+            &self.args.workspace_in_flight,
+            limits.max_in_flight_per_workspace,
+        ) else {
             let _ = request.reply.send(Err(overloaded(
                 limits.max_in_flight_per_workspace,
                 "in this workspace",
@@ -685,7 +693,7 @@ impl AttachmentState {
             };
             metrics::counter!("plurnk_mcp_calls_total", "outcome" => outcome).increment(1);
             metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
-            drop(workspace_slot);
+            drop((server_slot, workspace_slot));
             let _ = reply.send(result);
             let _ = myself.cast(AttachmentMsg::Settled { id });
         });

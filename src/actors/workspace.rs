@@ -520,13 +520,7 @@ impl WorkspaceState {
             origin,
             crashes: self.crashes.get(alias).cloned().unwrap_or_default(),
             workspace_in_flight: self.in_flight.clone(),
-            // An added server expands only what the operator hands to workspaces, also when
-            // its definition came back from the state file.
-            env: if entry.source == Source::Workspace {
-                self.settings.admission.env.clone()
-            } else {
-                self.settings.env.clone()
-            },
+            env: self.expansion_env(entry),
         };
         let (actor, _) =
             Actor::spawn_linked(None, AttachmentActor, args, myself.get_cell()).await?;
@@ -561,11 +555,7 @@ impl WorkspaceState {
             }
             return;
         }
-        if !answers.is_empty() {
-            self.after_commit.extend(answers);
-            self.schedule_commit(myself);
-        }
-        // Everything published (snapshots, events, answers) passes here: no secret in it.
+        // Everything published (snapshots and events) passes here: no secret in it.
         server.scrub();
         // A successful candidate becomes enabled only now that it is ready, and durable
         // before it is visible: if the state cannot be written, nothing is published.
@@ -580,6 +570,10 @@ impl WorkspaceState {
                 entry.definition = candidate;
             }
             if let Err(problem) = self.persist_enabled(&alias) {
+                // What the attachment would have answered "ready" never became visible.
+                for (reply, _) in answers {
+                    let _ = reply.send(Err(problem.clone()));
+                }
                 self.abandon_candidate(&alias, problem);
                 return;
             }
@@ -587,6 +581,11 @@ impl WorkspaceState {
                 entry.enabled = true;
                 entry.fresh = false;
             }
+        }
+        // Actions the attachment settled with this state are answered once it is committed.
+        if !answers.is_empty() {
+            self.after_commit.extend(answers);
+            self.schedule_commit(myself);
         }
         let previous = self.servers.insert(alias.clone(), Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
@@ -782,6 +781,26 @@ impl WorkspaceState {
     }
 
     /// The definition an enable asks for: the current one, or the cascade's result.
+    /// What an entry's definition may expand: all of the operator's environment for a
+    /// declared server; for an added one only the names handed to workspaces; for a
+    /// customized one those and what the declared definition itself refers to. Applied at
+    /// every connection, so a definition that comes back from the state file is held to
+    /// today's list, not the one it was admitted under.
+    fn expansion_env(&self, entry: &Entry) -> Arc<crate::config::Environment> {
+        let admission = &self.settings.admission;
+        match (&entry.source, entry.specialized, &entry.candidate) {
+            (Source::Workspace, _, _) => admission.env.clone(),
+            (Source::Service, false, None) => self.settings.env.clone(),
+            (Source::Service, _, _) => {
+                let mut names = admission.names.clone();
+                if let Some(service) = &entry.service {
+                    names.extend(service.referenced_names());
+                }
+                Arc::new(self.settings.env.only(&names))
+            }
+        }
+    }
+
     /// The install gate: a workspace may add a server, or enable one with a definition other
     /// than `declared`, only when the operator allows it (`PLURNK_MCP_ALLOW_ADD`), and the
     /// definition may refer only to the names the operator hands to workspaces

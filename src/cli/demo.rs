@@ -260,7 +260,11 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Prob
         .collect();
     let arrived = probe
         .until(BOUND, |events| {
-            events.iter().filter(|e| e.server == "modern").count() >= 40
+            events
+                .iter()
+                .filter(|e| e.server == "modern" && e.event == "gate")
+                .count()
+                >= 40
         })
         .await;
     demo.check(arrived, "the server received all 40 calls and holds them");
@@ -295,6 +299,7 @@ async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Prob
     );
     let released = probe.release_all().await;
     outln!("  released the {released} held calls");
+    demo.check(released == 40, "exactly the 40 calls were held");
     let mut results = 0;
     let mut failures = Vec::new();
     for call in calls {

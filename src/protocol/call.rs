@@ -59,7 +59,11 @@ pub(crate) struct ProgressRoutes(Mutex<HashMap<ProgressToken, ProgressSink>>);
 
 impl ProgressRoutes {
     /// Delivers a progress notification to the caller that owns its token, if any.
-    pub(crate) fn deliver(&self, token: &ProgressToken, progress: Progress) {
+    pub(crate) fn deliver(&self, token: &ProgressToken, mut progress: Progress) {
+        // The server's words reach the caller: scrubbed and bounded like any.
+        progress.message = progress
+            .message
+            .map(|message| crate::redact::scrub_capped(&message, crate::redact::SHOWN_CHARS));
         let sink = self
             .0
             .lock()
@@ -438,8 +442,13 @@ impl CallPeer {
                 .reset_timeout_on_progress()
                 .with_max_total_timeout(max_total);
         }
-        // Handing the request over is bounded too: a server that stops reading its input
-        // blocks the write, and with it everything queued behind.
+        // One budget for handing the request over and waiting for its answer: a server that
+        // stops reading its input blocks the write, and with it everything queued behind.
+        let started = tokio::time::Instant::now();
+        let budget = context
+            .reset_on_progress
+            .unwrap_or(context.timeout)
+            .max(context.timeout);
         let sent = tokio::time::timeout(
             context.timeout,
             self.peer.send_cancellable_request(request, options),
@@ -460,11 +469,9 @@ impl CallPeer {
         // rmcp's own deadline ends in sending a cancellation, which it awaits without a
         // bound: a server that stops reading would hold the caller there forever. Ours ends
         // the wait regardless, a moment after rmcp's had its chance.
-        let hard = context
-            .reset_on_progress
-            .unwrap_or(context.timeout)
-            .max(context.timeout)
-            + NOTIFY_BOUND;
+        let hard = budget
+            .saturating_sub(started.elapsed())
+            .saturating_add(NOTIFY_BOUND);
         tokio::select! {
             biased;
             response = tokio::time::timeout(hard, handle.await_response()) => match response {
@@ -586,7 +593,10 @@ impl CallPeer {
                 let interaction = Interaction {
                     server: self.alias.clone(),
                     operation: label.to_owned(),
-                    requests: requests.clone(),
+                    requests: requests
+                        .iter()
+                        .map(|(key, request)| (key.clone(), request.shown()))
+                        .collect(),
                 };
                 tokio::select! {
                     answers = handler(interaction) => answers,

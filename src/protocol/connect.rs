@@ -639,10 +639,10 @@ impl Connection {
 
     /// Describes why the connection was lost: the exit status and stderr of a stdio server.
     pub(crate) async fn loss_detail(&self) -> String {
-        let detail = self.transport_detail().await;
+        // When the host cut the connection, that is the news; the process is closed next.
         match self.cut.get() {
-            Some(reason) => format!("{reason}; {detail}"),
-            None => detail,
+            Some(reason) => reason,
+            None => self.transport_detail().await,
         }
     }
 

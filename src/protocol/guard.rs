@@ -95,7 +95,6 @@ impl Inbound {
             self.tokens -= 1.0;
             return Verdict::Pass;
         }
-        self.dropped += 1;
         metrics::counter!("plurnk_mcp_notifications_dropped_total").increment(1);
         // A flood is drops without a pause: a second without one ends it.
         let paused = self
@@ -107,23 +106,28 @@ impl Inbound {
                 tracing::warn!(dropped = self.dropped, "a notification flood paused");
             }
             self.flooding_since = Some(now);
+            self.dropped = 0;
         }
-        let since = *self.flooding_since.get_or_insert(now);
+        self.dropped += 1;
+        let since = self.flooding_since.unwrap_or(now);
         if now.duration_since(since) >= self.limits.flood_grace {
             self.reason.set(format!(
-                "the server flooded the host with notifications for {} s ({} dropped, more than \
-                 {} per second): the host closed the connection",
-                self.limits.flood_grace.as_secs(),
-                self.dropped,
-                self.limits.notifications_per_second
+                "the server flooded the host with notifications and requests for {:?} ({} \
+                 dropped, more than {} per second): the host closed the connection",
+                self.limits.flood_grace, self.dropped, self.limits.notifications_per_second
             ));
             return Verdict::Cut;
         }
         Verdict::Drop
     }
 
-    /// A request from the server arrived (ping, elicitation, sampling, roots).
+    /// A request from the server arrived (ping, elicitation, sampling, roots): it costs a
+    /// token like a notification, and needs a free place among the unanswered ones.
     pub(crate) fn request(&mut self) -> Verdict {
+        match self.notification() {
+            Verdict::Pass => {}
+            other => return other,
+        }
         let admitted = self
             .pending
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pending| {
@@ -134,11 +138,7 @@ impl Inbound {
             Verdict::Pass
         } else {
             metrics::counter!("plurnk_mcp_server_requests_dropped_total").increment(1);
-            // Requests are also notifications' cost: a request flood is a flood.
-            match self.notification() {
-                Verdict::Cut => Verdict::Cut,
-                _ => Verdict::Drop,
-            }
+            Verdict::Drop
         }
     }
 }
@@ -270,13 +270,29 @@ mod tests {
     async fn a_pause_in_the_flood_starts_the_grace_again() {
         let mut inbound = Inbound::new(limits(), CutReason::default());
         for round in 0..5 {
-            // Drain the bucket and drop for a while, but less than the grace.
-            for _ in 0..100 {
-                inbound.notification();
+            // Flood for most of the grace (1.9 of 2 s), then pause for a second and more.
+            for _ in 0..190 {
+                for _ in 0..10 {
+                    assert_ne!(inbound.notification(), Verdict::Cut, "round {round}");
+                }
+                tokio::time::advance(Duration::from_millis(10)).await;
             }
-            tokio::time::advance(Duration::from_millis(1500)).await;
-            assert_ne!(inbound.notification(), Verdict::Cut, "round {round}");
+            tokio::time::advance(Duration::from_millis(1100)).await;
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn server_requests_cost_tokens_like_notifications() {
+        let mut inbound = Inbound::new(limits(), CutReason::default());
+        let pending = inbound.pending();
+        let mut passed = 0;
+        for _ in 0..50 {
+            if inbound.request() == Verdict::Pass {
+                passed += 1;
+                answered(&pending);
+            }
+        }
+        assert_eq!(passed, 10, "the burst, then nothing until tokens come back");
     }
 
     #[test]

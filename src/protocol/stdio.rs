@@ -20,6 +20,9 @@ use super::reaper::Reaper;
 /// How many stderr lines, and how many bytes of them, a server keeps for its Problem.
 const STDERR_LINES: usize = 20;
 const STDERR_BYTES: usize = 4096;
+/// Kept beyond `STDERR_BYTES` and dropped only after scrubbing: a secret cut in half by the
+/// window's start would otherwise survive as an unscrubbed fragment.
+const STDERR_MARGIN: usize = 1024;
 /// How much of one stderr line is logged; the rest of a longer line is dropped.
 const STDERR_LOG_LINE: usize = 1024;
 /// How many stderr lines a server may have logged per second (and in a burst); the rest are
@@ -48,25 +51,31 @@ impl StderrTail {
         let Ok(mut tail) = self.0.lock() else {
             return;
         };
-        let keep = &bytes[bytes.len().saturating_sub(STDERR_BYTES)..];
+        let bound = STDERR_BYTES + STDERR_MARGIN;
+        let keep = &bytes[bytes.len().saturating_sub(bound)..];
         let held = tail.len();
-        let overflow = (held + keep.len()).saturating_sub(STDERR_BYTES);
+        let overflow = (held + keep.len()).saturating_sub(bound);
         tail.drain(..overflow.min(held));
         tail.extend(keep);
     }
 
-    /// The last lines kept, decoded lossily and scrubbed of secrets, or `None` when the
-    /// server wrote nothing.
+    /// The last lines kept, decoded lossily, scrubbed of secrets and then cut to
+    /// [`STDERR_BYTES`] and [`STDERR_LINES`], or `None` when the server wrote nothing.
     pub(crate) fn text(&self) -> Option<String> {
         let bytes: Vec<u8> = self.0.lock().ok()?.iter().copied().collect();
         let text = String::from_utf8_lossy(&bytes);
-        let text = text.trim_end_matches(['\n', '\r']);
-        if text.trim().is_empty() {
+        let clean = crate::redact::scrub(&text);
+        let clean = clean.trim_end_matches(['\n', '\r']);
+        let mut start = clean.len().saturating_sub(STDERR_BYTES);
+        while !clean.is_char_boundary(start) {
+            start += 1;
+        }
+        let window = &clean[start..];
+        if window.trim().is_empty() {
             return None;
         }
-        let lines: Vec<&str> = text.lines().collect();
-        let last = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
-        Some(crate::redact::scrub(&last).into_owned())
+        let lines: Vec<&str> = window.lines().collect();
+        Some(lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n"))
     }
 }
 
@@ -250,7 +259,7 @@ async fn read_stderr(mut pipe: ChildStderr, tail: StderrTail, done: watch::Sende
                 Some(body) => (body, true),
                 None => (piece, false),
             };
-            let room = STDERR_LOG_LINE.saturating_sub(line.len());
+            let room = (STDERR_LOG_LINE + STDERR_MARGIN).saturating_sub(line.len());
             line.extend_from_slice(&body[..body.len().min(room)]);
             cut |= body.len() > room;
             if ends {
@@ -314,7 +323,8 @@ impl LogBudget {
 /// credentials it was given.
 fn log_stderr_line(line: &[u8], cut: bool) {
     let text = String::from_utf8_lossy(line);
-    let text = crate::redact::scrub(&text);
+    // Scrubbed before it is cut, so no half secret is left at the cut.
+    let text = crate::redact::scrub_capped(&text, STDERR_LOG_LINE);
     let more = if cut { " [cut]" } else { "" };
     tracing::debug!(target: "plurnk_mcp::server_stderr", "{text}{more}");
 }
@@ -336,8 +346,22 @@ mod tests {
         for _ in 0..1000 {
             tail.push(&[b'x'; 10_000]);
         }
-        assert_eq!(tail.0.lock().map(|t| t.len()).unwrap_or(0), STDERR_BYTES);
+        assert_eq!(
+            tail.0.lock().map(|t| t.len()).unwrap_or(0),
+            STDERR_BYTES + STDERR_MARGIN
+        );
         assert!(tail.text().unwrap_or_default().len() <= STDERR_BYTES);
+    }
+
+    #[test]
+    fn a_secret_at_the_window_edge_is_not_left_in_half() {
+        crate::redact::register(["edge-secret-0123456789"]);
+        let tail = StderrTail::default();
+        // The secret straddles the start of the 4 KiB window.
+        let filler = "y".repeat(STDERR_BYTES - 10);
+        tail.push(format!("edge-secret-0123456789{filler}").as_bytes());
+        let text = tail.text().unwrap_or_default();
+        assert!(!text.contains("0123456789"), "{}", &text[..40]);
     }
 
     #[test]

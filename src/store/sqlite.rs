@@ -315,8 +315,6 @@ impl fmt::Debug for SqliteStore {
 
 // === opening ===
 
-/// Reads the file's identity and schema version without writing, and refuses what this
-/// build must not touch. Returns the schema version.
 /// Switches to WAL. Changing the journal mode does not wait on SQLite's busy handler, so a
 /// second process opening a new file at the same moment is told "locked" at once: it waits
 /// (bounded by [`BUSY_TIMEOUT`]) and is done when the other one switched the file already.
@@ -374,6 +372,8 @@ fn restrict(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Reads the file's identity and schema version without writing, and refuses what this
+/// build must not touch. Returns the schema version.
 fn inspect(path: &Path, conn: &Connection) -> Result<i64, StoreError> {
     // One read transaction: another process may be creating the same new file, and three
     // separate reads could see its header before and its tables after (a "foreign" file).

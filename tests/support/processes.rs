@@ -1,0 +1,41 @@
+//! Finding the processes a test's servers started, by the mark they inherit.
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+/// Every live (not zombie) process whose environment holds `TEST_MARK=<value>` with a value
+/// starting with `prefix`, as (pid, value).
+pub fn marked(prefix: &str) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.contains(") Z "))
+        })
+        .filter_map(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            environ.split(|byte| *byte == 0).find_map(|entry| {
+                let mark = std::str::from_utf8(entry)
+                    .ok()?
+                    .strip_prefix("TEST_MARK=")?;
+                mark.starts_with(prefix).then(|| (pid, mark.to_owned()))
+            })
+        })
+        .collect()
+}
+
+/// Polls `check` every 20 ms until it holds or 20 s pass; whether it held.
+pub fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    check()
+}
