@@ -282,70 +282,34 @@ impl ServerSnapshot {
             scrub_json(&mut negotiated.capabilities);
         }
         // Lists are rebuilt only when something in them holds a secret.
-        let dirty = |value: &dyn erased::Shown| value.holds_secret();
-        if self.tools.iter().any(|tool| dirty(tool)) {
-            self.tools = self
-                .tools
-                .iter()
-                .cloned()
-                .map(|mut tool| {
-                    scrub_in_place(&mut tool.name);
-                    tool.title.iter_mut().for_each(scrub_in_place);
-                    tool.description.iter_mut().for_each(scrub_in_place);
-                    scrub_json(&mut tool.input_schema);
-                    tool
-                })
-                .collect();
-        }
-        if self.catalog.resources.iter().any(|r| dirty(r)) {
-            self.catalog.resources = self
-                .catalog
-                .resources
-                .iter()
-                .cloned()
-                .map(|mut resource| {
-                    scrub_in_place(&mut resource.uri);
-                    scrub_in_place(&mut resource.name);
-                    resource.description.iter_mut().for_each(scrub_in_place);
-                    resource.mime_type.iter_mut().for_each(scrub_in_place);
-                    scrub_json(&mut resource.definition);
-                    resource
-                })
-                .collect();
-        }
-        if self.catalog.templates.iter().any(|t| dirty(t)) {
-            self.catalog.templates = self
-                .catalog
-                .templates
-                .iter()
-                .cloned()
-                .map(|mut template| {
-                    scrub_in_place(&mut template.uri_template);
-                    scrub_in_place(&mut template.name);
-                    template.description.iter_mut().for_each(scrub_in_place);
-                    scrub_json(&mut template.definition);
-                    template
-                })
-                .collect();
-        }
-        if self.catalog.prompts.iter().any(|p| dirty(p)) {
-            self.catalog.prompts = self
-                .catalog
-                .prompts
-                .iter()
-                .cloned()
-                .map(|mut prompt| {
-                    scrub_in_place(&mut prompt.name);
-                    prompt.description.iter_mut().for_each(scrub_in_place);
-                    for argument in &mut prompt.arguments {
-                        scrub_in_place(&mut argument.name);
-                        argument.description.iter_mut().for_each(scrub_in_place);
-                    }
-                    scrub_json(&mut prompt.definition);
-                    prompt
-                })
-                .collect();
-        }
+        rebuild_if_dirty(&mut self.tools, |tool| {
+            scrub_in_place(&mut tool.name);
+            tool.title.iter_mut().for_each(scrub_in_place);
+            tool.description.iter_mut().for_each(scrub_in_place);
+            scrub_json(&mut tool.input_schema);
+        });
+        rebuild_if_dirty(&mut self.catalog.resources, |resource| {
+            scrub_in_place(&mut resource.uri);
+            scrub_in_place(&mut resource.name);
+            resource.description.iter_mut().for_each(scrub_in_place);
+            resource.mime_type.iter_mut().for_each(scrub_in_place);
+            scrub_json(&mut resource.definition);
+        });
+        rebuild_if_dirty(&mut self.catalog.templates, |template| {
+            scrub_in_place(&mut template.uri_template);
+            scrub_in_place(&mut template.name);
+            template.description.iter_mut().for_each(scrub_in_place);
+            scrub_json(&mut template.definition);
+        });
+        rebuild_if_dirty(&mut self.catalog.prompts, |prompt| {
+            scrub_in_place(&mut prompt.name);
+            prompt.description.iter_mut().for_each(scrub_in_place);
+            for argument in &mut prompt.arguments {
+                scrub_in_place(&mut argument.name);
+                argument.description.iter_mut().for_each(scrub_in_place);
+            }
+            scrub_json(&mut prompt.definition);
+        });
         self.catalog.problems.iter_mut().for_each(scrub_in_place);
     }
 
@@ -906,15 +870,20 @@ impl Default for Limits {
     }
 }
 
-/// What the snapshot shows, checked for secrets as its JSON (how an embedder would show it).
-mod erased {
-    pub(super) trait Shown {
-        fn holds_secret(&self) -> bool;
-    }
-
-    impl<T: serde::Serialize> Shown for T {
-        fn holds_secret(&self) -> bool {
-            serde_json::to_string(self).is_ok_and(|json| crate::redact::holds_secret(&json))
-        }
+/// Rebuilds `items` with `scrub` applied to each, when any of them, shown as its JSON (how an
+/// embedder would show it), holds a secret; leaves the shared list alone otherwise.
+fn rebuild_if_dirty<T: Clone + Serialize>(items: &mut Arc<[T]>, scrub: impl Fn(&mut T)) {
+    let dirty = items.iter().any(|item| {
+        serde_json::to_string(item).is_ok_and(|json| crate::redact::holds_secret(&json))
+    });
+    if dirty {
+        *items = items
+            .iter()
+            .cloned()
+            .map(|mut item| {
+                scrub(&mut item);
+                item
+            })
+            .collect();
     }
 }

@@ -111,6 +111,47 @@ impl SqliteStore {
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed only if `f` succeeds.
+    /// A server record and its enabledness in one write; with `new_only`, refused with
+    /// [`StoreError::Exists`] (and nothing written) when the alias has a record already.
+    fn write_server_enabled(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+        new_only: bool,
+    ) -> Result<(), StoreError> {
+        check_definition(workspace, record)?;
+        let definition = record.definition.to_string();
+        let verb = if new_only { "add" } else { "save and enable" };
+        let action = format!(
+            "{verb} server \"{}\" of workspace \"{workspace}\"",
+            record.alias
+        );
+        let mut taken = false;
+        self.write(action, |tx| {
+            ensure_workspace(tx, workspace)?;
+            if new_only {
+                taken = tx.query_row(
+                    "SELECT count(*) FROM server WHERE workspace = ?1 AND alias = ?2",
+                    params![workspace, record.alias],
+                    |row| row.get::<_, i64>(0),
+                )? > 0;
+                if taken {
+                    return Ok(());
+                }
+            }
+            upsert_server(tx, workspace, record, &definition)?;
+            upsert_enabled(tx, workspace, &record.alias, enabled)
+        })?;
+        if taken {
+            return Err(StoreError::Exists {
+                workspace: workspace.to_owned(),
+                alias: record.alias.clone(),
+            });
+        }
+        Ok(())
+    }
+
     pub(super) fn write(
         &self,
         action: String,
@@ -213,17 +254,7 @@ impl Store for SqliteStore {
         record: &ServerRecord,
         enabled: bool,
     ) -> Result<(), StoreError> {
-        check_definition(workspace, record)?;
-        let definition = record.definition.to_string();
-        let action = format!(
-            "save and enable server \"{}\" of workspace \"{workspace}\"",
-            record.alias
-        );
-        self.write(action, |tx| {
-            ensure_workspace(tx, workspace)?;
-            upsert_server(tx, workspace, record, &definition)?;
-            upsert_enabled(tx, workspace, &record.alias, enabled)
-        })
+        self.write_server_enabled(workspace, record, enabled, false)
     }
 
     fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError> {
@@ -241,33 +272,7 @@ impl Store for SqliteStore {
         record: &ServerRecord,
         enabled: bool,
     ) -> Result<(), StoreError> {
-        check_definition(workspace, record)?;
-        let definition = record.definition.to_string();
-        let action = format!(
-            "add server \"{}\" to workspace \"{workspace}\"",
-            record.alias
-        );
-        let mut taken = false;
-        self.write(action, |tx| {
-            ensure_workspace(tx, workspace)?;
-            taken = tx.query_row(
-                "SELECT count(*) FROM server WHERE workspace = ?1 AND alias = ?2",
-                params![workspace, record.alias],
-                |row| row.get::<_, i64>(0),
-            )? > 0;
-            if taken {
-                return Ok(());
-            }
-            upsert_server(tx, workspace, record, &definition)?;
-            upsert_enabled(tx, workspace, &record.alias, enabled)
-        })?;
-        if taken {
-            return Err(StoreError::Exists {
-                workspace: workspace.to_owned(),
-                alias: record.alias.clone(),
-            });
-        }
-        Ok(())
+        self.write_server_enabled(workspace, record, enabled, true)
     }
 
     fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
