@@ -141,6 +141,27 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
         "{}",
         problem_of(&cut, "hugemessage")
     );
+    // A call on a flooding server settles by its deadline, whatever the flood does.
+    for alias in ["notifyflood", "pingflood"] {
+        let call = tokio::time::timeout(
+            BOUND,
+            workspace.call_tool(
+                alias,
+                "echo",
+                json!({"text": "through"}),
+                CallOptions {
+                    timeout: Some(std::time::Duration::from_secs(3)),
+                    ..CallOptions::default()
+                },
+            ),
+        )
+        .await
+        .expect("settles by its deadline");
+        assert!(
+            call.as_ref().map(|r| r.text() == "through").unwrap_or(true),
+            "{alias}: {call:?}"
+        );
+    }
     // Floods of notifications and of requests are cut after the grace, with a reason.
     for alias in ["notifyflood", "pingflood"] {
         let flooded = workspace

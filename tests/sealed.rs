@@ -86,10 +86,11 @@ async fn secrets_a_server_echoes_never_reach_a_problem_a_call_error_or_a_log_lin
     let host = Host::start(config(&[
         ("URL_TOKEN", URL_SECRET.into()),
         ("API_TOKEN", ENV_SECRET.into()),
-        // reqwest prints this URL in its connect error; the token rides in the query.
+        // reqwest prints this URL in its connect error, normalised (lower-case scheme, the
+        // dot segment gone): the token rides in the query either way.
         (
             "PLURNK_MCP_REMOTE",
-            format!("http://127.0.0.1:{closed_port}/mcp?token=${{URL_TOKEN}}"),
+            format!("HTTP://127.0.0.1:{closed_port}/./mcp?token=${{URL_TOKEN}}"),
         ),
         ("PLURNK_MCP_LEAKY", EXE.into()),
         (
