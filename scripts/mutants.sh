@@ -4,6 +4,7 @@
 #   scripts/mutants.sh                 # every group, every shard, one after another
 #   scripts/mutants.sh GROUP [k/n]     # one group (actors, calls, catalog, secrets), one shard
 #   scripts/mutants.sh --list [GROUP]  # the mutants each group would try, nothing built
+#   MUTANTS_SLOT=b scripts/mutants.sh GROUP   # beside another run (own tree and target)
 #
 # Each group mutates its own functions and runs only the test binaries that guard them.
 # cargo-mutants (exact version, installed into .cache/cargo-mutants) works in place on a
@@ -23,6 +24,11 @@ MUTANTS_VERSION="27.1.0"
 CACHE="$ROOT/.cache"
 BIN="$CACHE/cargo-mutants/bin"
 WORK="$CACHE/mutants"
+# MUTANTS_SLOT=b runs beside another run, in a tree and target directory of its own (its
+# first build is a cold one).
+SLOT="${MUTANTS_SLOT:-}"
+TREE="$WORK/tree${SLOT:+-$SLOT}"
+TARGET="$WORK/target${SLOT:+-$SLOT}"
 
 log() { echo "mutants: $*" >&2; }
 
@@ -85,10 +91,10 @@ install() {
 # A fresh copy of the last commit (what is committed is what the figures speak for); the
 # target directory beside it survives between runs.
 copy_tree() {
-  rm -rf "$WORK/tree"
-  mkdir -p "$WORK/tree"
-  git archive HEAD | tar -xf - -C "$WORK/tree"
-  git rev-parse --short HEAD > "$WORK/tree/.mutants-commit"
+  rm -rf "$TREE"
+  mkdir -p "$TREE"
+  git archive HEAD | tar -xf - -C "$TREE"
+  git rev-parse --short HEAD > "$TREE/.mutants-commit"
 }
 
 mutant_args() {
@@ -139,8 +145,8 @@ run_shard() {
   local started status=0
   started=$(date +%s)
   (
-    cd "$WORK/tree"
-    CARGO_TARGET_DIR="$WORK/target" PLURNK_MCP_LOG= \
+    cd "$TREE"
+    CARGO_TARGET_DIR="$TARGET" PLURNK_MCP_LOG= \
       "$BIN/cargo-mutants" mutants --in-place --no-shuffle --shard "$shard" \
       --profile mutants --timeout 90 --build-timeout 900 \
       -o "$out" "${args[@]}" "${tests[@]}"
@@ -160,7 +166,7 @@ run_shard() {
   equivalent=$((missed - left))
   local line
   line=$(printf '%s %s %-8s shard %-5s mutants %4d  caught %4d  timeout %3d  unviable %3d  missed %3d (equivalent %3d, unexplained %3d)  %5d s  exit %d' \
-    "$(date -u +%FT%TZ)" "$(cat "$WORK/tree/.mutants-commit")" "$group" "$shard" "$total" "$caught" "$timeout" "$unviable" "$missed" "$equivalent" "$left" "$elapsed" "$status")
+    "$(date -u +%FT%TZ)" "$(cat "$TREE/.mutants-commit")" "$group" "$shard" "$total" "$caught" "$timeout" "$unviable" "$missed" "$equivalent" "$left" "$elapsed" "$status")
   echo "$line" | tee -a "$WORK/summary.txt"
   if [[ -n "$unexplained_list" ]]; then
     echo "missed, and not listed as equivalent in TESTING.md:"
