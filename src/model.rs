@@ -887,3 +887,67 @@ fn rebuild_if_dirty<T: Clone + Serialize>(items: &mut Arc<[T]>, scrub: impl Fn(&
             .collect();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_published_snapshot_shows_no_secret_a_server_reported() {
+        crate::redact::register(["snapshot-secret-4242"]);
+        let tool = |name: &str, description: &str| ToolInfo {
+            name: name.to_owned(),
+            title: None,
+            description: Some(description.to_owned()),
+            input_schema: serde_json::json!({"description": description}),
+            effect: Effect::Host,
+        };
+        let clean_tools: Arc<[ToolInfo]> = Arc::from([tool("plain", "nothing here")]);
+        let mut snapshot = ServerSnapshot {
+            alias: "leaky".into(),
+            transport: TransportKind::Stdio,
+            state: ServerState::Unavailable,
+            problem: Some(Problem::server_unavailable("died: snapshot-secret-4242")),
+            negotiated: Some(Negotiated {
+                revision: "2026-07-28".into(),
+                modern: true,
+                name: Some("snapshot-secret-4242".into()),
+                version: None,
+                title: None,
+                description: None,
+                instructions: Some("call with SNAPSHOT-SECRET-4242".into()),
+                capabilities: Value::Null,
+            }),
+            tools: Arc::from([
+                tool("leaks", "key snapshot-secret-4242"),
+                tool("plain", "fine"),
+            ]),
+            catalog: Catalog {
+                resources: Arc::from([ResourceInfo {
+                    uri: "memo://snapshot-secret-4242".into(),
+                    name: "r".into(),
+                    description: None,
+                    mime_type: Some("text/snapshot-secret-4242".into()),
+                    definition: Value::Null,
+                }]),
+                ..Catalog::default()
+            },
+            generation: 1,
+        };
+        snapshot.scrub();
+        let shown = format!(
+            "{snapshot:?} {}",
+            serde_json::to_string(&snapshot).unwrap_or_default()
+        );
+        assert!(
+            !shown.to_ascii_lowercase().contains("snapshot-secret-4242"),
+            "{shown}"
+        );
+        assert_eq!(snapshot.tools[1].description.as_deref(), Some("fine"));
+        // A list with nothing to hide is left as it is, shared.
+        let mut clean = snapshot.clone();
+        clean.tools = clean_tools.clone();
+        clean.scrub();
+        assert!(Arc::ptr_eq(&clean_tools, &clean.tools));
+    }
+}

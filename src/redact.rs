@@ -356,15 +356,66 @@ mod tests {
     }
 
     #[test]
-    fn keys_that_scrub_alike_keep_both_values() {
-        register(["collide-secret-one", "collide-secret-two"]);
-        let mut value = serde_json::json!({"collide-secret-one": 1, "collide-secret-two": 2});
+    fn keys_that_scrub_alike_keep_every_value() {
+        register([
+            "collide-secret-one",
+            "collide-secret-two",
+            "collide-secret-three",
+        ]);
+        let mut value = serde_json::json!({
+            "collide-secret-one": 1, "collide-secret-two": 2, "collide-secret-three": 3
+        });
         scrub_json(&mut value);
         let object = value.as_object().cloned().unwrap_or_default();
-        assert_eq!(object.len(), 2, "{value}");
+        let keys: Vec<&str> = object.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["<redacted>", "<redacted>#2", "<redacted>#3"],
+            "{value}"
+        );
         let mut values: Vec<i64> = object.values().filter_map(|v| v.as_i64()).collect();
         values.sort_unstable();
-        assert_eq!(values, [1, 2]);
+        assert_eq!(values, [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_redactor_of_its_own_registers_from_the_minimum_length() {
+        let mut redactor = Redactor::default();
+        redactor.register(["1234567", "abcdefgh"]);
+        // Seven characters are too few to be a secret, eight are enough.
+        assert_eq!(redactor.scrub("1234567 abcdefgh"), "1234567 <redacted>");
+        assert!(matches!(
+            redactor.scrub("clean text"),
+            Cow::Borrowed("clean text")
+        ));
+        let empty = Redactor::default();
+        assert_eq!(empty.scrub("abcdefgh"), "abcdefgh");
+    }
+
+    #[test]
+    fn spellings_are_the_ones_text_really_carries() {
+        let mut redactor = Redactor::default();
+        redactor.register(["pa ss/wo\"rd+1"]);
+        // Written out by hand, not by the encoder under test.
+        for (spelling, shown) in [
+            ("pa%20ss%2Fwo%22rd%2B1", "URL"),
+            ("pa+ss%2Fwo%22rd%2B1", "form"),
+            ("pa%20ss%2fwo%22rd%2b1", "URL, lower-case hex"),
+            (r#"pa ss/wo\"rd+1"#, "JSON inside a longer string"),
+        ] {
+            let text = format!("{{\"q\":\"x={spelling}&more\"}}");
+            let clean = redactor.scrub(&text);
+            assert!(clean.contains(REDACTED), "{shown}: {clean}");
+            assert!(!clean.contains("wo"), "{shown}: {clean}");
+        }
+    }
+
+    #[test]
+    fn the_registry_says_whether_it_holds_secrets_and_where() {
+        register(["registry-secret-77"]);
+        assert!(active());
+        assert!(holds_secret("x registry-SECRET-77 y"));
+        assert!(!holds_secret("nothing to see"));
     }
 
     #[test]

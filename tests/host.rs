@@ -1575,3 +1575,70 @@ async fn calls_beyond_the_in_flight_bounds_fail_at_once_as_overloaded() {
     assert_eq!(echo.text(), "room");
     shutdown_clean(host).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_connection_attempt_never_becomes_the_connection() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("slow", &probe, &["--hold-lists"])
+        .enable(&["slow"])
+        .config();
+    // Every attempt holds at its first tools/list until the test lets it go.
+    let start = tokio::spawn(Host::start_with(config, fast_restarts()));
+    probe.wait_count("tools/list", 1, BOUND).await;
+    probe.release_all().await;
+    let host = start.await.expect("no panic").expect("host starts");
+    let workspace = host.default_workspace();
+    assert_eq!(
+        workspace
+            .snapshot()
+            .server("slow")
+            .map(|s| (s.state, s.generation)),
+        Some((ServerState::Ready, 1))
+    );
+    let pid = pid_of(&workspace, "slow").await;
+    // SAFETY: a signal to the process we spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    // The backoff's attempt starts and holds; an enable starts another beside it.
+    probe.wait_count("tools/list", 2, BOUND).await;
+    let enable = {
+        let workspace = workspace.clone();
+        tokio::spawn(async move { workspace.enable("slow").await })
+    };
+    probe.wait_count("tools/list", 3, BOUND).await;
+    // The older attempt finishes first: it was replaced, and must be dropped.
+    assert!(probe.release_one("tools/list").await);
+    assert_eq!(probe.release_all().await, 1);
+    let enabled = tokio::time::timeout(BOUND, enable)
+        .await
+        .expect("the enable settles")
+        .expect("no panic")
+        .expect("enabled");
+    assert_eq!(enabled.state, ServerState::Ready);
+    let settled = workspace
+        .wait_for(BOUND, |s| {
+            s.server("slow")
+                .is_some_and(|s| s.state == ServerState::Ready)
+        })
+        .await;
+    // One new connection, not one per attempt.
+    assert_eq!(settled.server("slow").map(|s| s.generation), Some(2));
+    let echo = workspace
+        .call_tool(
+            "slow",
+            "echo",
+            json!({"text": "one"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("echo");
+    assert_eq!(echo.text(), "one");
+    assert_eq!(
+        workspace.snapshot().server("slow").map(|s| s.generation),
+        Some(2),
+        "a late attempt replaced the connection"
+    );
+    shutdown_clean(host).await;
+}

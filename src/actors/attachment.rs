@@ -126,7 +126,7 @@ pub(crate) enum AttachmentMsg {
     /// The tool list of `generation` went stale (its `ttlMs` passed): list it again.
     Expired { generation: u64, epoch: u64 },
     /// The bound for committing a refresh passed: commit it even if calls are in flight.
-    RefreshDeadline { generation: u64 },
+    RefreshDeadline { epoch: u64 },
     /// The loss was examined (exit status, stderr) and the old connection closed.
     LostDetail { generation: u64, detail: String },
     /// An explicit reconnect (enable of an already-enabled alias); clears `crash-loop`.
@@ -191,8 +191,6 @@ pub(crate) struct AttachmentState {
     first_attempt: bool,
     /// Explicit reconnects waiting for the attempt in progress to settle.
     reconnects: Vec<ActionReply>,
-    /// A lost connection is being examined; its detail will complete the Problem.
-    loss_pending: bool,
     /// A refresh is running; `true` when another change arrived meanwhile.
     refreshing: Option<bool>,
     /// A refreshed catalog waiting for the in-flight calls to settle.
@@ -201,6 +199,8 @@ pub(crate) struct AttachmentState {
     queued: VecDeque<CallRequest>,
     /// Stamps freshness timers; only the newest counts.
     expiry: u64,
+    /// Stamps the deadline of the refreshed catalog waiting to be committed.
+    refresh_epoch: u64,
 }
 
 /// The actor (no configuration lives here: it is all in the arguments).
@@ -233,11 +233,11 @@ impl Actor for AttachmentActor {
             draining: None,
             first_attempt: true,
             reconnects: Vec::new(),
-            loss_pending: false,
             refreshing: None,
             pending_refresh: None,
             queued: VecDeque::new(),
             expiry: 0,
+            refresh_epoch: 0,
         })
     }
 
@@ -281,7 +281,6 @@ impl Actor for AttachmentActor {
                     state.kind()
                 );
                 if generation == state.generation {
-                    state.loss_pending = false;
                     match &mut state.lifecycle {
                         Lifecycle::Unavailable(problem) => problem.detail = detail,
                         Lifecycle::CrashLoop(problem) => {
@@ -345,8 +344,10 @@ impl Actor for AttachmentActor {
             AttachmentMsg::Refreshed { generation, result } => {
                 state.on_refreshed(&myself, generation, result);
             }
-            AttachmentMsg::RefreshDeadline { generation } => {
-                if generation == state.generation && state.pending_refresh.is_some() {
+            AttachmentMsg::RefreshDeadline { epoch } => {
+                // Only the deadline of the refresh waiting now counts (a refresh that was
+                // committed or dropped takes its deadline with it).
+                if epoch == state.refresh_epoch {
                     tracing::warn!(
                         server = %state.args.alias,
                         "calls did not settle within the bound; committing the refreshed catalog beside them"
@@ -356,9 +357,8 @@ impl Actor for AttachmentActor {
             }
             AttachmentMsg::Drain { reason, cancel } => {
                 if state.draining.is_none() {
+                    // Attempts and timers in flight see `draining` and stand down.
                     state.draining = Some(Draining { reason });
-                    // Invalidate pending attempts and timers.
-                    state.retry += 1;
                     if cancel {
                         state.cancel_active();
                     } else {
@@ -464,13 +464,8 @@ impl AttachmentState {
                     policy.crash_limit,
                     policy.window.as_secs()
                 );
-                // A crash still being examined adds its own detail when that arrives.
-                let detail = match &self.lifecycle {
-                    Lifecycle::Unavailable(problem) if !self.loss_pending => {
-                        format!("{detail}; last failure: {}", problem.detail)
-                    }
-                    _ => detail,
-                };
+                // Only a loss counts as a crash, so this follows one whose examination is
+                // under way: its detail is added as the last failure when it arrives.
                 self.lifecycle = Lifecycle::CrashLoop(Problem::crash_loop(detail));
                 self.publish();
             }
@@ -583,7 +578,6 @@ impl AttachmentState {
             let _ = myself_for_detail.cast(AttachmentMsg::LostDetail { generation, detail });
         });
         self.args.crashes.push_back(Instant::now());
-        self.loss_pending = true;
         self.publish();
         if self.draining.is_none() {
             self.schedule_retry(myself);
@@ -738,10 +732,16 @@ impl AttachmentState {
         let again = self.refreshing.take().unwrap_or(false);
         match result {
             Ok(refresh) => {
+                // The bound runs from the first change that waits: a newer catalog replaces
+                // the waiting one but does not start the wait again (no starving).
+                if self.pending_refresh.is_none() {
+                    self.refresh_epoch += 1;
+                    let epoch = self.refresh_epoch;
+                    myself.send_after(self.args.settings.drain_timeout, move || {
+                        AttachmentMsg::RefreshDeadline { epoch }
+                    });
+                }
                 self.pending_refresh = Some(refresh);
-                myself.send_after(self.args.settings.drain_timeout, move || {
-                    AttachmentMsg::RefreshDeadline { generation }
-                });
                 self.commit_refresh_if_quiet(myself);
             }
             Err(problem) => {

@@ -1076,3 +1076,78 @@ fn a_very_long_server_name_is_refused_with_a_short_message() {
     let fits = "b".repeat(64);
     assert!(ServerDefinition::from_target(&fits, "/bin/x").is_ok());
 }
+
+#[test]
+fn preparing_lists_every_credential_value_and_nothing_else() {
+    let env = Environment::new([
+        ("ARG_VALUE", "arg-value-1234"),
+        ("TOKEN", "token-value-5678"),
+        ("KEY", "key-value-9012"),
+        ("NOT_USED", "unused-value-3456"),
+    ]);
+    let secrets = |target: &str, options: &str| {
+        let options = McpServerOptions::from_json(options).expect("valid options");
+        let mut secrets = ServerDefinition::from_target("s", target)
+            .and_then(|d| d.with_options(&options))
+            .expect("valid")
+            .prepare(&env)
+            .expect("prepares")
+            .secrets;
+        secrets.sort();
+        secrets
+    };
+    // stdio: what references expand to in arguments, and credential-named env entries.
+    assert_eq!(
+        secrets(
+            "/bin/x",
+            r#"{"args": ["--literal", "--token=${ARG_VALUE}"],
+                "env": {"API_KEY": "literal-api-key", "LOG_LEVEL": "debug", "PLAIN": "${KEY}"}}"#
+        ),
+        ["arg-value-1234", "key-value-9012", "literal-api-key"]
+    );
+    // http: the bearer with and without its scheme word, credential-named headers, the
+    // URL's userinfo and query values (as written and decoded).
+    assert_eq!(
+        secrets(
+            "https://user:pa%20ss@h.example/mcp?token=a%2Fb&v=1+2&bad=%4x%2",
+            r#"{"headers": {"X-Api-Key": "${KEY}", "X-Trace": "plain-trace-id",
+                            "Authorization": "Basic ${TOKEN}"}}"#
+        ),
+        [
+            "%4x%2",
+            "1 2",
+            "1+2",
+            "Basic token-value-5678",
+            "a%2Fb",
+            "a/b",
+            "key-value-9012",
+            "pa ss",
+            "pa%20ss",
+            "token-value-5678",
+            "token=a%2Fb&v=1+2&bad=%4x%2",
+            "token=a/b&v=1 2&bad=%4x%2",
+            "user",
+        ]
+    );
+}
+
+#[test]
+fn credential_names_are_recognised_in_any_case() {
+    for name in [
+        "Authorization",
+        "proxy-authorization",
+        "Cookie",
+        "X-Api-Key",
+        "GITHUB_TOKEN",
+        "db_password",
+        "client-secret",
+        "X-Bearer",
+        "PASSWD",
+        "Credentials",
+    ] {
+        assert!(super::is_credential_name(name), "{name}");
+    }
+    for name in ["Accept", "LOG_LEVEL", "X-Trace", "HOME"] {
+        assert!(!super::is_credential_name(name), "{name}");
+    }
+}
