@@ -411,6 +411,23 @@ mod tests {
     }
 
     #[test]
+    fn a_control_character_is_matched_as_json_and_as_debug_spell_it() {
+        let secret = "ctl\u{1}-secret-xyz";
+        let mut redactor = Redactor::default();
+        redactor.register([secret]);
+        for (text, shown) in [
+            (format!("{:?}", format!("before {secret} after")), "Debug"),
+            (
+                serde_json::json!(format!("before {secret} after")).to_string(),
+                "JSON",
+            ),
+        ] {
+            let clean = redactor.scrub(&text);
+            assert!(!clean.contains("-secret-xyz"), "{shown}: {clean}");
+        }
+    }
+
+    #[test]
     fn the_registry_says_whether_it_holds_secrets_and_where() {
         register(["registry-secret-77"]);
         assert!(active());

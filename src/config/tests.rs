@@ -1111,16 +1111,19 @@ fn preparing_lists_every_credential_value_and_nothing_else() {
         secrets(
             "https://user:pa%20ss@h.example/mcp?token=a%2Fb&v=1+2&bad=%4x%2",
             r#"{"headers": {"X-Api-Key": "${KEY}", "X-Trace": "plain-trace-id",
-                            "Authorization": "Basic ${TOKEN}"}}"#
+                            "Authorization": "Basic ${TOKEN}",
+                            "X-Auth-Token": "Token literal-cred-value"}}"#
         ),
         [
             "%4x%2",
             "1 2",
             "1+2",
             "Basic token-value-5678",
+            "Token literal-cred-value",
             "a%2Fb",
             "a/b",
             "key-value-9012",
+            "literal-cred-value",
             "pa ss",
             "pa%20ss",
             "token-value-5678",
