@@ -91,11 +91,13 @@ install() {
 }
 
 # A fresh copy of the last commit (what is committed is what the figures speak for); the
-# target directory beside it survives between runs.
+# target directory beside it survives between runs. The files are stamped now (tar -m), not
+# with the commit's time: cargo rebuilds by modification time, and a source older than the
+# last mutant's build would leave that mutant's binary standing in for the baseline.
 copy_tree() {
   rm -rf "$TREE"
   mkdir -p "$TREE"
-  git archive HEAD | tar -xf - -C "$TREE"
+  git archive HEAD | tar -xmf - -C "$TREE"
   git rev-parse --short HEAD > "$TREE/.mutants-commit"
 }
 
