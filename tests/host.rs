@@ -1326,6 +1326,26 @@ async fn an_enable_during_backoff_leaves_no_stray_reconnect() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_past_its_ttl_is_listed_again_by_itself() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("aging", &probe, &["--legacy", "--list-ttl-ms", "200"])
+        .enable(&["aging"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    // Nothing changes on the server: only the ttl of each listing brings the next one.
+    probe.wait_count("tools/list", 3, BOUND).await;
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    assert_eq!(
+        snapshot.server("aging").map(|s| s.state),
+        Some(ServerState::Ready),
+        "refreshing on a ttl keeps the server ready"
+    );
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
     let probe = Probe::start().await;
     let config = Env::new()
