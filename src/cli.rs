@@ -553,6 +553,26 @@ pub(crate) async fn fixture(
     }
 }
 
+/// `plurnk-mcp fixture --hostile MODE --http ADDR`: a hostile HTTP server on `address`, which
+/// prints the one `listening` line the good one prints and serves until it is killed.
+pub(crate) fn hostile_http(
+    mode: plurnk_mcp_fixture::hostile_http::HttpMode,
+    address: std::net::SocketAddr,
+) -> ExitCode {
+    let listener = match std::net::TcpListener::bind(address) {
+        Ok(listener) => listener,
+        Err(error) => return fail(format!("could not bind {address}: {error}")),
+    };
+    match listener.local_addr() {
+        Ok(bound) => outln!("listening http://{bound}/mcp"),
+        Err(error) => return fail(error),
+    }
+    match plurnk_mcp_fixture::hostile_http::serve(mode, listener) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(format!("fixture: {error}")),
+    }
+}
+
 /// Polls `check` every 20 ms until it holds or `bound` passes.
 pub(crate) async fn eventually(bound: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + bound;

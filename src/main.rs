@@ -162,7 +162,8 @@ enum Command {
         hold_lists: bool,
         /// Be a hostile stdio server instead: notify-flood, ping-flood, no-read,
         /// stderr-flood, stderr-binary, many-tools, heavy-pages, huge-message, slow-pages,
-        /// immortal or escape.
+        /// immortal or escape. With --http, a hostile HTTP server: notify-flood,
+        /// huge-message, huge-event or stall.
         #[arg(long)]
         hostile: Option<String>,
     },
@@ -266,6 +267,15 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 hold_lists,
                 hostile,
             } => {
+                if let (Some(name), Some(address)) = (&hostile, http) {
+                    let Some(mode) = plurnk_mcp_fixture::hostile_http::HttpMode::parse(name) else {
+                        eprintln!(
+                            "plurnk-mcp fixture: unknown --hostile {name:?} over HTTP: use notify-flood, huge-message, huge-event or stall"
+                        );
+                        return ExitCode::from(2);
+                    };
+                    return cli::hostile_http(mode, address);
+                }
                 if let Some(name) = hostile {
                     let Some(mode) = plurnk_mcp_fixture::hostile::Mode::parse(&name) else {
                         eprintln!("plurnk-mcp fixture: unknown --hostile {name:?}");

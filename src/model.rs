@@ -835,8 +835,9 @@ pub struct Limits {
     pub max_items: usize,
     /// Bytes one list may hold, counted as the JSON of its items.
     pub max_list_bytes: usize,
-    /// Bytes one message from a stdio or in-process server may have; a longer one closes
-    /// the connection. (Over Streamable HTTP, rmcp bounds an event at 16 MiB itself.)
+    /// Bytes one message from a server may have: a line over stdio (a longer one closes the
+    /// connection), a JSON body or one event of a stream over Streamable HTTP (a longer one
+    /// fails its request).
     pub max_message_bytes: usize,
     /// Calls in flight on one server; beyond it a call fails at once as overloaded.
     pub max_in_flight_per_server: usize,

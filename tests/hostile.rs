@@ -34,6 +34,45 @@ fn problem_of(snapshot: &plurnk_mcp::WorkspaceSnapshot, alias: &str) -> String {
         .unwrap_or_default()
 }
 
+/// An HTTP server of the fixture's, killed when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    /// `plurnk-mcp fixture ARGS --http 127.0.0.1:0`, up once it has printed its address.
+    fn start(args: &[&str]) -> HttpServer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(EXE)
+            .arg("fixture")
+            .args(args)
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the fixture starts");
+        let stdout = child.stdout.take().expect("piped");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the fixture prints its address");
+        let url = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        HttpServer { child, url }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
     let hostile = [
@@ -69,11 +108,32 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
         ));
         enabled.push(alias(mode));
     }
+    // The same over Streamable HTTP, each its own process, beside a good HTTP server.
+    let http_hostile = [
+        ("httpflood", "notify-flood"),
+        ("httphuge", "huge-message"),
+        ("httpevent", "huge-event"),
+        ("httpstall", "stall"),
+    ];
+    let mut http_servers = vec![("goodhttp", HttpServer::start(&["--name", "goodhttp"]))];
+    for (alias, mode) in http_hostile {
+        http_servers.push((alias, HttpServer::start(&["--hostile", mode])));
+    }
+    for (alias, server) in &http_servers {
+        pairs.push((
+            format!("PLURNK_MCP_{}", alias.to_ascii_uppercase()),
+            server.url.clone(),
+        ));
+        enabled.push((*alias).to_owned());
+    }
     pairs.push(("PLURNK_MCP_ENABLED".into(), json!(enabled).to_string()));
     let config = HostConfig::from_env(pairs).expect("valid");
     let options = plurnk_mcp::HostOptions {
         limits: plurnk_mcp::Limits {
             flood_grace: std::time::Duration::from_secs(1),
+            // Not the default (which is rmcp's own over HTTP), so the bound seen is the host's;
+            // still above the heavy pages' 12 MB, which meet the list bound instead.
+            max_message_bytes: 13 << 20,
             ..plurnk_mcp::Limits::default()
         },
         ..plurnk_mcp::HostOptions::default()
@@ -93,6 +153,7 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
     let snapshot = workspace.snapshot();
     for (alias, expected) in [
         ("slowpages", "within 20000 ms"),
+        ("httpstall", "within 20000 ms"),
         ("manytools", "more than 10000 items"),
         ("heavypages", "more than 33554432 bytes"),
     ] {
@@ -137,10 +198,38 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
         })
         .await;
     assert!(
-        problem_of(&cut, "hugemessage").contains("more than 16777216 bytes"),
+        problem_of(&cut, "hugemessage").contains("more than 13631488 bytes"),
         "{}",
         problem_of(&cut, "hugemessage")
     );
+    // Over HTTP, a body or an event beyond the bound fails the call, and an endless stream
+    // of notifications where the result should be settles it by its deadline.
+    for alias in ["httphuge", "httpevent", "httpflood"] {
+        let call = tokio::time::timeout(
+            BOUND,
+            workspace.call_tool(
+                alias,
+                "echo",
+                json!({"text": "x"}),
+                CallOptions {
+                    timeout: Some(std::time::Duration::from_secs(3)),
+                    ..CallOptions::default()
+                },
+            ),
+        )
+        .await
+        .expect("settles by its deadline");
+        let expected = match alias {
+            "httphuge" => "exceeded the maximum size of 13631488 bytes",
+            "httpflood" => "flooded the host",
+            // rmcp ends the transport on an oversized event without saying why.
+            _ => "the transport closed",
+        };
+        assert!(
+            matches!(&call, Err(CallError::ConnectionLost { detail, .. }) if detail.contains(expected)),
+            "{alias}: {call:?}"
+        );
+    }
     // A call on a flooding server settles by its deadline, whatever the flood does.
     for alias in ["notifyflood", "pingflood"] {
         let call = tokio::time::timeout(
@@ -174,7 +263,7 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
         );
     }
     // stderr floods and garbage cost nothing and stop nothing: those servers still answer.
-    for alias in ["stderrflood", "stderrbinary", "good"] {
+    for alias in ["stderrflood", "stderrbinary", "good", "goodhttp"] {
         let echo = tokio::time::timeout(
             BOUND,
             workspace.call_tool(
@@ -192,10 +281,13 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
             "{alias}"
         );
     }
-    assert_eq!(
-        workspace.snapshot().server("good").map(|s| s.state),
-        Some(ServerState::Ready)
-    );
+    for alias in ["good", "goodhttp"] {
+        assert_eq!(
+            workspace.snapshot().server(alias).map(|s| s.state),
+            Some(ServerState::Ready),
+            "{alias}"
+        );
+    }
     let grown_mib = peak_kib().saturating_sub(before) / 1024;
     eprintln!("hostile servers: peak memory grew by {grown_mib} MiB, hydration {hydration:?}");
     assert!(

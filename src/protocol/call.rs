@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::guard::CutReason;
 use crate::model::{
     CallError, Elicitation, ElicitationAnswer, Interaction, InteractionHandler, Operation,
     Progress, ProgressSink, ToolResult,
@@ -111,6 +112,8 @@ pub(crate) struct CallPeer {
     /// The resource URIs the connection's listen stream follows, when the server offers
     /// resource updates: a URI read into the cache joins it.
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
+    /// Why the host cut the connection, when it did: what a call lost with it is told.
+    cut: CutReason,
 }
 
 impl CallPeer {
@@ -120,6 +123,7 @@ impl CallPeer {
         lost: CancellationToken,
         routes: Arc<ProgressRoutes>,
         subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
+        cut: CutReason,
     ) -> Self {
         Self {
             alias,
@@ -127,7 +131,14 @@ impl CallPeer {
             lost,
             routes,
             subscribed,
+            cut,
         }
+    }
+
+    /// Why the connection closed under a call: the host's reason when it cut it (a flood,
+    /// an oversized message), else `what` happened.
+    fn closed(&self, what: &str) -> String {
+        self.cut.get().unwrap_or_else(|| what.to_owned())
     }
 
     /// Runs `operation` to its end: the result, or a typed error. Never hangs: the deadline,
@@ -313,7 +324,7 @@ impl CallPeer {
                     return Err(CallError::ConnectionLost {
                         alias: self.alias.clone(),
                         tool: label.to_owned(),
-                        detail: "the transport closed while a Task was running".into(),
+                        detail: self.closed("the transport closed while a Task was running"),
                     });
                 }
             }
@@ -494,7 +505,7 @@ impl CallPeer {
             () = self.lost.cancelled() => Err(CallError::ConnectionLost {
                 alias: self.alias.clone(),
                 tool: label.to_owned(),
-                detail: "the transport closed".into(),
+                detail: self.closed("the transport closed"),
             }),
         }
     }
@@ -533,7 +544,7 @@ impl CallPeer {
             () = self.lost.cancelled() => Err(CallError::ConnectionLost {
                 alias: self.alias.clone(),
                 tool: label.to_owned(),
-                detail: "the transport closed".into(),
+                detail: self.closed("the transport closed"),
             }),
         }
     }
@@ -703,7 +714,7 @@ impl CallPeer {
                 CallError::ConnectionLost {
                     alias,
                     tool,
-                    detail: "the transport closed".into(),
+                    detail: self.closed("the transport closed"),
                 }
             }
             ServiceError::TransportSend(error) => {

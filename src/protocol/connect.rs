@@ -506,7 +506,8 @@ async fn attempt(
                     options.http_client.get_or_init(|| built).clone()
                 }
             };
-            let inner = http::transport(url, headers, http_client).map_err(Failure::Http)?;
+            let inner =
+                http::transport(url, headers, http_client, max_message).map_err(Failure::Http)?;
             let transport = signals.wrap(inner);
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
@@ -634,6 +635,7 @@ impl Connection {
             self.lost.clone(),
             self.routes.clone(),
             self.subscribed.clone(),
+            self.cut.clone(),
         )
     }
 

@@ -23,11 +23,13 @@ const RESERVED: &[&str] = &[
 /// Builds the transport for one connection attempt.
 ///
 /// `headers` are already expanded and include `Authorization` when a bearer is configured.
-/// Errors name the header, never its value.
+/// Errors name the header, never its value. `max_message` bounds one JSON body and one
+/// event of a stream, as it bounds one line over stdio.
 pub(crate) fn transport(
     url: &str,
     headers: &[(String, String)],
     client: reqwest::Client,
+    max_message: usize,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
     let mut map = HashMap::new();
     for (name, value) in headers {
@@ -54,6 +56,8 @@ pub(crate) fn transport(
     retry.max_delay = Some(Duration::from_secs(5));
     config.retry_config = Arc::new(retry);
     config.allow_stateless = true;
+    config.max_json_response_size = max_message;
+    config.max_sse_event_size = max_message;
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
