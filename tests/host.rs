@@ -1325,6 +1325,74 @@ async fn an_enable_during_backoff_leaves_no_stray_reconnect() {
     shutdown_clean(host).await;
 }
 
+/// One fixture server under `limits`: its state and Problem once hydrated, and its tools.
+async fn listed_under(limits: plurnk_mcp::Limits) -> (ServerState, String, usize) {
+    let config = Env::new().stdio("lister", &[]).enable(&["lister"]).config();
+    let options = HostOptions {
+        limits,
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
+    let snapshot = host.default_workspace().snapshot();
+    let server = snapshot.server("lister").expect("configured");
+    let listed = (
+        server.state,
+        server
+            .problem
+            .as_ref()
+            .map(|p| p.detail.clone())
+            .unwrap_or_default(),
+        server.tools.len(),
+    );
+    let catalog = &server.catalog;
+    assert!(
+        [
+            catalog.resources.len(),
+            catalog.templates.len(),
+            catalog.prompts.len()
+        ]
+        .iter()
+        .all(|&n| n < server.tools.len().max(1)),
+        "the tools must be the fixture's longest list for this test"
+    );
+    shutdown_clean(host).await;
+    listed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_is_admitted_up_to_its_bounds_and_refused_past_them() {
+    let (state, _, tools) = listed_under(plurnk_mcp::Limits::default()).await;
+    assert_eq!(state, ServerState::Ready);
+    // Exactly as many items as the bound: admitted.
+    let (state, problem, listed) = listed_under(plurnk_mcp::Limits {
+        max_items: tools,
+        ..plurnk_mcp::Limits::default()
+    })
+    .await;
+    assert_eq!((state, listed), (ServerState::Ready, tools), "{problem}");
+    // One more than the bound: refused, and the Problem names the bound.
+    let (state, problem, _) = listed_under(plurnk_mcp::Limits {
+        max_items: tools - 1,
+        ..plurnk_mcp::Limits::default()
+    })
+    .await;
+    assert_eq!(state, ServerState::Unavailable);
+    assert!(
+        problem.contains(&format!("more than {} items", tools - 1)),
+        "{problem}"
+    );
+    // Bytes too: the fixture's twelve tools with their schemas are well over a kilobyte.
+    let (state, problem, _) = listed_under(plurnk_mcp::Limits {
+        max_list_bytes: 1000,
+        ..plurnk_mcp::Limits::default()
+    })
+    .await;
+    assert_eq!(state, ServerState::Unavailable);
+    assert!(problem.contains("more than 1000 bytes"), "{problem}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_past_its_ttl_is_listed_again_by_itself() {
     let probe = Probe::start().await;

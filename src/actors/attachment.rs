@@ -452,7 +452,8 @@ impl AttachmentState {
             .decide(&mut self.args.crashes, now, next);
         match verdict {
             Verdict::RetryAfter(delay) => {
-                self.retry += 1;
+                // The timer holds while no attempt starts before it fires: every start
+                // (this timer's, or an enable's) moves `retry` on, which retires it.
                 let retry = self.retry;
                 myself.send_after(delay, move || AttachmentMsg::Connect { retry });
             }
