@@ -18,6 +18,43 @@ use crate::model::{
     ToolInfo,
 };
 
+/// What one list has taken so far, against the bounds of [`Limits`].
+struct Tally<'a> {
+    limits: &'a Limits,
+    items: usize,
+    bytes: usize,
+}
+
+impl<'a> Tally<'a> {
+    fn new(limits: &'a Limits) -> Self {
+        Self {
+            limits,
+            items: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Counts a page of `items` items and `bytes` bytes of JSON; past a bound, the error
+    /// names it.
+    fn add(&mut self, method: &str, items: usize, bytes: usize) -> Result<(), String> {
+        self.items = self.items.saturating_add(items);
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.items > self.limits.max_items {
+            return Err(format!(
+                "{method} listed more than {} items: the host's bound (Limits::max_items) refuses the rest",
+                self.limits.max_items
+            ));
+        }
+        if self.bytes > self.limits.max_list_bytes {
+            return Err(format!(
+                "{method} listed more than {} bytes: the host's bound (Limits::max_list_bytes) refuses the rest",
+                self.limits.max_list_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Drains a paginated list method page by page. A repeated cursor, or more pages, items or
 /// bytes than [`Limits`] allow, fails instead of looping or hoarding: a partial catalog is
 /// never presented as complete.
@@ -30,7 +67,7 @@ async fn drain<T: serde::Serialize>(
     page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>, Option<u64>)>,
 ) -> Result<(Vec<T>, Option<u64>), String> {
     let mut items = Vec::new();
-    let mut bytes = 0usize;
+    let mut tally = Tally::new(limits);
     // The list is fresh as long as its stalest page: None once any page gives no ttlMs.
     let mut ttl: Option<Option<u64>> = None;
     let mut seen = HashSet::new();
@@ -62,23 +99,15 @@ async fn drain<T: serde::Serialize>(
         let Some((batch, next, page_ttl)) = page(result) else {
             return Err(format!("{method} returned something other than its list"));
         };
-        bytes += batch
-            .iter()
-            .map(|item| serde_json::to_vec(item).map_or(0, |json| json.len()))
-            .sum::<usize>();
+        tally.add(
+            method,
+            batch.len(),
+            batch
+                .iter()
+                .map(|item| serde_json::to_vec(item).map_or(0, |json| json.len()))
+                .sum(),
+        )?;
         items.extend(batch);
-        if items.len() > limits.max_items {
-            return Err(format!(
-                "{method} listed more than {} items: the host's bound (Limits::max_items) refuses the rest",
-                limits.max_items
-            ));
-        }
-        if bytes > limits.max_list_bytes {
-            return Err(format!(
-                "{method} listed more than {} bytes: the host's bound (Limits::max_list_bytes) refuses the rest",
-                limits.max_list_bytes
-            ));
-        }
         ttl = Some(match (ttl, page_ttl) {
             (None, page_ttl) => page_ttl,
             (Some(Some(ttl)), Some(page_ttl)) => Some(ttl.min(page_ttl)),
@@ -376,6 +405,36 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    #[test]
+    fn a_list_is_counted_across_its_pages_and_refused_just_past_a_bound() {
+        let limits = Limits {
+            max_items: 10,
+            max_list_bytes: 100,
+            ..Limits::default()
+        };
+        let mut tally = Tally::new(&limits);
+        assert_eq!(tally.add("tools/list", 6, 60), Ok(()));
+        // Exactly at both bounds, over two pages: admitted.
+        assert_eq!(tally.add("tools/list", 4, 40), Ok(()));
+        let past = tally.add("tools/list", 1, 0).unwrap_err();
+        assert!(
+            past.contains("tools/list listed more than 10 items"),
+            "{past}"
+        );
+
+        let mut tally = Tally::new(&limits);
+        assert_eq!(tally.add("prompts/list", 1, 100), Ok(()));
+        let past = tally.add("prompts/list", 0, 1).unwrap_err();
+        assert!(
+            past.contains("prompts/list listed more than 100 bytes"),
+            "{past}"
+        );
+        // Huge figures from a lying server saturate instead of wrapping round to small ones.
+        let mut tally = Tally::new(&limits);
+        assert!(tally.add("tools/list", usize::MAX, usize::MAX).is_err());
+        assert!(tally.add("tools/list", 1, 1).is_err());
+    }
 
     fn tool(name: &str) -> Tool {
         Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()))
