@@ -137,6 +137,7 @@ mod json;
 mod keys;
 mod load;
 mod prepared;
+mod secret;
 mod shape;
 mod target;
 #[cfg(test)]
@@ -153,14 +154,15 @@ pub use authorization::{
 };
 pub use cascade::{Overlay, OverlayServer, OverlaySpecialization, resolve};
 pub use definition::{
-    DefinitionParts, HttpDefinition, Secret, ServerDefinition, StdioDefinition, Transport,
-    TransportKind,
+    DefinitionParts, HttpDefinition, ServerDefinition, StdioDefinition, Transport,
 };
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigErrors};
 pub use keys::{MAX_ALIAS_LEN, RESERVED_ALIASES, is_valid_alias, tool_summary_key};
 pub(crate) use prepared::is_credential_name;
 pub use prepared::{PreparedServer, PreparedTransport};
+pub use secret::Secret;
+pub use target::TransportKind;
 pub use wire::{
     McpAuthorization, McpHttpDefinition, McpServerDefinition, McpServerOptions, McpStdioDefinition,
 };

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::definition::Secret;
+use super::secret::{Bare, Secret};
 
 /// The `authorization` of an HTTP definition: the wire's closed union of
 /// `bearer`, `oauth` and `client-credentials` (absent means none).
@@ -174,9 +174,7 @@ impl fmt::Debug for PreparedAuthorization {
                 .field("client_id", client_id)
                 .field(
                     "client_secret",
-                    &client_secret
-                        .as_ref()
-                        .map(|_| super::definition::Bare("<redacted>")),
+                    &client_secret.as_ref().map(|_| Bare("<redacted>")),
                 )
                 .field("scope", scope)
                 .finish(),
@@ -188,7 +186,7 @@ impl fmt::Debug for PreparedAuthorization {
             } => f
                 .debug_struct("ClientCredentials")
                 .field("client_id", client_id)
-                .field("client_secret", &super::definition::Bare("<redacted>"))
+                .field("client_secret", &Bare("<redacted>"))
                 .field("scope", scope)
                 .field("issuer", issuer)
                 .finish(),

@@ -21,13 +21,14 @@ use std::fmt;
 use super::authorization::Authorization;
 use super::definition::{
     Checker, DefinitionParts, RedactedValues, ServerDefinition, SettingNames, Transport,
-    TransportKind, check_alias, check_name_list,
+    check_alias, check_name_list,
 };
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
 use super::keys::{PREFIX, RESERVED_ALIASES, Suffix, target_variable, tool_summary_key};
 use super::load;
+use super::target::TransportKind;
 use super::wire::{McpServerOptions, OPTIONS};
 
 /// One field a layer sets, with the name faults give it.

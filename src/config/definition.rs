@@ -9,78 +9,10 @@ use super::authorization::Authorization;
 use super::environment::{Environment, is_single_reference};
 use super::error::{ConfigError, ConfigErrors};
 use super::keys::{RESERVED_ALIASES, Suffix, is_alias_syntax, target_variable, tool_summary_key};
+use super::secret::REDACTED;
+use super::secret::Secret;
+use super::target::TransportKind;
 use super::target::{self, TargetFault};
-
-/// Which transport a server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TransportKind {
-    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
-    Stdio,
-    /// Streamable HTTP.
-    Http,
-}
-
-impl fmt::Display for TransportKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Stdio => "stdio",
-            Self::Http => "http",
-        })
-    }
-}
-
-/// A credential as configured, unexpanded: ideally one `${NAME}` reference.
-///
-/// `Debug` and `Serialize` show the text only when it is exactly one `${NAME}`
-/// reference (which names where the secret lives, not the secret); a literal
-/// token prints as `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps an unexpanded credential.
-    pub fn new(unexpanded: impl Into<String>) -> Self {
-        Self(unexpanded.into())
-    }
-
-    /// The credential as configured, before expansion. Handle with care: it is a
-    /// literal token unless [`is_reference`](Self::is_reference).
-    pub fn unexpanded(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether it is exactly one `${NAME}` reference.
-    pub fn is_reference(&self) -> bool {
-        is_single_reference(&self.0)
-    }
-
-    fn shown(&self) -> &str {
-        if self.is_reference() {
-            &self.0
-        } else {
-            REDACTED
-        }
-    }
-}
-
-const REDACTED: &str = "<redacted>";
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_reference() {
-            write!(f, "Secret({:?})", self.0)
-        } else {
-            f.write_str("Secret(<redacted>)")
-        }
-    }
-}
-
-impl Serialize for Secret {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.shown())
-    }
-}
 
 /// How to start a stdio server. All strings unexpanded.
 #[derive(Clone, PartialEq, Eq, Default, Serialize)]
@@ -434,15 +366,6 @@ impl<K: fmt::Debug> fmt::Debug for RedactedValues<'_, K> {
         f.debug_map()
             .entries(self.0.iter().map(|k| (k, Redacted)))
             .finish()
-    }
-}
-
-/// Prints a string without quotes.
-pub(crate) struct Bare<'a>(pub(crate) &'a str);
-
-impl fmt::Debug for Bare<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
     }
 }
 

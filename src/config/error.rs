@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::definition::TransportKind;
+use super::target::TransportKind;
 
 /// One fault in the MCP configuration.
 ///

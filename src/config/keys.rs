@@ -1,6 +1,6 @@
 //! The `PLURNK_MCP_` variable namespace: prefix, folding, global names, companion suffixes and alias rules.
 
-use super::definition::TransportKind;
+use super::target::TransportKind;
 
 /// Every variable of ours starts with this, exactly (upper case).
 pub(crate) const PREFIX: &str = "PLURNK_MCP_";

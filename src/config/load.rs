@@ -8,7 +8,7 @@ use super::HostConfig;
 use super::authorization::Authorization;
 use super::definition::{
     Checker, DefinitionParts, HttpDefinition, ServerDefinition, SettingNames, StdioDefinition,
-    Transport, TransportKind, check_alias, check_name_list, target_fault,
+    Transport, check_alias, check_name_list, target_fault,
 };
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigErrors};
@@ -18,6 +18,7 @@ use super::keys::{
     tool_summary_key,
 };
 use super::target;
+use super::target::TransportKind;
 
 /// The companion variables found for one declared server.
 #[derive(Default)]

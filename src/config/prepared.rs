@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use super::authorization::{
     Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization,
 };
-use super::definition::{Bare, RedactedValues, ServerDefinition, SettingNames, Transport};
+use super::definition::{RedactedValues, ServerDefinition, SettingNames, Transport};
 use super::environment::Environment;
 use super::error::ConfigError;
 use super::keys::Suffix;
+use super::secret::Bare;
 use super::target;
 
 /// A server definition expanded against an environment, ready to connect.

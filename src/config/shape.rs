@@ -7,10 +7,10 @@
 
 use serde_json::{Map, Value};
 
-use super::definition::TransportKind;
 use super::error::ConfigError;
 use super::json::{self, STRING_ARRAY, STRING_MAP};
 use super::keys::is_alias_syntax;
+use super::target::TransportKind;
 
 /// What a field holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

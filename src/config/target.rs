@@ -1,6 +1,27 @@
 //! Reading a server target (URL or executable), and the HTTP and environment name rules its companions follow.
 
-use super::definition::TransportKind;
+use std::fmt;
+
+use serde::Serialize;
+
+/// Which transport a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Stdio => "stdio",
+            Self::Http => "http",
+        })
+    }
+}
 
 /// Why a target cannot be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

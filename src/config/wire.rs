@@ -21,14 +21,16 @@ use serde_json::Value;
 
 use super::authorization::{Authorization, ClientCredentials, OAuthAuthorization};
 use super::definition::{
-    Bare, DefinitionParts, HttpDefinition, RedactedValues, Secret, ServerDefinition, SettingNames,
-    StdioDefinition, Transport, TransportKind,
+    DefinitionParts, HttpDefinition, RedactedValues, ServerDefinition, SettingNames,
+    StdioDefinition, Transport,
 };
 use super::environment::is_single_reference;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
+use super::secret::{Bare, Secret};
 use super::shape;
 use super::target;
+use super::target::TransportKind;
 
 /// The normalized, unexpanded MCP server definition: a closed union on `transport`.
 ///
