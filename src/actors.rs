@@ -8,6 +8,7 @@
 //! ```
 
 pub(crate) mod attachment;
+pub(crate) mod messages;
 pub mod restart;
 pub(crate) mod supervisor;
 pub(crate) mod workspace;

@@ -14,9 +14,10 @@ use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::attachment::{Admission, AttachmentMsg, CallRequest, Settings};
+use crate::actors::messages::WorkspaceMsg;
 use crate::actors::restart::RestartPolicy;
 use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
-use crate::actors::workspace::{Published, Seed, Source, WorkspaceArgs, WorkspaceMsg};
+use crate::actors::workspace::{Published, Seed, Source, WorkspaceArgs};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
@@ -25,49 +26,11 @@ use crate::model::{
 use crate::protocol::{CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
-pub use crate::actors::workspace::{CloseFailure, Customize, ServerSummary};
+pub use crate::actors::messages::Customize;
+pub use crate::model::{CloseFailure, HostEvent, ServerSummary};
 
 /// The name of the workspace [`Host::start`] hydrates from the service configuration.
 pub const DEFAULT_WORKSPACE: &str = "default";
-
-/// Something that happened in the host; subscribe with [`Host::events`].
-///
-/// The stream is a broadcast: a subscriber that falls behind loses the oldest events (it is
-/// told so by `RecvError::Lagged`), but the snapshot itself is always current.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum HostEvent {
-    /// A server changed state.
-    StateChanged {
-        /// The workspace.
-        workspace: String,
-        /// The server alias.
-        alias: String,
-        /// The previous state, if it had one.
-        from: Option<ServerState>,
-        /// The new state.
-        to: ServerState,
-        /// Why, when the new state is a failure.
-        problem: Option<Problem>,
-    },
-    /// A server said a resource changed (`notifications/resources/updated`); the host
-    /// follows every resource read through it, and its cached copy is already dropped.
-    ResourceUpdated {
-        /// The workspace.
-        workspace: String,
-        /// The server alias.
-        alias: String,
-        /// The resource URI.
-        uri: String,
-    },
-    /// A new snapshot was committed.
-    SnapshotCommitted {
-        /// The workspace.
-        workspace: String,
-        /// The snapshot's version.
-        version: u64,
-    },
-}
 
 /// Options of one call.
 #[derive(Clone, Default)]

@@ -889,6 +889,86 @@ fn rebuild_if_dirty<T: Clone + Serialize>(items: &mut Arc<[T]>, scrub: impl Fn(&
     }
 }
 
+/// Something that happened in the host; subscribe with [`Host::events`](crate::Host::events).
+///
+/// The stream is a broadcast: a subscriber that falls behind loses the oldest events (it is
+/// told so by `RecvError::Lagged`), but the snapshot itself is always current.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HostEvent {
+    /// A server changed state.
+    StateChanged {
+        /// The workspace.
+        workspace: String,
+        /// The server alias.
+        alias: String,
+        /// The previous state, if it had one.
+        from: Option<ServerState>,
+        /// The new state.
+        to: ServerState,
+        /// Why, when the new state is a failure.
+        problem: Option<Problem>,
+    },
+    /// A server said a resource changed (`notifications/resources/updated`); the host
+    /// follows every resource read through it, and its cached copy is already dropped.
+    ResourceUpdated {
+        /// The workspace.
+        workspace: String,
+        /// The server alias.
+        alias: String,
+        /// The resource URI.
+        uri: String,
+    },
+    /// A new snapshot was committed.
+    SnapshotCommitted {
+        /// The workspace.
+        workspace: String,
+        /// The snapshot's version.
+        version: u64,
+    },
+}
+
+/// One available server as the `list` action shows it; never carries a credential value.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ServerSummary {
+    /// The alias.
+    pub alias: String,
+    /// `service` (the environment), `specialized` (the environment, replaced in this
+    /// workspace) or `workspace` (added in this workspace).
+    pub source: &'static str,
+    /// The executable, or the URL's origin.
+    pub target: String,
+    /// How it is reached.
+    pub transport: crate::model::TransportKind,
+    /// Whether it is enabled in this workspace.
+    pub enabled: bool,
+    /// Its state.
+    pub state: ServerState,
+    /// Why it is not ready, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+    /// What negotiation established, while ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub negotiated: Option<crate::model::Negotiated>,
+    /// The enabled tools.
+    pub tools: Vec<String>,
+    /// The tools classified `read`.
+    pub read: Vec<String>,
+    /// The unexpanded definition, with every secret value redacted.
+    pub definition: serde_json::Value,
+}
+
+/// A close failure seen during shutdown.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CloseFailure {
+    /// The workspace.
+    pub workspace: String,
+    /// The server alias.
+    pub alias: String,
+    /// What did not close.
+    pub detail: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,13 +14,13 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::messages::{ActionReply, WorkspaceMsg};
 use super::restart::{RestartPolicy, Verdict};
-use super::workspace::{ActionReply, WorkspaceMsg};
 use crate::config::ServerDefinition;
-use crate::host::HostEvent;
+
 use crate::model::{
-    CallError, Catalog, Negotiated, Operation, Problem, ServerSnapshot, ServerState, ToolInfo,
-    ToolResult, TransportKind,
+    CallError, Catalog, HostEvent, Negotiated, Operation, Problem, ServerSnapshot, ServerState,
+    ToolInfo, ToolResult, TransportKind,
 };
 use crate::protocol::{self, CallContext, CallPeer, ConnectOptions, Connection};
 

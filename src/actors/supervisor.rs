@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use super::workspace::{CloseFailure, WorkspaceActor, WorkspaceArgs, WorkspaceMsg};
+use super::messages::WorkspaceMsg;
+use super::workspace::{WorkspaceActor, WorkspaceArgs};
+use crate::model::CloseFailure;
 
 /// The supervisor's messages.
 pub(crate) enum SupervisorMsg {

@@ -14,8 +14,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::sync::{broadcast, watch};
 
 use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
-use crate::config::{McpServerOptions, OverlayServer, ServerDefinition, resolve};
-use crate::host::HostEvent;
+use super::messages::{ActionReply, Customize, WorkspaceMsg};
+use crate::config::{ServerDefinition, resolve};
+use crate::model::{CloseFailure, HostEvent, ServerSummary};
 use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
 use crate::store::{RecordSource, ServerRecord, Store, StoreError};
 
@@ -35,50 +36,6 @@ pub(crate) enum Source {
     Workspace,
 }
 
-/// A reply carrying a server's resulting snapshot or the Problem that prevented it.
-pub(crate) type ActionReply = RpcReplyPort<Result<ServerSnapshot, Problem>>;
-
-/// One available server as the `list` action shows it; never carries a credential value.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ServerSummary {
-    /// The alias.
-    pub alias: String,
-    /// `service` (the environment), `specialized` (the environment, replaced in this
-    /// workspace) or `workspace` (added in this workspace).
-    pub source: &'static str,
-    /// The executable, or the URL's origin.
-    pub target: String,
-    /// How it is reached.
-    pub transport: crate::model::TransportKind,
-    /// Whether it is enabled in this workspace.
-    pub enabled: bool,
-    /// Its state.
-    pub state: ServerState,
-    /// Why it is not ready, when it is not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem: Option<Problem>,
-    /// What negotiation established, while ready.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub negotiated: Option<crate::model::Negotiated>,
-    /// The enabled tools.
-    pub tools: Vec<String>,
-    /// The tools classified `read`.
-    pub read: Vec<String>,
-    /// The unexpanded definition, with every secret value redacted.
-    pub definition: serde_json::Value,
-}
-
-/// A close failure seen during shutdown.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct CloseFailure {
-    /// The workspace.
-    pub workspace: String,
-    /// The server alias.
-    pub alias: String,
-    /// What did not close.
-    pub detail: String,
-}
-
 /// What a disable does to the server's durable record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Removal {
@@ -88,75 +45,6 @@ enum Removal {
     Forget,
     /// A removal of a specialization: the record goes, the service server stays disabled.
     Revert,
-}
-
-/// The workspace's messages.
-pub(crate) enum WorkspaceMsg {
-    /// An attachment's current state.
-    Publish {
-        alias: String,
-        instance: u64,
-        server: ServerSnapshot,
-        /// Actions the attachment settled with this state, answered after its commit.
-        answers: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
-    },
-    /// An interactive candidate failed its first attempt and stopped.
-    CandidateFailed {
-        alias: String,
-        instance: u64,
-        problem: Problem,
-    },
-    /// An attachment finished draining and closed.
-    Detached {
-        alias: String,
-        instance: u64,
-        result: Result<(), String>,
-    },
-    Enable {
-        alias: String,
-        customize: Box<Customize>,
-        reply: ActionReply,
-    },
-    Disable {
-        alias: String,
-        reply: ActionReply,
-    },
-    Add {
-        definition: ServerDefinition,
-        reply: ActionReply,
-    },
-    Remove {
-        alias: String,
-        reply: ActionReply,
-    },
-    /// Commit the reports that arrived since the last commit, as one snapshot.
-    Commit,
-    /// Summaries of every available server, sorted by alias.
-    List {
-        /// Definitions a client carries in its overlay; shown, never connected or kept.
-        client: Vec<ServerDefinition>,
-        reply: RpcReplyPort<Vec<ServerSummary>>,
-    },
-    /// Drain everything and report close failures.
-    Shutdown {
-        reply: RpcReplyPort<Vec<CloseFailure>>,
-    },
-}
-
-/// How an enable customizes the definition: the client configuration overlay's entry and
-/// explicit action options, the top two layers of the cascade.
-#[derive(Debug, Clone, Default)]
-pub struct Customize {
-    /// The overlay's entry for the alias, if the client sent one.
-    pub overlay: Option<OverlayServer>,
-    /// Explicit options.
-    pub options: Option<McpServerOptions>,
-}
-
-impl Customize {
-    fn is_empty(&self) -> bool {
-        self.overlay.is_none() && self.options.as_ref().is_none_or(McpServerOptions::is_empty)
-    }
 }
 
 /// One definition a workspace starts with.

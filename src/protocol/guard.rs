@@ -199,7 +199,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
     }
 }
 
-/// The framing rule of [`LineLimit`]: given the length of the line read so far and the next
+/// The framing rule of the host's stdio line bound: given the length of the line read so far and the next
 /// bytes, the length of the line then under way, or `None` once a line exceeds `max`.
 pub fn advance_line(current: usize, bytes: &[u8], max: usize) -> Option<usize> {
     let mut current = current;
