@@ -161,6 +161,10 @@ pub(crate) struct Live {
     negotiated: Negotiated,
     /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
     freshness: Option<Duration>,
+    /// Stops this connection's watchers when the actor lets it go (dropped with `Live`): a
+    /// retired connection tells the actor nothing more, so its loss, noticed late while a
+    /// newer connection is ready, is never taken for that one's.
+    retire: Option<tokio_util::sync::DropGuard>,
 }
 
 enum Lifecycle {
@@ -506,11 +510,21 @@ impl AttachmentState {
                     });
                 }
                 let generation = self.generation;
+                let retired = CancellationToken::new();
+                live.retire = Some(retired.clone().drop_guard());
                 let lost = live.connection.lost();
                 let watcher = myself.clone();
+                let retired_loss = retired.clone();
                 tokio::spawn(async move {
-                    lost.cancelled().await;
-                    let _ = watcher.cast(AttachmentMsg::Lost { generation });
+                    // Retirement first: once the actor has let the connection go, its loss
+                    // is no news, even when both happened together.
+                    tokio::select! {
+                        biased;
+                        () = retired_loss.cancelled() => {}
+                        () = lost.cancelled() => {
+                            let _ = watcher.cast(AttachmentMsg::Lost { generation });
+                        }
+                    }
                 });
                 // List changes become refreshes; the watcher ends with the connection.
                 let mut changes = live.connection.changes();
@@ -527,6 +541,7 @@ impl AttachmentState {
                                 }
                             }
                             () = lost.cancelled() => break,
+                            () = retired.cancelled() => break,
                         }
                     }
                 });
@@ -555,9 +570,17 @@ impl AttachmentState {
     }
 
     fn on_lost(&mut self, myself: &ActorRef<AttachmentMsg>, generation: u64) {
-        if generation != self.generation || !matches!(self.lifecycle, Lifecycle::Ready(_)) {
+        // Only a ready connection can be lost, and a loss is only ever the current
+        // connection's: one the actor lets go is retired first (its watchers stop with its
+        // `Live`), and a loss sent before that is handled before any newer connection can be
+        // ready, since both go through this one mailbox in order.
+        if !matches!(self.lifecycle, Lifecycle::Ready(_)) {
             return;
         }
+        debug_assert_eq!(
+            generation, self.generation,
+            "a retired connection reported its loss"
+        );
         let problem = Problem::server_unavailable(format!(
             "server \"{}\" ({}) lost its connection; reconnecting",
             self.args.alias,
@@ -976,6 +999,7 @@ async fn connect_and_list(
         catalog,
         negotiated,
         freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
+        retire: None,
     }))
 }
 
