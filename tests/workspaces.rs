@@ -89,6 +89,15 @@ fn fixture_definition(alias: &str, name: &str) -> ServerDefinition {
         .expect("a valid definition")
 }
 
+/// Enable options that run the fixture under another name.
+fn renamed_fixture(name: &str) -> Customize {
+    let options = json!({"args": ["fixture", "--name", name]}).to_string();
+    Customize {
+        options: Some(McpServerOptions::from_json(&options).expect("parses")),
+        ..Customize::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn added_and_disabled_servers_survive_a_restart_without_their_secrets() {
     let dir = scratch("restart");
@@ -301,13 +310,7 @@ async fn every_action_answers_with_its_problem_shape() {
     // Already disabled: a no-op too.
     workspace.disable("broken").await.expect("no-op");
     // Enabled with another definition: disable first.
-    let other = Customize {
-        options: Some(
-            McpServerOptions::from_json(r#"{"args":["fixture","--name","other"]}"#)
-                .expect("parses"),
-        ),
-        ..Customize::default()
-    };
+    let other = renamed_fixture("other");
     let problem = workspace
         .enable_with("svc", other)
         .await
@@ -565,13 +568,7 @@ async fn the_install_gate_admits_only_what_the_operator_allows() {
         "{}",
         refused.detail
     );
-    let customized = Customize {
-        options: Some(
-            McpServerOptions::from_json(r#"{"args":["fixture","--name","custom"]}"#)
-                .expect("parses"),
-        ),
-        ..Customize::default()
-    };
+    let customized = renamed_fixture("custom");
     let refused = workspace
         .enable_with("svc", customized.clone())
         .await
