@@ -1077,6 +1077,35 @@ async fn pagination_is_drained_and_a_non_converging_server_is_refused() {
     let paged = snapshot.server("paged").expect("paged");
     assert_eq!(paged.state, ServerState::Ready);
     assert_eq!(paged.tools.len(), 12, "every page was drained");
+    // Each list method follows its own cursor: resources, templates and prompts come one per
+    // page too (a request that dropped the cursor would be handed the first page again).
+    assert_eq!(
+        paged
+            .catalog
+            .resources
+            .iter()
+            .map(|r| r.uri.as_str())
+            .collect::<Vec<_>>(),
+        ["fixture://counter", "fixture://page/1", "fixture://page/2"]
+    );
+    assert_eq!(
+        paged
+            .catalog
+            .templates
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["template-1", "template-2"]
+    );
+    assert_eq!(
+        paged
+            .catalog
+            .prompts
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["prompt-1", "prompt-2"]
+    );
     for (alias, expected) in [
         ("looping", "repeated the cursor"),
         ("endless", "more than 100 pages"),
