@@ -354,6 +354,38 @@ mod tests {
     }
 
     #[test]
+    fn the_tail_holds_exactly_the_last_bytes_however_they_arrive() {
+        let tail = StderrTail::default();
+        let mut written = Vec::new();
+        for i in 0..3000 {
+            let line = format!("line {i}\n");
+            written.extend_from_slice(line.as_bytes());
+            tail.push(line.as_bytes());
+        }
+        let held: Vec<u8> = tail
+            .0
+            .lock()
+            .map(|t| t.iter().copied().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            held,
+            written[written.len() - (STDERR_BYTES + STDERR_MARGIN)..]
+        );
+        let text = tail.text().unwrap_or_default();
+        let expected: Vec<String> = (2980..3000).map(|i| format!("line {i}")).collect();
+        assert_eq!(text, expected.join("\n"));
+    }
+
+    #[test]
+    fn the_window_starts_at_the_next_whole_character() {
+        let tail = StderrTail::default();
+        // Two-byte characters: the kept bytes and the 4 KiB window both start inside one.
+        tail.push(format!("{}x", "\u{e9}".repeat(3000)).as_bytes());
+        let text = tail.text().unwrap_or_default();
+        assert_eq!(text, format!("{}x", "\u{e9}".repeat(2047)));
+    }
+
+    #[test]
     fn a_secret_at_the_window_edge_is_not_left_in_half() {
         crate::redact::register(["edge-secret-0123456789"]);
         let tail = StderrTail::default();
