@@ -513,7 +513,14 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
         .probed("lists", &probe, &["--legacy"])
         .enable(&["lists"])
         .config();
-    let host = Host::start(config).await.expect("host starts");
+    // The change commits at quiescence, not at its deadline: that is out of reach here.
+    let options = HostOptions {
+        drain_timeout: Some(Duration::from_secs(600)),
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
     let workspace = host.default_workspace();
     let has_extra = |snapshot: &plurnk_mcp::WorkspaceSnapshot| {
         snapshot
@@ -1452,14 +1459,15 @@ async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
     let host = Host::start(config).await.expect("host starts");
     let workspace = host.default_workspace();
     let started = Instant::now();
-    // A change listed at once; the ttl timer of the first listing is then stale and must do
-    // nothing, or every stale timer would list again and start one more.
+    // A change listed half a ttl after the first listing; the ttl timer of the first listing
+    // is then stale and must do nothing, or every stale timer would list again, half a ttl
+    // apart from the current one, and start one more.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     workspace
         .call_tool("fresh", "announce", json!({}), CallOptions::default())
         .await
         .expect("announce");
-    let window = Duration::from_millis(3500);
-    tokio::time::sleep(window).await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
     let lists = probe.count("tools/list");
     let elapsed = started.elapsed();
     // The first listing, the change's, then one per second at most (one more for rounding).

@@ -701,14 +701,7 @@ impl AttachmentState {
                     reason: "the server is closing".into(),
                 }),
             };
-            let outcome = match &result {
-                Ok(result) if result.is_error => "tool-error",
-                Ok(_) => "ok",
-                Err(CallError::Timeout { .. }) => "timeout",
-                Err(CallError::Cancelled { .. }) => "cancelled",
-                Err(CallError::Overloaded { .. }) => "overloaded",
-                Err(_) => "error",
-            };
+            let outcome = outcome_label(&result);
             metrics::counter!("plurnk_mcp_calls_total", "outcome" => outcome).increment(1);
             metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
             drop((server_slot, workspace_slot));
@@ -1080,5 +1073,70 @@ fn admit(alias: &str, live: &Live, operation: &Operation) -> Result<(), CallErro
         }
         Operation::Complete { .. } if !offers("completions") => Err(unsupported("completion")),
         Operation::Complete { .. } => Ok(()),
+    }
+}
+
+/// The `outcome` label of `plurnk_mcp_calls_total` for a settled call.
+fn outcome_label(result: &Result<ToolResult, CallError>) -> &'static str {
+    match result {
+        Ok(result) if result.is_error => "tool-error",
+        Ok(_) => "ok",
+        Err(CallError::Timeout { .. }) => "timeout",
+        Err(CallError::Cancelled { .. }) => "cancelled",
+        Err(CallError::Overloaded { .. }) => "overloaded",
+        Err(_) => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_counted_under_the_outcome_the_caller_saw() {
+        let result = |is_error| {
+            Ok(ToolResult {
+                is_error,
+                result: serde_json::json!({"content": []}),
+            })
+        };
+        let (alias, tool) = (String::from("s"), String::from("t"));
+        let cases = [
+            (result(false), "ok"),
+            (result(true), "tool-error"),
+            (
+                Err(CallError::Timeout {
+                    alias: alias.clone(),
+                    tool: tool.clone(),
+                    timeout_ms: 1,
+                }),
+                "timeout",
+            ),
+            (
+                Err(CallError::Cancelled {
+                    alias: alias.clone(),
+                    tool,
+                }),
+                "cancelled",
+            ),
+            (
+                Err(CallError::Overloaded {
+                    alias: alias.clone(),
+                    limit: 1,
+                    scope: "on this server".into(),
+                }),
+                "overloaded",
+            ),
+            (
+                Err(CallError::Closing {
+                    alias,
+                    reason: "closing".into(),
+                }),
+                "error",
+            ),
+        ];
+        for (result, label) in cases {
+            assert_eq!(outcome_label(&result), label, "{result:?}");
+        }
     }
 }
