@@ -386,6 +386,66 @@ mod tests {
     }
 
     #[test]
+    fn stderr_is_logged_line_by_line_and_a_long_line_is_cut() {
+        #[derive(Clone, Default)]
+        struct Capture(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Capture {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                if let Ok(mut logs) = self.0.lock() {
+                    logs.extend_from_slice(bytes);
+                }
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let capture = Capture::default();
+        let writer = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                "plurnk_mcp::server_stderr=debug",
+            ))
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .without_time()
+            .with_level(false)
+            .with_target(false)
+            .finish();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // Two lines in one write, then a line longer than a log line and its margin.
+        let script = "printf 'first\\nsecond\\n' >&2; head -c 3000 /dev/zero | tr '\\0' z >&2";
+        tracing::subscriber::with_default(subscriber, || {
+            runtime.block_on(async {
+                let mut child = Command::new("sh")
+                    .args(["-c", script])
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("sh runs");
+                let pipe = child.stderr.take().expect("stderr is piped");
+                let (done, _) = watch::channel(false);
+                read_stderr(pipe, StderrTail::default(), done).await;
+                let _ = child.wait().await;
+            });
+        });
+        let logged = capture
+            .0
+            .lock()
+            .map(|logs| String::from_utf8_lossy(&logs).into_owned())
+            .unwrap_or_default();
+        let lines: Vec<&str> = logged.lines().map(str::trim).collect();
+        assert_eq!(lines.len(), 3, "{logged}");
+        assert_eq!(lines[..2], ["first", "second"]);
+        assert_eq!(
+            lines[2],
+            format!("{}\u{2026} [cut]", "z".repeat(STDERR_LOG_LINE))
+        );
+    }
+
+    #[test]
     fn a_secret_at_the_window_edge_is_not_left_in_half() {
         crate::redact::register(["edge-secret-0123456789"]);
         let tail = StderrTail::default();
