@@ -76,7 +76,7 @@ group_tests() {
   case "$1" in
     actors) echo "--lib --test=host --test=workspaces" ;;
     calls) echo "--lib --test=host --test=surfaces --test=sealed --test=workspaces" ;;
-    catalog) echo "--lib --test=host --test=surfaces" ;;
+    catalog) echo "--lib --test=host --test=surfaces --test=sealed" ;;
     secrets) echo "--lib --test=sealed" ;;
   esac
 }

@@ -596,6 +596,39 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_is_given_its_grace_to_exit_on_its_own() {
+    // The server's last act after stdin closes: the host waits for it (its close grace)
+    // before it kills the group.
+    let mark = std::env::temp_dir().join(format!("plurnk-mcp-grace-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let script = format!(
+        "\"{EXE}\" fixture --name polite; sleep 0.2; echo finished > \"{}\"",
+        mark.display()
+    );
+    let config = Env::new()
+        .set("PLURNK_MCP_POLITE", "/bin/sh")
+        .set("PLURNK_MCP_POLITE_ARGS", json!(["-c", script]).to_string())
+        .enable(&["polite"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    assert_eq!(
+        host.default_workspace()
+            .snapshot()
+            .server("polite")
+            .map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    shutdown_clean(host).await;
+    let finished = std::fs::read_to_string(&mark).unwrap_or_default();
+    let _ = std::fs::remove_file(&mark);
+    assert_eq!(
+        finished.trim(),
+        "finished",
+        "the server was killed before it could exit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_leaves_no_process_of_any_group_alive() {
     let probe = Probe::start().await;
     // The server starts a grandchild in its own process group that ignores SIGTERM, SIGHUP

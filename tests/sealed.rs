@@ -156,6 +156,18 @@ async fn secrets_a_server_echoes_never_reach_a_problem_a_call_error_or_a_log_lin
         .await
         .expect("a result");
     assert_eq!(text.text(), "API_KEY=<redacted>");
+    // (The log names the server's process, for an operator to find it.)
+    let pid = workspace
+        .call_tool("leaky", "pid", json!({}), CallOptions::default())
+        .await
+        .expect("a pid")
+        .text();
+    let ready = logged()
+        .lines()
+        .find(|line| line.contains("server ready") && line.contains("server=\"leaky\""))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(ready.contains(&format!("pid=Some({pid})")), "{ready}");
     // ...on stderr, which the host logs...
     workspace
         .call_tool(
