@@ -1198,6 +1198,12 @@ async fn a_server_that_dies_at_start_shows_its_exit_and_stderr() {
         .unwrap_or_default();
     assert!(detail.contains("boom-on-stderr"), "{detail}");
     assert!(detail.contains("status 4"), "{detail}");
+    // Enabling it again is a reconnect, answered with how that attempt failed.
+    let again = host.default_workspace().enable("broken").await;
+    let Err(problem) = again else {
+        panic!("a reconnect that fails is answered with its Problem: {again:?}");
+    };
+    assert!(problem.detail.contains("status 4"), "{problem:?}");
     shutdown_clean(host).await;
 }
 
