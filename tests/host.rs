@@ -1519,6 +1519,87 @@ async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_change_takes_its_deadline_with_it() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("lists", &probe, &["--legacy"])
+        .enable(&["lists"])
+        .config();
+    let bound = Duration::from_secs(3);
+    let options = HostOptions {
+        drain_timeout: Some(bound),
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let announce = || async {
+        workspace
+            .call_tool("lists", "announce", json!({}), CallOptions::default())
+            .await
+            .expect("announce")
+    };
+    // A first change waits behind a call, then commits when the call settles: its deadline
+    // is still scheduled.
+    let first = gate_call(&workspace, "lists", "first");
+    probe.wait_gate("first", BOUND).await;
+    let listed = probe.count("tools/list");
+    announce().await;
+    probe.wait_count("tools/list", listed + 1, BOUND).await;
+    let first_listed = Instant::now();
+    assert!(probe.release("first").await);
+    workspace
+        .wait_for(BOUND, |s| {
+            s.server("lists")
+                .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
+        })
+        .await;
+    // A second change, well after the first, waits behind another call.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let second = gate_call(&workspace, "lists", "second");
+    probe.wait_gate("second", BOUND).await;
+    let listed = probe.count("tools/list");
+    announce().await;
+    probe.wait_count("tools/list", listed + 1, BOUND).await;
+    // Once the change is pending a call waits behind it: keep sending one until one does not
+    // reach the server.
+    let mut sent = Vec::new();
+    let queued = loop {
+        let id = format!("next-{}", sent.len());
+        sent.push(gate_call(&workspace, "lists", &id));
+        let reached = probe
+            .until(Duration::from_millis(300), |events| {
+                events.iter().any(|e| e.id == id)
+            })
+            .await;
+        if !reached {
+            break id;
+        }
+        assert!(sent.len() < 40, "no call ever waited behind the change");
+    };
+    // The first change's deadline passes: it went with that change, so the second one still
+    // waits (its own deadline is more than a second away).
+    let stale = first_listed + bound + Duration::from_millis(700);
+    tokio::time::sleep_until(stale.into()).await;
+    assert!(
+        !probe.events().iter().any(|e| e.id == queued),
+        "the second change was committed at the first one's deadline"
+    );
+    probe.release_all().await;
+    probe.wait_gate(&queued, BOUND).await;
+    probe.release_all().await;
+    for call in [first, second].into_iter().chain(sent) {
+        let result = tokio::time::timeout(BOUND, call)
+            .await
+            .expect("every call settles")
+            .expect("no panic");
+        assert!(result.is_ok(), "{result:?}");
+    }
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_list_change_commits_at_its_deadline_beside_a_stuck_call() {
     let probe = Probe::start().await;
     let config = Env::new()
