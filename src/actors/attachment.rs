@@ -834,9 +834,10 @@ impl AttachmentState {
             .reconnects
             .drain(..)
             .map(|reply| {
+                // Only an attempt that failed leaves a Problem (a ready server has none).
                 let answer = match &snapshot.problem {
-                    Some(problem) if snapshot.state != ServerState::Ready => Err(problem.clone()),
-                    _ => Ok(snapshot.clone()),
+                    Some(problem) => Err(problem.clone()),
+                    None => Ok(snapshot.clone()),
                 };
                 (reply, answer)
             })
