@@ -385,8 +385,8 @@ mod tests {
         assert_eq!(text, format!("{}x", "\u{e9}".repeat(2047)));
     }
 
-    #[test]
-    fn stderr_is_logged_line_by_line_and_a_long_line_is_cut() {
+    /// What the host logs of the stderr of `sh -c script`, line by line.
+    fn stderr_logged(script: &str) -> Vec<String> {
         #[derive(Clone, Default)]
         struct Capture(Arc<Mutex<Vec<u8>>>);
         impl std::io::Write for Capture {
@@ -416,8 +416,6 @@ mod tests {
             .enable_all()
             .build()
             .expect("runtime");
-        // Two lines in one write, then a line longer than a log line and its margin.
-        let script = "printf 'first\\nsecond\\n' >&2; head -c 3000 /dev/zero | tr '\\0' z >&2";
         tracing::subscriber::with_default(subscriber, || {
             runtime.block_on(async {
                 let mut child = Command::new("sh")
@@ -436,13 +434,47 @@ mod tests {
             .lock()
             .map(|logs| String::from_utf8_lossy(&logs).into_owned())
             .unwrap_or_default();
-        let lines: Vec<&str> = logged.lines().map(str::trim).collect();
-        assert_eq!(lines.len(), 3, "{logged}");
+        logged.lines().map(|line| line.trim().to_owned()).collect()
+    }
+
+    #[test]
+    fn stderr_is_logged_line_by_line_and_a_long_line_is_cut() {
+        // Two lines in one write, a line just as long as a log line and its margin, then a
+        // longer one without a newline.
+        let lines = stderr_logged(
+            "printf 'first\\nsecond\\n' >&2; head -c 2048 /dev/zero | tr '\\0' y >&2; \
+             echo >&2; head -c 3000 /dev/zero | tr '\\0' z >&2",
+        );
+        assert_eq!(lines.len(), 4, "{lines:?}");
         assert_eq!(lines[..2], ["first", "second"]);
+        // Shortened for the log, but nothing was dropped before it was scrubbed.
+        assert_eq!(lines[2], format!("{}\u{2026}", "y".repeat(STDERR_LOG_LINE)));
         assert_eq!(
-            lines[2],
+            lines[3],
             format!("{}\u{2026} [cut]", "z".repeat(STDERR_LOG_LINE))
         );
+    }
+
+    #[test]
+    fn a_stderr_flood_is_logged_at_a_bounded_rate() {
+        // A burst past the budget, a second of quiet, then a few lines more.
+        let lines = stderr_logged("seq 1 150 >&2; sleep 1; seq 151 180 >&2");
+        let burst = lines
+            .iter()
+            .take_while(|line| !line.starts_with('['))
+            .count();
+        // The burst is logged up to its budget (a token more may refill while it is read).
+        assert!((100..=105).contains(&burst), "{burst} of {lines:?}");
+        assert_eq!(
+            lines[burst],
+            format!(
+                "[{} stderr lines not logged: more than 50 a second]",
+                150 - burst
+            )
+        );
+        // A second refilled the budget: every later line is logged.
+        let later: Vec<String> = (151..=180).map(|n| n.to_string()).collect();
+        assert_eq!(lines[burst + 1..], later[..]);
     }
 
     #[test]
