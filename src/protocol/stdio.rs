@@ -477,6 +477,24 @@ mod tests {
         assert_eq!(lines[burst + 1..], later[..]);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_log_budget_is_a_burst_then_a_rate() {
+        // The clock stands still: the burst is exactly STDERR_LOG_BURST lines.
+        let mut budget = LogBudget::new();
+        for _ in 0..150 {
+            budget.log(b"line", false);
+        }
+        assert_eq!(budget.skipped, 50);
+        // A second refills STDERR_LOG_RATE lines; the next logged line reports the skipped.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        for _ in 0..50 {
+            budget.log(b"line", false);
+        }
+        assert_eq!(budget.skipped, 0);
+        budget.log(b"line", false);
+        assert_eq!(budget.skipped, 1);
+    }
+
     #[test]
     fn a_secret_at_the_window_edge_is_not_left_in_half() {
         crate::redact::register(["edge-secret-0123456789"]);
