@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use plurnk_mcp::config::{McpServerOptions, Overlay};
 use plurnk_mcp::{
     CallOptions, Customize, Host, HostConfig, HostOptions, ServerDefinition, ServerState,
-    SqliteStore,
+    ServerSummary, SqliteStore, Workspace,
 };
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
@@ -89,6 +89,15 @@ fn fixture_definition(alias: &str, name: &str) -> ServerDefinition {
         .expect("a valid definition")
 }
 
+/// How `workspace` lists `alias` (the listing must hold it).
+async fn summary_of(workspace: &Workspace, alias: &str) -> ServerSummary {
+    let listed = workspace.list().await.expect("list");
+    listed
+        .into_iter()
+        .find(|s| s.alias == alias)
+        .unwrap_or_else(|| panic!("{alias} is listed"))
+}
+
 /// Enable options that run the fixture under another name.
 fn renamed_fixture(name: &str) -> Customize {
     let options = json!({"args": ["fixture", "--name", name]}).to_string();
@@ -153,11 +162,7 @@ async fn added_and_disabled_servers_survive_a_restart_without_their_secrets() {
         Some(ServerState::Ready),
         "the service default still holds elsewhere"
     );
-    let summaries = a.list().await.expect("list");
-    let extra = summaries
-        .iter()
-        .find(|s| s.alias == "extra")
-        .expect("listed");
+    let extra = summary_of(&a, "extra").await;
     assert_eq!((extra.source, extra.enabled), ("workspace", true));
     shutdown_clean(host).await;
 
@@ -347,9 +352,7 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
         Some("from-overlay"),
         "the overlay's arguments replaced the service's"
     );
-    let listed = workspace.list().await.expect("list");
-    let svc = listed.iter().find(|s| s.alias == "svc").expect("listed");
-    assert_eq!(svc.source, "specialized");
+    assert_eq!(summary_of(&workspace, "svc").await.source, "specialized");
     // A server only the client's overlay defines is shown, disabled, and goes nowhere.
     let carried = Overlay::from_env_map(BTreeMap::from([(
         "PLURNK_MCP_CLIENTONLY".to_owned(),
@@ -383,11 +386,7 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
         .await
         .expect("remove the specialization");
     assert_eq!(removed.state, ServerState::Disabled);
-    let listed = workspace.list().await.expect("list");
-    let svc = listed
-        .iter()
-        .find(|s| s.alias == "svc")
-        .expect("still listed");
+    let svc = summary_of(&workspace, "svc").await;
     assert_eq!((svc.source, svc.enabled), ("service", false));
     shutdown_clean(host).await;
 
@@ -396,11 +395,7 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
     let workspace = host.workspace("w").await.expect("workspace");
     let svc = workspace.snapshot().server("svc").cloned().expect("svc");
     assert_eq!(svc.state, ServerState::Disabled, "{:?}", svc.problem);
-    let listed = workspace.list().await.expect("list");
-    let svc = listed
-        .iter()
-        .find(|s| s.alias == "svc")
-        .expect("still listed");
+    let svc = summary_of(&workspace, "svc").await;
     assert_eq!((svc.source, svc.enabled), ("service", false));
     shutdown_clean(host).await;
 }
