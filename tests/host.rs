@@ -1822,6 +1822,61 @@ async fn calls_beyond_the_in_flight_bounds_fail_at_once_as_overloaded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_cut_short_by_a_crash_leaves_the_next_connection_free_to_refresh() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("lists", &probe, &["--legacy", "--hold-lists"])
+        .enable(&["lists"])
+        .config();
+    // Every listing holds on the server until the test lets it go.
+    let start = tokio::spawn(Host::start_with(config, fast_restarts()));
+    probe.wait_count("tools/list", 1, BOUND).await;
+    probe.release_all().await;
+    let host = start.await.expect("no panic").expect("host starts");
+    let workspace = host.default_workspace();
+    let has_extra = |snapshot: &plurnk_mcp::WorkspaceSnapshot| {
+        snapshot.server("lists").is_some_and(|s| {
+            s.state == ServerState::Ready && s.tools.iter().any(|t| t.name == "extra")
+        })
+    };
+    // A change: the host lists again, and that listing is held when the server dies.
+    let pid = pid_of(&workspace, "lists").await;
+    workspace
+        .call_tool("lists", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    probe.wait_count("tools/list", 2, BOUND).await;
+    // SAFETY: a signal to the process we spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    // It comes back by itself, listed afresh (without the change: a new process).
+    probe.wait_count("tools/list", 3, BOUND).await;
+    probe.release_all().await;
+    let back = workspace
+        .wait_for(BOUND, |s| {
+            s.server("lists")
+                .is_some_and(|s| s.state == ServerState::Ready && s.generation == 2)
+        })
+        .await;
+    assert!(!has_extra(&back));
+    // A change on the new connection is listed and committed: the refresh the crash cut
+    // short does not stand in its way.
+    workspace
+        .call_tool("lists", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    probe.wait_count("tools/list", 4, BOUND).await;
+    probe.release_all().await;
+    let committed = workspace.wait_for(BOUND, |s| has_extra(s)).await;
+    assert!(
+        has_extra(&committed),
+        "the new connection's change was listed"
+    );
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_connection_attempt_never_becomes_the_connection() {
     let probe = Probe::start().await;
     let config = Env::new()

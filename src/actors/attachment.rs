@@ -161,10 +161,12 @@ pub(crate) struct Live {
     negotiated: Negotiated,
     /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
     freshness: Option<Duration>,
-    /// Stops this connection's watchers when the actor lets it go (dropped with `Live`): a
-    /// retired connection tells the actor nothing more, so its loss, noticed late while a
-    /// newer connection is ready, is never taken for that one's.
+    /// Stops this connection's watchers and its refresh when the actor lets it go (dropped
+    /// with `Live`): a retired connection tells the actor nothing more, so its loss or its
+    /// listing, noticed late while a newer connection is ready, is never taken for that one's.
     retire: Option<tokio_util::sync::DropGuard>,
+    /// Cancelled when `retire` drops.
+    retired: CancellationToken,
 }
 
 enum Lifecycle {
@@ -510,7 +512,7 @@ impl AttachmentState {
                     });
                 }
                 let generation = self.generation;
-                let retired = CancellationToken::new();
+                let retired = live.retired.clone();
                 live.retire = Some(retired.clone().drop_guard());
                 let lost = live.connection.lost();
                 let watcher = myself.clone();
@@ -593,6 +595,7 @@ impl AttachmentState {
         };
         metrics::counter!("plurnk_mcp_restarts_total").increment(1);
         tracing::warn!(server = %self.args.alias, "connection lost; reconnecting with backoff");
+        self.forget_refresh(myself);
         // In-flight calls fail by themselves: their `CallPeer` watches the same token.
         let myself_for_detail = myself.clone();
         let grace = self.args.settings.connect.close_grace;
@@ -717,6 +720,7 @@ impl AttachmentState {
         self.refreshing = Some(false);
         let generation = self.generation;
         let peer = live.connection.lister();
+        let (retired, lost) = (live.retired.clone(), live.connection.lost());
         let alias = self.args.alias.clone();
         let definition = self.args.definition.clone();
         let timeout = self.args.settings.request_timeout;
@@ -724,15 +728,25 @@ impl AttachmentState {
         let myself = myself.clone();
         tokio::spawn(async move {
             // Listing again is bounded as a whole, like the first listing.
-            let result = tokio::time::timeout(bound, refresh(&alias, &definition, &peer, timeout))
-                .await
-                .unwrap_or_else(|_| {
+            let listing = tokio::time::timeout(bound, refresh(&alias, &definition, &peer, timeout));
+            let result = tokio::select! {
+                biased;
+                // A connection the actor let go has nothing more to say.
+                () = retired.cancelled() => return,
+                listed = listing => listed.unwrap_or_else(|_| {
                     Err(Problem::server_unavailable(format!(
                         "server \"{alias}\" changed its lists and could not be listed again within {} ms \
                          (PLURNK_MCP_CONNECT_TIMEOUT)",
                         bound.as_millis()
                     )))
-                });
+                }),
+            };
+            // A listing cut short because the connection was lost is the loss's to report:
+            // the transport marks the loss before its requests fail, so the actor always
+            // hears of it as a loss, with the server's exit, never as a catalog failure.
+            if result.is_err() && lost.is_cancelled() {
+                return;
+            }
             let _ = myself.cast(AttachmentMsg::Refreshed { generation, result });
         });
     }
@@ -743,9 +757,17 @@ impl AttachmentState {
         generation: u64,
         result: Result<Box<Refresh>, Problem>,
     ) {
-        if generation != self.generation || !matches!(self.lifecycle, Lifecycle::Ready(_)) {
+        // Only a ready connection's listing counts, and only ever the current one's: a
+        // connection the actor lets go is retired first (its refresh stops with its `Live`),
+        // and a listing sent before that is handled before any newer connection can be
+        // ready, since both go through this one mailbox in order.
+        if !matches!(self.lifecycle, Lifecycle::Ready(_)) {
             return;
         }
+        debug_assert_eq!(
+            generation, self.generation,
+            "a retired connection reported its listing"
+        );
         let again = self.refreshing.take().unwrap_or(false);
         match result {
             Ok(refresh) => {
@@ -770,7 +792,7 @@ impl AttachmentState {
                     close_in_background(live.connection, self.args.settings.connect.close_grace);
                 }
                 self.publish();
-                self.release_queue(myself);
+                self.forget_refresh(myself);
                 if self.draining.is_none() {
                     self.schedule_retry(myself);
                 }
@@ -818,6 +840,15 @@ impl AttachmentState {
         myself.send_after(freshness.max(Duration::from_secs(1)), move || {
             AttachmentMsg::Expired { generation, epoch }
         });
+    }
+
+    /// The connection is gone, and its refresh with it: nothing is listing, nothing waits to
+    /// be committed (a newer connection lists its own catalog), and the calls that waited for
+    /// the commit are answered now.
+    fn forget_refresh(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        self.refreshing = None;
+        self.pending_refresh = None;
+        self.release_queue(myself);
     }
 
     fn release_queue(&mut self, myself: &ActorRef<AttachmentMsg>) {
@@ -994,6 +1025,7 @@ async fn connect_and_list(
         negotiated,
         freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
         retire: None,
+        retired: CancellationToken::new(),
     }))
 }
 
