@@ -160,6 +160,12 @@ enum Command {
         /// With --probe: hold every tools/list page until the probe releases it.
         #[arg(long)]
         hold_lists: bool,
+        /// Offer tools only (no resources, no prompts).
+        #[arg(long)]
+        tools_only: bool,
+        /// Offer completions (answered empty).
+        #[arg(long)]
+        completions: bool,
         /// Be a hostile stdio server instead: notify-flood, ping-flood, no-read,
         /// stderr-flood, stderr-binary, many-tools, heavy-pages, huge-message, slow-pages,
         /// immortal or escape. With --http, a hostile HTTP server: notify-flood,
@@ -265,6 +271,8 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 list_ttl_ms,
                 probe,
                 hold_lists,
+                tools_only,
+                completions,
                 hostile,
             } => {
                 if let (Some(name), Some(address)) = (&hostile, http) {
@@ -309,6 +317,8 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                     list_ttl_ms,
                     probe,
                     hold_lists,
+                    tools_only,
+                    completions,
                 };
                 cli::fixture(options, http).await
             }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use plurnk_mcp::config::{DefinitionParts, ServerDefinition, StdioDefinition, Transport};
 use plurnk_mcp::{
-    CallError, CallOptions, Effect, Host, HostConfig, HostEvent, HostOptions, RestartPolicy,
-    ServerState, TransportKind, Workspace,
+    CallError, CallOptions, CompletionRef, Effect, Host, HostConfig, HostEvent, HostOptions,
+    RestartPolicy, ServerState, TransportKind, Workspace,
 };
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
@@ -1174,6 +1174,78 @@ async fn pagination_is_drained_and_a_non_converging_server_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_goes_only_to_a_server_that_offers_it() {
+    let config = Env::new()
+        .stdio("bare", &["--tools-only"])
+        .stdio("full", &["--paging", "one-per-page", "--completions"])
+        .enable(&["bare", "full"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let complete = |alias: &'static str| {
+        let workspace = workspace.clone();
+        async move {
+            workspace
+                .complete(
+                    alias,
+                    CompletionRef::Prompt {
+                        name: "prompt-1".into(),
+                    },
+                    "topic",
+                    "a",
+                    Default::default(),
+                )
+                .await
+        }
+    };
+    let prompt = |alias: &'static str, name: &'static str| {
+        let workspace = workspace.clone();
+        async move {
+            workspace
+                .get_prompt(alias, name, json!({}), CallOptions::default())
+                .await
+        }
+    };
+    // A server that offers tools only: nothing else is sent to it.
+    let read = workspace
+        .read_resource("bare", "fixture://counter", CallOptions::default())
+        .await;
+    assert!(
+        matches!(&read, Err(CallError::Unsupported { what, .. }) if what == "resources"),
+        "{read:?}"
+    );
+    let completed = complete("bare").await;
+    assert!(
+        matches!(&completed, Err(CallError::Unsupported { what, .. }) if what == "completion"),
+        "{completed:?}"
+    );
+    let asked = prompt("bare", "prompt-1").await;
+    assert!(
+        matches!(asked, Err(CallError::UnknownPrompt { .. })),
+        "{asked:?}"
+    );
+    // A server that offers them all is asked.
+    let read = workspace
+        .read_resource("full", "fixture://counter", CallOptions::default())
+        .await
+        .expect("the resource is read");
+    assert!(read.to_string().contains("reads: 1"), "{read}");
+    assert_eq!(
+        complete("full").await.expect("completed"),
+        Vec::<String>::new()
+    );
+    // A listed prompt is sent (this server then refuses it itself); an unlisted one is not.
+    let asked = prompt("full", "prompt-1").await;
+    assert!(matches!(asked, Err(CallError::Remote { .. })), "{asked:?}");
+    let asked = prompt("full", "prompt-9").await;
+    assert!(
+        matches!(asked, Err(CallError::UnknownPrompt { .. })),
+        "{asked:?}"
+    );
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_dies_at_start_shows_its_exit_and_stderr() {
     let config = Env::new()
         .set("PLURNK_MCP_BROKEN", "/bin/sh")
@@ -1515,6 +1587,93 @@ async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
         (3..=allowed).contains(&lists),
         "{lists} listings in {elapsed:?}: the ttl was not honoured, or stale timers listed again"
     );
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_waited_for_a_change_is_checked_against_the_new_catalog() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("lists", &probe, &["--legacy"])
+        .enable(&["lists"])
+        .config();
+    let options = HostOptions {
+        drain_timeout: Some(Duration::from_secs(600)),
+        ..HostOptions::default()
+    };
+    let host = Host::start_with(config, options)
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let has_extra = |snapshot: &plurnk_mcp::WorkspaceSnapshot| {
+        snapshot
+            .server("lists")
+            .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
+    };
+    workspace
+        .call_tool("lists", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    let announced = workspace.wait_for(BOUND, |s| has_extra(s)).await;
+    assert!(has_extra(&announced));
+    // The server takes `extra` back while a call is in flight: the new catalog waits.
+    let held = gate_call(&workspace, "lists", "held");
+    probe.wait_gate("held", BOUND).await;
+    let listed = probe.count("tools/list");
+    workspace
+        .call_tool(
+            "lists",
+            "announce",
+            json!({"retract": true}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("retract");
+    probe.wait_count("tools/list", listed + 1, BOUND).await;
+    let mut sent = Vec::new();
+    let queued = loop {
+        let id = format!("next-{}", sent.len());
+        sent.push(gate_call(&workspace, "lists", &id));
+        let reached = probe
+            .until(Duration::from_millis(300), |events| {
+                events.iter().any(|e| e.id == id)
+            })
+            .await;
+        if !reached {
+            break id;
+        }
+        assert!(sent.len() < 40, "no call ever waited behind the change");
+    };
+    // `extra` is still published, so a call to it is routed, and waits behind the change.
+    assert!(has_extra(&workspace.snapshot()));
+    let extra = {
+        let workspace = workspace.clone();
+        tokio::spawn(async move {
+            workspace
+                .call_tool("lists", "extra", json!({}), CallOptions::default())
+                .await
+        })
+    };
+    probe.release_all().await;
+    probe.wait_gate(&queued, BOUND).await;
+    probe.release_all().await;
+    // It runs against the catalog it waited for, where `extra` is gone.
+    let extra = tokio::time::timeout(BOUND, extra)
+        .await
+        .expect("the waiting call settles")
+        .expect("no panic");
+    assert!(
+        matches!(extra, Err(CallError::UnknownTool { .. })),
+        "{extra:?}"
+    );
+    assert!(!has_extra(&workspace.snapshot()));
+    for call in std::iter::once(held).chain(sent) {
+        let result = tokio::time::timeout(BOUND, call)
+            .await
+            .expect("every call settles")
+            .expect("no panic");
+        assert!(result.is_ok(), "{result:?}");
+    }
     shutdown_clean(host).await;
 }
 
