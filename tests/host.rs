@@ -1759,6 +1759,31 @@ async fn a_committed_change_takes_its_deadline_with_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_of_zero_leaves_the_list_to_its_change_notifications() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("zero", &probe, &["--legacy", "--list-ttl-ms", "0"])
+        .enable(&["zero"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    // Listed at start and after a change, each time with `ttlMs: 0`...
+    workspace
+        .call_tool("zero", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    probe.wait_count("tools/list", 2, BOUND).await;
+    // ...and then not again: past the one-second floor a ttl would have listed it twice.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        probe.count("tools/list"),
+        2,
+        "a ttl of 0 was taken as a ttl"
+    );
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_list_change_commits_at_its_deadline_beside_a_stuck_call() {
     let probe = Probe::start().await;
     let config = Env::new()
