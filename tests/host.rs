@@ -597,35 +597,58 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_is_given_its_grace_to_exit_on_its_own() {
-    // The server's last act after stdin closes: the host waits for it (its close grace)
-    // before it kills the group.
-    let mark = std::env::temp_dir().join(format!("plurnk-mcp-grace-{}", std::process::id()));
-    let _ = std::fs::remove_file(&mark);
-    let script = format!(
-        "\"{EXE}\" fixture --name polite; sleep 0.2; echo finished > \"{}\"",
-        mark.display()
-    );
+    // Each server's last act after its stdin closes: the host waits for it (its close
+    // grace) before it kills the group, when it shuts down and when it lets a server go
+    // that failed its tool policy.
+    let mark = |alias: &str| {
+        std::env::temp_dir().join(format!("plurnk-mcp-grace-{alias}-{}", std::process::id()))
+    };
+    let script = |alias: &str| {
+        let _ = std::fs::remove_file(mark(alias));
+        format!(
+            "\"{EXE}\" fixture --name {alias}; sleep 0.2; echo finished > \"{}\"",
+            mark(alias).display()
+        )
+    };
+    let finished = |alias: &str| {
+        std::fs::read_to_string(mark(alias)).is_ok_and(|text| text.trim() == "finished")
+    };
     let config = Env::new()
         .set("PLURNK_MCP_POLITE", "/bin/sh")
-        .set("PLURNK_MCP_POLITE_ARGS", json!(["-c", script]).to_string())
-        .enable(&["polite"])
+        .set(
+            "PLURNK_MCP_POLITE_ARGS",
+            json!(["-c", script("polite")]).to_string(),
+        )
+        .set("PLURNK_MCP_PICKY", "/bin/sh")
+        .set(
+            "PLURNK_MCP_PICKY_ARGS",
+            json!(["-c", script("picky")]).to_string(),
+        )
+        .set("PLURNK_MCP_PICKY_TOOLS", json!(["push"]).to_string())
+        .enable(&["polite", "picky"])
         .config();
     let host = Host::start(config).await.expect("host starts");
+    let snapshot = host.default_workspace().snapshot();
     assert_eq!(
-        host.default_workspace()
-            .snapshot()
-            .server("polite")
-            .map(|s| s.state),
+        snapshot.server("polite").map(|s| s.state),
         Some(ServerState::Ready)
     );
-    shutdown_clean(host).await;
-    let finished = std::fs::read_to_string(&mark).unwrap_or_default();
-    let _ = std::fs::remove_file(&mark);
     assert_eq!(
-        finished.trim(),
-        "finished",
-        "the server was killed before it could exit"
+        snapshot.server("picky").map(|s| s.state),
+        Some(ServerState::Unavailable)
     );
+    assert!(
+        eventually(BOUND, || finished("picky")).await,
+        "the server that failed its policy was killed before it could exit"
+    );
+    shutdown_clean(host).await;
+    assert!(
+        finished("polite"),
+        "the server was killed before it could exit at shutdown"
+    );
+    for alias in ["polite", "picky"] {
+        let _ = std::fs::remove_file(mark(alias));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
