@@ -324,7 +324,11 @@ impl Host {
             )));
         }
         let mut workspaces = self.inner.workspaces.lock().await;
-        if let Some(workspace) = workspaces.get(name) {
+        // A workspace whose actor ended (it can only have failed: nothing else stops one
+        // before shutdown) is opened again, from the store, like the first time.
+        if let Some(workspace) = workspaces.get(name)
+            && workspace.is_running()
+        {
             return Ok(workspace.clone());
         }
         let workspace = open_workspace(
@@ -889,6 +893,26 @@ impl Workspace {
             }
             _ => Err(Problem::shutting_down()),
         }
+    }
+
+    /// Whether this workspace's actor still runs: `false` once it has stopped (it failed, or
+    /// the host shut down). A workspace that failed is opened again, from the store, by the
+    /// next [`Host::workspace`] for its name.
+    pub fn is_running(&self) -> bool {
+        self.actor.as_ref().is_some_and(|actor| {
+            !matches!(
+                actor.get_status(),
+                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+            )
+        })
+    }
+
+    /// Test hook: makes this workspace's actor panic, to exercise supervision.
+    #[doc(hidden)]
+    pub fn crash_for_test(&self) -> bool {
+        self.actor
+            .as_ref()
+            .is_some_and(|actor| actor.cast(WorkspaceMsg::Panic).is_ok())
     }
 
     /// Test hook: makes the server's attachment actor panic, to exercise supervision.

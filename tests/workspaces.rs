@@ -619,3 +619,60 @@ async fn the_install_gate_admits_only_what_the_operator_allows() {
     assert!(detail.contains("SECRET_ARG"), "{detail}");
     shutdown_clean(host).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_whose_actor_fails_is_opened_again_and_leaves_no_process() {
+    let db = scratch("crashed").join("state.sqlite");
+    let host = start(&db, config(&[])).await;
+    let echo = |workspace: Workspace| async move {
+        workspace
+            .call_tool("svc", "echo", json!({"text": "hi"}), CallOptions::default())
+            .await
+    };
+    let first = host.workspace("w").await.expect("workspace");
+    let pid: i32 = first
+        .call_tool("svc", "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid")
+        .text()
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(first.crash_for_test());
+    // Its server went with it...
+    let deadline = std::time::Instant::now() + BOUND;
+    // SAFETY: signal 0 only probes for existence.
+    while unsafe { libc::kill(pid, 0) } == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed workspace's server outlived it"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // ...and the next ask opens the workspace again, with its servers.
+    let again = loop {
+        let workspace = host.workspace("w").await.expect("workspace");
+        if echo(workspace.clone()).await.is_ok() {
+            break workspace;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed workspace was never opened again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(echo(again).await.expect("echo").text(), "hi");
+    // A workspace that failed and was not asked for again is simply gone: shutdown has
+    // nothing of it left to close, and nothing to report.
+    let gone = host.workspace("gone").await.expect("workspace");
+    assert!(gone.crash_for_test());
+    // (A stopped actor has told the supervisor already.)
+    while gone.is_running() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed workspace's actor did not stop"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    shutdown_clean(host).await;
+}

@@ -60,6 +60,8 @@ pub(crate) enum WorkspaceMsg {
     Shutdown {
         reply: RpcReplyPort<Vec<CloseFailure>>,
     },
+    /// Test hook: panic, to exercise the supervisor.
+    Panic,
 }
 
 /// How an enable customizes the definition: the client configuration overlay's entry and

@@ -107,20 +107,17 @@ impl Actor for HostSupervisor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Never stop the host because a workspace ended; forget it and say so.
-        match event {
-            SupervisionEvent::ActorFailed(cell, error) => {
-                state
-                    .workspaces
-                    .retain(|_, actor| actor.get_id() != cell.get_id());
-                tracing::error!(%error, "a workspace actor failed; its servers' connections were dropped with it");
-            }
-            SupervisionEvent::ActorTerminated(cell, _, _) => {
-                state
-                    .workspaces
-                    .retain(|_, actor| actor.get_id() != cell.get_id());
-            }
-            _ => {}
+        // Never stop the host because a workspace ended; forget it (the next ask for it
+        // starts it afresh from the store) and say so.
+        if let SupervisionEvent::ActorFailed(_, error) = &event {
+            tracing::error!(%error, "a workspace actor failed; its servers' connections were dropped with it");
+        }
+        if let SupervisionEvent::ActorFailed(cell, _)
+        | SupervisionEvent::ActorTerminated(cell, _, _) = &event
+        {
+            state
+                .workspaces
+                .retain(|_, actor| actor.get_id() != cell.get_id());
         }
         Ok(())
     }

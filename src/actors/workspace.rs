@@ -301,6 +301,7 @@ impl Actor for WorkspaceActor {
                 }
                 state.finish_shutdown_if_done();
             }
+            WorkspaceMsg::Panic => panic!("workspace panic requested by a test"),
         }
         Ok(())
     }
