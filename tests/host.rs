@@ -867,6 +867,69 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attachment_that_crashes_while_it_closes_completes_its_disable() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("fragile", &probe, &[])
+        .enable(&["fragile"])
+        .config();
+    let host = Host::start_with(config, fast_restarts())
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    // A call keeps the attachment closing for as long as the test likes.
+    let held = gate_call(&workspace, "fragile", "held");
+    probe.wait_gate("held", BOUND).await;
+    let disable = {
+        let workspace = workspace.clone();
+        tokio::spawn(async move { workspace.disable("fragile").await })
+    };
+    // Once the attachment refuses new calls as closing, the disable is under way.
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let refused = workspace
+            .call_tool(
+                "fragile",
+                "echo",
+                json!({"text": "x"}),
+                CallOptions::default(),
+            )
+            .await;
+        if matches!(refused, Err(CallError::Closing { .. })) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the disable never began: {refused:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(workspace.crash_attachment_for_test("fragile"));
+    // The crash ends the closing: the disable completes, and nothing is restarted.
+    let disabled = tokio::time::timeout(BOUND, disable)
+        .await
+        .expect("the disable settles")
+        .expect("no panic");
+    assert!(disabled.is_ok(), "{disabled:?}");
+    let settled = workspace
+        .wait_for(BOUND, |s| {
+            s.server("fragile")
+                .is_some_and(|s| s.state == ServerState::Disabled)
+        })
+        .await;
+    assert_eq!(
+        settled.server("fragile").map(|s| s.state),
+        Some(ServerState::Disabled)
+    );
+    let held = tokio::time::timeout(BOUND, held)
+        .await
+        .expect("the held call settles")
+        .expect("no panic");
+    assert!(held.is_err(), "{held:?}");
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
     // The server leaves a grandchild in its group that ignores SIGTERM, SIGHUP and stdin EOF:
     // only killing the group when the crashed actor's connection is dropped ends it.
