@@ -867,6 +867,75 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enable_behind_a_disable_is_answered_with_how_it_failed() {
+    let probe = Probe::start().await;
+    // The server starts once; started again, it fails with its reason on stderr.
+    let mark = std::env::temp_dir().join(format!("plurnk-mcp-once-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let script = format!(
+        "if [ -e \"{mark}\" ]; then echo 'only once, on purpose' >&2; exit 3; fi; \
+         touch \"{mark}\"; exec \"{EXE}\" fixture --name once --probe {probe}",
+        mark = mark.display(),
+        probe = probe.address(),
+    );
+    let config = Env::new()
+        .set("PLURNK_MCP_ONCE", "/bin/sh")
+        .set("PLURNK_MCP_ONCE_ARGS", json!(["-c", script]).to_string())
+        .enable(&["once"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    // A held call keeps the disable from committing; the enable waits behind it.
+    let held = gate_call(&workspace, "once", "held");
+    probe.wait_gate("held", BOUND).await;
+    let spawn = |action: &'static str| {
+        let workspace = workspace.clone();
+        tokio::spawn(async move {
+            match action {
+                "disable" => workspace.disable("once").await,
+                _ => workspace.enable("once").await,
+            }
+        })
+    };
+    let disable = spawn("disable");
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let refused = workspace
+            .call_tool("once", "echo", json!({"text": "x"}), CallOptions::default())
+            .await;
+        if matches!(refused, Err(CallError::Closing { .. })) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the disable never began: {refused:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let enable = spawn("enable");
+    probe.release_all().await;
+    let settle = |task: tokio::task::JoinHandle<_>| async move {
+        tokio::time::timeout(BOUND, task)
+            .await
+            .expect("the action settles")
+            .expect("no panic")
+    };
+    let disabled = settle(disable).await;
+    assert!(disabled.is_ok(), "{disabled:?}");
+    let enabled = settle(enable).await;
+    let _ = std::fs::remove_file(&mark);
+    let Err(problem) = enabled else {
+        panic!("an enable whose server fails is answered with its Problem: {enabled:?}");
+    };
+    assert!(
+        problem.detail.contains("only once, on purpose"),
+        "{problem:?}"
+    );
+    let _ = held.await;
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attachment_that_crashes_while_it_closes_completes_its_disable() {
     let probe = Probe::start().await;
     let config = Env::new()

@@ -330,6 +330,21 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
     let db = dir.join("state.sqlite");
     let host = start(&db, config(&[("PLURNK_MCP_ENABLED", "[]")])).await;
     let workspace = host.workspace("w").await.expect("workspace");
+    // Enabled as the service defines it, it stays the service's; a server the workspace
+    // added stays the workspace's whatever it is enabled with.
+    workspace.enable("svc").await.expect("enable");
+    assert_eq!(summary_of(&workspace, "svc").await.source, "service");
+    workspace.disable("svc").await.expect("disable");
+    workspace
+        .add(fixture_definition("mine", "mine"))
+        .await
+        .expect("add");
+    workspace.disable("mine").await.expect("disable");
+    workspace
+        .enable_with("mine", renamed_fixture("renamed"))
+        .await
+        .expect("enable");
+    assert_eq!(summary_of(&workspace, "mine").await.source, "workspace");
     // The overlay (client configuration, environment syntax) renames; options restrict tools.
     let overlay = Overlay::from_env_map(BTreeMap::from([(
         "PLURNK_MCP_SVC_ARGS".to_owned(),

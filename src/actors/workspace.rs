@@ -493,10 +493,10 @@ impl WorkspaceState {
             && let Some(pending) = self.pending.get_mut(&alias)
         {
             for reply in pending.settle.drain(..) {
-                let answer = match (&server.state, &server.problem) {
-                    (ServerState::Ready, _) => Ok(server.clone()),
-                    (_, Some(problem)) => Err(problem.clone()),
-                    _ => Ok(server.clone()),
+                // Only a server that failed carries a Problem (a ready one has none).
+                let answer = match &server.problem {
+                    Some(problem) => Err(problem.clone()),
+                    None => Ok(server.clone()),
                 };
                 self.after_commit.push((reply, answer));
             }

@@ -251,7 +251,8 @@ impl CallPeer {
                         code: error["code"]
                             .as_i64()
                             .and_then(|code| i32::try_from(code).ok())
-                            .unwrap_or(-32603),
+                            // A failure without a code is an internal error.
+                            .unwrap_or(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
                         message: error["message"]
                             .as_str()
                             .unwrap_or("the Task failed")
