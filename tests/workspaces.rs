@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use plurnk_mcp::config::{McpServerOptions, Overlay};
 use plurnk_mcp::{
-    CallOptions, Customize, Host, HostConfig, HostOptions, ServerDefinition, ServerState,
-    ServerSummary, SqliteStore, Workspace,
+    CallOptions, Customize, Host, HostConfig, HostOptions, MemoryStore, RestartPolicy,
+    ServerDefinition, ServerRecord, ServerState, ServerSummary, SqliteStore, Store, StoreError,
+    Workspace, WorkspaceRecord,
 };
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
@@ -689,5 +690,124 @@ async fn a_workspace_whose_actor_fails_is_opened_again_and_leaves_no_process() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    shutdown_clean(host).await;
+}
+
+/// A store whose writes fail while `failing` is set, as a full disk would.
+#[derive(Default)]
+struct Flaky {
+    inner: MemoryStore,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl Flaky {
+    fn write(&self, write: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Corrupt {
+                path: "flaky".into(),
+                reason: "cannot be written just now".into(),
+            });
+        }
+        write()
+    }
+}
+
+impl Store for Flaky {
+    fn load(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError> {
+        self.inner.load()
+    }
+    fn put_server(&self, workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
+        self.write(|| self.inner.put_server(workspace, record))
+    }
+    fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError> {
+        self.write(|| self.inner.set_enabled(workspace, alias, enabled))
+    }
+    fn put_server_enabled(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        self.write(|| self.inner.put_server_enabled(workspace, record, enabled))
+    }
+    fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
+        self.write(|| self.inner.remove_server(workspace, alias))
+    }
+    fn add_server(
+        &self,
+        workspace: &str,
+        record: &ServerRecord,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        self.write(|| self.inner.add_server(workspace, record, enabled))
+    }
+    fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
+        self.write(|| self.inner.revert_server(workspace, alias))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_be_written_refuses_an_enable_and_stops_nothing_running() {
+    let store = Arc::new(Flaky::default());
+    let host = Host::start_with(
+        config(&[
+            ("PLURNK_MCP_ENABLED", "[]"),
+            ("PLURNK_MCP_OTHER", EXE),
+            ("PLURNK_MCP_OTHER_ARGS", r#"["fixture", "--name", "other"]"#),
+        ]),
+        HostOptions {
+            store: Some(store.clone()),
+            restart: RestartPolicy {
+                min_delay: std::time::Duration::from_millis(50),
+                max_delay: std::time::Duration::from_millis(500),
+                ..RestartPolicy::default()
+            },
+            ..HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts");
+    let workspace = host.workspace("w").await.expect("workspace");
+    workspace.enable("svc").await.expect("enable");
+    store.failing.store(true, Ordering::SeqCst);
+    // An enable that cannot be made durable is refused, and changes nothing.
+    let refused = workspace.enable("other").await;
+    let Err(problem) = &refused else {
+        panic!("an enable that cannot be saved is refused: {refused:?}");
+    };
+    assert!(problem.detail.contains("could not be saved"), "{problem:?}");
+    let other = workspace.wait_for(BOUND, |s| {
+        s.server("other")
+            .is_some_and(|s| s.state == ServerState::Disabled)
+    });
+    assert_eq!(
+        other.await.server("other").map(|s| s.state),
+        Some(ServerState::Disabled)
+    );
+    // A server already enabled that reconnects writes nothing, so it comes back.
+    let pid: i32 = workspace
+        .call_tool("svc", "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid")
+        .text()
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: a signal to the process the host spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let back = workspace
+        .wait_for(BOUND, |s| {
+            s.server("svc")
+                .is_some_and(|s| s.state == ServerState::Ready && s.generation == 2)
+        })
+        .await;
+    assert_eq!(
+        back.server("svc").map(|s| (s.state, s.generation)),
+        Some((ServerState::Ready, 2)),
+        "the reconnected server was stopped for a write it did not need"
+    );
+    store.failing.store(false, Ordering::SeqCst);
     shutdown_clean(host).await;
 }
