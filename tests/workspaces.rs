@@ -279,6 +279,19 @@ async fn a_failing_add_or_enable_changes_nothing() {
         .expect("pid")
         .text();
     assert_eq!(pid, pid_after, "the other attachment was not touched");
+    // A failed add left no trace: the alias is free, listed nowhere, and can be added again.
+    let listed = workspace.list().await.expect("list");
+    assert!(
+        !listed
+            .iter()
+            .any(|s| s.alias == "ghost" || s.alias == "picky"),
+        "{listed:?}"
+    );
+    let fixed = workspace
+        .add(fixture_definition("ghost", "ghost"))
+        .await
+        .expect("the alias of a failed add is free");
+    assert_eq!(fixed.state, ServerState::Ready);
     shutdown_clean(host).await;
 }
 
