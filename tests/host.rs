@@ -1337,8 +1337,12 @@ async fn an_operation_goes_only_to_a_server_that_offers_it() {
         .config();
     let host = Host::start(config).await.expect("host starts");
     let workspace = host.default_workspace();
-    let complete = |alias: &'static str| {
+    let complete = |alias: &'static str, context: &[(&str, &str)]| {
         let workspace = workspace.clone();
+        let context = context
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
         async move {
             workspace
                 .complete(
@@ -1348,7 +1352,7 @@ async fn an_operation_goes_only_to_a_server_that_offers_it() {
                     },
                     "topic",
                     "a",
-                    Default::default(),
+                    context,
                 )
                 .await
         }
@@ -1369,7 +1373,7 @@ async fn an_operation_goes_only_to_a_server_that_offers_it() {
         matches!(&read, Err(CallError::Unsupported { what, .. }) if what == "resources"),
         "{read:?}"
     );
-    let completed = complete("bare").await;
+    let completed = complete("bare", &[]).await;
     assert!(
         matches!(&completed, Err(CallError::Unsupported { what, .. }) if what == "completion"),
         "{completed:?}"
@@ -1385,9 +1389,13 @@ async fn an_operation_goes_only_to_a_server_that_offers_it() {
         .await
         .expect("the resource is read");
     assert!(read.to_string().contains("reads: 1"), "{read}");
+    // The fixture completes to what it was sent: the value, then the context given.
+    assert_eq!(complete("full", &[]).await.expect("completed"), ["a"]);
     assert_eq!(
-        complete("full").await.expect("completed"),
-        Vec::<String>::new()
+        complete("full", &[("lang", "rust"), ("area", "mcp")])
+            .await
+            .expect("completed"),
+        ["a", "area=mcp", "lang=rust"]
     );
     // A listed prompt is sent (this server then refuses it itself); an unlisted one is not.
     let asked = prompt("full", "prompt-1").await;
