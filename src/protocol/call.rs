@@ -923,6 +923,59 @@ mod tests {
     }
 
     #[test]
+    fn every_field_type_of_a_form_is_checked() {
+        let typed = Elicitation::Form {
+            message: "values".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "n": {"type": "number"},
+                    "i": {"type": "integer"},
+                    "b": {"type": "boolean"},
+                    "a": {"type": "array"}
+                }
+            }),
+        };
+        let fits = json!({"n": 1.5, "i": -3, "b": true, "a": ["x"]});
+        assert_eq!(validate(&typed, &accept(fits)), Ok(()));
+        // Unsigned integers past i64 are integers too.
+        assert_eq!(validate(&typed, &accept(json!({"i": u64::MAX}))), Ok(()));
+        for (field, wrong, kind) in [
+            ("n", json!("1.5"), "number"),
+            ("i", json!(1.5), "integer"),
+            ("b", json!("yes"), "boolean"),
+            ("a", json!("x"), "array"),
+        ] {
+            let refused = validate(&typed, &accept(json!({ field: wrong })));
+            assert_eq!(
+                refused,
+                Err(format!("gives \"{field}\" a value that is not a {kind}"))
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_is_told_by_its_innermost_cause() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("request to https://user:secret@example.test/mcp failed")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let error = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connection refused",
+        ));
+        assert_eq!(error_kind(&error), "connection refused");
+    }
+
+    #[test]
     fn url_elicitations_read_and_reject_content() {
         let url = elicitation_from(&json!({
             "mode": "url", "message": "log in", "url": "https://example.test/a", "elicitationId": "e1"
