@@ -561,42 +561,8 @@ impl CallPeer {
     ) -> Result<(InputResponses, Option<String>), CallError> {
         let mut requests = BTreeMap::new();
         for (key, request) in input.input_requests.unwrap_or_default() {
-            let elicitation = match request {
-                InputRequest::Elicitation(request) => {
-                    let params = serde_json::to_value(&request)
-                        .ok()
-                        .and_then(|value| value.get("params").cloned())
-                        .unwrap_or(Value::Null);
-                    elicitation_from(&params).ok_or_else(|| {
-                        self.protocol(
-                            label,
-                            &format!(
-                                "input request \"{key}\" is an elicitation this host cannot read"
-                            ),
-                        )
-                    })?
-                }
-                InputRequest::CreateMessage(_) => {
-                    return Err(self.protocol(
-                        label,
-                        &format!("input request \"{key}\" asks for sampling, which this host does not offer"),
-                    ));
-                }
-                InputRequest::ListRoots(_) => {
-                    return Err(self.protocol(
-                        label,
-                        &format!(
-                            "input request \"{key}\" asks for roots, which this host does not offer"
-                        ),
-                    ));
-                }
-                _ => {
-                    return Err(self.protocol(
-                        label,
-                        &format!("input request \"{key}\" is of a kind this host does not know"),
-                    ));
-                }
-            };
+            let elicitation =
+                elicitation_of(&key, request).map_err(|detail| self.protocol(label, &detail))?;
             requests.insert(key, elicitation);
         }
         let mut answers = match (&context.interaction, requests.is_empty()) {
@@ -745,6 +711,31 @@ impl CallPeer {
 }
 
 /// Reads an elicitation's params (`mode`, `message`, `requestedSchema`, `url`, …).
+/// What the caller is asked for one input request of a server, or why the host cannot
+/// ask it: only elicitations are offered (no sampling, no roots).
+fn elicitation_of(key: &str, request: InputRequest) -> Result<Elicitation, String> {
+    match request {
+        InputRequest::Elicitation(request) => {
+            let params = serde_json::to_value(&request)
+                .ok()
+                .and_then(|value| value.get("params").cloned())
+                .unwrap_or(Value::Null);
+            elicitation_from(&params).ok_or_else(|| {
+                format!("input request \"{key}\" is an elicitation this host cannot read")
+            })
+        }
+        InputRequest::CreateMessage(_) => Err(format!(
+            "input request \"{key}\" asks for sampling, which this host does not offer"
+        )),
+        InputRequest::ListRoots(_) => Err(format!(
+            "input request \"{key}\" asks for roots, which this host does not offer"
+        )),
+        _ => Err(format!(
+            "input request \"{key}\" is of a kind this host does not know"
+        )),
+    }
+}
+
 pub(crate) fn elicitation_from(params: &Value) -> Option<Elicitation> {
     let message = params.get("message")?.as_str()?.to_owned();
     match params.get("mode").and_then(Value::as_str).unwrap_or("form") {
@@ -973,6 +964,37 @@ mod tests {
             "connection refused",
         ));
         assert_eq!(error_kind(&error), "connection refused");
+    }
+
+    #[test]
+    fn only_elicitations_are_asked_of_the_caller() {
+        let request = |value: Value| -> InputRequest {
+            serde_json::from_value(value).expect("an input request")
+        };
+        let asked = elicitation_of(
+            "who",
+            request(json!({
+                "method": "elicitation/create",
+                "params": {"message": "who?", "requestedSchema": {"type": "object", "properties": {}}}
+            })),
+        );
+        assert!(matches!(asked, Ok(Elicitation::Form { .. })), "{asked:?}");
+        let sampling = elicitation_of(
+            "think",
+            request(json!({
+                "method": "sampling/createMessage",
+                "params": {"messages": [], "maxTokens": 10}
+            })),
+        );
+        assert_eq!(
+            sampling.err().as_deref(),
+            Some("input request \"think\" asks for sampling, which this host does not offer")
+        );
+        let roots = elicitation_of("where", request(json!({"method": "roots/list"})));
+        assert_eq!(
+            roots.err().as_deref(),
+            Some("input request \"where\" asks for roots, which this host does not offer")
+        );
     }
 
     #[test]
