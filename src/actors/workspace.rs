@@ -994,19 +994,9 @@ impl WorkspaceState {
             .iter()
             .map(|(alias, attached)| (alias.clone(), attached.actor.clone()))
             .collect();
-        let mut counts: HashMap<ServerState, usize> = HashMap::new();
-        for server in snapshot.servers.values() {
-            *counts.entry(server.state).or_default() += 1;
-        }
-        for state in [
-            ServerState::Disabled,
-            ServerState::Connecting,
-            ServerState::Ready,
-            ServerState::Unavailable,
-            ServerState::CrashLoop,
-        ] {
+        for (state, count) in state_counts(snapshot.servers.values().map(|s| s.state)) {
             metrics::gauge!("plurnk_mcp_attachments", "workspace" => self.name.clone(), "state" => state.to_string())
-                .set(counts.get(&state).copied().unwrap_or(0) as f64);
+                .set(count as f64);
         }
         self.published
             .send_replace(Arc::new(Published { snapshot, routes }));
@@ -1028,5 +1018,49 @@ fn state_problem(alias: &str, error: &StoreError) -> Problem {
             "the state of server \"{alias}\" could not be saved, so nothing changed: {error}"
         ),
         retryable: true,
+    }
+}
+
+/// How many servers are in each state (every state named, zero included): the
+/// `plurnk_mcp_attachments` gauge.
+fn state_counts(states: impl Iterator<Item = ServerState>) -> [(ServerState, usize); 5] {
+    let mut counts = [
+        ServerState::Disabled,
+        ServerState::Connecting,
+        ServerState::Ready,
+        ServerState::Unavailable,
+        ServerState::CrashLoop,
+    ]
+    .map(|state| (state, 0));
+    for state in states {
+        if let Some((_, count)) = counts.iter_mut().find(|(known, _)| *known == state) {
+            *count += 1;
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gauge_counts_servers_in_every_state() {
+        let states = [
+            ServerState::Ready,
+            ServerState::Disabled,
+            ServerState::Ready,
+            ServerState::CrashLoop,
+        ];
+        assert_eq!(
+            state_counts(states.into_iter()),
+            [
+                (ServerState::Disabled, 1),
+                (ServerState::Connecting, 0),
+                (ServerState::Ready, 2),
+                (ServerState::Unavailable, 0),
+                (ServerState::CrashLoop, 1),
+            ]
+        );
     }
 }
