@@ -193,17 +193,18 @@ run_shard() {
 }
 
 # The mutants a group's last shards missed, tried again on the last commit after tests were
-# added for them. Lines move and code moves into new functions, so each is matched by its
-# file and replacement alone, at any line and in any function: a survivor is only gone if
-# every such mutant is caught now.
+# added for them. Lines move, so each is matched by its file, replacement and function at
+# any line: a survivor is only gone if every such mutant is caught now. A survivor whose
+# code was rewritten (moved into a new function, or its construct gone) no longer matches:
+# the next full run of its shard speaks for it.
 recheck() {
   local group="$1" missed pattern patterns=()
   for missed in "$WORK"/out/"$group"-*-of-*/mutants.out/missed.txt; do
     [[ -s "$missed" ]] || continue
     while IFS= read -r mutant; do
       grep -qF -- "\`$mutant\`" <(sed -n '/^## Equivalent mutants/,$p' "$ROOT/TESTING.md") && continue
-      pattern=$(sed -E 's/ in [^ ]+$//; s/[][\\.*^$+?(){}|]/\\&/g; s/^([^:]+):[0-9]+:[0-9]+:/\1:[0-9]+:[0-9]+:/' <<<"$mutant")
-      patterns+=("^$pattern( in .*)?\$")
+      pattern=$(sed -E 's/[][\\.*^$+?(){}|]/\\&/g; s/^([^:]+):[0-9]+:[0-9]+:/\1:[0-9]+:[0-9]+:/' <<<"$mutant")
+      patterns+=("^$pattern\$")
     done < "$missed"
   done
   if [[ ${#patterns[@]} -eq 0 ]]; then
