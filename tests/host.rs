@@ -1420,10 +1420,30 @@ async fn a_server_that_dies_at_start_shows_its_exit_and_stderr() {
             ])
             .to_string(),
         )
-        .enable(&["broken"])
+        // Its stdout closes first; its last words and its exit come a moment later, and are
+        // waited for.
+        .set("PLURNK_MCP_LATE", "/bin/sh")
+        .set(
+            "PLURNK_MCP_LATE_ARGS",
+            json!([
+                "-c",
+                "exec 1>&-; sleep 0.2; echo 'late last words' >&2; exit 5"
+            ])
+            .to_string(),
+        )
+        .enable(&["broken", "late"])
         .config();
     let host = Host::start(config).await.expect("host starts");
     let snapshot = host.default_workspace().snapshot();
+    let late = snapshot
+        .server("late")
+        .and_then(|s| s.problem.as_ref())
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(
+        late.contains("late last words") && late.contains("status 5"),
+        "{late}"
+    );
     let broken = snapshot.server("broken").expect("configured");
     assert_eq!(broken.state, ServerState::Unavailable);
     let detail = broken
