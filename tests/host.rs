@@ -119,6 +119,34 @@ async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
     result.text().trim().parse().expect("pid is a number")
 }
 
+/// A gate call on `alias` that reached the server, or is still on its way.
+type GateCall = tokio::task::JoinHandle<Result<plurnk_mcp::ToolResult, CallError>>;
+
+/// Sends gate calls to `alias` until one does not reach the server within half a second:
+/// it waits behind a pending change. Returns the calls that reached the server (held at
+/// their gates), and the id and the call of the one that waits.
+async fn queue_behind_a_change(
+    workspace: &Workspace,
+    probe: &Probe,
+    alias: &str,
+) -> (Vec<GateCall>, String, GateCall) {
+    let mut beside = Vec::new();
+    loop {
+        let id = format!("next-{}", beside.len());
+        let call = gate_call(workspace, alias, &id);
+        let reached = probe
+            .until(Duration::from_millis(500), |events| {
+                events.iter().any(|e| e.id == id)
+            })
+            .await;
+        if !reached {
+            return (beside, id, call);
+        }
+        beside.push(call);
+        assert!(beside.len() < 40, "no call ever waited behind the change");
+    }
+}
+
 fn group_alive(pgid: i32) -> bool {
     // SAFETY: signal 0 only probes for existence.
     unsafe { libc::killpg(pgid, 0) == 0 }
@@ -541,24 +569,7 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
     // ...and holds the new catalog until `held` settles. Calls sent from now on run beside
     // `held` until the refreshed catalog is pending, then wait behind it: keep sending one
     // until one does not reach the server.
-    let mut beside = Vec::new();
-    let queued = loop {
-        let id = format!("next-{}", beside.len());
-        let call = gate_call(&workspace, "lists", &id);
-        let reached = probe
-            .until(Duration::from_millis(500), |events| {
-                events.iter().any(|e| e.id == id)
-            })
-            .await;
-        if !reached {
-            break (id, call);
-        }
-        beside.push(call);
-        assert!(
-            beside.len() < 40,
-            "no call ever waited behind the pending commit"
-        );
-    };
+    let (beside, queued_id, queued_call) = queue_behind_a_change(&workspace, &probe, "lists").await;
     assert!(
         !has_extra(&workspace.snapshot()),
         "the refreshed catalog was committed while calls were in flight"
@@ -566,9 +577,9 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
     // Quiescence: the held calls finish, the catalog commits, then the queued call runs.
     // (A call judged queued may only have been slow to arrive: it is then released here.)
     assert!(probe.release_all().await > beside.len());
-    probe.wait_gate(&queued.0, BOUND).await;
-    probe.release(&queued.0).await;
-    for call in std::iter::once(held).chain(beside).chain([queued.1]) {
+    probe.wait_gate(&queued_id, BOUND).await;
+    probe.release(&queued_id).await;
+    for call in std::iter::once(held).chain(beside).chain([queued_call]) {
         let result = tokio::time::timeout(BOUND, call)
             .await
             .expect("every call settles")
@@ -1813,20 +1824,8 @@ async fn a_call_that_waited_for_a_change_is_checked_against_the_new_catalog() {
         .await
         .expect("retract");
     probe.wait_count("tools/list", listed + 1, BOUND).await;
-    let mut sent = Vec::new();
-    let queued = loop {
-        let id = format!("next-{}", sent.len());
-        sent.push(gate_call(&workspace, "lists", &id));
-        let reached = probe
-            .until(Duration::from_millis(300), |events| {
-                events.iter().any(|e| e.id == id)
-            })
-            .await;
-        if !reached {
-            break id;
-        }
-        assert!(sent.len() < 40, "no call ever waited behind the change");
-    };
+    let (mut sent, queued, waiting) = queue_behind_a_change(&workspace, &probe, "lists").await;
+    sent.push(waiting);
     // `extra` is still published, so a call to it is routed, and waits behind the change.
     assert!(has_extra(&workspace.snapshot()));
     let extra = {
@@ -1906,20 +1905,8 @@ async fn a_committed_change_takes_its_deadline_with_it() {
     probe.wait_count("tools/list", listed + 1, BOUND).await;
     // Once the change is pending a call waits behind it: keep sending one until one does not
     // reach the server.
-    let mut sent = Vec::new();
-    let queued = loop {
-        let id = format!("next-{}", sent.len());
-        sent.push(gate_call(&workspace, "lists", &id));
-        let reached = probe
-            .until(Duration::from_millis(300), |events| {
-                events.iter().any(|e| e.id == id)
-            })
-            .await;
-        if !reached {
-            break id;
-        }
-        assert!(sent.len() < 40, "no call ever waited behind the change");
-    };
+    let (mut sent, queued, waiting) = queue_behind_a_change(&workspace, &probe, "lists").await;
+    sent.push(waiting);
     // The first change's deadline passes: it went with that change, so the second one still
     // waits (its own deadline is more than a second away).
     let stale = first_listed + bound + Duration::from_millis(700);
@@ -2043,24 +2030,7 @@ async fn a_list_change_pending_when_the_server_dies_leaves_no_call_waiting() {
     probe.wait_count("tools/list", listed + 1, BOUND).await;
     // Calls run beside `held` until the refreshed catalog is pending, then wait behind it:
     // send them until one does not reach the server.
-    let mut beside = Vec::new();
-    let behind = loop {
-        let id = format!("next-{}", beside.len());
-        let call = gate_call(&workspace, "doomed", &id);
-        let reached = probe
-            .until(Duration::from_millis(500), |events| {
-                events.iter().any(|e| e.id == id)
-            })
-            .await;
-        if !reached {
-            break call;
-        }
-        beside.push(call);
-        assert!(
-            beside.len() < 40,
-            "no call ever waited behind the pending commit"
-        );
-    };
+    let (beside, _, behind) = queue_behind_a_change(&workspace, &probe, "doomed").await;
     // SAFETY: a signal to the process we spawned.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
