@@ -263,6 +263,7 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
     let stop = CancellationToken::new();
     let tally = Arc::new(Mutex::new(Tally::default()));
     let mut tasks = Vec::new();
+    let mut togglers = Vec::new();
     for caller in 0..callers {
         let (workspace, stop, tally, aliases) = (
             workspace.clone(),
@@ -337,10 +338,10 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
                 let workspace = workspace.clone();
                 toggles += 1;
                 // Disable, then enable again, beside the calls.
-                tokio::spawn(async move {
+                togglers.push(tokio::spawn(async move {
                     let _ = workspace.disable(&alias).await;
                     let _ = workspace.enable(&alias).await;
-                });
+                }));
             }
             _ if http_count > 0 => {
                 let i = rng.below(http_count) as usize;
@@ -354,7 +355,12 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
     for task in tasks {
         task.await.expect("no caller panicked");
     }
-    // Afterwards every server is ready again, by itself (toggles may still be settling).
+    // The last toggles finish first: one still under way could disable a server after the
+    // check below found it ready.
+    for toggler in togglers {
+        toggler.await.expect("no toggle panicked");
+    }
+    // Afterwards every server is ready again, by itself.
     for alias in &aliases {
         let _ = workspace.enable(alias).await;
     }
@@ -387,9 +393,9 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
             )
             .await;
         assert_eq!(
-            echo.map(|r| r.text()).ok().as_deref(),
+            echo.as_ref().map(|r| r.text()).ok().as_deref(),
             Some("after"),
-            "{alias}"
+            "{alias}: {echo:?}"
         );
     }
     let report = host.shutdown().await;

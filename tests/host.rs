@@ -1010,6 +1010,39 @@ async fn an_attachment_that_crashes_while_it_closes_completes_its_disable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_child_keeps_its_stdout_open_is_still_seen_to_die() {
+    // The server's child inherits its stdout and outlives it: no end of file ever comes.
+    let script = format!("(exec sleep 300) & exec \"{EXE}\" fixture --name parent");
+    let config = Env::new()
+        .set("PLURNK_MCP_PARENT", "/bin/sh")
+        .set("PLURNK_MCP_PARENT_ARGS", json!(["-c", script]).to_string())
+        .enable(&["parent"])
+        .config();
+    let host = Host::start_with(config, fast_restarts())
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let pid = pid_of(&workspace, "parent").await;
+    // SAFETY: a signal to the process we spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let back = workspace
+        .wait_for(BOUND, |s| {
+            s.server("parent")
+                .is_some_and(|s| s.state == ServerState::Ready && s.generation == 2)
+        })
+        .await;
+    assert_eq!(
+        back.server("parent").map(|s| (s.state, s.generation)),
+        Some((ServerState::Ready, 2)),
+        "the server's death was noticed and it came back"
+    );
+    assert_ne!(pid_of(&workspace, "parent").await, pid);
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
     // The server leaves a grandchild in its group that ignores SIGTERM, SIGHUP and stdin EOF:
     // only killing the group when the crashed actor's connection is dropped ends it.

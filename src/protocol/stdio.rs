@@ -163,6 +163,11 @@ impl ChildProcess {
         &self.stderr
     }
 
+    /// How the leader exited: `None` until it has.
+    pub(crate) fn exited(&self) -> watch::Receiver<Option<String>> {
+        self.exit.clone()
+    }
+
     /// How the leader exited, if it has.
     pub(crate) fn exit_status(&self) -> Option<String> {
         self.exit.borrow().clone()
