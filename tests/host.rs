@@ -147,6 +147,13 @@ async fn queue_behind_a_change(
     }
 }
 
+/// Whether the fixture `lists` publishes the tool its `announce` adds.
+fn has_extra(snapshot: &plurnk_mcp::WorkspaceSnapshot) -> bool {
+    snapshot
+        .server("lists")
+        .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
+}
+
 fn group_alive(pgid: i32) -> bool {
     // SAFETY: signal 0 only probes for existence.
     unsafe { libc::killpg(pgid, 0) == 0 }
@@ -550,11 +557,6 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
         .await
         .expect("host starts");
     let workspace = host.default_workspace();
-    let has_extra = |snapshot: &plurnk_mcp::WorkspaceSnapshot| {
-        snapshot
-            .server("lists")
-            .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
-    };
     let generation = workspace.snapshot().server("lists").map(|s| s.generation);
     let held = gate_call(&workspace, "lists", "held");
     probe.wait_gate("held", BOUND).await;
@@ -1832,11 +1834,6 @@ async fn a_call_that_waited_for_a_change_is_checked_against_the_new_catalog() {
         .await
         .expect("host starts");
     let workspace = host.default_workspace();
-    let has_extra = |snapshot: &plurnk_mcp::WorkspaceSnapshot| {
-        snapshot
-            .server("lists")
-            .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
-    };
     workspace
         .call_tool("lists", "announce", json!({}), CallOptions::default())
         .await
