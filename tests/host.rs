@@ -593,7 +593,7 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
             result.result
         );
     }
-    let committed = workspace.wait_for(BOUND, |s| has_extra(s)).await;
+    let committed = workspace.wait_for(BOUND, has_extra).await;
     assert!(has_extra(&committed), "the list change was committed");
     assert_eq!(
         committed.server("lists").map(|s| s.generation),
@@ -1838,7 +1838,7 @@ async fn a_call_that_waited_for_a_change_is_checked_against_the_new_catalog() {
         .call_tool("lists", "announce", json!({}), CallOptions::default())
         .await
         .expect("announce");
-    let announced = workspace.wait_for(BOUND, |s| has_extra(s)).await;
+    let announced = workspace.wait_for(BOUND, has_extra).await;
     assert!(has_extra(&announced));
     // The server takes `extra` back while a call is in flight: the new catalog waits.
     let held = gate_call(&workspace, "lists", "held");
@@ -2235,7 +2235,7 @@ async fn a_refresh_cut_short_by_a_crash_leaves_the_next_connection_free_to_refre
         .expect("announce");
     probe.wait_count("tools/list", 4, BOUND).await;
     probe.release_all().await;
-    let committed = workspace.wait_for(BOUND, |s| has_extra(s)).await;
+    let committed = workspace.wait_for(BOUND, has_extra).await;
     assert!(
         has_extra(&committed),
         "the new connection's change was listed"
