@@ -1104,6 +1104,135 @@ async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_report_of_a_crashed_attachment_never_touches_its_successor() {
+    // A server whose group outlives its stdin: every close of it takes the whole close grace
+    // (then SIGKILL), so the report that a connection closed comes a grace after the close
+    // began. Each start appends the group leader's pid.
+    let pids = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("host-lingering-{}.pids", std::process::id()));
+    let _ = std::fs::remove_file(&pids);
+    let script = format!(
+        "echo $$ >> \"{}\"; \"{EXE}\" fixture --name lingering; \
+         exec sleep 300 </dev/null >/dev/null 2>&1",
+        pids.display()
+    );
+    let leaders = || -> Vec<i32> {
+        std::fs::read_to_string(&pids)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| line.trim().parse().expect("a pid"))
+            .collect()
+    };
+    let config = Env::new()
+        .set("PLURNK_MCP_LINGERING", "/bin/sh")
+        .set(
+            "PLURNK_MCP_LINGERING_ARGS",
+            json!(["-c", script]).to_string(),
+        )
+        .enable(&["lingering"])
+        .config();
+    let grace = Duration::from_secs(2);
+    let host = Host::start_with(
+        config,
+        HostOptions {
+            close_grace: grace,
+            ..fast_restarts()
+        },
+    )
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    pid_of(&workspace, "lingering").await;
+    let first = leaders();
+    assert_eq!(first.len(), 1, "one start so far: {first:?}");
+    // Disable: the attachment drains, and its connection starts its slow close.
+    let disabling = tokio::spawn({
+        let workspace = workspace.clone();
+        async move { workspace.disable("lingering").await }
+    });
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let call = workspace
+            .call_tool(
+                "lingering",
+                "echo",
+                json!({"text": "x"}),
+                CallOptions::default(),
+            )
+            .await;
+        match call {
+            // The attachment has taken the drain (and, with nothing in flight, begun closing).
+            Err(CallError::Closing { .. }) => break,
+            Ok(_) => assert!(Instant::now() < deadline, "the disable never began"),
+            Err(other) => panic!("a call during the disable: {other:?}"),
+        }
+    }
+    // The attachment fails while its connection is still closing: the workspace takes the
+    // crash as the end of the disable, and an enable starts a new attachment at once.
+    assert!(workspace.crash_attachment_for_test("lingering"));
+    let disabled = disabling
+        .await
+        .expect("joined")
+        .expect("the disable is answered");
+    assert_eq!(disabled.state, ServerState::Disabled);
+    let mut events = host.events();
+    let enabled = workspace.enable("lingering").await.expect("enabled again");
+    assert_eq!(enabled.state, ServerState::Ready);
+    // (The test means something only if the old close is still under way here.)
+    assert!(
+        group_alive(first[0]),
+        "the first connection closed before its successor was ready: raise the grace"
+    );
+    // The old connection's close ends, and its report reaches the workspace late...
+    assert!(
+        eventually(BOUND, || !group_alive(first[0])).await,
+        "the first connection's group outlived its close"
+    );
+    // ...before this round trip through the workspace (an enable of a ready server).
+    let again = workspace.enable("lingering").await.expect("still enabled");
+    assert_eq!(again.state, ServerState::Ready);
+    // The report was the old attachment's: the new one is still the server, ready and
+    // alone, and nothing changed state since it became ready.
+    let now = workspace.snapshot();
+    assert_eq!(
+        now.server("lingering").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    let mut changes = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let HostEvent::StateChanged { alias, to, .. } = event
+            && alias == "lingering"
+        {
+            changes.push(to);
+        }
+    }
+    assert_eq!(
+        changes.last(),
+        Some(&ServerState::Ready),
+        "the new attachment's state changes end at ready: {changes:?}"
+    );
+    assert!(
+        !changes.contains(&ServerState::Disabled),
+        "a late report disabled the new attachment: {changes:?}"
+    );
+    assert_eq!(leaders().len(), 2, "exactly one new start: {:?}", leaders());
+    let echo = workspace
+        .call_tool(
+            "lingering",
+            "echo",
+            json!({"text": "on"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("echo");
+    assert_eq!(echo.text(), "on");
+    let second = leaders()[1];
+    shutdown_clean(host).await;
+    assert!(eventually(BOUND, || !group_alive(second)).await);
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
     let config = Env::new().stdio("flaky", &[]).enable(&["flaky"]).config();
     let options = HostOptions {
