@@ -38,7 +38,7 @@ log() { echo "mutants: $*" >&2; }
 group_files() {
   case "$1" in
     actors) echo "src/actors/attachment.rs src/actors/workspace.rs src/actors/supervisor.rs" ;;
-    calls) echo "src/protocol/call.rs src/host.rs" ;;
+    calls) echo "src/protocol/call.rs src/protocol/session.rs src/host.rs" ;;
     catalog) echo "src/protocol/catalog.rs src/protocol/stdio.rs" ;;
     secrets) echo "src/redact.rs src/config/prepared.rs src/model.rs" ;;
     *) return 1 ;;
@@ -47,7 +47,7 @@ group_files() {
 group_shards() {
   case "$1" in
     actors) echo 4 ;;
-    calls) echo 2 ;;
+    calls) echo 3 ;;
     catalog) echo 2 ;;
     secrets) echo 2 ;;
   esac
@@ -68,7 +68,7 @@ group_excludes() {
 # scrubbed; the rest of it is start-up plumbing.
 group_includes() {
   case "$1" in
-    calls) echo 'src/protocol/call.rs|src/host.rs:.*(Workspace::(run|run_unscrubbed|action|list_with)|Host::shutdown)( |$)' ;;
+    calls) echo 'src/protocol/call.rs|src/protocol/session.rs|src/host.rs:.*(Workspace::(run|run_unscrubbed|action|list_with)|Host::shutdown)( |$)' ;;
     # In model.rs only the scrubbing of what leaves the host.
     secrets) echo 'src/redact.rs|src/config/prepared.rs|src/model.rs:.*(scrub|rebuild_if_dirty|Elicitation::shown)' ;;
   esac

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use serde_json::Value;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::attachment::{Admission, AttachmentMsg, CallRequest, Settings};
+use crate::actors::attachment::{Admission, AttachmentMsg, Settings};
 use crate::actors::messages::WorkspaceMsg;
 use crate::actors::restart::RestartPolicy;
 use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
@@ -745,42 +745,16 @@ impl Workspace {
                 reason: "its attachment is gone".into(),
             });
         };
-        let label = operation.label();
-        let cancel = options
-            .cancel
-            .map(|token| token.child_token())
-            .unwrap_or_default();
-        // Dropping this future cancels the request on the wire.
-        let guard = cancel.clone().drop_guard();
-        let (reply, answer) = oneshot::channel();
-        let request = CallRequest {
-            operation,
-            context: CallContext {
-                timeout: options.timeout.unwrap_or(self.default_timeout),
-                reset_on_progress: options.reset_timeout_on_progress,
-                cancel,
-                progress: options.progress,
-                interaction: options.interaction.or_else(|| self.interaction.clone()),
-            },
-            reply,
+        let context = CallContext {
+            timeout: options.timeout.unwrap_or(self.default_timeout),
+            reset_on_progress: options.reset_timeout_on_progress,
+            cancel: options.cancel.unwrap_or_default(),
+            progress: options.progress,
+            interaction: options.interaction.or_else(|| self.interaction.clone()),
         };
-        if route.cast(AttachmentMsg::Call(request)).is_err() {
-            guard.disarm();
-            return Err(CallError::Closing {
-                alias: server.to_owned(),
-                reason: "its attachment stopped".into(),
-            });
-        }
-        // The attachment drops a call it never started only when it stops (a disable or
-        // shutdown raced the call): the call was refused, not lost on a connection.
-        let result = answer.await.unwrap_or_else(|_| {
-            Err(CallError::Closing {
-                alias: server.to_owned(),
-                reason: format!("its attachment stopped before {label} started"),
-            })
-        });
-        guard.disarm();
-        result
+        // Straight to the server's session, in this task: dropping this future cancels the
+        // request on the wire.
+        route.session.call(&operation, &context).await
     }
 
     async fn action(
@@ -919,7 +893,7 @@ impl Workspace {
     #[doc(hidden)]
     pub fn crash_attachment_for_test(&self, alias: &str) -> bool {
         let route = self.published.borrow().routes.get(alias).cloned();
-        route.is_some_and(|route| route.cast(AttachmentMsg::Panic).is_ok())
+        route.is_some_and(|route| route.actor.cast(AttachmentMsg::Panic).is_ok())
     }
 }
 

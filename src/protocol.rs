@@ -11,6 +11,7 @@ mod connect;
 pub(crate) mod guard;
 mod http;
 mod reaper;
+mod session;
 mod stdio;
 mod target;
 
@@ -18,6 +19,7 @@ pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, Lister, Target, connect};
 pub(crate) use reaper::Reaper;
+pub(crate) use session::{Bounds, Ready, Session};
 pub(crate) use target::target;
 
 use rmcp::model::{

@@ -843,6 +843,21 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
         .await;
     assert!(told, "the cancelled request was cancelled on the wire");
 
+    // The caller stops waiting for a call the server holds (drops its future): the call
+    // runs in the caller's task, and the server is still told.
+    let dropped = gate_call(&workspace, "calls", "drop-me");
+    probe.wait_gate("drop-me", BOUND).await;
+    dropped.abort();
+    assert!(dropped.await.is_err_and(|error| error.is_cancelled()));
+    let told = probe
+        .until(BOUND, |events| {
+            events
+                .iter()
+                .any(|e| e.event == "cancelled" && e.id == "drop-me")
+        })
+        .await;
+    assert!(told, "the dropped request was cancelled on the wire");
+
     let failed = workspace
         .call_tool(
             "calls",

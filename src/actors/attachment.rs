@@ -6,12 +6,12 @@
 //! that report back with messages stamped by generation, so a result from a replaced
 //! connection is recognised and dropped.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::messages::{ActionReply, WorkspaceMsg};
@@ -19,10 +19,9 @@ use super::restart::{RestartPolicy, Verdict};
 use crate::config::ServerDefinition;
 
 use crate::model::{
-    CallError, Catalog, HostEvent, Negotiated, Operation, Problem, ServerSnapshot, ServerState,
-    ToolInfo, ToolResult, TransportKind,
+    Catalog, HostEvent, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, TransportKind,
 };
-use crate::protocol::{self, CallContext, CallPeer, ConnectOptions, Connection};
+use crate::protocol::{self, CallPeer, ConnectOptions, Connection, Ready, Session};
 
 /// Settings every attachment of a host shares.
 pub(crate) struct Settings {
@@ -91,18 +90,11 @@ pub(crate) struct AttachmentArgs {
     pub origin: Origin,
     /// Crashes of earlier instances of this alias, for the crash-loop window.
     pub crashes: VecDeque<Instant>,
-    /// Calls in flight in the whole workspace, shared by its attachments.
-    pub workspace_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// The session callers reach this server through; the actor moves its gate.
+    pub session: Arc<Session>,
     /// What the definition's `${NAME}`s expand against: the whole operator environment for
     /// service servers, only the names handed to workspaces for an added one.
     pub env: Arc<crate::config::Environment>,
-}
-
-/// One request routed to this attachment on behalf of a caller.
-pub(crate) struct CallRequest {
-    pub operation: Operation,
-    pub context: CallContext,
-    pub reply: oneshot::Sender<Result<ToolResult, CallError>>,
 }
 
 /// The attachment's messages.
@@ -132,10 +124,8 @@ pub(crate) enum AttachmentMsg {
     /// An explicit reconnect (enable of an already-enabled alias); clears `crash-loop`.
     /// Answered when the attempt settles, or at once when already ready.
     Reconnect { reply: ActionReply },
-    /// Run a call.
-    Call(CallRequest),
-    /// The call `id` settled.
-    Settled { id: u64 },
+    /// The last active request settled while the session was held or draining.
+    Quiet,
     /// Stop taking calls, settle (`cancel`: cancel) in-flight ones, close, report, stop.
     Drain { reason: String, cancel: bool },
     /// The drain deadline passed: cancel whatever is still in flight.
@@ -187,11 +177,6 @@ pub(crate) struct AttachmentState {
     generation: u64,
     /// Stamps connection attempts and retry timers; only the newest counts.
     retry: u64,
-    active: HashMap<u64, CancellationToken>,
-    /// Calls of this attachment that have not answered yet, for its overload bound (the
-    /// active table empties only when the actor hears of a settled call, after the answer).
-    in_flight: Arc<std::sync::atomic::AtomicUsize>,
-    next_call: u64,
     delays: Box<dyn Iterator<Item = Duration> + Send>,
     draining: Option<Draining>,
     first_attempt: bool,
@@ -201,12 +186,17 @@ pub(crate) struct AttachmentState {
     refreshing: Option<bool>,
     /// A refreshed catalog waiting for the in-flight calls to settle.
     pending_refresh: Option<Box<Refresh>>,
-    /// Calls that arrived while a refresh waited to commit; they run right after it.
-    queued: VecDeque<CallRequest>,
     /// Stamps freshness timers; only the newest counts.
     expiry: u64,
     /// Stamps the deadline of the refreshed catalog waiting to be committed.
     refresh_epoch: u64,
+}
+
+impl Drop for AttachmentState {
+    fn drop(&mut self) {
+        // However the actor ends (a drain, a crash), a caller holding its session is told.
+        self.args.session.end("its attachment stopped");
+    }
 }
 
 /// The actor (no configuration lives here: it is all in the arguments).
@@ -232,16 +222,12 @@ impl Actor for AttachmentActor {
             lifecycle,
             generation: 0,
             retry: 0,
-            active: HashMap::new(),
-            in_flight: Arc::default(),
-            next_call: 0,
             delays,
             draining: None,
             first_attempt: true,
             reconnects: Vec::new(),
             refreshing: None,
             pending_refresh: None,
-            queued: VecDeque::new(),
             expiry: 0,
             refresh_epoch: 0,
         })
@@ -254,8 +240,14 @@ impl Actor for AttachmentActor {
     ) -> Result<(), ActorProcessingErr> {
         // Connecting starts here, not in pre_start: ractor reports no supervision event for
         // a failing pre_start, and the spawner must not wait for the network.
+        // The session tells the actor when its calls went quiet while it waited for that.
+        let quiet = myself.clone();
+        state.args.session.on_quiet(move || {
+            let _ = quiet.cast(AttachmentMsg::Quiet);
+        });
         match state.args.origin.clone() {
             Origin::Restarted(_) => {
+                state.close_gate();
                 state.publish();
                 state.schedule_retry(&myself);
             }
@@ -294,6 +286,7 @@ impl Actor for AttachmentActor {
                         }
                         _ => return Ok(()),
                     }
+                    state.close_gate();
                     state.publish();
                 }
             }
@@ -320,9 +313,7 @@ impl Actor for AttachmentActor {
                     }
                 }
             }
-            AttachmentMsg::Call(request) => state.on_call(&myself, request),
-            AttachmentMsg::Settled { id } => {
-                state.active.remove(&id);
+            AttachmentMsg::Quiet => {
                 state.commit_refresh_if_quiet(&myself);
                 state.finish_drain_if_quiet(&myself);
             }
@@ -364,6 +355,8 @@ impl Actor for AttachmentActor {
             AttachmentMsg::Drain { reason, cancel } => {
                 if state.draining.is_none() {
                     // Attempts and timers in flight see `draining` and stand down.
+                    // New calls are refused from here on; the active ones finish.
+                    state.args.session.drain(&reason);
                     state.draining = Some(Draining { reason });
                     if cancel {
                         state.cancel_active();
@@ -474,6 +467,7 @@ impl AttachmentState {
                 // Only a loss counts as a crash, so this follows one whose examination is
                 // under way: its detail is added as the last failure when it arrives.
                 self.lifecycle = Lifecycle::CrashLoop(Problem::crash_loop(detail));
+                self.close_gate();
                 self.publish();
             }
         }
@@ -549,6 +543,7 @@ impl AttachmentState {
                 });
                 self.delays = Box::new(self.args.settings.restart.delays());
                 self.lifecycle = Lifecycle::Ready(live);
+                self.open_gate();
                 self.publish_and_answer_reconnects();
                 self.schedule_expiry(myself);
             }
@@ -565,6 +560,7 @@ impl AttachmentState {
                     return;
                 }
                 self.lifecycle = Lifecycle::Unavailable(problem);
+                self.close_gate();
                 self.publish_and_answer_reconnects();
                 self.schedule_retry(myself);
             }
@@ -595,7 +591,7 @@ impl AttachmentState {
         };
         metrics::counter!("plurnk_mcp_restarts_total").increment(1);
         tracing::warn!(server = %self.args.alias, "connection lost; reconnecting with backoff");
-        self.forget_refresh(myself);
+        self.forget_refresh();
         // In-flight calls fail by themselves: their `CallPeer` watches the same token.
         let myself_for_detail = myself.clone();
         let grace = self.args.settings.connect.close_grace;
@@ -613,104 +609,27 @@ impl AttachmentState {
         }
     }
 
-    fn on_call(&mut self, myself: &ActorRef<AttachmentMsg>, request: CallRequest) {
-        if self.pending_refresh.is_some() && self.draining.is_none() {
-            // Behind a pending commit, not beside it: the old catalog must be able to go
-            // quiet, so new calls wait (bounded by the refresh deadline).
-            self.queued.push_back(request);
-            return;
+    /// Opens the session's gate on the ready connection (its current catalog).
+    fn open_gate(&self) {
+        if let Lifecycle::Ready(live) = &self.lifecycle {
+            self.args.session.open(Ready::new(
+                live.peer.clone(),
+                live.tools.clone(),
+                live.catalog.prompts.clone(),
+                &live.negotiated.capabilities,
+            ));
         }
-        let alias = &self.args.alias;
-        if let Some(draining) = &self.draining {
-            let _ = request.reply.send(Err(CallError::Closing {
-                alias: alias.clone(),
-                reason: draining.reason.clone(),
-            }));
-            return;
-        }
-        let live = match &self.lifecycle {
-            Lifecycle::Ready(live) => live,
-            other => {
-                let (state, detail) = match other {
-                    Lifecycle::Connecting => {
-                        (ServerState::Connecting, "it is still connecting".to_owned())
-                    }
-                    Lifecycle::Unavailable(problem) => {
-                        (ServerState::Unavailable, problem.detail.clone())
-                    }
-                    Lifecycle::CrashLoop(problem) => {
-                        (ServerState::CrashLoop, problem.detail.clone())
-                    }
-                    Lifecycle::Ready(_) => (ServerState::Ready, String::new()),
-                };
-                let _ = request.reply.send(Err(CallError::NotReady {
-                    alias: alias.clone(),
-                    state,
-                    detail,
-                }));
-                return;
-            }
+    }
+
+    /// Closes the session's gate as the lifecycle says (calls are refused as not ready).
+    fn close_gate(&self) {
+        let (state, detail) = match &self.lifecycle {
+            Lifecycle::Ready(_) => return,
+            Lifecycle::Connecting => (ServerState::Connecting, "it is still connecting".to_owned()),
+            Lifecycle::Unavailable(problem) => (ServerState::Unavailable, problem.detail.clone()),
+            Lifecycle::CrashLoop(problem) => (ServerState::CrashLoop, problem.detail.clone()),
         };
-        if let Err(error) = admit(alias, live, &request.operation) {
-            let _ = request.reply.send(Err(error));
-            return;
-        }
-        // Bounded, not queued: beyond the bound a call fails at once, so a flood of callers
-        // cannot make the host hold an unbounded number of requests for a slow server.
-        // The places are given back by the call's task before it answers, so a caller that
-        // calls again at once finds them free.
-        let limits = &self.args.settings.connect.limits;
-        let overloaded = |limit: usize, scope: &str| CallError::Overloaded {
-            alias: alias.clone(),
-            limit,
-            scope: scope.to_owned(),
-        };
-        let Some(server_slot) = InFlight::take(&self.in_flight, limits.max_in_flight_per_server)
-        else {
-            let _ = request.reply.send(Err(overloaded(
-                limits.max_in_flight_per_server,
-                "on this server",
-            )));
-            return;
-        };
-        let Some(workspace_slot) = InFlight::take(
-            &self.args.workspace_in_flight,
-            limits.max_in_flight_per_workspace,
-        ) else {
-            let _ = request.reply.send(Err(overloaded(
-                limits.max_in_flight_per_workspace,
-                "in this workspace",
-            )));
-            return;
-        };
-        self.next_call += 1;
-        let id = self.next_call;
-        let closing = CancellationToken::new();
-        self.active.insert(id, closing.clone());
-        let peer = live.peer.clone();
-        let myself = myself.clone();
-        let alias = alias.clone();
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let CallRequest {
-                operation,
-                context,
-                reply,
-            } = request;
-            let result = tokio::select! {
-                result = peer.run(&operation, &context) => result,
-                () = closing.cancelled() => Err(CallError::Closing {
-                    alias: alias.clone(),
-                    reason: "the server is closing".into(),
-                }),
-            };
-            let outcome = outcome_label(&result);
-            metrics::counter!("plurnk_mcp_calls_total", "outcome" => outcome).increment(1);
-            metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
-            drop((server_slot, workspace_slot));
-            let _ = reply.send(result);
-            let _ = myself.cast(AttachmentMsg::Settled { id });
-        });
+        self.args.session.down(state, detail);
     }
 
     fn start_refresh(&mut self, myself: &ActorRef<AttachmentMsg>) {
@@ -781,7 +700,10 @@ impl AttachmentState {
                     });
                 }
                 self.pending_refresh = Some(refresh);
-                self.commit_refresh_if_quiet(myself);
+                // New calls wait behind the change; it commits once the active ones settle.
+                if self.args.session.hold() {
+                    self.commit_refresh(myself);
+                }
             }
             Err(problem) => {
                 // The catalog now contradicts the policy (or cannot be listed): the server
@@ -792,7 +714,7 @@ impl AttachmentState {
                     close_in_background(live.connection, self.args.settings.connect.close_grace);
                 }
                 self.publish();
-                self.forget_refresh(myself);
+                self.forget_refresh();
                 if self.draining.is_none() {
                     self.schedule_retry(myself);
                 }
@@ -805,7 +727,7 @@ impl AttachmentState {
     }
 
     fn commit_refresh_if_quiet(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        if self.pending_refresh.is_some() && self.active.is_empty() {
+        if self.pending_refresh.is_some() && self.args.session.active() == 0 {
             self.commit_refresh(myself);
         }
     }
@@ -821,7 +743,8 @@ impl AttachmentState {
             live.freshness = refresh.freshness;
             self.publish();
         }
-        self.release_queue(myself);
+        // The calls that waited behind the change run now, on the new catalog.
+        self.open_gate();
         self.schedule_expiry(myself);
     }
 
@@ -844,17 +767,11 @@ impl AttachmentState {
 
     /// The connection is gone, and its refresh with it: nothing is listing, nothing waits to
     /// be committed (a newer connection lists its own catalog), and the calls that waited for
-    /// the commit are answered now.
-    fn forget_refresh(&mut self, myself: &ActorRef<AttachmentMsg>) {
+    /// the commit are answered now, as the gate now says.
+    fn forget_refresh(&mut self) {
         self.refreshing = None;
         self.pending_refresh = None;
-        self.release_queue(myself);
-    }
-
-    fn release_queue(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        while let Some(request) = self.queued.pop_front() {
-            self.on_call(myself, request);
-        }
+        self.close_gate();
     }
 
     /// Publishes the settled attempt and answers the explicit reconnects that waited for it,
@@ -876,14 +793,12 @@ impl AttachmentState {
         self.publish_answering(answers);
     }
 
-    fn cancel_active(&mut self) {
-        for token in self.active.values() {
-            token.cancel();
-        }
+    fn cancel_active(&self) {
+        self.args.session.cancel_active();
     }
 
     fn finish_drain_if_quiet(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        if self.draining.is_none() || !self.active.is_empty() {
+        if self.draining.is_none() || self.args.session.active() != 0 {
             return;
         }
         for reply in self.reconnects.drain(..) {
@@ -913,29 +828,6 @@ impl AttachmentState {
             });
             myself.stop(None);
         });
-    }
-}
-
-/// One call's place in the workspace's in-flight count; released when dropped, however the
-/// call ends.
-struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
-
-impl InFlight {
-    /// A place, if fewer than `limit` are taken.
-    fn take(count: &Arc<std::sync::atomic::AtomicUsize>, limit: usize) -> Option<Self> {
-        use std::sync::atomic::Ordering;
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
-                (taken < limit).then_some(taken + 1)
-            })
-            .ok()
-            .map(|_| Self(count.clone()))
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -1059,117 +951,5 @@ fn kind_of(alias: &str, definition: &ServerDefinition, settings: &Settings) -> T
         TransportKind::InProcess
     } else {
         definition.transport().kind().into()
-    }
-}
-
-/// Routes only what the current snapshot publishes: an enabled tool, a listed prompt, and
-/// resources or completion only from a server that offers them.
-fn admit(alias: &str, live: &Live, operation: &Operation) -> Result<(), CallError> {
-    let offers = |surface: &str| {
-        live.negotiated
-            .capabilities
-            .get(surface)
-            .is_some_and(|value| !value.is_null())
-    };
-    let unsupported = |what: &str| CallError::Unsupported {
-        alias: alias.to_owned(),
-        operation: operation.label(),
-        what: what.to_owned(),
-    };
-    match operation {
-        Operation::CallTool { name, .. } => {
-            if live.tools.iter().any(|tool| &tool.name == name) {
-                Ok(())
-            } else {
-                Err(CallError::UnknownTool {
-                    alias: alias.to_owned(),
-                    tool: name.clone(),
-                })
-            }
-        }
-        Operation::ReadResource { .. } if !offers("resources") => Err(unsupported("resources")),
-        Operation::ReadResource { .. } => Ok(()),
-        Operation::GetPrompt { name, .. } => {
-            if live
-                .catalog
-                .prompts
-                .iter()
-                .any(|prompt| &prompt.name == name)
-            {
-                Ok(())
-            } else {
-                Err(CallError::UnknownPrompt {
-                    alias: alias.to_owned(),
-                    prompt: name.clone(),
-                })
-            }
-        }
-        Operation::Complete { .. } if !offers("completions") => Err(unsupported("completion")),
-        Operation::Complete { .. } => Ok(()),
-    }
-}
-
-/// The `outcome` label of `plurnk_mcp_calls_total` for a settled call.
-fn outcome_label(result: &Result<ToolResult, CallError>) -> &'static str {
-    match result {
-        Ok(result) if result.is_error => "tool-error",
-        Ok(_) => "ok",
-        Err(CallError::Timeout { .. }) => "timeout",
-        Err(CallError::Cancelled { .. }) => "cancelled",
-        Err(CallError::Overloaded { .. }) => "overloaded",
-        Err(_) => "error",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_call_is_counted_under_the_outcome_the_caller_saw() {
-        let result = |is_error| {
-            Ok(ToolResult {
-                is_error,
-                result: serde_json::json!({"content": []}),
-            })
-        };
-        let (alias, tool) = (String::from("s"), String::from("t"));
-        let cases = [
-            (result(false), "ok"),
-            (result(true), "tool-error"),
-            (
-                Err(CallError::Timeout {
-                    alias: alias.clone(),
-                    tool: tool.clone(),
-                    timeout_ms: 1,
-                }),
-                "timeout",
-            ),
-            (
-                Err(CallError::Cancelled {
-                    alias: alias.clone(),
-                    tool,
-                }),
-                "cancelled",
-            ),
-            (
-                Err(CallError::Overloaded {
-                    alias: alias.clone(),
-                    limit: 1,
-                    scope: "on this server".into(),
-                }),
-                "overloaded",
-            ),
-            (
-                Err(CallError::Closing {
-                    alias,
-                    reason: "closing".into(),
-                }),
-                "error",
-            ),
-        ];
-        for (result, label) in cases {
-            assert_eq!(outcome_label(&result), label, "{result:?}");
-        }
     }
 }

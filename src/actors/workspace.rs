@@ -18,13 +18,22 @@ use super::messages::{ActionReply, Customize, WorkspaceMsg};
 use crate::config::{ServerDefinition, resolve};
 use crate::model::{CloseFailure, HostEvent, ServerSummary};
 use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
+use crate::protocol::{Bounds, Session};
 use crate::store::{RecordSource, ServerRecord, Store, StoreError};
 
 /// What readers of a workspace see: the snapshot, and the routes calls take.
 #[derive(Debug)]
 pub(crate) struct Published {
     pub snapshot: Arc<WorkspaceSnapshot>,
-    pub routes: HashMap<String, ActorRef<AttachmentMsg>>,
+    pub routes: HashMap<String, Route>,
+}
+
+/// Where calls to one server go: its session (directly, in the caller's task), and the
+/// attachment actor that owns it.
+#[derive(Debug, Clone)]
+pub(crate) struct Route {
+    pub session: Arc<Session>,
+    pub actor: ActorRef<AttachmentMsg>,
 }
 
 /// Who owns a definition.
@@ -86,6 +95,7 @@ struct Entry {
 
 struct Attached {
     actor: ActorRef<AttachmentMsg>,
+    session: Arc<Session>,
     instance: u64,
     draining: bool,
 }
@@ -395,6 +405,15 @@ impl WorkspaceState {
         };
         self.next_instance += 1;
         let instance = self.next_instance;
+        let limits = &self.settings.connect.limits;
+        let session = Arc::new(Session::new(
+            alias,
+            Bounds {
+                per_server: limits.max_in_flight_per_server,
+                per_workspace: limits.max_in_flight_per_workspace,
+            },
+            self.in_flight.clone(),
+        ));
         let args = AttachmentArgs {
             alias: alias.to_owned(),
             definition: entry
@@ -408,7 +427,7 @@ impl WorkspaceState {
             instance,
             origin,
             crashes: self.crashes.get(alias).cloned().unwrap_or_default(),
-            workspace_in_flight: self.in_flight.clone(),
+            session: session.clone(),
             env: self.expansion_env(entry),
         };
         let (actor, _) =
@@ -417,6 +436,7 @@ impl WorkspaceState {
             alias.to_owned(),
             Attached {
                 actor,
+                session,
                 instance,
                 draining: false,
             },
@@ -992,7 +1012,13 @@ impl WorkspaceState {
         let routes = self
             .attachments
             .iter()
-            .map(|(alias, attached)| (alias.clone(), attached.actor.clone()))
+            .map(|(alias, attached)| {
+                let route = Route {
+                    session: attached.session.clone(),
+                    actor: attached.actor.clone(),
+                };
+                (alias.clone(), route)
+            })
             .collect();
         for (state, count) in state_counts(snapshot.servers.values().map(|s| s.state)) {
             metrics::gauge!("plurnk_mcp_attachments", "workspace" => self.name.clone(), "state" => state.to_string())

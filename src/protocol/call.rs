@@ -39,6 +39,63 @@ pub(crate) const MAX_TASK_POLLS: usize = 10_000;
 /// How long a courtesy message (a cancellation) may take to hand over before it is dropped.
 const NOTIFY_BOUND: Duration = Duration::from_secs(1);
 
+/// What is owed to a server when its caller drops a call before it settles.
+enum Owed {
+    /// `notifications/cancelled` for the request in flight.
+    Request(rmcp::model::RequestId),
+    /// `tasks/cancel` for the Task being followed.
+    Task(String),
+}
+
+/// Sends what is owed if dropped unpaid: the call's future is the caller's own, so a caller
+/// that stops waiting drops the request mid-flight, and the server must still be told. Sent
+/// from a task of its own, briefly bounded.
+struct Courtesy {
+    peer: Peer<RoleClient>,
+    owed: Option<Owed>,
+}
+
+impl Courtesy {
+    fn owe(peer: &Peer<RoleClient>, owed: Owed) -> Self {
+        Self {
+            peer: peer.clone(),
+            owed: Some(owed),
+        }
+    }
+
+    /// The call settled: nothing is owed.
+    fn paid(&mut self) {
+        self.owed = None;
+    }
+}
+
+impl Drop for Courtesy {
+    fn drop(&mut self) {
+        let Some(owed) = self.owed.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        runtime.spawn(async move {
+            match owed {
+                Owed::Request(id) => {
+                    let notify = peer.notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the caller stopped waiting".into()),
+                    ));
+                    let _ = tokio::time::timeout(NOTIFY_BOUND, notify).await;
+                }
+                Owed::Task(task_id) => {
+                    let cancel = peer.cancel_task(CancelTaskParams::new(task_id));
+                    let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
+                }
+            }
+        });
+    }
+}
+
 /// What the caller brings to one operation.
 #[derive(Clone)]
 pub(crate) struct CallContext {
@@ -199,7 +256,15 @@ impl CallPeer {
                 }
                 ServerResult::CreateTaskResult(created) => {
                     let task = serde_json::to_value(&created.task).unwrap_or_default();
-                    return self.drive_task(operation, task, context, &label).await;
+                    // A caller that stops waiting (drops the call) still has the Task cancelled.
+                    let mut owed = task["taskId"]
+                        .as_str()
+                        .map(|id| Courtesy::owe(&self.peer, Owed::Task(id.to_owned())));
+                    let result = self.drive_task(operation, task, context, &label).await;
+                    if let Some(owed) = owed.as_mut() {
+                        owed.paid();
+                    }
+                    return result;
                 }
                 other => return self.complete(operation, other, &label),
             }
@@ -478,13 +543,15 @@ impl CallPeer {
             }),
         };
         let id = handle.id.clone();
+        // A caller that stops waiting (drops the call) still has the request cancelled.
+        let mut owed = Courtesy::owe(&self.peer, Owed::Request(id.clone()));
         // rmcp's own deadline ends in sending a cancellation, which it awaits without a
         // bound: a server that stops reading would hold the caller there forever. Ours ends
         // the wait regardless, a moment after rmcp's had its chance.
         let hard = budget
             .saturating_sub(started.elapsed())
             .saturating_add(NOTIFY_BOUND);
-        tokio::select! {
+        let settled = tokio::select! {
             biased;
             response = tokio::time::timeout(hard, handle.await_response()) => match response {
                 Ok(response) => response.map_err(|error| self.map_error(label, error)),
@@ -508,7 +575,9 @@ impl CallPeer {
                 tool: label.to_owned(),
                 detail: self.closed("the transport closed"),
             }),
-        }
+        };
+        owed.paid();
+        settled
     }
 
     /// `resources/read` through rmcp's cache, with the same deadline, cancellation and loss

@@ -1,0 +1,423 @@
+//! A server's session as its callers reach it: the admission gate in front of the live
+//! connection's peer, and the count of the requests on it.
+//!
+//! A call runs in the caller's own task: it is admitted here (the server is ready, it offers
+//! what is asked, the in-flight bounds hold), counted, run on the connection's [`CallPeer`],
+//! and uncounted before its result is returned: no mailbox message, no spawned task, no
+//! reply channel. The attachment actor owns the lifecycle and only moves the gate: it opens
+//! it on a ready connection, holds it while a changed catalog waits for quiescence, closes it
+//! for a drain or a loss, and hears once (not once per call) when the last active request
+//! settles while it waits for quiet.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::call::{CallContext, CallPeer};
+use crate::model::{CallError, Operation, PromptInfo, ServerState, ToolInfo, ToolResult};
+
+/// What a ready session offers its callers.
+pub(crate) struct Ready {
+    peer: CallPeer,
+    tools: Arc<[ToolInfo]>,
+    prompts: Arc<[PromptInfo]>,
+    resources: bool,
+    completions: bool,
+}
+
+impl Ready {
+    /// A ready connection's peer and what it published.
+    pub(crate) fn new(
+        peer: CallPeer,
+        tools: Arc<[ToolInfo]>,
+        prompts: Arc<[PromptInfo]>,
+        capabilities: &serde_json::Value,
+    ) -> Self {
+        let offers = |surface: &str| {
+            capabilities
+                .get(surface)
+                .is_some_and(|value| !value.is_null())
+        };
+        Self {
+            peer,
+            tools,
+            prompts,
+            resources: offers("resources"),
+            completions: offers("completions"),
+        }
+    }
+
+    /// Whether the server offers what `operation` asks for.
+    fn admits(&self, alias: &str, operation: &Operation) -> Result<(), CallError> {
+        let unsupported = |what: &str| CallError::Unsupported {
+            alias: alias.to_owned(),
+            operation: operation.label(),
+            what: what.to_owned(),
+        };
+        match operation {
+            Operation::CallTool { name, .. } => {
+                if self.tools.iter().any(|tool| &tool.name == name) {
+                    Ok(())
+                } else {
+                    Err(CallError::UnknownTool {
+                        alias: alias.to_owned(),
+                        tool: name.clone(),
+                    })
+                }
+            }
+            Operation::ReadResource { .. } if !self.resources => Err(unsupported("resources")),
+            Operation::ReadResource { .. } => Ok(()),
+            Operation::GetPrompt { name, .. } => {
+                if self.prompts.iter().any(|prompt| &prompt.name == name) {
+                    Ok(())
+                } else {
+                    Err(CallError::UnknownPrompt {
+                        alias: alias.to_owned(),
+                        prompt: name.clone(),
+                    })
+                }
+            }
+            Operation::Complete { .. } if !self.completions => Err(unsupported("completion")),
+            Operation::Complete { .. } => Ok(()),
+        }
+    }
+}
+
+/// Whether, and how, the gate lets a call in.
+enum Admission {
+    /// Not ready: calls are refused with the state and why.
+    Down { state: ServerState, detail: String },
+    /// Ready: calls run.
+    Open(Arc<Ready>),
+    /// A changed catalog waits for the active calls to settle: new calls wait behind it
+    /// (the actor's refresh deadline bounds the wait), then run on the new catalog.
+    Held,
+    /// Disabling, removing or shutting down: new calls are refused, the active ones finish
+    /// (or are cancelled), then the connection closes.
+    Draining { reason: String },
+    /// The attachment stopped: nothing runs here again.
+    Gone { reason: String },
+}
+
+struct Gate {
+    admission: Admission,
+    /// Requests admitted and not yet settled.
+    active: usize,
+    /// Cancels every active request (a drain past its bound, a shutdown).
+    cancel: CancellationToken,
+}
+
+/// Bounds on requests in flight.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    /// On this server.
+    pub per_server: usize,
+    /// In the whole workspace.
+    pub per_workspace: usize,
+}
+
+/// One attachment's session, shared by the actor that owns it and every handle that calls.
+pub(crate) struct Session {
+    alias: String,
+    gate: Mutex<Gate>,
+    /// Wakes calls waiting behind a held gate whenever the admission changes.
+    changed: Notify,
+    /// Told when the last active request settles while the gate is held or draining.
+    on_quiet: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    bounds: Bounds,
+    /// Requests in flight in the whole workspace, shared by its sessions.
+    workspace_in_flight: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("alias", &self.alias)
+            .field("active", &self.active())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// A session that is still connecting.
+    pub(crate) fn new(alias: &str, bounds: Bounds, workspace_in_flight: Arc<AtomicUsize>) -> Self {
+        Self {
+            alias: alias.to_owned(),
+            gate: Mutex::new(Gate {
+                admission: Admission::Down {
+                    state: ServerState::Connecting,
+                    detail: "it is still connecting".into(),
+                },
+                active: 0,
+                cancel: CancellationToken::new(),
+            }),
+            changed: Notify::new(),
+            on_quiet: OnceLock::new(),
+            bounds,
+            workspace_in_flight,
+        }
+    }
+
+    fn gate(&self) -> MutexGuard<'_, Gate> {
+        // The gate holds no invariant a panicking holder could break half-way.
+        self.gate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets who hears that the session went quiet (once; later calls are ignored).
+    pub(crate) fn on_quiet(&self, tell: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_quiet.set(Box::new(tell));
+    }
+
+    /// Requests admitted and not yet settled.
+    pub(crate) fn active(&self) -> usize {
+        self.gate().active
+    }
+
+    /// Changes the admission, unless the session is draining or gone (which only ends).
+    fn admit_as(&self, admission: Admission) {
+        let mut gate = self.gate();
+        if matches!(
+            gate.admission,
+            Admission::Draining { .. } | Admission::Gone { .. }
+        ) {
+            return;
+        }
+        gate.admission = admission;
+        drop(gate);
+        self.changed.notify_waiters();
+    }
+
+    /// Calls run on `ready` from now on (and those waiting behind a held gate go).
+    pub(crate) fn open(&self, ready: Ready) {
+        self.admit_as(Admission::Open(Arc::new(ready)));
+    }
+
+    /// Calls are refused as not ready.
+    pub(crate) fn down(&self, state: ServerState, detail: String) {
+        self.admit_as(Admission::Down { state, detail });
+    }
+
+    /// New calls wait for the next `open`; returns whether nothing is active now (if not,
+    /// the quiet hook is told when the last active request settles).
+    pub(crate) fn hold(&self) -> bool {
+        let mut gate = self.gate();
+        if matches!(gate.admission, Admission::Open(_)) {
+            gate.admission = Admission::Held;
+        }
+        gate.active == 0
+    }
+
+    /// New calls are refused as closing for `reason`; returns whether nothing is active now
+    /// (if not, the quiet hook is told when the last active request settles).
+    pub(crate) fn drain(&self, reason: &str) -> bool {
+        let mut gate = self.gate();
+        if !matches!(gate.admission, Admission::Gone { .. }) {
+            gate.admission = Admission::Draining {
+                reason: reason.to_owned(),
+            };
+        }
+        let quiet = gate.active == 0;
+        drop(gate);
+        self.changed.notify_waiters();
+        quiet
+    }
+
+    /// Cancels every active request; each settles as closing.
+    pub(crate) fn cancel_active(&self) {
+        self.gate().cancel.cancel();
+    }
+
+    /// Nothing runs here again.
+    pub(crate) fn end(&self, reason: &str) {
+        let mut gate = self.gate();
+        gate.admission = Admission::Gone {
+            reason: reason.to_owned(),
+        };
+        drop(gate);
+        self.changed.notify_waiters();
+    }
+
+    /// Runs `operation` on the session in the caller's task: admitted, counted, and
+    /// uncounted before the result is returned.
+    pub(crate) async fn call(
+        &self,
+        operation: &Operation,
+        context: &CallContext,
+    ) -> Result<ToolResult, CallError> {
+        let (ready, cancel, place) = self.admit(operation, context).await?;
+        let started = Instant::now();
+        let result = tokio::select! {
+            result = ready.peer.run(operation, context) => result,
+            () = cancel.cancelled() => Err(CallError::Closing {
+                alias: self.alias.clone(),
+                reason: "the server is closing".into(),
+            }),
+        };
+        // The places are given back before the caller has the answer, so a caller that
+        // calls again at once finds them free.
+        drop(place);
+        metrics::counter!("plurnk_mcp_calls_total", "outcome" => outcome_label(&result))
+            .increment(1);
+        metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
+        result
+    }
+
+    async fn admit(
+        &self,
+        operation: &Operation,
+        context: &CallContext,
+    ) -> Result<(Arc<Ready>, CancellationToken, Place<'_>), CallError> {
+        let alias = &self.alias;
+        loop {
+            // Registered before the gate is read, so an `open` in between is not missed.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut gate = self.gate();
+                match &gate.admission {
+                    Admission::Open(ready) => {
+                        let ready = Arc::clone(ready);
+                        ready.admits(alias, operation)?;
+                        // Bounded, not queued: beyond the bound a call fails at once, so a
+                        // flood of callers cannot make the host hold an unbounded number of
+                        // requests for a slow server.
+                        let overloaded = |limit: usize, scope: &str| CallError::Overloaded {
+                            alias: alias.clone(),
+                            limit,
+                            scope: scope.to_owned(),
+                        };
+                        if gate.active >= self.bounds.per_server {
+                            return Err(overloaded(self.bounds.per_server, "on this server"));
+                        }
+                        if self
+                            .workspace_in_flight
+                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                                (taken < self.bounds.per_workspace).then_some(taken + 1)
+                            })
+                            .is_err()
+                        {
+                            return Err(overloaded(self.bounds.per_workspace, "in this workspace"));
+                        }
+                        gate.active += 1;
+                        return Ok((ready, gate.cancel.clone(), Place { session: self }));
+                    }
+                    Admission::Held => {}
+                    Admission::Down { state, detail } => {
+                        return Err(CallError::NotReady {
+                            alias: alias.clone(),
+                            state: *state,
+                            detail: detail.clone(),
+                        });
+                    }
+                    Admission::Draining { reason } | Admission::Gone { reason } => {
+                        return Err(CallError::Closing {
+                            alias: alias.clone(),
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+            }
+            tokio::select! {
+                () = changed => {}
+                () = context.cancel.cancelled() => {
+                    return Err(CallError::Cancelled {
+                        alias: alias.clone(),
+                        tool: operation.label(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// One admitted request's places (on the server and in the workspace); given back when
+/// dropped, however the request ends (a dropped call future included).
+struct Place<'a> {
+    session: &'a Session,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let session = self.session;
+        session.workspace_in_flight.fetch_sub(1, Ordering::AcqRel);
+        let mut gate = session.gate();
+        gate.active -= 1;
+        let quiet = gate.active == 0
+            && matches!(gate.admission, Admission::Held | Admission::Draining { .. });
+        drop(gate);
+        if quiet && let Some(tell) = session.on_quiet.get() {
+            tell();
+        }
+    }
+}
+
+/// The `outcome` label of `plurnk_mcp_calls_total` for a settled call.
+fn outcome_label(result: &Result<ToolResult, CallError>) -> &'static str {
+    match result {
+        Ok(result) if result.is_error => "tool-error",
+        Ok(_) => "ok",
+        Err(CallError::Timeout { .. }) => "timeout",
+        Err(CallError::Cancelled { .. }) => "cancelled",
+        Err(CallError::Overloaded { .. }) => "overloaded",
+        Err(_) => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_counted_under_the_outcome_the_caller_saw() {
+        let result = |is_error| {
+            Ok(ToolResult {
+                is_error,
+                result: serde_json::json!({"content": []}),
+            })
+        };
+        let (alias, tool) = (String::from("s"), String::from("t"));
+        let cases = [
+            (result(false), "ok"),
+            (result(true), "tool-error"),
+            (
+                Err(CallError::Timeout {
+                    alias: alias.clone(),
+                    tool: tool.clone(),
+                    timeout_ms: 1,
+                }),
+                "timeout",
+            ),
+            (
+                Err(CallError::Cancelled {
+                    alias: alias.clone(),
+                    tool,
+                }),
+                "cancelled",
+            ),
+            (
+                Err(CallError::Overloaded {
+                    alias: alias.clone(),
+                    limit: 1,
+                    scope: "on this server".into(),
+                }),
+                "overloaded",
+            ),
+            (
+                Err(CallError::Closing {
+                    alias,
+                    reason: "closing".into(),
+                }),
+                "error",
+            ),
+        ];
+        for (result, label) in cases {
+            assert_eq!(outcome_label(&result), label, "{result:?}");
+        }
+    }
+}
