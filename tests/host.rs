@@ -786,6 +786,35 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
     let host = Host::start(config).await.expect("host starts");
     let workspace = host.default_workspace();
 
+    // Calls that complete owe the server nothing: no cancellation follows them. (Any that
+    // did would reach the server before a later request the test waits for.)
+    for n in 0..20 {
+        let text = format!("completed {n}");
+        let echo = workspace
+            .call_tool(
+                "calls",
+                "echo",
+                json!({ "text": text }),
+                CallOptions::default(),
+            )
+            .await
+            .expect("echo");
+        assert_eq!(echo.text(), text);
+    }
+    let after = gate_call(&workspace, "calls", "after-echoes");
+    probe.wait_gate("after-echoes", BOUND).await;
+    probe.release("after-echoes").await;
+    after
+        .await
+        .expect("joined")
+        .expect("the gate call completes");
+    assert_eq!(
+        probe.count("cancel-notice"),
+        0,
+        "completed calls were followed by cancellations: {:?}",
+        probe.events()
+    );
+
     // A held call meets its deadline: it settles as a timeout and the server is told.
     let timed_out = tokio::time::timeout(
         BOUND,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use plurnk_mcp::config::{McpServerOptions, Overlay};
 use plurnk_mcp::{
-    CallOptions, Customize, Host, HostConfig, HostOptions, MemoryStore, RestartPolicy,
+    CallError, CallOptions, Customize, Host, HostConfig, HostOptions, MemoryStore, RestartPolicy,
     ServerDefinition, ServerRecord, ServerState, ServerSummary, SqliteStore, Store, StoreError,
     Workspace, WorkspaceRecord,
 };
@@ -706,15 +706,34 @@ async fn a_workspace_whose_actor_fails_is_opened_again_and_leaves_no_process() {
     shutdown_clean(host).await;
 }
 
-/// A store whose writes fail while `failing` is set, as a full disk would.
+/// A store whose writes fail while `failing` is set, as a full disk would, and wait while
+/// `held` is set, as a stalled one would (the workspace actor is then busy in the write).
 #[derive(Default)]
 struct Flaky {
     inner: MemoryStore,
     failing: std::sync::atomic::AtomicBool,
+    held: std::sync::Mutex<bool>,
+    released: std::sync::Condvar,
+    /// Writes waiting while held.
+    waiting: AtomicUsize,
 }
 
 impl Flaky {
+    fn hold(&self, held: bool) {
+        *self.held.lock().expect("not poisoned") = held;
+        self.released.notify_all();
+    }
+
     fn write(&self, write: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
+        let mut held = self.held.lock().expect("not poisoned");
+        if *held {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            while *held {
+                held = self.released.wait(held).expect("not poisoned");
+            }
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        drop(held);
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Corrupt {
                 path: "flaky".into(),
@@ -822,5 +841,159 @@ async fn a_store_that_cannot_be_written_refuses_an_enable_and_stops_nothing_runn
         "the reconnected server was stopped for a write it did not need"
     );
     store.failing.store(false, Ordering::SeqCst);
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_session_answers_for_it_while_the_snapshot_lags_behind() {
+    // Calls go to a server's session, not through the workspace: while the workspace actor
+    // is busy (here, in a stalled store write), the published snapshot lags, and the session
+    // alone knows the server changed its tools, lost its process or lost its attachment.
+    let store = Arc::new(Flaky::default());
+    let host = Host::start_with(
+        config(&[
+            ("PLURNK_MCP_ENABLED", r#"["svc", "other"]"#),
+            (
+                "PLURNK_MCP_SVC_ARGS",
+                r#"["fixture", "--name", "svc", "--legacy"]"#,
+            ),
+            ("PLURNK_MCP_OTHER", EXE),
+            ("PLURNK_MCP_OTHER_ARGS", r#"["fixture", "--name", "other"]"#),
+            ("PLURNK_MCP_THIRD", EXE),
+            ("PLURNK_MCP_THIRD_ARGS", r#"["fixture", "--name", "third"]"#),
+        ]),
+        HostOptions {
+            store: Some(store.clone()),
+            ..HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts");
+    let workspace = host.workspace("w").await.expect("workspace");
+    workspace.enable("third").await.expect("enable");
+    let call = |alias: &'static str, tool: &'static str, arguments: serde_json::Value| {
+        let workspace = workspace.clone();
+        async move {
+            workspace
+                .call_tool(alias, tool, arguments, CallOptions::default())
+                .await
+        }
+    };
+    fn has_extra(snapshot: &plurnk_mcp::WorkspaceSnapshot) -> bool {
+        snapshot
+            .server("svc")
+            .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
+    }
+    call("svc", "announce", json!({})).await.expect("announce");
+    assert!(has_extra(&*workspace.wait_for(BOUND, has_extra).await));
+    let other_pid: i32 = call("other", "pid", json!({}))
+        .await
+        .expect("pid")
+        .text()
+        .trim()
+        .parse()
+        .expect("a pid");
+
+    // The workspace actor stalls in the durable write of a disable (until released, or
+    // until this test fails: a stalled worker would keep the runtime from ever stopping).
+    struct Release(Arc<Flaky>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.0.hold(false);
+        }
+    }
+    let release = Release(store.clone());
+    store.hold(true);
+    let disabling = tokio::spawn({
+        let workspace = workspace.clone();
+        async move { workspace.disable("third").await }
+    });
+    let deadline = std::time::Instant::now() + BOUND;
+    while store.waiting.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never began"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    // 1. The server takes `extra` out: once the attachment has listed again, its session
+    // refuses the tool, though the snapshot still lists it.
+    call("svc", "announce", json!({"retract": true}))
+        .await
+        .expect("announce");
+    loop {
+        match call("svc", "extra", json!({})).await {
+            Err(CallError::UnknownTool { tool, .. }) if tool == "extra" => break,
+            Ok(_) => assert!(
+                std::time::Instant::now() < deadline,
+                "the session kept the retracted tool"
+            ),
+            Err(other) => panic!("a call of the retracted tool: {other:?}"),
+        }
+    }
+    assert!(has_extra(&workspace.snapshot()), "the snapshot still lags");
+
+    // 2. The other server's process dies: its session refuses calls as not ready.
+    // SAFETY: a signal to the process the host spawned.
+    unsafe {
+        libc::kill(other_pid, libc::SIGKILL);
+    }
+    loop {
+        match call("other", "echo", json!({"text": "x"})).await {
+            Err(CallError::NotReady { state, .. }) => {
+                assert_eq!(state, ServerState::Unavailable);
+                break;
+            }
+            // Before the loss is noticed a call may still go out, and be lost with it.
+            Ok(_) | Err(CallError::ConnectionLost { .. }) => assert!(
+                std::time::Instant::now() < deadline,
+                "the session of a dead server still takes calls"
+            ),
+            Err(other) => panic!("a call of a dead server: {other:?}"),
+        }
+    }
+    assert_eq!(
+        workspace.snapshot().server("other").map(|s| s.state),
+        Some(ServerState::Ready),
+        "the snapshot still lags"
+    );
+
+    // 3. The svc attachment fails: its session says so at once.
+    assert!(workspace.crash_attachment_for_test("svc"));
+    loop {
+        match call("svc", "echo", json!({"text": "x"})).await {
+            Err(CallError::Closing { reason, .. }) => {
+                assert!(reason.contains("attachment stopped"), "{reason}");
+                break;
+            }
+            Ok(_) | Err(CallError::ConnectionLost { .. }) => assert!(
+                std::time::Instant::now() < deadline,
+                "the session of a failed attachment still takes calls"
+            ),
+            Err(other) => panic!("a call of a failed attachment: {other:?}"),
+        }
+    }
+
+    // The workspace goes on: the disable completes, and both servers come back.
+    drop(release);
+    let disabled = disabling.await.expect("joined").expect("disabled");
+    assert_eq!(disabled.state, ServerState::Disabled);
+    let back = workspace
+        .wait_for(BOUND, |s| {
+            ["svc", "other"].iter().all(|alias| {
+                s.server(alias)
+                    .is_some_and(|s| s.state == ServerState::Ready)
+            })
+        })
+        .await;
+    assert!(!has_extra(&back), "the committed catalog has no extra");
+    assert_eq!(
+        call("other", "echo", json!({"text": "back"}))
+            .await
+            .expect("echo")
+            .text(),
+        "back"
+    );
     shutdown_clean(host).await;
 }

@@ -212,19 +212,17 @@ impl Session {
         gate.active == 0
     }
 
-    /// New calls are refused as closing for `reason`; returns whether nothing is active now
-    /// (if not, the quiet hook is told when the last active request settles).
-    pub(crate) fn drain(&self, reason: &str) -> bool {
+    /// New calls are refused as closing for `reason`; from now on the quiet hook is told
+    /// when the last active request settles.
+    pub(crate) fn drain(&self, reason: &str) {
         let mut gate = self.gate();
         if !matches!(gate.admission, Admission::Gone { .. }) {
             gate.admission = Admission::Draining {
                 reason: reason.to_owned(),
             };
         }
-        let quiet = gate.active == 0;
         drop(gate);
         self.changed.notify_waiters();
-        quiet
     }
 
     /// Cancels every active request; each settles as closing.
