@@ -26,8 +26,7 @@ use crate::model::{
 use crate::protocol::{CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
-pub use crate::actors::messages::Customize;
-pub use crate::model::{CloseFailure, HostEvent, ServerSummary};
+pub use crate::model::{CloseFailure, Customize, HostEvent, ServerSummary};
 
 /// The name of the workspace [`Host::start`] hydrates from the service configuration.
 pub const DEFAULT_WORKSPACE: &str = "default";

@@ -969,6 +969,26 @@ pub struct CloseFailure {
     pub detail: String,
 }
 
+/// How an enable customizes the definition: the client configuration overlay's entry and
+/// explicit action options, the top two layers of the cascade.
+#[derive(Debug, Clone, Default)]
+pub struct Customize {
+    /// The overlay's entry for the alias, if the client sent one.
+    pub overlay: Option<crate::config::OverlayServer>,
+    /// Explicit options.
+    pub options: Option<crate::config::McpServerOptions>,
+}
+
+impl Customize {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.overlay.is_none()
+            && self
+                .options
+                .as_ref()
+                .is_none_or(crate::config::McpServerOptions::is_empty)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

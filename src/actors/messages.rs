@@ -3,8 +3,8 @@
 
 use ractor::RpcReplyPort;
 
-use crate::config::{McpServerOptions, OverlayServer, ServerDefinition};
-use crate::model::{CloseFailure, Problem, ServerSnapshot, ServerSummary};
+use crate::config::ServerDefinition;
+use crate::model::{CloseFailure, Customize, Problem, ServerSnapshot, ServerSummary};
 
 /// A reply carrying a server's resulting snapshot or the Problem that prevented it.
 pub(crate) type ActionReply = RpcReplyPort<Result<ServerSnapshot, Problem>>;
@@ -62,20 +62,4 @@ pub(crate) enum WorkspaceMsg {
     },
     /// Test hook: panic, to exercise the supervisor.
     Panic,
-}
-
-/// How an enable customizes the definition: the client configuration overlay's entry and
-/// explicit action options, the top two layers of the cascade.
-#[derive(Debug, Clone, Default)]
-pub struct Customize {
-    /// The overlay's entry for the alias, if the client sent one.
-    pub overlay: Option<OverlayServer>,
-    /// Explicit options.
-    pub options: Option<McpServerOptions>,
-}
-
-impl Customize {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.overlay.is_none() && self.options.as_ref().is_none_or(McpServerOptions::is_empty)
-    }
 }

@@ -14,9 +14,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::sync::{broadcast, watch};
 
 use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
-use super::messages::{ActionReply, Customize, WorkspaceMsg};
+use super::messages::{ActionReply, WorkspaceMsg};
 use crate::config::{ServerDefinition, resolve};
-use crate::model::{CloseFailure, HostEvent, ServerSummary};
+use crate::model::{CloseFailure, Customize, HostEvent, ServerSummary};
 use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
 use crate::protocol::{Bounds, Session};
 use crate::store::{RecordSource, ServerRecord, Store, StoreError};
