@@ -99,6 +99,18 @@ async fn summary_of(workspace: &Workspace, alias: &str) -> ServerSummary {
         .unwrap_or_else(|| panic!("{alias} is listed"))
 }
 
+/// The process id of the fixture serving `alias`.
+async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
+    workspace
+        .call_tool(alias, "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid")
+        .text()
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
 /// Enable options that run the fixture under another name.
 fn renamed_fixture(name: &str) -> Customize {
     let options = json!({"args": ["fixture", "--name", name]}).to_string();
@@ -659,14 +671,7 @@ async fn a_workspace_whose_actor_fails_is_opened_again_and_leaves_no_process() {
             .await
     };
     let first = host.workspace("w").await.expect("workspace");
-    let pid: i32 = first
-        .call_tool("svc", "pid", json!({}), CallOptions::default())
-        .await
-        .expect("pid")
-        .text()
-        .trim()
-        .parse()
-        .expect("a pid");
+    let pid = pid_of(&first, "svc").await;
     assert!(first.crash_for_test());
     // Its server went with it...
     let deadline = std::time::Instant::now() + BOUND;
@@ -817,14 +822,7 @@ async fn a_store_that_cannot_be_written_refuses_an_enable_and_stops_nothing_runn
         Some(ServerState::Disabled)
     );
     // A server already enabled that reconnects writes nothing, so it comes back.
-    let pid: i32 = workspace
-        .call_tool("svc", "pid", json!({}), CallOptions::default())
-        .await
-        .expect("pid")
-        .text()
-        .trim()
-        .parse()
-        .expect("a pid");
+    let pid = pid_of(&workspace, "svc").await;
     // SAFETY: a signal to the process the host spawned.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
@@ -886,13 +884,7 @@ async fn a_server_session_answers_for_it_while_the_snapshot_lags_behind() {
     }
     call("svc", "announce", json!({})).await.expect("announce");
     assert!(has_extra(&*workspace.wait_for(BOUND, has_extra).await));
-    let other_pid: i32 = call("other", "pid", json!({}))
-        .await
-        .expect("pid")
-        .text()
-        .trim()
-        .parse()
-        .expect("a pid");
+    let other_pid = pid_of(&workspace, "other").await;
 
     // The workspace actor stalls in the durable write of a disable (until released, or
     // until this test fails: a stalled worker would keep the runtime from ever stopping).
