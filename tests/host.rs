@@ -2417,6 +2417,49 @@ async fn a_refresh_cut_short_by_a_crash_leaves_the_next_connection_free_to_refre
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_cannot_be_listed_makes_the_server_unavailable() {
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("lists", &probe, &["--legacy", "--hold-lists"])
+        .set("PLURNK_MCP_CONNECT_TIMEOUT", "3000")
+        .enable(&["lists"])
+        .config();
+    // Every listing holds on the server until the test lets it go: the first one goes.
+    let start = tokio::spawn(Host::start_with(config, fast_restarts()));
+    probe.wait_count("tools/list", 1, BOUND).await;
+    probe.release_all().await;
+    let host = start.await.expect("no panic").expect("host starts");
+    let workspace = host.default_workspace();
+    // A change: the host lists again on the same connection, and that listing never ends.
+    workspace
+        .call_tool("lists", "announce", json!({}), CallOptions::default())
+        .await
+        .expect("announce");
+    probe.wait_count("tools/list", 2, BOUND).await;
+    // The server is alive, but its catalog cannot be known: it is unavailable (and retries),
+    // rather than ready with a catalog it no longer has.
+    let down = workspace
+        .wait_for(BOUND, |s| {
+            s.server("lists")
+                .is_some_and(|s| s.state == ServerState::Unavailable)
+        })
+        .await;
+    let lists = down.server("lists").expect("listed");
+    assert_eq!(lists.state, ServerState::Unavailable);
+    let detail = lists
+        .problem
+        .as_ref()
+        .map(|p| p.detail.as_str())
+        .unwrap_or_default();
+    assert!(
+        detail.contains("could not be listed again within 3000 ms"),
+        "{detail}"
+    );
+    probe.release_all().await;
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_connection_attempt_never_becomes_the_connection() {
     let probe = Probe::start().await;
     let config = Env::new()
