@@ -726,8 +726,10 @@ impl AttachmentState {
         }
     }
 
+    /// Commits the waiting catalog, if any, once nothing is active (a stale `Quiet` finds
+    /// either nothing waiting or calls active again, and does nothing).
     fn commit_refresh_if_quiet(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        if self.pending_refresh.is_some() && self.args.session.active() == 0 {
+        if self.args.session.active() == 0 {
             self.commit_refresh(myself);
         }
     }
