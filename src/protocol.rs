@@ -13,14 +13,12 @@ mod http;
 mod reaper;
 mod session;
 mod stdio;
-mod target;
 
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
-pub(crate) use connect::{ConnectOptions, Connection, Lister, Target, connect};
+pub(crate) use connect::{ConnectOptions, Connection};
 pub(crate) use reaper::Reaper;
-pub(crate) use session::{Bounds, Ready, Session};
-pub(crate) use target::target;
+pub(crate) use session::{Bounds, Opened, Opening, Ready, Relisted, Session, open, relist};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,

@@ -1,10 +1,11 @@
 //! The attachment actor: one per (workspace, enabled server); the one owner of its connection.
 //!
-//! It owns the [`Connection`] (and through it the child process group), the active-request
-//! table (one `CancellationToken` per in-flight call), the generation number and the backoff
-//! state. Its mailbox never awaits the network: connecting, calling and closing run as tasks
-//! that report back with messages stamped by generation, so a result from a replaced
-//! connection is recognised and dropped.
+//! It owns the [`Connection`] (and through it the child process group), the gate of its
+//! [`Session`] (calls never pass through this actor: they run in their callers' tasks,
+//! admitted at the gate), the generation number and the backoff state. Its mailbox never
+//! awaits the network: opening, listing again and closing run as tasks that report back with
+//! messages stamped by generation, so a result from a replaced connection is recognised and
+//! dropped.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,7 +22,9 @@ use crate::config::ServerDefinition;
 use crate::model::{
     Catalog, HostEvent, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, TransportKind,
 };
-use crate::protocol::{self, CallPeer, ConnectOptions, Connection, Ready, Session};
+use crate::protocol::{
+    self, CallPeer, ConnectOptions, Connection, Opened, Opening, Ready, Relisted, Session,
+};
 
 /// Settings every attachment of a host shares.
 pub(crate) struct Settings {
@@ -136,10 +139,21 @@ pub(crate) enum AttachmentMsg {
 }
 
 /// A refreshed catalog, waiting for quiescence to be committed.
-pub(crate) struct Refresh {
-    tools: Arc<[ToolInfo]>,
-    catalog: Catalog,
-    freshness: Option<Duration>,
+type Refresh = Relisted;
+
+impl From<Opened> for Live {
+    fn from(opened: Opened) -> Self {
+        Self {
+            connection: opened.connection,
+            peer: opened.peer,
+            tools: opened.tools,
+            catalog: opened.catalog,
+            negotiated: opened.negotiated,
+            freshness: opened.freshness,
+            retire: None,
+            retired: CancellationToken::new(),
+        }
+    }
 }
 
 /// A ready connection and what it publishes.
@@ -434,7 +448,18 @@ impl AttachmentState {
         let env = self.args.env.clone();
         let myself = myself.clone();
         tokio::spawn(async move {
-            let result = prepare(&alias, &definition, &settings, &env).await;
+            let opening = Opening {
+                alias: &alias,
+                kind: kind_of(&alias, &definition, &settings),
+                definition: &definition,
+                env: &env,
+                in_process: settings.in_process.get(&alias).cloned(),
+                connect: &settings.connect,
+                request_timeout: settings.request_timeout,
+            };
+            let result = protocol::open(opening)
+                .await
+                .map(|opened| Box::new(Live::from(*opened)));
             // If the actor is gone the message (and the connection in it) is dropped here,
             // which closes the connection: nothing leaks.
             let _ = myself.cast(AttachmentMsg::Connected { retry, result });
@@ -481,7 +506,8 @@ impl AttachmentState {
     ) {
         if retry != self.retry || self.draining.is_some() {
             if let Ok(live) = result {
-                close_in_background(live.connection, self.args.settings.connect.close_grace);
+                live.connection
+                    .close_in_background(self.args.settings.connect.close_grace);
             }
             return;
         }
@@ -647,7 +673,8 @@ impl AttachmentState {
         let myself = myself.clone();
         tokio::spawn(async move {
             // Listing again is bounded as a whole, like the first listing.
-            let listing = tokio::time::timeout(bound, refresh(&alias, &definition, &peer, timeout));
+            let listing =
+                tokio::time::timeout(bound, protocol::relist(&alias, &definition, &peer, timeout));
             let result = tokio::select! {
                 biased;
                 // A connection the actor let go has nothing more to say.
@@ -711,7 +738,8 @@ impl AttachmentState {
                 if let Lifecycle::Ready(live) =
                     std::mem::replace(&mut self.lifecycle, Lifecycle::Unavailable(problem))
                 {
-                    close_in_background(live.connection, self.args.settings.connect.close_grace);
+                    live.connection
+                        .close_in_background(self.args.settings.connect.close_grace);
                 }
                 self.publish();
                 self.forget_refresh();
@@ -831,120 +859,6 @@ impl AttachmentState {
             myself.stop(None);
         });
     }
-}
-
-fn close_in_background(connection: Connection, grace: Duration) {
-    tokio::spawn(async move {
-        let _ = connection.close(grace).await;
-    });
-}
-
-/// Connects, lists and applies the tool policy: everything a server needs before it may
-/// publish. Any failure is one `502 server-unavailable` Problem that names the server and
-/// transport and never a credential.
-async fn prepare(
-    alias: &str,
-    definition: &ServerDefinition,
-    settings: &Settings,
-    env: &crate::config::Environment,
-) -> Result<Box<Live>, Problem> {
-    // The whole of it — spawn or dial, negotiate, list every family — within the connect
-    // timeout: a server that lists slowly or forever is unavailable, not stuck connecting.
-    // On timeout the half-made connection is dropped here, which closes it.
-    let bound = settings.connect.connect_timeout;
-    match tokio::time::timeout(bound, connect_and_list(alias, definition, settings, env)).await {
-        Ok(prepared) => prepared,
-        Err(_) => Err(Problem::server_unavailable(format!(
-            "server \"{alias}\" ({}) could not be connected and listed within {} ms \
-             (PLURNK_MCP_CONNECT_TIMEOUT)",
-            kind_of(alias, definition, settings),
-            bound.as_millis()
-        ))),
-    }
-}
-
-async fn connect_and_list(
-    alias: &str,
-    definition: &ServerDefinition,
-    settings: &Settings,
-    env: &crate::config::Environment,
-) -> Result<Box<Live>, Problem> {
-    let label = format!(
-        "server \"{alias}\" ({})",
-        kind_of(alias, definition, settings)
-    );
-    let unavailable =
-        move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
-    let target = match settings.in_process.get(alias).cloned() {
-        Some(connector) => protocol::Target::InProcess(connector),
-        None => protocol::target(definition, env)
-            .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?,
-    };
-    let connection = protocol::connect(alias, &target, &settings.connect)
-        .await
-        .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
-    let lister = connection.lister();
-    let (listed, ttl) = match lister.list_tools(settings.request_timeout).await {
-        Ok(listed) => listed,
-        Err(detail) => {
-            close_in_background(connection, settings.connect.close_grace);
-            return Err(unavailable(format!("could not be listed: {detail}")));
-        }
-    };
-    let tools = match protocol::apply_policy(alias, listed, definition.tools(), definition.read()) {
-        Ok(tools) => tools,
-        Err(detail) => {
-            close_in_background(connection, settings.connect.close_grace);
-            return Err(Problem::server_unavailable(detail));
-        }
-    };
-    let catalog = lister.list_catalog(settings.request_timeout).await;
-    for problem in &catalog.problems {
-        tracing::warn!(server = alias, %problem, "a catalog family is published empty");
-    }
-    let negotiated = connection.negotiated().clone();
-    let peer = connection.call_peer();
-    tracing::info!(
-        server = alias,
-        revision = %negotiated.revision,
-        tools = tools.len(),
-        pid = ?connection.pid(),
-        "server ready"
-    );
-    Ok(Box::new(Live {
-        connection,
-        peer,
-        tools: tools.into(),
-        catalog,
-        negotiated,
-        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
-        retire: None,
-        retired: CancellationToken::new(),
-    }))
-}
-
-/// Lists the catalog again on a live connection and applies the tool policy.
-async fn refresh(
-    alias: &str,
-    definition: &ServerDefinition,
-    lister: &protocol::Lister,
-    timeout: Duration,
-) -> Result<Box<Refresh>, Problem> {
-    let kind = definition.transport().kind();
-    let unavailable = |detail: String| {
-        Problem::server_unavailable(format!(
-            "server \"{alias}\" ({kind}) changed its lists and could not be listed again: {detail}"
-        ))
-    };
-    let (listed, ttl) = lister.list_tools(timeout).await.map_err(unavailable)?;
-    let tools = protocol::apply_policy(alias, listed, definition.tools(), definition.read())
-        .map_err(Problem::server_unavailable)?;
-    let catalog = lister.list_catalog(timeout).await;
-    Ok(Box::new(Refresh {
-        tools: tools.into(),
-        catalog,
-        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
-    }))
 }
 
 /// How `alias` is reached: in-process when the embedder registered it so.

@@ -611,6 +611,13 @@ fn negotiated(service: &Service, modern: bool) -> Negotiated {
 }
 
 impl Connection {
+    /// Closes the connection from a task of its own: the caller is done with it either way.
+    pub(crate) fn close_in_background(self, grace: Duration) {
+        tokio::spawn(async move {
+            let _ = self.close(grace).await;
+        });
+    }
+
     /// What negotiation established.
     pub(crate) fn negotiated(&self) -> &Negotiated {
         &self.negotiated

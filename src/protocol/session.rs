@@ -11,13 +11,189 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallContext, CallPeer};
-use crate::model::{CallError, Operation, PromptInfo, ServerState, ToolInfo, ToolResult};
+use super::connect::{ConnectOptions, Connection, Lister, Target, connect};
+use crate::config::{Environment, PreparedTransport, ServerDefinition};
+use crate::model::{
+    CallError, Catalog, InProcessConnector, Negotiated, Operation, Problem, PromptInfo,
+    ServerState, ToolInfo, ToolResult, TransportKind,
+};
+
+/// What opening a server's session takes: the server as defined, what its `${NAME}`s
+/// expand against, and the host's bounds.
+pub(crate) struct Opening<'a> {
+    pub alias: &'a str,
+    /// How it is reached, as its Problems name it.
+    pub kind: TransportKind,
+    pub definition: &'a ServerDefinition,
+    pub env: &'a Environment,
+    /// Set when the embedder serves it in-process: the definition's target is then unused.
+    pub in_process: Option<InProcessConnector>,
+    pub connect: &'a ConnectOptions,
+    pub request_timeout: Duration,
+}
+
+/// A session opened, negotiated and listed: everything a server needs before it publishes.
+pub(crate) struct Opened {
+    pub connection: Connection,
+    pub peer: CallPeer,
+    pub tools: Arc<[ToolInfo]>,
+    pub catalog: Catalog,
+    pub negotiated: Negotiated,
+    /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
+    pub freshness: Option<Duration>,
+}
+
+/// A catalog listed again on a live session.
+pub(crate) struct Relisted {
+    pub tools: Arc<[ToolInfo]>,
+    pub catalog: Catalog,
+    pub freshness: Option<Duration>,
+}
+
+/// Opens a server's session: expands its definition, spawns or dials it, negotiates, lists
+/// every family and applies the tool policy, all within the connect timeout (a server that
+/// lists slowly or forever is unavailable, not stuck connecting; on timeout the half-made
+/// connection is dropped here, which closes it). Any failure is one `502
+/// server-unavailable` Problem that names the server and transport and never a credential.
+pub(crate) async fn open(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
+    let bound = opening.connect.connect_timeout;
+    let (alias, kind) = (opening.alias, opening.kind);
+    match tokio::time::timeout(bound, open_and_list(opening)).await {
+        Ok(opened) => opened,
+        Err(_) => Err(Problem::server_unavailable(format!(
+            "server \"{alias}\" ({kind}) could not be connected and listed within {} ms \
+             (PLURNK_MCP_CONNECT_TIMEOUT)",
+            bound.as_millis()
+        ))),
+    }
+}
+
+async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
+    let Opening {
+        alias,
+        kind,
+        definition,
+        env,
+        in_process,
+        connect: options,
+        request_timeout,
+    } = opening;
+    let label = format!("server \"{alias}\" ({kind})");
+    let unavailable =
+        move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
+    let target = match in_process {
+        Some(connector) => Target::InProcess(connector),
+        None => target(definition, env)
+            .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?,
+    };
+    let connection = connect(alias, &target, options)
+        .await
+        .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
+    let lister = connection.lister();
+    let (listed, ttl) = match lister.list_tools(request_timeout).await {
+        Ok(listed) => listed,
+        Err(detail) => {
+            connection.close_in_background(options.close_grace);
+            return Err(unavailable(format!("could not be listed: {detail}")));
+        }
+    };
+    let tools = match super::apply_policy(alias, listed, definition.tools(), definition.read()) {
+        Ok(tools) => tools,
+        Err(detail) => {
+            connection.close_in_background(options.close_grace);
+            return Err(Problem::server_unavailable(detail));
+        }
+    };
+    let catalog = lister.list_catalog(request_timeout).await;
+    for problem in &catalog.problems {
+        tracing::warn!(server = alias, %problem, "a catalog family is published empty");
+    }
+    let negotiated = connection.negotiated().clone();
+    let peer = connection.call_peer();
+    tracing::info!(
+        server = alias,
+        revision = %negotiated.revision,
+        tools = tools.len(),
+        pid = ?connection.pid(),
+        "server ready"
+    );
+    Ok(Box::new(Opened {
+        connection,
+        peer,
+        tools: tools.into(),
+        catalog,
+        negotiated,
+        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
+    }))
+}
+
+/// Lists the catalog again on a live session and applies the tool policy.
+pub(crate) async fn relist(
+    alias: &str,
+    definition: &ServerDefinition,
+    lister: &Lister,
+    timeout: Duration,
+) -> Result<Box<Relisted>, Problem> {
+    let kind = definition.transport().kind();
+    let unavailable = |detail: String| {
+        Problem::server_unavailable(format!(
+            "server \"{alias}\" ({kind}) changed its lists and could not be listed again: {detail}"
+        ))
+    };
+    let (listed, ttl) = lister.list_tools(timeout).await.map_err(unavailable)?;
+    let tools = super::apply_policy(alias, listed, definition.tools(), definition.read())
+        .map_err(Problem::server_unavailable)?;
+    let catalog = lister.list_catalog(timeout).await;
+    Ok(Box::new(Relisted {
+        tools: tools.into(),
+        catalog,
+        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
+    }))
+}
+
+/// Expands `definition` against `env` into what a connection attempt needs. The error names
+/// the variable, never a value.
+fn target(definition: &ServerDefinition, env: &Environment) -> Result<Target, String> {
+    let prepared = definition.prepare(env).map_err(|error| error.to_string())?;
+    // Registered before anything is spawned or dialled: whatever comes back from here on
+    // (stderr, transport errors, reflected headers) is scrubbed of them.
+    crate::redact::register(&prepared.secrets);
+    // A server must never be reached without the credential its definition names: until
+    // the host performs OAuth and the client-credentials grant, such a server stays
+    // unavailable rather than being dialled bare.
+    if let Some(authorization) = &prepared.authorization {
+        let kind = match authorization {
+            crate::config::PreparedAuthorization::OAuth { .. } => "OAuth",
+            crate::config::PreparedAuthorization::ClientCredentials { .. } => {
+                "the OAuth client-credentials grant"
+            }
+        };
+        return Err(format!(
+            "its definition authorizes with {kind}, which this host does not perform yet; it is \
+             not connected without that credential (use a bearer ${{NAME}} meanwhile)"
+        ));
+    }
+    Ok(match prepared.transport {
+        PreparedTransport::Stdio {
+            command,
+            args,
+            cwd,
+            env,
+        } => Target::Stdio {
+            command,
+            args,
+            cwd,
+            env,
+        },
+        PreparedTransport::Http { url, headers } => Target::Http { url, headers },
+    })
+}
 
 /// What a ready session offers its callers.
 pub(crate) struct Ready {
