@@ -807,20 +807,25 @@ async fn a_store_that_cannot_be_written_refuses_an_enable_and_stops_nothing_runn
     let workspace = host.workspace("w").await.expect("workspace");
     workspace.enable("svc").await.expect("enable");
     store.failing.store(true, Ordering::SeqCst);
-    // An enable that cannot be made durable is refused, and changes nothing.
+    // An enable that cannot be made durable is refused, and changes nothing: once its
+    // candidate has gone (the next commit), the server is still listed, disabled.
+    let before = workspace.snapshot().version;
     let refused = workspace.enable("other").await;
     let Err(problem) = &refused else {
         panic!("an enable that cannot be saved is refused: {refused:?}");
     };
     assert!(problem.detail.contains("could not be saved"), "{problem:?}");
-    let other = workspace.wait_for(BOUND, |s| {
-        s.server("other")
-            .is_some_and(|s| s.state == ServerState::Disabled)
-    });
+    // (The refused candidate published nothing: the next commit is its detach.)
+    let after = workspace.wait_for(BOUND, |s| s.version > before).await;
+    assert!(
+        after.version > before,
+        "the candidate's detach was never committed"
+    );
     assert_eq!(
-        other.await.server("other").map(|s| s.state),
+        after.server("other").map(|s| s.state),
         Some(ServerState::Disabled)
     );
+    assert_eq!(summary_of(&workspace, "other").await.alias, "other");
     // A server already enabled that reconnects writes nothing, so it comes back.
     let pid = pid_of(&workspace, "svc").await;
     // SAFETY: a signal to the process the host spawned.
