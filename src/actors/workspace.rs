@@ -18,7 +18,7 @@ use super::messages::{ActionReply, WorkspaceMsg};
 use crate::config::{ServerDefinition, resolve};
 use crate::model::{CloseFailure, Customize, HostEvent, ServerSummary};
 use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
-use crate::protocol::{Bounds, Session};
+use crate::protocol::Session;
 use crate::store::{RecordSource, ServerRecord, Store, StoreError};
 
 /// What readers of a workspace see: the snapshot, and the routes calls take.
@@ -405,13 +405,9 @@ impl WorkspaceState {
         };
         self.next_instance += 1;
         let instance = self.next_instance;
-        let limits = &self.settings.connect.limits;
         let session = Arc::new(Session::new(
             alias,
-            Bounds {
-                per_server: limits.max_in_flight_per_server,
-                per_workspace: limits.max_in_flight_per_workspace,
-            },
+            self.settings.connect.limits,
             self.in_flight.clone(),
         ));
         let args = AttachmentArgs {

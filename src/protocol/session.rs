@@ -20,7 +20,7 @@ use super::call::{CallContext, CallPeer};
 use super::connect::{ConnectOptions, Connection, Lister, Target, connect};
 use crate::config::{Environment, PreparedTransport, ServerDefinition};
 use crate::model::{
-    CallError, Catalog, InProcessConnector, Negotiated, Operation, Problem, PromptInfo,
+    CallError, Catalog, InProcessConnector, Limits, Negotiated, Operation, Problem, PromptInfo,
     ServerState, ToolInfo, ToolResult, TransportKind,
 };
 
@@ -286,15 +286,6 @@ struct Gate {
     cancel: CancellationToken,
 }
 
-/// Bounds on requests in flight.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Bounds {
-    /// On this server.
-    pub per_server: usize,
-    /// In the whole workspace.
-    pub per_workspace: usize,
-}
-
 /// One attachment's session, shared by the actor that owns it and every handle that calls.
 pub(crate) struct Session {
     alias: String,
@@ -303,7 +294,8 @@ pub(crate) struct Session {
     changed: Notify,
     /// Told when the last active request settles while the gate is held or draining.
     on_quiet: OnceLock<Box<dyn Fn() + Send + Sync>>,
-    bounds: Bounds,
+    /// The in-flight bounds (`max_in_flight_per_server`, `max_in_flight_per_workspace`).
+    limits: Limits,
     /// Requests in flight in the whole workspace, shared by its sessions.
     workspace_in_flight: Arc<AtomicUsize>,
 }
@@ -319,7 +311,7 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// A session that is still connecting.
-    pub(crate) fn new(alias: &str, bounds: Bounds, workspace_in_flight: Arc<AtomicUsize>) -> Self {
+    pub(crate) fn new(alias: &str, limits: Limits, workspace_in_flight: Arc<AtomicUsize>) -> Self {
         Self {
             alias: alias.to_owned(),
             gate: Mutex::new(Gate {
@@ -332,7 +324,7 @@ impl Session {
             }),
             changed: Notify::new(),
             on_quiet: OnceLock::new(),
-            bounds,
+            limits,
             workspace_in_flight,
         }
     }
@@ -466,17 +458,24 @@ impl Session {
                             limit,
                             scope: scope.to_owned(),
                         };
-                        if gate.active >= self.bounds.per_server {
-                            return Err(overloaded(self.bounds.per_server, "on this server"));
+                        if gate.active >= self.limits.max_in_flight_per_server {
+                            return Err(overloaded(
+                                self.limits.max_in_flight_per_server,
+                                "on this server",
+                            ));
                         }
                         if self
                             .workspace_in_flight
                             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
-                                (taken < self.bounds.per_workspace).then_some(taken + 1)
+                                (taken < self.limits.max_in_flight_per_workspace)
+                                    .then_some(taken + 1)
                             })
                             .is_err()
                         {
-                            return Err(overloaded(self.bounds.per_workspace, "in this workspace"));
+                            return Err(overloaded(
+                                self.limits.max_in_flight_per_workspace,
+                                "in this workspace",
+                            ));
                         }
                         gate.active += 1;
                         return Ok((ready, gate.cancel.clone(), Place { session: self }));
