@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/processes.rs"]
+mod processes;
 use calls::{BOUND, call_then_cancel, gate_call, shutdown_clean};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
@@ -2462,8 +2464,13 @@ async fn a_change_that_cannot_be_listed_makes_the_server_unavailable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_connection_attempt_never_becomes_the_connection() {
     let probe = Probe::start().await;
+    let mark = format!("replaced-{}", std::process::id());
     let config = Env::new()
         .probed("slow", &probe, &["--hold-lists"])
+        .set(
+            "PLURNK_MCP_SLOW_ENV",
+            json!({ "TEST_MARK": mark }).to_string(),
+        )
         .enable(&["slow"])
         .config();
     // Every attempt holds at its first tools/list until the test lets it go.
@@ -2491,8 +2498,14 @@ async fn a_replaced_connection_attempt_never_becomes_the_connection() {
         tokio::spawn(async move { workspace.enable("slow").await })
     };
     probe.wait_count("tools/list", 3, BOUND).await;
-    // The older attempt finishes first: it was replaced, and must be dropped.
+    // The older attempt finishes first: it was replaced, and must be dropped (its process
+    // ends) while the newer one still holds.
     assert!(probe.release_one("tools/list").await);
+    assert!(
+        processes::eventually(|| processes::marked(&mark).len() == 1),
+        "the replaced attempt was kept: {:?}",
+        processes::marked(&mark)
+    );
     assert_eq!(probe.release_all().await, 1);
     let enabled = tokio::time::timeout(BOUND, enable)
         .await
