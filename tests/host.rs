@@ -2502,7 +2502,7 @@ async fn a_replaced_connection_attempt_never_becomes_the_connection() {
     // ends) while the newer one still holds.
     assert!(probe.release_one("tools/list").await);
     assert!(
-        processes::eventually(|| processes::marked(&mark).len() == 1),
+        eventually(BOUND, || processes::marked(&mark).len() == 1).await,
         "the replaced attempt was kept: {:?}",
         processes::marked(&mark)
     );

@@ -340,13 +340,24 @@ async fn every_action_answers_with_its_problem_shape() {
     assert_eq!(same.state, ServerState::Ready);
     // Already disabled: a no-op too.
     workspace.disable("broken").await.expect("no-op");
-    // Enabled with another definition: disable first.
-    let other = renamed_fixture("other");
-    let problem = workspace
-        .enable_with("svc", other)
+    // Enabled and connected with another definition: the new one is swapped in, and the
+    // snapshot that answers it shows the server as the new definition serves it.
+    let before = pid_of(&workspace, "svc").await;
+    let swapped = workspace
+        .enable_with("svc", renamed_fixture("other"))
         .await
-        .expect_err("conflict");
-    assert_eq!((problem.status, problem.kind.as_str()), (409, "conflict"));
+        .expect("a definition change swaps");
+    assert_eq!(swapped.state, ServerState::Ready);
+    assert_eq!(
+        swapped.negotiated.and_then(|n| n.name).as_deref(),
+        Some("other")
+    );
+    assert_ne!(
+        pid_of(&workspace, "svc").await,
+        before,
+        "still the old process"
+    );
+    assert_eq!(summary_of(&workspace, "svc").await.source, "specialized");
     shutdown_clean(host).await;
 }
 
@@ -634,16 +645,13 @@ async fn the_install_gate_admits_only_what_the_operator_allows() {
         .await
         .expect("a handed-over name");
     assert_eq!(added.state, ServerState::Ready);
-    let conflict = workspace
+    // The gate lets it through, and the connected server changes definition in place.
+    let changed = workspace
         .enable_with("svc", customized)
         .await
-        .expect_err("connected with another definition: disable first");
-    assert_eq!(
-        (conflict.status, conflict.kind.as_str()),
-        (409, "conflict"),
-        "the gate let it through: {}",
-        conflict.detail
-    );
+        .expect("the gate admits it, and the definition is swapped in");
+    assert_eq!(changed.state, ServerState::Ready);
+    assert_eq!(summary_of(&workspace, "svc").await.source, "specialized");
     shutdown_clean(host).await;
 
     // The name is no longer handed over: the stored server cannot expand it on restart.

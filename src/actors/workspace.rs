@@ -98,6 +98,91 @@ struct Attached {
     session: Arc<Session>,
     instance: u64,
     draining: bool,
+    /// The same server under a changed definition, prepared beside this one.
+    successor: Option<Successor>,
+}
+
+/// A connected server's next definition, connecting beside the live session: the live one
+/// stays authoritative until the successor is ready and the live one's calls have settled
+/// (the host specification's setup section: the candidate is prepared while the old
+/// snapshot is authoritative, and the swap commits at quiescence).
+struct Successor {
+    actor: ActorRef<AttachmentMsg>,
+    session: Arc<Session>,
+    instance: u64,
+    definition: Arc<ServerDefinition>,
+    /// Enable waiters, answered once it is swapped in (or fails, or is stopped).
+    settle: Vec<ActionReply>,
+    step: Step,
+}
+
+/// Where a successor is.
+enum Step {
+    /// Connecting and listing, while the live session serves.
+    Preparing,
+    /// Ready, its definition durable, and given every new call; the live session settles
+    /// the calls it had, then the swap commits this report.
+    Swapping(Box<ServerSnapshot>),
+    /// Told to stop (a disable, a removal, a shutdown): it detaches by itself.
+    Stopping,
+    /// Stopped and detached.
+    Stopped,
+}
+
+impl Successor {
+    /// Whether it may still become the server.
+    fn live(&self) -> bool {
+        matches!(self.step, Step::Preparing | Step::Swapping(_))
+    }
+
+    /// Stops it (letting its calls finish unless `cancel`) and answers its waiters.
+    fn stop(&mut self, reason: &str, cancel: bool, answer: &Problem) {
+        if !self.live() {
+            return;
+        }
+        let _ = self.actor.cast(AttachmentMsg::Drain {
+            reason: reason.to_owned(),
+            cancel,
+        });
+        self.step = Step::Stopping;
+        for reply in self.settle.drain(..) {
+            let _ = reply.send(Err(answer.clone()));
+        }
+    }
+}
+
+/// What happens to a server's definition once its attachment has detached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Then {
+    /// Nothing: it stays, disabled.
+    #[default]
+    Stay,
+    /// Enable it again (an enable arrived while it was closing).
+    Enable,
+    /// Drop the definition (a removal).
+    Forget,
+    /// Go back to the service definition (removal of a specialization), then enable it
+    /// again if asked meanwhile.
+    Revert { enable: bool },
+}
+
+impl Then {
+    /// An enable arrived while the server closes.
+    fn enable(self) -> Self {
+        match self {
+            Self::Revert { .. } => Self::Revert { enable: true },
+            _ => Self::Enable,
+        }
+    }
+
+    /// A disable (or removal) arrived while the server closes.
+    fn disable(self, removal: Removal) -> Self {
+        match (self, removal) {
+            (Self::Revert { .. }, _) | (_, Removal::Revert) => Self::Revert { enable: false },
+            (Self::Forget, _) | (_, Removal::Forget) => Self::Forget,
+            (Self::Stay | Self::Enable, Removal::Keep) => Self::Stay,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -106,12 +191,8 @@ struct Pending {
     settle: Vec<ActionReply>,
     /// Disable/remove waiters, answered when the attachment has detached.
     detach: Vec<ActionReply>,
-    /// Enable again once the draining attachment is gone.
-    enable_after_detach: bool,
-    /// Drop the definition once detached (remove).
-    remove_after_detach: bool,
-    /// Go back to the service definition once detached (remove of a specialization).
-    revert_after_detach: bool,
+    /// What follows the detach.
+    then: Then,
 }
 
 /// The workspace's mutable state.
@@ -254,8 +335,7 @@ impl Actor for WorkspaceActor {
                     {
                         // Removing the specialization reveals the service definition, disabled
                         // (and durably so: the service default must not enable it again).
-                        state.disable(alias.clone(), reply, Removal::Revert);
-                        state.pending.entry(alias).or_default().revert_after_detach = true;
+                        state.disable(alias, reply, Removal::Revert);
                     }
                     Some(Source::Service) => {
                         let _ = reply.send(Err(Problem::conflict(format!(
@@ -308,6 +388,13 @@ impl Actor for WorkspaceActor {
                         reason: "the host is shutting down".into(),
                         cancel: true,
                     });
+                    if let Some(successor) = &mut attached.successor {
+                        successor.stop(
+                            "the host is shutting down",
+                            true,
+                            &Problem::shutting_down(),
+                        );
+                    }
                 }
                 state.finish_shutdown_if_done();
             }
@@ -324,6 +411,12 @@ impl Actor for WorkspaceActor {
     ) -> Result<(), ActorProcessingErr> {
         // ractor's default would stop the workspace when a child exits: never do that.
         if let SupervisionEvent::ActorFailed(cell, error) = event {
+            if state
+                .on_successor_failed(&myself, cell.get_id(), &error.to_string())
+                .await?
+            {
+                return Ok(());
+            }
             let found = state
                 .attachments
                 .iter()
@@ -332,10 +425,9 @@ impl Actor for WorkspaceActor {
             let Some((alias, draining)) = found else {
                 return Ok(());
             };
-            state.attachments.remove(&alias);
-            tracing::error!(server = %alias, %error, "attachment crashed; restarting it as unavailable");
-            metrics::counter!("plurnk_mcp_restarts_total").increment(1);
             if draining || state.shutdown.is_some() {
+                tracing::error!(server = %alias, %error, "attachment crashed while closing");
+                metrics::counter!("plurnk_mcp_restarts_total").increment(1);
                 // It was closing anyway; its connection was dropped with it.
                 state
                     .on_detached(
@@ -347,6 +439,12 @@ impl Actor for WorkspaceActor {
                     .await?;
                 return Ok(());
             }
+            let successor = state
+                .attachments
+                .remove(&alias)
+                .and_then(|attached| attached.successor);
+            tracing::error!(server = %alias, %error, "attachment crashed; restarting it as unavailable");
+            metrics::counter!("plurnk_mcp_restarts_total").increment(1);
             state
                 .crashes
                 .entry(alias.clone())
@@ -358,6 +456,10 @@ impl Actor for WorkspaceActor {
             state
                 .attach(&myself, &alias, Origin::Restarted(problem))
                 .await?;
+            // A change being prepared goes on beside the restarted attachment.
+            if let Some(attached) = state.attachments.get_mut(&alias) {
+                attached.successor = successor;
+            }
         }
         Ok(())
     }
@@ -400,8 +502,55 @@ impl WorkspaceState {
         alias: &str,
         origin: Origin,
     ) -> Result<(), ActorProcessingErr> {
-        let Some(entry) = self.entries.get(alias) else {
+        if let Some((actor, session, instance)) = self.spawn(myself, alias, origin).await? {
+            self.attachments.insert(
+                alias.to_owned(),
+                Attached {
+                    actor,
+                    session,
+                    instance,
+                    draining: false,
+                    successor: None,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Prepares `alias`'s pending candidate beside its live attachment.
+    async fn prepare_successor(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: &str,
+        definition: Arc<ServerDefinition>,
+        reply: ActionReply,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some((actor, session, instance)) = self.spawn(myself, alias, Origin::Candidate).await?
+        else {
             return Ok(());
+        };
+        if let Some(attached) = self.attachments.get_mut(alias) {
+            attached.successor = Some(Successor {
+                actor,
+                session,
+                instance,
+                definition,
+                settle: vec![reply],
+                step: Step::Preparing,
+            });
+        }
+        Ok(())
+    }
+
+    /// Spawns an attachment of `alias` (with its candidate definition, if it has one).
+    async fn spawn(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: &str,
+        origin: Origin,
+    ) -> Result<Option<(ActorRef<AttachmentMsg>, Arc<Session>, u64)>, ActorProcessingErr> {
+        let Some(entry) = self.entries.get(alias) else {
+            return Ok(None);
         };
         self.next_instance += 1;
         let instance = self.next_instance;
@@ -428,22 +577,207 @@ impl WorkspaceState {
         };
         let (actor, _) =
             Actor::spawn_linked(None, AttachmentActor, args, myself.get_cell()).await?;
-        self.attachments.insert(
-            alias.to_owned(),
-            Attached {
-                actor,
-                session,
-                instance,
-                draining: false,
-            },
-        );
-        Ok(())
+        Ok(Some((actor, session, instance)))
     }
 
     fn is_current(&self, alias: &str, instance: u64) -> bool {
         self.attachments
             .get(alias)
             .is_some_and(|attached| attached.instance == instance)
+    }
+
+    /// The successor `instance` of `alias`, if that is what it is.
+    fn successor(&mut self, alias: &str, instance: u64) -> Option<&mut Successor> {
+        self.attachments
+            .get_mut(alias)
+            .and_then(|attached| attached.successor.as_mut())
+            .filter(|successor| successor.instance == instance)
+    }
+
+    /// Whether the live attachment of `alias` is settling its last calls for a successor
+    /// (what it reports now is no longer the server's state).
+    fn retiring(&self, alias: &str, instance: u64) -> bool {
+        self.attachments.get(alias).is_some_and(|attached| {
+            attached.instance == instance
+                && attached
+                    .successor
+                    .as_ref()
+                    .is_some_and(|successor| matches!(successor.step, Step::Swapping(_)))
+        })
+    }
+
+    /// A successor reported: once ready it becomes durable and takes the new calls, and
+    /// the live attachment settles its own and detaches; the swap commits then.
+    fn on_successor_report(&mut self, alias: &str, server: ServerSnapshot) {
+        let Some(attached) = self.attachments.get_mut(alias) else {
+            return;
+        };
+        let Some(successor) = attached.successor.as_mut() else {
+            return;
+        };
+        match &mut successor.step {
+            Step::Swapping(latest) => **latest = server,
+            Step::Preparing if server.state == ServerState::Ready => {
+                let Some(entry) = self.entries.get_mut(alias) else {
+                    return;
+                };
+                let previous = (entry.definition.clone(), entry.specialized);
+                if let Some(candidate) = entry.candidate.take() {
+                    entry.specialized = entry.source == Source::Service
+                        && entry.service.as_deref() != Some(&*candidate);
+                    entry.definition = candidate;
+                }
+                if let Err(problem) = self.persist_enabled(alias) {
+                    // Nothing changes: the live session stays, under its definition.
+                    if let Some(entry) = self.entries.get_mut(alias) {
+                        (entry.definition, entry.specialized) = previous;
+                    }
+                    if let Some(successor) = self
+                        .attachments
+                        .get_mut(alias)
+                        .and_then(|attached| attached.successor.as_mut())
+                    {
+                        successor.stop("its state could not be saved", true, &problem);
+                    }
+                    return;
+                }
+                if let Some(entry) = self.entries.get_mut(alias) {
+                    entry.fresh = false;
+                }
+                let Some(attached) = self.attachments.get_mut(alias) else {
+                    return;
+                };
+                let Some(successor) = attached.successor.as_mut() else {
+                    return;
+                };
+                successor.step = Step::Swapping(Box::new(server));
+                attached.session.hand_over(successor.session.clone());
+                attached.draining = true;
+                let _ = attached.actor.cast(AttachmentMsg::Drain {
+                    reason: "its definition changed".into(),
+                    cancel: false,
+                });
+            }
+            Step::Preparing | Step::Stopping | Step::Stopped => {}
+        }
+    }
+
+    /// The live attachment of `alias` detached while a successor was under way: the
+    /// successor is swapped in (it was ready), or becomes the attachment whose detach the
+    /// pending actions wait for (it was stopped with it). Returns whether it was handled.
+    fn on_retired(&mut self, myself: &ActorRef<WorkspaceMsg>, alias: &str) -> bool {
+        let Some(attached) = self.attachments.get_mut(alias) else {
+            return false;
+        };
+        let Some(mut successor) = attached.successor.take() else {
+            return false;
+        };
+        if matches!(successor.step, Step::Preparing) {
+            successor.stop(
+                "the server closed before its new definition was ready",
+                true,
+                &Problem::conflict(format!(
+                    "server \"{alias}\" closed before its new definition was ready"
+                )),
+            );
+        }
+        let Successor {
+            actor,
+            session,
+            instance,
+            settle,
+            step,
+            ..
+        } = successor;
+        let server = match step {
+            Step::Swapping(server) => *server,
+            Step::Stopping | Step::Preparing => {
+                *attached = Attached {
+                    actor,
+                    session,
+                    instance,
+                    draining: true,
+                    successor: None,
+                };
+                return true;
+            }
+            Step::Stopped => return false,
+        };
+        *attached = Attached {
+            actor,
+            session,
+            instance,
+            draining: false,
+            successor: None,
+        };
+        let answer = match &server.problem {
+            Some(problem) => Err(problem.clone()),
+            None => Ok(server.clone()),
+        };
+        self.after_commit
+            .extend(settle.into_iter().map(|reply| (reply, answer.clone())));
+        let previous = self
+            .servers
+            .insert(alias.to_owned(), Arc::new(server.clone()));
+        if previous.as_ref().map(|p| p.state) != Some(server.state) {
+            let _ = self.events.send(HostEvent::StateChanged {
+                workspace: self.name.clone(),
+                alias: alias.to_owned(),
+                from: previous.map(|p| p.state),
+                to: server.state,
+                problem: server.problem.clone(),
+            });
+        }
+        self.schedule_commit(myself);
+        true
+    }
+
+    /// A successor's actor failed. Returns whether `id` was a successor.
+    async fn on_successor_failed(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        id: ractor::ActorId,
+        error: &str,
+    ) -> Result<bool, ActorProcessingErr> {
+        let Some((alias, attached)) = self.attachments.iter_mut().find(|(_, attached)| {
+            attached
+                .successor
+                .as_ref()
+                .is_some_and(|successor| successor.actor.get_id() == id)
+        }) else {
+            return Ok(false);
+        };
+        let alias = alias.clone();
+        tracing::error!(server = %alias, %error, "the attachment of a changed definition crashed");
+        metrics::counter!("plurnk_mcp_restarts_total").increment(1);
+        let problem = Problem::server_unavailable(format!(
+            "server \"{alias}\" had an internal failure while changing its definition"
+        ));
+        let Some(successor) = attached.successor.as_mut() else {
+            return Ok(true);
+        };
+        match successor.step {
+            Step::Preparing => {
+                for reply in successor.settle.drain(..) {
+                    let _ = reply.send(Err(problem.clone()));
+                }
+                attached.successor = None;
+                if let Some(entry) = self.entries.get_mut(&alias) {
+                    entry.candidate = None;
+                }
+            }
+            Step::Swapping(_) => {
+                // It had the calls and the durable definition: the server restarts under
+                // it, unavailable and reconnecting; the old attachment closes by itself.
+                for reply in successor.settle.drain(..) {
+                    let _ = reply.send(Err(problem.clone()));
+                }
+                self.attach(myself, &alias, Origin::Restarted(problem))
+                    .await?;
+            }
+            Step::Stopping | Step::Stopped => successor.step = Step::Stopped,
+        }
+        Ok(true)
     }
 
     fn on_publish(
@@ -454,7 +788,16 @@ impl WorkspaceState {
         mut server: ServerSnapshot,
         answers: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
     ) {
-        if !self.is_current(&alias, instance) {
+        if self.successor(&alias, instance).is_some() {
+            server.scrub();
+            self.on_successor_report(&alias, server);
+            if !answers.is_empty() {
+                self.after_commit.extend(answers);
+                self.schedule_commit(myself);
+            }
+            return;
+        }
+        if !self.is_current(&alias, instance) || self.retiring(&alias, instance) {
             for (reply, answer) in answers {
                 let _ = reply.send(answer);
             }
@@ -586,11 +929,24 @@ impl WorkspaceState {
             .get(alias)
             .is_some_and(|entry| entry.source == Source::Workspace)
         {
-            pending.remove_after_detach = true;
+            pending.then = Then::Forget;
         }
     }
 
     fn on_candidate_failed(&mut self, alias: &str, instance: u64, problem: Problem) {
+        if let Some(successor) = self.successor(alias, instance) {
+            // The live session stays, under its definition.
+            for reply in successor.settle.drain(..) {
+                let _ = reply.send(Err(problem.clone()));
+            }
+            if let Some(attached) = self.attachments.get_mut(alias) {
+                attached.successor = None;
+            }
+            if let Some(entry) = self.entries.get_mut(alias) {
+                entry.candidate = None;
+            }
+            return;
+        }
         if !self.is_current(alias, instance) {
             return;
         }
@@ -620,10 +976,13 @@ impl WorkspaceState {
         instance: u64,
         result: Result<(), String>,
     ) -> Result<(), ActorProcessingErr> {
+        if let Some(successor) = self.successor(&alias, instance) {
+            successor.step = Step::Stopped;
+            return Ok(());
+        }
         if instance != u64::MAX && !self.is_current(&alias, instance) {
             return Ok(());
         }
-        self.attachments.remove(&alias);
         if let Err(detail) = result {
             tracing::warn!(server = %alias, %detail, "server did not close cleanly");
             if let Some((_, failures)) = self.shutdown.as_mut() {
@@ -634,21 +993,18 @@ impl WorkspaceState {
                 });
             }
         }
-        let mut pending = self.pending.remove(&alias).unwrap_or_default();
-        if pending.revert_after_detach {
-            pending.remove_after_detach = false;
-            if let Some(entry) = self.entries.get_mut(&alias)
-                && let Some(service) = entry.service.clone()
-            {
-                entry.definition = service;
-                entry.specialized = false;
-                entry.enabled = false;
-            }
+        if self.on_retired(myself, &alias) {
+            return Ok(());
+        }
+        self.attachments.remove(&alias);
+        let pending = self.pending.remove(&alias).unwrap_or_default();
+        if let Then::Revert { .. } = pending.then {
+            self.revert(&alias);
         }
         // What the disable/remove answers: the server as it now is, disabled (a removed
         // server's last view, since it is gone from the snapshot).
         let mut answer = self.placeholder(&alias, false);
-        if pending.remove_after_detach {
+        if pending.then == Then::Forget {
             self.entries.remove(&alias);
             if let Some(last) = self.servers.remove(&alias) {
                 answer.transport = last.transport;
@@ -676,13 +1032,25 @@ impl WorkspaceState {
                 let _ = reply.send(Err(Problem::shutting_down()));
             }
             self.finish_shutdown_if_done();
-        } else if pending.enable_after_detach {
+        } else if let Then::Enable | Then::Revert { enable: true } = pending.then {
             self.pending.entry(alias.clone()).or_default().settle = pending.settle;
             // The re-enable is an interactive enable: prepared as a candidate, it becomes
             // enabled (and durable) only once ready.
             self.attach(myself, &alias, Origin::Candidate).await?;
         }
         Ok(())
+    }
+
+    /// Goes back to the service definition of `alias`, disabled (a removed specialization).
+    fn revert(&mut self, alias: &str) {
+        if let Some(entry) = self.entries.get_mut(alias)
+            && let Some(service) = entry.service.clone()
+        {
+            entry.definition = service;
+            entry.candidate = None;
+            entry.specialized = false;
+            entry.enabled = false;
+        }
     }
 
     /// The definition an enable asks for: the current one, or the cascade's result.
@@ -796,6 +1164,23 @@ impl WorkspaceState {
                 return Ok(());
             }
         };
+        // A change under way is joined when it asks for the same, refused when not.
+        if let Some(successor) = self
+            .attachments
+            .get_mut(&alias)
+            .and_then(|attached| attached.successor.as_mut())
+            .filter(|successor| successor.live())
+        {
+            if *successor.definition == *requested {
+                successor.settle.push(reply);
+            } else {
+                let _ = reply.send(Err(Problem::conflict(format!(
+                    "server \"{alias}\" is already changing to another definition: enable it \
+                     again once that change has finished"
+                ))));
+            }
+            return Ok(());
+        }
         let same = self
             .entries
             .get(&alias)
@@ -811,24 +1196,26 @@ impl WorkspaceState {
                 let _ = reply.send(Err(problem));
                 return Ok(());
             }
-            if let Some(attached) = self.attachments.get(&alias)
-                && !attached.draining
-            {
-                let _ = reply.send(Err(Problem::conflict(format!(
-                    "server \"{alias}\" is enabled with another definition: disable it first, then enable it with the new one"
-                ))));
-                return Ok(());
-            }
             if let Some(entry) = self.entries.get_mut(&alias) {
-                entry.candidate = Some(requested);
+                entry.candidate = Some(requested.clone());
+            }
+            if self
+                .attachments
+                .get(&alias)
+                .is_some_and(|attached| !attached.draining)
+            {
+                // Connected: the new definition is prepared beside the live session, which
+                // serves until the swap.
+                return self
+                    .prepare_successor(myself, &alias, requested, reply)
+                    .await;
             }
         }
         match self.attachments.get(&alias) {
             Some(attached) if attached.draining => {
                 // Re-enable behind the pending disable commit, never beside it.
                 let pending = self.pending.entry(alias).or_default();
-                pending.enable_after_detach = true;
-                pending.remove_after_detach = false;
+                pending.then = pending.then.enable();
                 pending.settle.push(reply);
             }
             Some(attached) => {
@@ -879,13 +1266,18 @@ impl WorkspaceState {
             Some(attached) => {
                 let pending = self.pending.entry(alias.clone()).or_default();
                 pending.detach.push(reply);
-                pending.enable_after_detach = false;
-                pending.remove_after_detach |= remove;
+                pending.then = pending.then.disable(removal);
                 // Waiters of an enable that is now superseded get the disable's outcome.
+                let superseded = Problem::conflict(format!(
+                    "server \"{alias}\" was disabled before it finished connecting"
+                ));
                 for waiting in pending.settle.drain(..) {
-                    let _ = waiting.send(Err(Problem::conflict(format!(
-                        "server \"{alias}\" was disabled before it finished connecting"
-                    ))));
+                    let _ = waiting.send(Err(superseded.clone()));
+                }
+                if let Some(successor) = &mut attached.successor {
+                    // Its calls (if it already had the new ones) settle before the commit.
+                    let cancel = matches!(successor.step, Step::Preparing);
+                    successor.stop("it is being disabled", cancel, &superseded);
                 }
                 if !attached.draining {
                     attached.draining = true;
@@ -900,11 +1292,21 @@ impl WorkspaceState {
                 }
             }
             None => {
-                // Already disabled: a no-op (or a plain removal).
-                if remove {
-                    self.entries.remove(&alias);
-                    self.servers.remove(&alias);
-                    self.commit();
+                // Already disabled: a no-op, a plain removal, or a revert to the service
+                // definition.
+                match removal {
+                    Removal::Keep => {}
+                    Removal::Forget => {
+                        self.entries.remove(&alias);
+                        self.servers.remove(&alias);
+                        self.commit();
+                    }
+                    Removal::Revert => {
+                        self.revert(&alias);
+                        let placeholder = Arc::new(self.placeholder(&alias, false));
+                        self.servers.insert(alias.clone(), placeholder);
+                        self.commit();
+                    }
                 }
                 let answer = self
                     .servers

@@ -276,6 +276,17 @@ enum Admission {
     Draining { reason: String },
     /// The attachment stopped: nothing runs here again.
     Gone { reason: String },
+    /// The server's definition changed and its successor is ready: new calls run there,
+    /// the active ones finish here, then this session closes.
+    Replaced(Arc<Session>),
+}
+
+/// Where an admitted call runs.
+enum Admitted<'a> {
+    /// Here, on this session's connection, holding its places.
+    Here(Arc<Ready>, CancellationToken, Place<'a>),
+    /// On the session that replaced this one.
+    Elsewhere(Arc<Session>),
 }
 
 struct Gate {
@@ -346,12 +357,13 @@ impl Session {
         self.gate().active
     }
 
-    /// Changes the admission, unless the session is draining or gone (which only ends).
+    /// Changes the admission, unless the session is draining, replaced or gone (which only
+    /// end).
     fn admit_as(&self, admission: Admission) {
         let mut gate = self.gate();
         if matches!(
             gate.admission,
-            Admission::Draining { .. } | Admission::Gone { .. }
+            Admission::Draining { .. } | Admission::Gone { .. } | Admission::Replaced(_)
         ) {
             return;
         }
@@ -380,11 +392,28 @@ impl Session {
         gate.active == 0
     }
 
-    /// New calls are refused as closing for `reason`; from now on the quiet hook is told
-    /// when the last active request settles.
-    pub(crate) fn drain(&self, reason: &str) {
+    /// New calls go to `successor` from now on (those waiting behind a held gate too); the
+    /// active ones finish here, and the quiet hook is told when the last one settles.
+    /// Returns whether nothing is active now.
+    pub(crate) fn hand_over(&self, successor: Arc<Session>) -> bool {
         let mut gate = self.gate();
         if !matches!(gate.admission, Admission::Gone { .. }) {
+            gate.admission = Admission::Replaced(successor);
+        }
+        let quiet = gate.active == 0;
+        drop(gate);
+        self.changed.notify_waiters();
+        quiet
+    }
+
+    /// New calls are refused as closing for `reason` (or, once handed over, still go to the
+    /// successor); from now on the quiet hook is told when the last active request settles.
+    pub(crate) fn drain(&self, reason: &str) {
+        let mut gate = self.gate();
+        if !matches!(
+            gate.admission,
+            Admission::Gone { .. } | Admission::Replaced(_)
+        ) {
             gate.admission = Admission::Draining {
                 reason: reason.to_owned(),
             };
@@ -398,9 +427,13 @@ impl Session {
         self.gate().cancel.cancel();
     }
 
-    /// Nothing runs here again.
+    /// Nothing runs here again (a call that still finds a replaced session goes on to its
+    /// successor).
     pub(crate) fn end(&self, reason: &str) {
         let mut gate = self.gate();
+        if matches!(gate.admission, Admission::Replaced(_)) {
+            return;
+        }
         gate.admission = Admission::Gone {
             reason: reason.to_owned(),
         };
@@ -415,7 +448,13 @@ impl Session {
         operation: &Operation,
         context: &CallContext,
     ) -> Result<ToolResult, CallError> {
-        let (ready, cancel, place) = self.admit(operation, context).await?;
+        let (ready, cancel, place) = match self.admit(operation, context).await? {
+            Admitted::Here(ready, cancel, place) => (ready, cancel, place),
+            // A call that read the route before the swap follows the server.
+            Admitted::Elsewhere(successor) => {
+                return Box::pin(successor.call(operation, context)).await;
+            }
+        };
         let started = Instant::now();
         let result = tokio::select! {
             result = ready.peer.run(operation, context) => result,
@@ -437,7 +476,7 @@ impl Session {
         &self,
         operation: &Operation,
         context: &CallContext,
-    ) -> Result<(Arc<Ready>, CancellationToken, Place<'_>), CallError> {
+    ) -> Result<Admitted<'_>, CallError> {
         let alias = &self.alias;
         loop {
             // Registered before the gate is read, so an `open` in between is not missed.
@@ -478,9 +517,16 @@ impl Session {
                             ));
                         }
                         gate.active += 1;
-                        return Ok((ready, gate.cancel.clone(), Place { session: self }));
+                        return Ok(Admitted::Here(
+                            ready,
+                            gate.cancel.clone(),
+                            Place { session: self },
+                        ));
                     }
                     Admission::Held => {}
+                    Admission::Replaced(successor) => {
+                        return Ok(Admitted::Elsewhere(Arc::clone(successor)));
+                    }
                     Admission::Down { state, detail } => {
                         return Err(CallError::NotReady {
                             alias: alias.clone(),
@@ -522,7 +568,10 @@ impl Drop for Place<'_> {
         let mut gate = session.gate();
         gate.active -= 1;
         let quiet = gate.active == 0
-            && matches!(gate.admission, Admission::Held | Admission::Draining { .. });
+            && matches!(
+                gate.admission,
+                Admission::Held | Admission::Draining { .. } | Admission::Replaced(_)
+            );
         drop(gate);
         if quiet && let Some(tell) = session.on_quiet.get() {
             tell();
