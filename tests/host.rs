@@ -2,12 +2,16 @@
 //! servers on 127.0.0.1:0. Every test bounds its waits and stops what it started.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use plurnk_mcp::config::{DefinitionParts, ServerDefinition, StdioDefinition, Transport};
+use plurnk_mcp::config::{
+    DefinitionParts, McpServerOptions, ServerDefinition, StdioDefinition, Transport,
+};
 use plurnk_mcp::{
-    CallError, CallOptions, CompletionRef, Effect, Host, HostConfig, HostEvent, HostOptions,
-    RestartPolicy, ServerState, TransportKind, Workspace,
+    CallError, CallOptions, CompletionRef, Customize, Effect, Host, HostConfig, HostEvent,
+    HostOptions, RestartPolicy, ServerState, TransportKind, Workspace,
 };
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
@@ -2535,6 +2539,249 @@ async fn a_replaced_connection_attempt_never_becomes_the_connection() {
         workspace.snapshot().server("slow").map(|s| s.generation),
         Some(2),
         "a late attempt replaced the connection"
+    );
+    shutdown_clean(host).await;
+}
+
+/// The fixture `alias` is, as a customized enable names it: its name and its probe.
+fn renamed(name: &str, probe: &Probe) -> Customize {
+    let options = json!({"args": ["fixture", "--name", name, "--probe", probe.address()]});
+    Customize {
+        options: Some(McpServerOptions::from_json(&options.to_string()).expect("parses")),
+        ..Customize::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disable_racing_1000_calls_loses_none_and_commits_after_the_last() {
+    const CALLS: usize = 1000;
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .set("PLURNK_MCP_REQUEST_TIMEOUT", "120000")
+        .probed("busy", &probe, &[])
+        .enable(&["busy"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    // The calls are issued while the disable is: each is either admitted (and must then
+    // settle with its answer) or refused as closing, never lost or left hanging.
+    let refused = Arc::new(AtomicUsize::new(0));
+    let mut calls = Vec::with_capacity(CALLS);
+    let mut disable = None;
+    for i in 0..CALLS {
+        let (caller, refused) = (workspace.clone(), refused.clone());
+        calls.push(tokio::spawn(async move {
+            let id = format!("call-{i}");
+            let outcome = caller
+                .call_tool("busy", "gate", json!({ "id": id }), CallOptions::default())
+                .await;
+            if matches!(outcome, Err(CallError::Closing { .. })) {
+                refused.fetch_add(1, Ordering::SeqCst);
+            }
+            outcome
+        }));
+        if i == CALLS / 2 {
+            let workspace = workspace.clone();
+            disable = Some(tokio::spawn(async move { workspace.disable("busy").await }));
+        }
+    }
+    let disable = disable.expect("the disable was issued");
+    // Every call has been decided: refused, or held by the server.
+    assert!(
+        eventually(BOUND, || refused.load(Ordering::SeqCst) + probe.held()
+            == CALLS)
+        .await,
+        "calls neither refused nor on the wire: {} refused, {} held",
+        refused.load(Ordering::SeqCst),
+        probe.held()
+    );
+    let admitted = probe.held();
+    assert!(admitted > 0, "the race admitted no call at all");
+    // All but one released: the disable still waits for the last, and the server is still
+    // published as ready.
+    let held: Vec<String> = probe
+        .events()
+        .into_iter()
+        .filter(|event| event.event == "gate")
+        .map(|event| event.id)
+        .collect();
+    let (last, rest) = held.split_last().expect("one is held");
+    for id in rest {
+        assert!(probe.release(id).await, "{id} was held");
+    }
+    let early = tokio::time::timeout(Duration::from_millis(300), async {
+        while !disable.is_finished() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(early.is_err(), "the disable committed before the last call");
+    assert_eq!(
+        workspace.snapshot().server("busy").map(|s| s.state),
+        Some(ServerState::Ready)
+    );
+    assert!(probe.release(last).await);
+    let mut answered = 0;
+    for (i, call) in calls.into_iter().enumerate() {
+        let outcome = tokio::time::timeout(BOUND, call)
+            .await
+            .expect("every call settles")
+            .expect("no call task panicked");
+        match outcome {
+            Ok(result) => {
+                assert_eq!(result.text(), format!("released call-{i}"));
+                answered += 1;
+            }
+            Err(CallError::Closing { .. }) => {}
+            Err(other) => panic!("call {i} was lost: {other:?}"),
+        }
+    }
+    assert_eq!(answered, admitted, "every admitted call was answered");
+    let disabled = tokio::time::timeout(BOUND, disable)
+        .await
+        .expect("the disable completes once the calls settled")
+        .expect("no panic")
+        .expect("disable");
+    assert_eq!(disabled.state, ServerState::Disabled);
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_change_under_load_swaps_with_no_lost_call_and_no_gap() {
+    const HELD: usize = 50;
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .set("PLURNK_MCP_REQUEST_TIMEOUT", "120000")
+        .set("PLURNK_MCP_ALLOW_ADD", "true")
+        .probed("busy", &probe, &[])
+        .enable(&["busy"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let old = pid_of(&workspace, "busy").await;
+    let mut events = host.events();
+    // Load beside the change: every call must succeed, whichever definition serves it.
+    let stop = CancellationToken::new();
+    let load: Vec<_> = (0..4)
+        .map(|n| {
+            let (workspace, stop) = (workspace.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut done = 0usize;
+                while !stop.is_cancelled() {
+                    let text = format!("load-{n}-{done}");
+                    let result = workspace
+                        .call_tool(
+                            "busy",
+                            "echo",
+                            json!({ "text": text }),
+                            CallOptions::default(),
+                        )
+                        .await
+                        .unwrap_or_else(|error| {
+                            panic!("a call beside the change failed: {error:?}")
+                        });
+                    assert_eq!(result.text(), text);
+                    // No version of the snapshot lacks the server or shows it not ready.
+                    let shown = workspace.snapshot().server("busy").map(|s| s.state);
+                    assert_eq!(shown, Some(ServerState::Ready), "a gap in the snapshot");
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    // Calls held by the old process: the swap must wait for them.
+    let held: Vec<_> = (0..HELD)
+        .map(|i| gate_call(&workspace, "busy", &format!("old-{i}")))
+        .collect();
+    probe.wait_count("gate", HELD, BOUND).await;
+    let change = {
+        let (workspace, customize) = (workspace.clone(), renamed("busy-next", &probe));
+        tokio::spawn(async move { workspace.enable_with("busy", customize).await })
+    };
+    // Once the new definition is ready, new calls run on its process although the old one
+    // still holds its calls and the snapshot still routes to the old session.
+    let deadline = Instant::now() + BOUND;
+    let new = loop {
+        let now = pid_of(&workspace, "busy").await;
+        if now != old {
+            break now;
+        }
+        assert!(
+            !change.is_finished(),
+            "the change settled before it took calls: {:?}",
+            change.await
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the new definition never took calls"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        !change.is_finished(),
+        "the swap committed beside held calls"
+    );
+    assert!(group_alive(old), "the old process went while it held calls");
+    assert_eq!(probe.release_all().await, HELD);
+    for (i, call) in held.into_iter().enumerate() {
+        let result = tokio::time::timeout(BOUND, call)
+            .await
+            .expect("every held call settles")
+            .expect("no panic")
+            .unwrap_or_else(|error| panic!("held call {i} was lost: {error:?}"));
+        assert_eq!(result.text(), format!("released old-{i}"));
+    }
+    let changed = tokio::time::timeout(BOUND, change)
+        .await
+        .expect("the change completes once the old calls settled")
+        .expect("no panic")
+        .expect("the change");
+    assert_eq!(changed.state, ServerState::Ready);
+    assert_eq!(
+        changed.negotiated.and_then(|n| n.name).as_deref(),
+        Some("busy-next")
+    );
+    assert_eq!(pid_of(&workspace, "busy").await, new);
+    assert!(
+        eventually(BOUND, || !group_alive(old)).await,
+        "the old process outlived the swap"
+    );
+    stop.cancel();
+    for task in load {
+        let done = tokio::time::timeout(BOUND, task)
+            .await
+            .expect("the load stops")
+            .expect("no call beside the change failed");
+        assert!(done > 0, "a load task made no call");
+    }
+    // The server never left `ready`: no state change was reported for it.
+    while let Ok(event) = events.try_recv() {
+        if let HostEvent::StateChanged { alias, to, .. } = event {
+            assert_ne!(alias, "busy", "the server went {to:?} during the swap");
+        }
+    }
+    // A change the server cannot be connected with changes nothing.
+    let broken = Customize {
+        overlay: None,
+        options: Some(
+            McpServerOptions::from_json(&json!({"args": ["no-such-subcommand"]}).to_string())
+                .expect("parses"),
+        ),
+    };
+    let problem = workspace
+        .enable_with("busy", broken)
+        .await
+        .expect_err("a candidate that cannot start");
+    assert_eq!(problem.status, 502, "{problem:?}");
+    assert_eq!(
+        pid_of(&workspace, "busy").await,
+        new,
+        "the live session was replaced"
+    );
+    assert_eq!(
+        workspace.snapshot().server("busy").map(|s| s.state),
+        Some(ServerState::Ready)
     );
     shutdown_clean(host).await;
 }
