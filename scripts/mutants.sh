@@ -57,7 +57,7 @@ group_shards() {
 group_excludes() {
   local common=('impl std::fmt::Debug' 'impl Debug' 'impl fmt::Debug')
   case "$1" in
-    actors) printf '%s\n' "${common[@]}" 'kind_of' 'AttachmentState::kind ' ;;
+    actors) printf '%s\n' "${common[@]}" 'AttachmentState::kind ' ;;
     calls) printf '%s\n' "${common[@]}" ;;
     catalog) printf '%s\n' "${common[@]}" 'describe_exit' ;;
     secrets) printf '%s\n' "${common[@]}" 'src/config/prepared.rs:.*(prepare_oauth|prepare_client_credentials|non_empty|header_value)' ;;

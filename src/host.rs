@@ -241,10 +241,9 @@ impl Host {
                     alias.to_ascii_uppercase().replace('-', "_")
                 )));
             }
-            let definition =
-                ServerDefinition::from_target(alias, "in-process").map_err(|errors| {
-                    StartError::State(format!("in-process server \"{alias}\": {errors}"))
-                })?;
+            let definition = ServerDefinition::in_process(alias).map_err(|errors| {
+                StartError::State(format!("in-process server \"{alias}\": {errors}"))
+            })?;
             in_process_seeds.insert(
                 alias.clone(),
                 Seed {

@@ -10,37 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-/// How a server is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TransportKind {
-    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
-    Stdio,
-    /// Streamable HTTP.
-    Http,
-    /// A server inside the embedding process, over in-memory streams
-    /// ([`HostOptions::in_process`](crate::HostOptions::in_process)).
-    InProcess,
-}
-
-impl From<crate::config::TransportKind> for TransportKind {
-    fn from(kind: crate::config::TransportKind) -> Self {
-        match kind {
-            crate::config::TransportKind::Stdio => Self::Stdio,
-            crate::config::TransportKind::Http => Self::Http,
-        }
-    }
-}
-
-impl fmt::Display for TransportKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Stdio => "stdio",
-            Self::Http => "http",
-            Self::InProcess => "in-process",
-        })
-    }
-}
+pub use crate::config::TransportKind;
 
 /// Opens one in-process connection and returns the host's end of it (the other end of a
 /// `tokio::io::duplex` pair): called for every connection attempt, the first and each

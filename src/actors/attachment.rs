@@ -184,6 +184,17 @@ struct Draining {
     reason: String,
 }
 
+/// Whether the catalog is being listed again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relisting {
+    /// No listing runs.
+    Idle,
+    /// A listing runs.
+    Running,
+    /// A listing runs, and another change arrived meanwhile: list once more after it.
+    Again,
+}
+
 /// The attachment's mutable state.
 pub(crate) struct AttachmentState {
     args: AttachmentArgs,
@@ -196,8 +207,8 @@ pub(crate) struct AttachmentState {
     first_attempt: bool,
     /// Explicit reconnects waiting for the attempt in progress to settle.
     reconnects: Vec<ActionReply>,
-    /// A refresh is running; `true` when another change arrived meanwhile.
-    refreshing: Option<bool>,
+    /// Whether the catalog is being listed again.
+    relisting: Relisting,
     /// A refreshed catalog waiting for the in-flight calls to settle.
     pending_refresh: Option<Box<Refresh>>,
     /// Stamps freshness timers; only the newest counts.
@@ -240,7 +251,7 @@ impl Actor for AttachmentActor {
             draining: None,
             first_attempt: true,
             reconnects: Vec::new(),
-            refreshing: None,
+            relisting: Relisting::Idle,
             pending_refresh: None,
             expiry: 0,
             refresh_epoch: 0,
@@ -336,9 +347,11 @@ impl Actor for AttachmentActor {
             // drain is a real one, shown until the server goes.
             AttachmentMsg::ListChanged => {
                 if matches!(state.lifecycle, Lifecycle::Ready(_)) {
-                    match state.refreshing {
-                        Some(_) => state.refreshing = Some(true),
-                        None => state.start_refresh(&myself),
+                    match state.relisting {
+                        Relisting::Running | Relisting::Again => {
+                            state.relisting = Relisting::Again;
+                        }
+                        Relisting::Idle => state.start_refresh(&myself),
                     }
                 }
             }
@@ -346,7 +359,7 @@ impl Actor for AttachmentActor {
                 if generation == state.generation
                     && epoch == state.expiry
                     && state.draining.is_none()
-                    && state.refreshing.is_none()
+                    && state.relisting == Relisting::Idle
                     && matches!(state.lifecycle, Lifecycle::Ready(_))
                 {
                     state.start_refresh(&myself);
@@ -393,7 +406,7 @@ impl Actor for AttachmentActor {
 
 impl AttachmentState {
     fn kind(&self) -> TransportKind {
-        kind_of(&self.args.alias, &self.args.definition, &self.args.settings)
+        self.args.definition.transport().kind()
     }
 
     fn snapshot(&self) -> ServerSnapshot {
@@ -450,7 +463,7 @@ impl AttachmentState {
         tokio::spawn(async move {
             let opening = Opening {
                 alias: &alias,
-                kind: kind_of(&alias, &definition, &settings),
+                kind: definition.transport().kind(),
                 definition: &definition,
                 env: &env,
                 in_process: settings.in_process.get(&alias).cloned(),
@@ -662,7 +675,7 @@ impl AttachmentState {
         let Lifecycle::Ready(live) = &self.lifecycle else {
             return;
         };
-        self.refreshing = Some(false);
+        self.relisting = Relisting::Running;
         let generation = self.generation;
         let peer = live.connection.lister();
         let (retired, lost) = (live.retired.clone(), live.connection.lost());
@@ -714,7 +727,7 @@ impl AttachmentState {
             generation, self.generation,
             "a retired connection reported its listing"
         );
-        let again = self.refreshing.take().unwrap_or(false);
+        let again = std::mem::replace(&mut self.relisting, Relisting::Idle) == Relisting::Again;
         match result {
             Ok(refresh) => {
                 // The bound runs from the first change that waits: a newer catalog replaces
@@ -799,7 +812,7 @@ impl AttachmentState {
     /// be committed (a newer connection lists its own catalog), and the calls that waited for
     /// the commit are answered now, as the gate now says.
     fn forget_refresh(&mut self) {
-        self.refreshing = None;
+        self.relisting = Relisting::Idle;
         self.pending_refresh = None;
         self.close_gate();
     }
@@ -858,14 +871,5 @@ impl AttachmentState {
             });
             myself.stop(None);
         });
-    }
-}
-
-/// How `alias` is reached: in-process when the embedder registered it so.
-fn kind_of(alias: &str, definition: &ServerDefinition, settings: &Settings) -> TransportKind {
-    if settings.in_process.contains_key(alias) {
-        TransportKind::InProcess
-    } else {
-        definition.transport().kind().into()
     }
 }

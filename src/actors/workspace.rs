@@ -472,13 +472,7 @@ impl WorkspaceState {
         let kind = self
             .entries
             .get(alias)
-            .map(|entry| {
-                if self.settings.in_process.contains_key(alias) {
-                    crate::model::TransportKind::InProcess
-                } else {
-                    entry.definition.transport().kind().into()
-                }
-            })
+            .map(|entry| entry.definition.transport().kind())
             .unwrap_or(crate::model::TransportKind::Stdio);
         ServerSnapshot {
             alias: alias.to_owned(),
@@ -1385,7 +1379,7 @@ impl WorkspaceState {
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or_default()
                     .to_owned(),
-                transport: definition.transport().kind().into(),
+                transport: definition.transport().kind(),
                 enabled: false,
                 state: ServerState::Disabled,
                 problem: None,

@@ -146,6 +146,21 @@ impl Patch {
                     wrong_transport.push(wrong(name, TransportKind::Stdio));
                 }
             }
+            Transport::InProcess => {
+                let connection = [
+                    self.args.as_ref().map(|s| &s.name),
+                    self.cwd.as_ref().map(|s| &s.name),
+                    self.env.as_ref().map(|s| &s.name),
+                    self.headers.as_ref().map(|s| &s.name),
+                    self.authorization.as_ref().map(|(s, _)| &s.name),
+                ];
+                for name in connection.into_iter().flatten() {
+                    wrong_transport.push(ConfigError::InProcessNotConfigurable {
+                        variable: name.clone(),
+                        server: parts.alias.clone(),
+                    });
+                }
+            }
         }
         if !wrong_transport.is_empty() {
             faults.append(&mut wrong_transport);
@@ -181,6 +196,7 @@ impl Patch {
                     }
                 }
             }
+            Transport::InProcess => {}
         }
         if let Some(set) = &self.tools {
             parts.tools = Some(set.value.clone());

@@ -84,14 +84,18 @@ impl HttpDefinition {
 /// A server's transport and its connection parameters.
 ///
 /// Serializes as the `transport` discriminator of the `McpServerDefinition`
-/// wire shape (`"stdio"` or `"http"`) beside the variant's fields.
+/// wire shape (`"stdio"` or `"http"`) beside the variant's fields; an in-process server
+/// shows as `"in-process"` and has no wire definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "transport", rename_all = "lowercase")]
+#[serde(tag = "transport", rename_all = "kebab-case")]
 pub enum Transport {
     /// A child process.
     Stdio(StdioDefinition),
     /// Streamable HTTP.
     Http(HttpDefinition),
+    /// A server the embedder serves inside its own process
+    /// ([`HostOptions::in_process`](crate::HostOptions::in_process)).
+    InProcess,
 }
 
 impl Transport {
@@ -100,6 +104,7 @@ impl Transport {
         match self {
             Self::Stdio(_) => TransportKind::Stdio,
             Self::Http(_) => TransportKind::Http,
+            Self::InProcess => TransportKind::InProcess,
         }
     }
 }
@@ -226,8 +231,10 @@ impl ServerDefinition {
     /// like an HTTP URL but is not absolute.
     pub fn from_target(alias: &str, target: &str) -> Result<Self, ConfigErrors> {
         let transport = match target::classify(target) {
-            Ok(TransportKind::Stdio) => Transport::Stdio(StdioDefinition::new(target)),
             Ok(TransportKind::Http) => Transport::Http(HttpDefinition::new(target)),
+            Ok(TransportKind::Stdio | TransportKind::InProcess) => {
+                Transport::Stdio(StdioDefinition::new(target))
+            }
             Err(fault) => {
                 let mut faults = Vec::new();
                 check_alias("the alias", alias, &mut faults);
@@ -237,6 +244,17 @@ impl ServerDefinition {
             }
         };
         Self::new(DefinitionParts::new(alias, transport))
+    }
+
+    /// A definition of a server the embedder serves in its own process under `alias`
+    /// ([`HostOptions::in_process`](crate::HostOptions::in_process)). Every tool is
+    /// enabled.
+    ///
+    /// # Errors
+    ///
+    /// An invalid or reserved alias.
+    pub fn in_process(alias: &str) -> Result<Self, ConfigErrors> {
+        Self::new(DefinitionParts::new(alias, Transport::InProcess))
     }
 
     /// Already checked by the loader, which names faults by the variables as written.
@@ -454,6 +472,7 @@ impl SettingNames {
         let target = match kind {
             TransportKind::Stdio => "command",
             TransportKind::Http => "url",
+            TransportKind::InProcess => "target",
         };
         Self {
             alias: format!("{prefix}.name"),
@@ -710,6 +729,7 @@ impl<'a> Checker<'a> {
         match transport {
             Transport::Stdio(stdio) => self.stdio(stdio),
             Transport::Http(http) => self.http(http),
+            Transport::InProcess => {}
         }
     }
 
@@ -725,7 +745,7 @@ impl<'a> Checker<'a> {
             Ok(TransportKind::Http) => self
                 .faults
                 .push(ConfigError::UrlAsCommand { variable: target }),
-            Ok(TransportKind::Stdio) => self.target(&stdio.command),
+            Ok(TransportKind::Stdio | TransportKind::InProcess) => self.target(&stdio.command),
         }
         self.args(&stdio.args);
         if let Some(cwd) = &stdio.cwd {

@@ -108,6 +108,20 @@ pub enum ConfigError {
         target_variable: String,
     },
 
+    /// A command, connection or credential setting for a server the embedder serves in
+    /// its own process.
+    #[error(
+        "{variable} cannot apply to server \"{server}\": it is served inside the embedding \
+         process, which has no command, arguments, working directory, environment, headers or \
+         credentials to set; remove {variable} (its tool policy and summaries can be set)"
+    )]
+    InProcessNotConfigurable {
+        /// The setting.
+        variable: String,
+        /// The server.
+        server: String,
+    },
+
     /// A value that is not JSON at all.
     #[error("{variable} is not valid JSON ({detail}): write {expected}")]
     InvalidJson {
@@ -462,6 +476,7 @@ impl ConfigError {
             | Self::NameEndsInCompanion { variable, .. }
             | Self::OrphanCompanion { variable, .. }
             | Self::WrongTransport { variable, .. }
+            | Self::InProcessNotConfigurable { variable, .. }
             | Self::InvalidJson { variable, .. }
             | Self::WrongJsonShape { variable, .. }
             | Self::EmptyEntry { variable, .. }
@@ -592,7 +607,7 @@ fn and_list(items: &[String]) -> String {
 fn other_transport(applies_to: TransportKind) -> &'static str {
     match applies_to {
         TransportKind::Stdio => "an http server",
-        TransportKind::Http => "a stdio server",
+        TransportKind::Http | TransportKind::InProcess => "a stdio server",
     }
 }
 

@@ -352,12 +352,15 @@ fn load_server(
     let strict = references.is_none();
     let mut checker = Checker::new(&names, references).strict(strict);
     let transport = match kind {
-        Some(TransportKind::Stdio) => Some(Transport::Stdio(StdioDefinition {
-            command: target.to_owned(),
-            args: args.unwrap_or_default(),
-            cwd,
-            env: vars.unwrap_or_default(),
-        })),
+        // A target never names an in-process server (`classify` does not answer it).
+        Some(TransportKind::Stdio | TransportKind::InProcess) => {
+            Some(Transport::Stdio(StdioDefinition {
+                command: target.to_owned(),
+                args: args.unwrap_or_default(),
+                cwd,
+                env: vars.unwrap_or_default(),
+            }))
+        }
         Some(TransportKind::Http) => Some(Transport::Http(HttpDefinition {
             url: target.to_owned(),
             authorization: bearer.map(Authorization::bearer),

@@ -65,6 +65,8 @@ pub enum PreparedTransport {
         /// Configured headers, then `Authorization: Bearer <token>` when a bearer is configured.
         headers: Vec<(String, String)>,
     },
+    /// Open the embedder's in-process connector registered for the alias.
+    InProcess,
 }
 
 impl ServerDefinition {
@@ -179,6 +181,7 @@ impl ServerDefinition {
                 }
                 PreparedTransport::Http { url, headers }
             }
+            Transport::InProcess => PreparedTransport::InProcess,
         };
         let summary = self
             .summary()
@@ -446,6 +449,7 @@ impl fmt::Debug for PreparedTransport {
                     .field("headers", &RedactedValues(&names))
                     .finish()
             }
+            Self::InProcess => f.write_str("InProcess"),
         }
     }
 }

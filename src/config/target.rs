@@ -4,14 +4,19 @@ use std::fmt;
 
 use serde::Serialize;
 
-/// Which transport a server speaks.
+/// How a server is reached: the one list of transports, for definitions, snapshots and
+/// Problems alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
     Stdio,
     /// Streamable HTTP.
     Http,
+    /// A server inside the embedding process, over in-memory streams
+    /// ([`HostOptions::in_process`](crate::HostOptions::in_process)); never configured
+    /// by a target, only registered by the embedder.
+    InProcess,
 }
 
 impl fmt::Display for TransportKind {
@@ -19,6 +24,7 @@ impl fmt::Display for TransportKind {
         f.write_str(match self {
             Self::Stdio => "stdio",
             Self::Http => "http",
+            Self::InProcess => "in-process",
         })
     }
 }
@@ -39,6 +45,8 @@ pub(crate) enum TargetFault {
 /// white space and all. Something that starts like an HTTP URL but is not
 /// absolute (`http:/x`, `https://`, `https:host`, ` https://x`, a URL with
 /// spaces) is a fault rather than an executable of that odd name.
+///
+/// It never answers [`TransportKind::InProcess`]: no target names one.
 pub(crate) fn classify(target: &str) -> Result<TransportKind, TargetFault> {
     if target.trim().is_empty() {
         return Err(TargetFault::Empty);

@@ -36,14 +36,14 @@ fn variables(errors: &ConfigErrors) -> Vec<&str> {
 fn stdio_of(definition: &ServerDefinition) -> &StdioDefinition {
     match definition.transport() {
         Transport::Stdio(stdio) => stdio,
-        Transport::Http(_) => panic!("{} is not stdio", definition.alias()),
+        _ => panic!("{} is not stdio", definition.alias()),
     }
 }
 
 fn http_of(definition: &ServerDefinition) -> &HttpDefinition {
     match definition.transport() {
         Transport::Http(http) => http,
-        Transport::Stdio(_) => panic!("{} is not http", definition.alias()),
+        _ => panic!("{} is not http", definition.alias()),
     }
 }
 
@@ -99,14 +99,14 @@ fn server(config: &HostConfig, alias: &str) -> ServerDefinition {
 fn wire_round_trip_from_the_environment() {
     let config = service();
     for (alias, definition) in config.servers() {
-        let wire = McpServerDefinition::from(definition);
+        let wire = McpServerDefinition::try_from(definition).unwrap();
         let text = serde_json::to_string(&wire).unwrap();
         let read = McpServerDefinition::from_json(&text).unwrap();
         assert_eq!(read, wire, "{alias}");
         let back = ServerDefinition::try_from(read).unwrap();
         assert_eq!(&back, definition, "{alias}");
         // Stored text reads back to the same text.
-        let again = serde_json::to_string(&McpServerDefinition::from(&back)).unwrap();
+        let again = serde_json::to_string(&McpServerDefinition::try_from(&back).unwrap()).unwrap();
         assert_eq!(again, text, "{alias}");
         assert_eq!(definition.to_durable().unwrap(), wire, "{alias}");
     }
@@ -116,7 +116,8 @@ fn wire_round_trip_from_the_environment() {
 fn wire_shape_is_unexpanded_and_lossless() {
     let service = service();
     assert_eq!(
-        serde_json::to_value(McpServerDefinition::from(&server(&service, "github"))).unwrap(),
+        serde_json::to_value(McpServerDefinition::try_from(&server(&service, "github")).unwrap())
+            .unwrap(),
         json!({
             "transport": "http",
             "name": "github",
@@ -127,7 +128,8 @@ fn wire_shape_is_unexpanded_and_lossless() {
         })
     );
     assert_eq!(
-        serde_json::to_value(McpServerDefinition::from(&server(&service, "fs"))).unwrap(),
+        serde_json::to_value(McpServerDefinition::try_from(&server(&service, "fs")).unwrap())
+            .unwrap(),
         json!({
             "transport": "stdio",
             "name": "fs",
@@ -143,7 +145,7 @@ fn wire_shape_is_unexpanded_and_lossless() {
     );
     // `tools: []` (none enabled) survives, distinct from absent (all enabled).
     let none = config(&[("PLURNK_MCP_X", "/bin/x"), ("PLURNK_MCP_X_TOOLS", "[]")]);
-    let wire = McpServerDefinition::from(&server(&none, "x"));
+    let wire = McpServerDefinition::try_from(&server(&none, "x")).unwrap();
     let back = ServerDefinition::try_from(&wire).unwrap();
     assert_eq!(back.tools(), Some(&[][..]));
 }
@@ -182,7 +184,8 @@ fn every_authorization_round_trips() {
         });
         let wire = McpServerDefinition::from_value(&value).unwrap();
         let definition = ServerDefinition::try_from(&wire).unwrap();
-        let out = serde_json::to_value(McpServerDefinition::from(&definition)).unwrap();
+        let out =
+            serde_json::to_value(McpServerDefinition::try_from(&definition).unwrap()).unwrap();
         assert_eq!(out, value);
         assert_eq!(definition.to_durable().unwrap(), wire);
     }
@@ -1025,4 +1028,45 @@ fn schemas_are_closed_unions() {
             "tools"
         ]
     );
+}
+
+#[test]
+fn an_in_process_server_takes_a_tool_policy_but_no_connection_setting_and_is_never_stored() {
+    let embedded = ServerDefinition::in_process("embedded").unwrap();
+    assert_eq!(embedded.transport().kind(), TransportKind::InProcess);
+    assert_eq!(embedded.transport().kind().to_string(), "in-process");
+    // Its tool policy can be customized like any server's.
+    let narrowed = resolve(
+        Some(&embedded),
+        None,
+        None,
+        Some(&options(json!({"tools": ["echo"]}))),
+    )
+    .unwrap();
+    assert_eq!(narrowed.tools(), Some(&strings(&["echo"])[..]));
+    assert_eq!(narrowed.transport().kind(), TransportKind::InProcess);
+    // A command or connection setting is refused, naming the setting and the server.
+    for setting in [
+        json!({"args": ["--verbose"]}),
+        json!({"env": {"A": "b"}}),
+        json!({"headers": {"X-A": "b"}}),
+    ] {
+        let errors = resolve(Some(&embedded), None, None, Some(&options(setting.clone())))
+            .expect_err("a connection setting for an in-process server");
+        assert!(
+            errors
+                .iter()
+                .all(|error| matches!(error, ConfigError::InProcessNotConfigurable { .. })),
+            "{setting}: {errors}"
+        );
+        let message = errors.to_string();
+        assert!(message.contains("\"embedded\""), "{message}");
+        assert!(
+            message.contains("inside the embedding process"),
+            "{message}"
+        );
+    }
+    // Nothing about it can be written to a state file.
+    let refused = embedded.to_durable().expect_err("no wire definition");
+    assert!(refused.to_string().contains("\"embedded\""), "{refused}");
 }

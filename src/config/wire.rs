@@ -348,11 +348,14 @@ impl From<&McpAuthorization> for Authorization {
     }
 }
 
-impl From<&ServerDefinition> for McpServerDefinition {
-    /// Lossless: every string unexpanded, exactly as held.
-    fn from(definition: &ServerDefinition) -> Self {
+impl TryFrom<&ServerDefinition> for McpServerDefinition {
+    type Error = ConfigErrors;
+
+    /// Lossless: every string unexpanded, exactly as held. An in-process server has no
+    /// wire definition: the embedder registers it at start, nothing stores it.
+    fn try_from(definition: &ServerDefinition) -> Result<Self, ConfigErrors> {
         let parts = definition.parts();
-        match &parts.transport {
+        Ok(match &parts.transport {
             Transport::Stdio(stdio) => Self::Stdio(McpStdioDefinition {
                 name: parts.alias.clone(),
                 command: stdio.command.clone(),
@@ -374,13 +377,13 @@ impl From<&ServerDefinition> for McpServerDefinition {
                 summary: parts.summary.clone(),
                 tool_summaries: parts.tool_summaries.clone(),
             }),
-        }
-    }
-}
-
-impl From<ServerDefinition> for McpServerDefinition {
-    fn from(definition: ServerDefinition) -> Self {
-        Self::from(&definition)
+            Transport::InProcess => {
+                return Err(ConfigErrors::from(ConfigError::InProcessNotConfigurable {
+                    variable: "the definition".to_owned(),
+                    server: parts.alias.clone(),
+                }));
+            }
+        })
     }
 }
 
@@ -472,7 +475,7 @@ impl ServerDefinition {
                 .collect();
             ConfigErrors::check(faults)?;
         }
-        Ok(McpServerDefinition::from(self))
+        McpServerDefinition::try_from(self)
     }
 }
 

@@ -32,7 +32,8 @@ pub(crate) struct Opening<'a> {
     pub kind: TransportKind,
     pub definition: &'a ServerDefinition,
     pub env: &'a Environment,
-    /// Set when the embedder serves it in-process: the definition's target is then unused.
+    /// The embedder's connector registered under the alias, if any: used only by an
+    /// in-process definition.
     pub in_process: Option<InProcessConnector>,
     pub connect: &'a ConnectOptions,
     pub request_timeout: Duration,
@@ -87,11 +88,8 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
     let label = format!("server \"{alias}\" ({kind})");
     let unavailable =
         move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
-    let target = match in_process {
-        Some(connector) => Target::InProcess(connector),
-        None => target(definition, env)
-            .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?,
-    };
+    let target = target(definition, env, in_process)
+        .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
     let connection = connect(alias, &target, options)
         .await
         .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
@@ -159,7 +157,11 @@ pub(crate) async fn relist(
 
 /// Expands `definition` against `env` into what a connection attempt needs. The error names
 /// the variable, never a value.
-fn target(definition: &ServerDefinition, env: &Environment) -> Result<Target, String> {
+fn target(
+    definition: &ServerDefinition,
+    env: &Environment,
+    in_process: Option<InProcessConnector>,
+) -> Result<Target, String> {
     let prepared = definition.prepare(env).map_err(|error| error.to_string())?;
     // Registered before anything is spawned or dialled: whatever comes back from here on
     // (stderr, transport errors, reflected headers) is scrubbed of them.
@@ -192,6 +194,11 @@ fn target(definition: &ServerDefinition, env: &Environment) -> Result<Target, St
             env,
         },
         PreparedTransport::Http { url, headers } => Target::Http { url, headers },
+        PreparedTransport::InProcess => Target::InProcess(in_process.ok_or_else(|| {
+            "no in-process server is registered under this alias in this host (an embedder \
+             registers one with HostOptions::in_process)"
+                .to_owned()
+        })?),
     })
 }
 

@@ -243,8 +243,12 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
+/// How much stderr one read takes: the buffer lives as long as the server, per server, so it
+/// is small (stderr is a trickle; a flood only takes more reads).
+const STDERR_READ: usize = 1024;
+
 async fn read_stderr(mut pipe: ChildStderr, tail: StderrTail, done: watch::Sender<bool>) {
-    let mut buffer = vec![0u8; 8192];
+    let mut buffer = vec![0u8; STDERR_READ];
     // The line being logged, cut at STDERR_LOG_LINE bytes; `cut` once it was.
     let mut line: Vec<u8> = Vec::new();
     let mut cut = false;
