@@ -528,58 +528,23 @@ impl AttachmentState {
         match result {
             Ok(mut live) => {
                 self.generation += 1;
-                if let Some(mut updates) = live.connection.take_updates() {
-                    let events = self.args.events.clone();
-                    let workspace = self.args.workspace_name.clone();
-                    let alias = self.args.alias.clone();
-                    tokio::spawn(async move {
-                        while let Some(uri) = updates.recv().await {
-                            // A URI is the server's text: scrubbed and bounded like any.
-                            let uri = crate::redact::scrub_capped(&uri, crate::redact::SHOWN_CHARS);
-                            let _ = events.send(HostEvent::ResourceUpdated {
-                                workspace: workspace.clone(),
-                                alias: alias.clone(),
-                                uri,
-                            });
-                        }
-                    });
-                }
                 let generation = self.generation;
                 let retired = live.retired.clone();
                 live.retire = Some(retired.clone().drop_guard());
-                let lost = live.connection.lost();
-                let watcher = myself.clone();
-                let retired_loss = retired.clone();
-                tokio::spawn(async move {
-                    // Retirement first: once the actor has let the connection go, its loss
-                    // is no news, even when both happened together.
-                    tokio::select! {
-                        biased;
-                        () = retired_loss.cancelled() => {}
-                        () = lost.cancelled() => {
-                            let _ = watcher.cast(AttachmentMsg::Lost { generation });
-                        }
-                    }
-                });
-                // List changes become refreshes; the watcher ends with the connection.
-                let mut changes = live.connection.changes();
-                let lost = live.connection.lost();
-                let notify = myself.clone();
-                tokio::spawn(async move {
-                    loop {
-                        tokio::select! {
-                            changed = changes.changed() => {
-                                if changed.is_err()
-                                    || notify.cast(AttachmentMsg::ListChanged).is_err()
-                                {
-                                    break;
-                                }
-                            }
-                            () = lost.cancelled() => break,
-                            () = retired.cancelled() => break,
-                        }
-                    }
-                });
+                // One watcher per connection, for as long as the actor keeps it: its loss,
+                // its list changes and its resource updates.
+                let watch = Watch {
+                    generation,
+                    retired,
+                    lost: live.connection.lost(),
+                    changes: live.connection.changes(),
+                    updates: live.connection.take_updates(),
+                    actor: myself.clone(),
+                    events: self.args.events.clone(),
+                    workspace: self.args.workspace_name.clone(),
+                    alias: self.args.alias.clone(),
+                };
+                tokio::spawn(watch.run());
                 self.delays = Box::new(self.args.settings.restart.delays());
                 self.lifecycle = Lifecycle::Ready(live);
                 self.open_gate();
@@ -871,5 +836,66 @@ impl AttachmentState {
             });
             myself.stop(None);
         });
+    }
+}
+
+/// What a ready connection tells its actor, watched by one task until the actor lets the
+/// connection go (`retired`) or the connection is lost.
+struct Watch {
+    generation: u64,
+    retired: CancellationToken,
+    lost: CancellationToken,
+    changes: tokio::sync::watch::Receiver<u64>,
+    updates: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
+    actor: ActorRef<AttachmentMsg>,
+    events: broadcast::Sender<HostEvent>,
+    workspace: String,
+    alias: String,
+}
+
+impl Watch {
+    async fn run(mut self) {
+        let mut changes_open = true;
+        loop {
+            tokio::select! {
+                // Retirement first: once the actor has let the connection go, its loss and
+                // its changes are no news, even when they happened together.
+                biased;
+                () = self.retired.cancelled() => return,
+                () = self.lost.cancelled() => {
+                    let _ = self.actor.cast(AttachmentMsg::Lost {
+                        generation: self.generation,
+                    });
+                    return;
+                }
+                changed = self.changes.changed(), if changes_open => {
+                    changes_open = changed.is_ok()
+                        && self.actor.cast(AttachmentMsg::ListChanged).is_ok();
+                }
+                uri = recv(&mut self.updates) => match uri {
+                    Some(uri) => {
+                        // A URI is the server's text: scrubbed and bounded like any.
+                        let uri =
+                            crate::redact::scrub_capped(&uri, crate::redact::SHOWN_CHARS);
+                        let _ = self.events.send(HostEvent::ResourceUpdated {
+                            workspace: self.workspace.clone(),
+                            alias: self.alias.clone(),
+                            uri,
+                        });
+                    }
+                    None => self.updates = None,
+                },
+            }
+        }
+    }
+}
+
+/// The next resource update, or never when there are none to follow.
+async fn recv(
+    updates: &mut Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
+) -> Option<String> {
+    match updates {
+        Some(updates) => updates.recv().await,
+        None => std::future::pending().await,
     }
 }

@@ -462,6 +462,14 @@ impl CallPeer {
             self.protocol(label, &format!("the request could not be built: {error}"))
         };
         Ok(match operation {
+            // The common case, built directly (no round trip through JSON).
+            Operation::CallTool { name, arguments }
+                if input_responses.is_none() && request_state.is_none() =>
+            {
+                ClientRequest::CallToolRequest(CallToolRequest::new(
+                    CallToolRequestParams::new(name.clone()).with_arguments(arguments.clone()),
+                ))
+            }
             Operation::CallTool { name, arguments } => {
                 let mut params = serde_json::Map::new();
                 params.insert("name".into(), Value::String(name.clone()));
@@ -513,28 +521,37 @@ impl CallPeer {
         context: &CallContext,
         label: &str,
     ) -> Result<ServerResult, CallError> {
-        let mut options = PeerRequestOptions::with_timeout(context.timeout);
-        if let Some(max_total) = context.reset_on_progress {
-            options = options
+        // One timer per call. A plain deadline is the host's own: rmcp is given none (its
+        // expiry would await the cancellation without a bound), and on expiry the host sends
+        // the cancellation itself, bounded. A deadline that progress resets is rmcp's (only
+        // it sees progress), and the host's timer then bounds the whole wait a moment after
+        // rmcp's has had its chance.
+        let resets = context.reset_on_progress;
+        let options = match resets {
+            Some(max_total) => PeerRequestOptions::with_timeout(context.timeout)
                 .reset_timeout_on_progress()
-                .with_max_total_timeout(max_total);
-        }
-        // One budget for handing the request over and waiting for its answer: a server that
-        // stops reading its input blocks the write, and with it everything queued behind.
-        let started = tokio::time::Instant::now();
-        let budget = context
-            .reset_on_progress
-            .unwrap_or(context.timeout)
-            .max(context.timeout);
-        let sent = tokio::time::timeout(
-            context.timeout,
-            self.peer.send_cancellable_request(request, options),
-        )
-        .await;
-        let handle = match sent {
-            Ok(sent) => sent.map_err(|error| self.map_error(label, error))?,
-            Err(_) => return Err(self.timeout(label, context.timeout)),
+                .with_max_total_timeout(max_total),
+            None => PeerRequestOptions::no_options(),
         };
+        // The same deadline bounds handing the request over and waiting for its answer: a
+        // server that stops reading its input blocks the write, and with it everything
+        // queued behind.
+        let started = tokio::time::Instant::now();
+        let deadline = tokio::time::sleep(context.timeout);
+        tokio::pin!(deadline);
+        let handle = tokio::select! {
+            biased;
+            sent = self.peer.send_cancellable_request(request, options) => {
+                sent.map_err(|error| self.map_error(label, error))?
+            }
+            () = &mut deadline => return Err(self.timeout(label, context.timeout)),
+        };
+        if let Some(max_total) = resets {
+            let budget = max_total.max(context.timeout);
+            deadline
+                .as_mut()
+                .reset(started + budget.saturating_add(NOTIFY_BOUND));
+        }
         let _route = RouteGuard {
             routes: &self.routes,
             token: context.progress.clone().map(|sink| {
@@ -545,26 +562,21 @@ impl CallPeer {
         let id = handle.id.clone();
         // A caller that stops waiting (drops the call) still has the request cancelled.
         let mut owed = Courtesy::owe(&self.peer, Owed::Request(id.clone()));
-        // rmcp's own deadline ends in sending a cancellation, which it awaits without a
-        // bound: a server that stops reading would hold the caller there forever. Ours ends
-        // the wait regardless, a moment after rmcp's had its chance.
-        let hard = budget
-            .saturating_sub(started.elapsed())
-            .saturating_add(NOTIFY_BOUND);
         let settled = tokio::select! {
             biased;
-            response = tokio::time::timeout(hard, handle.await_response()) => match response {
-                Ok(response) => response.map_err(|error| self.map_error(label, error)),
-                Err(_) => Err(self.timeout(label, context.timeout)),
-            },
+            response = handle.await_response() => {
+                response.map_err(|error| self.map_error(label, error))
+            }
+            () = &mut deadline => {
+                if resets.is_none() {
+                    self.notify_cancelled(id, "the request timed out").await;
+                }
+                Err(self.timeout(label, context.timeout))
+            }
             () = context.cancel.cancelled() => {
                 // On HTTP the dropped response future closes the request's stream; the
                 // notification covers stdio and legacy peers.
-                let notify = self.peer.notify_cancelled(CancelledNotificationParam::new(
-                    Some(id),
-                    Some("cancelled by the caller".into()),
-                ));
-                let _ = tokio::time::timeout(NOTIFY_BOUND, notify).await;
+                self.notify_cancelled(id, "cancelled by the caller").await;
                 Err(CallError::Cancelled {
                     alias: self.alias.clone(),
                     tool: label.to_owned(),
@@ -578,6 +590,16 @@ impl CallPeer {
         };
         owed.paid();
         settled
+    }
+
+    /// Tells the server to stop working on request `id`, bounded: a server that stops
+    /// reading does not hold the caller.
+    async fn notify_cancelled(&self, id: rmcp::model::RequestId, reason: &str) {
+        let notify = self.peer.notify_cancelled(CancelledNotificationParam::new(
+            Some(id),
+            Some(reason.to_owned()),
+        ));
+        let _ = tokio::time::timeout(NOTIFY_BOUND, notify).await;
     }
 
     /// `resources/read` through rmcp's cache, with the same deadline, cancellation and loss

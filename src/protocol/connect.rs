@@ -475,17 +475,11 @@ async fn attempt(
                 cwd: cwd.as_ref(),
                 env,
                 reaper: &options.reaper,
+                // The server's exit is its connection's loss, even when a process it
+                // started still holds its stdout open (no end of file would ever come).
+                exited: lost.clone(),
             };
             let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
-            // The server's exit is its connection's loss, even when a process it started
-            // still holds its stdout open (no end of file would ever come).
-            let mut exited = child.exited();
-            let lost_at_exit = lost.clone();
-            tokio::spawn(async move {
-                if exited.wait_for(Option::is_some).await.is_ok() {
-                    lost_at_exit.cancel();
-                }
-            });
             let stdout = LineLimit::new(stdout, max_message, cut.clone());
             // rmcp would drop an oversized line and keep going (the request behind it then
             // waits out its deadline); the host's bound comes first and says why.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::reaper::Reaper;
 
@@ -38,6 +39,8 @@ pub(crate) struct StdioSpawn<'a> {
     pub env: &'a [(String, String)],
     /// The host's reaper: it marks the server and kills its group if the host dies.
     pub reaper: &'a Arc<Reaper>,
+    /// Cancelled when the leader exits (by the task that reaps it: no watcher of its own).
+    pub exited: CancellationToken,
 }
 
 /// The last bytes a server wrote to stderr, bounded whatever it writes: a server that
@@ -133,12 +136,14 @@ impl ChildProcess {
         }
         let (exit_tx, exit) = watch::channel(None);
         // The waiter owns the `Child`: it reaps the leader and reports how it ended.
+        let exited = spec.exited.clone();
         tokio::spawn(async move {
             let status = match child.wait().await {
                 Ok(status) => describe_exit(status),
                 Err(error) => format!("could not be waited for: {error}"),
             };
             let _ = exit_tx.send(Some(status));
+            exited.cancel();
         });
         Ok((
             ChildProcess {
@@ -161,11 +166,6 @@ impl ChildProcess {
     /// The captured stderr tail.
     pub(crate) fn stderr(&self) -> &StderrTail {
         &self.stderr
-    }
-
-    /// How the leader exited: `None` until it has.
-    pub(crate) fn exited(&self) -> watch::Receiver<Option<String>> {
-        self.exit.clone()
     }
 
     /// How the leader exited, if it has.
