@@ -201,6 +201,11 @@ async fn hydrate(spec: &TrialSpec, client: &str, servers: usize) -> anyhow::Resu
     // Let the connections go idle (listen streams opened, buffers settled) before measuring.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let after = stats::memory();
+    if std::env::var_os("PLURNK_BENCH_EXIT_AT_IDLE").is_some() {
+        // For a heap profiler: what is still allocated at exit is what the idle
+        // attachments hold (see BENCHMARKS.md, "What the profile says").
+        std::process::exit(0);
+    }
     let mut result = TrialResult {
         revisions: connected.revisions,
         ..TrialResult::default()

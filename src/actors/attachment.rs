@@ -23,7 +23,7 @@ use crate::model::{
     Catalog, HostEvent, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, TransportKind,
 };
 use crate::protocol::{
-    self, CallPeer, ConnectOptions, Connection, Opened, Opening, Ready, Relisted, Session,
+    self, CallPeer, ConnectOptions, Connection, OnUpdate, Opened, Opening, Ready, Relisted, Session,
 };
 
 /// Settings every attachment of a host shares.
@@ -460,6 +460,21 @@ impl AttachmentState {
         let settings = self.args.settings.clone();
         let env = self.args.env.clone();
         let myself = myself.clone();
+        // Resource updates go straight out as host events, in arrival order.
+        let (events, workspace, updated) = (
+            self.args.events.clone(),
+            self.args.workspace_name.clone(),
+            alias.clone(),
+        );
+        let on_update: OnUpdate = Arc::new(move |uri: &str| {
+            // A URI is the server's text: scrubbed and bounded like any.
+            let uri = crate::redact::scrub_capped(uri, crate::redact::SHOWN_CHARS);
+            let _ = events.send(HostEvent::ResourceUpdated {
+                workspace: workspace.clone(),
+                alias: updated.clone(),
+                uri,
+            });
+        });
         tokio::spawn(async move {
             let opening = Opening {
                 alias: &alias,
@@ -469,6 +484,7 @@ impl AttachmentState {
                 in_process: settings.in_process.get(&alias).cloned(),
                 connect: &settings.connect,
                 request_timeout: settings.request_timeout,
+                on_update: Some(on_update),
             };
             let result = protocol::open(opening)
                 .await
@@ -531,18 +547,14 @@ impl AttachmentState {
                 let generation = self.generation;
                 let retired = live.retired.clone();
                 live.retire = Some(retired.clone().drop_guard());
-                // One watcher per connection, for as long as the actor keeps it: its loss,
-                // its list changes and its resource updates.
+                // One watcher per connection, for as long as the actor keeps it: its loss
+                // and its list changes.
                 let watch = Watch {
                     generation,
                     retired,
                     lost: live.connection.lost(),
                     changes: live.connection.changes(),
-                    updates: live.connection.take_updates(),
                     actor: myself.clone(),
-                    events: self.args.events.clone(),
-                    workspace: self.args.workspace_name.clone(),
-                    alias: self.args.alias.clone(),
                 };
                 tokio::spawn(watch.run());
                 self.delays = Box::new(self.args.settings.restart.delays());
@@ -846,11 +858,7 @@ struct Watch {
     retired: CancellationToken,
     lost: CancellationToken,
     changes: tokio::sync::watch::Receiver<u64>,
-    updates: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
     actor: ActorRef<AttachmentMsg>,
-    events: broadcast::Sender<HostEvent>,
-    workspace: String,
-    alias: String,
 }
 
 impl Watch {
@@ -872,30 +880,7 @@ impl Watch {
                     changes_open = changed.is_ok()
                         && self.actor.cast(AttachmentMsg::ListChanged).is_ok();
                 }
-                uri = recv(&mut self.updates) => match uri {
-                    Some(uri) => {
-                        // A URI is the server's text: scrubbed and bounded like any.
-                        let uri =
-                            crate::redact::scrub_capped(&uri, crate::redact::SHOWN_CHARS);
-                        let _ = self.events.send(HostEvent::ResourceUpdated {
-                            workspace: self.workspace.clone(),
-                            alias: self.alias.clone(),
-                            uri,
-                        });
-                    }
-                    None => self.updates = None,
-                },
             }
         }
-    }
-}
-
-/// The next resource update, or never when there are none to follow.
-async fn recv(
-    updates: &mut Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
-) -> Option<String> {
-    match updates {
-        Some(updates) => updates.recv().await,
-        None => std::future::pending().await,
     }
 }

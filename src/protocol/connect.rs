@@ -22,7 +22,7 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use std::collections::BTreeSet;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
@@ -141,8 +141,6 @@ pub(crate) struct Connection {
     changes: watch::Receiver<u64>,
     /// Cancelled when the connection closes; ends the subscription listener.
     closing: CancellationToken,
-    /// `notifications/resources/updated` URIs, in arrival order, until taken.
-    updates: Option<mpsc::UnboundedReceiver<String>>,
     /// The resource URIs the listen stream follows; `None` when the server offers no
     /// resource updates.
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
@@ -158,16 +156,21 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// Told the URI of each `notifications/resources/updated` a connection receives, in
+/// arrival order, as it arrives (no queue of its own).
+pub(crate) type OnUpdate = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Connects `alias` to `target` and negotiates, all within `options.connect_timeout`.
 pub(crate) async fn connect(
     alias: &str,
     target: &Target,
     options: &ConnectOptions,
+    on_update: Option<OnUpdate>,
 ) -> Result<Connection, ConnectError> {
     let result = tokio::time::timeout(options.connect_timeout, async {
         let first = tokio::time::timeout(
             options.discover_timeout,
-            attempt(alias, target, options, auto_lifecycle()),
+            attempt(alias, target, options, auto_lifecycle(), on_update.clone()),
         )
         .await;
         match first {
@@ -182,14 +185,28 @@ pub(crate) async fn connect(
                     server = alias,
                     "discover offered no revision we speak; trying initialize"
                 );
-                attempt(alias, target, options, ClientLifecycleMode::Initialize).await
+                attempt(
+                    alias,
+                    target,
+                    options,
+                    ClientLifecycleMode::Initialize,
+                    on_update.clone(),
+                )
+                .await
             }
             Err(_) => {
                 tracing::debug!(
                     server = alias,
                     "discover gave no usable revision in time; trying initialize"
                 );
-                attempt(alias, target, options, ClientLifecycleMode::Initialize).await
+                attempt(
+                    alias,
+                    target,
+                    options,
+                    ClientLifecycleMode::Initialize,
+                    on_update.clone(),
+                )
+                .await
             }
             Ok(Err(failure)) => Err(failure),
         }
@@ -202,7 +219,6 @@ pub(crate) async fn connect(
         lost,
         routes,
         changes,
-        updates,
         cut,
     } = match result {
         Ok(Ok(parts)) => parts,
@@ -226,17 +242,20 @@ pub(crate) async fn connect(
         .await;
     let negotiated = negotiated(&service, modern);
     let closing = CancellationToken::new();
-    let (subscribed, subscribed_rx) = watch::channel(BTreeSet::new());
-    let mut follows_resources = false;
+    let mut subscribed = None;
     if modern {
         // A modern peer tells list changes and resource updates only on a listen stream.
         if let Some((base, updates)) = listen_base(&negotiated.capabilities) {
-            follows_resources = updates;
+            let follows = updates.then(|| {
+                let (sender, receiver) = watch::channel(BTreeSet::new());
+                subscribed = Some(Arc::new(sender));
+                receiver
+            });
             tokio::spawn(listen(
                 alias.to_owned(),
                 service.peer().clone(),
                 base,
-                updates.then_some(subscribed_rx),
+                follows,
                 lost.clone(),
                 closing.clone(),
             ));
@@ -254,8 +273,7 @@ pub(crate) async fn connect(
         limits: options.limits,
         changes,
         closing,
-        updates: Some(updates),
-        subscribed: follows_resources.then(|| Arc::new(subscribed)),
+        subscribed,
     })
 }
 
@@ -435,7 +453,6 @@ struct Parts {
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changes: watch::Receiver<u64>,
-    updates: mpsc::UnboundedReceiver<String>,
     cut: CutReason,
 }
 
@@ -444,11 +461,11 @@ async fn attempt(
     target: &Target,
     options: &ConnectOptions,
     lifecycle: ClientLifecycleMode,
+    on_update: Option<OnUpdate>,
 ) -> Result<Parts, Failure> {
     let lost = CancellationToken::new();
     let routes = Arc::new(ProgressRoutes::default());
     let (changed, changes) = watch::channel(0u64);
-    let (updated, updates) = mpsc::unbounded_channel();
     let client = HostClient {
         alias: alias.to_owned(),
         interaction: options.interaction.clone(),
@@ -458,7 +475,7 @@ async fn attempt(
         lost: lost.clone(),
         routes: routes.clone(),
         changed,
-        updated,
+        updated: on_update,
         inbound: Inbound::new(options.limits, cut.clone()),
     };
     let max_message = options.limits.max_message_bytes;
@@ -537,7 +554,6 @@ async fn attempt(
         lost,
         routes,
         changes,
-        updates,
         cut,
     })
 }
@@ -615,11 +631,6 @@ impl Connection {
     /// What negotiation established.
     pub(crate) fn negotiated(&self) -> &Negotiated {
         &self.negotiated
-    }
-
-    /// The URIs of `notifications/resources/updated`, in arrival order (once).
-    pub(crate) fn take_updates(&mut self) -> Option<mpsc::UnboundedReceiver<String>> {
-        self.updates.take()
     }
 
     /// A receiver whose value rises with every list-change notification.
@@ -759,7 +770,7 @@ struct Signals {
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changed: watch::Sender<u64>,
-    updated: mpsc::UnboundedSender<String>,
+    updated: Option<OnUpdate>,
     inbound: Inbound,
 }
 
@@ -787,7 +798,8 @@ struct Watched<T> {
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changed: watch::Sender<u64>,
-    updated: mpsc::UnboundedSender<String>,
+    /// Told each `notifications/resources/updated` URI, in arrival order.
+    updated: Option<OnUpdate>,
     inbound: Inbound,
     /// Server requests not answered yet, shared with `inbound`.
     pending: Arc<std::sync::atomic::AtomicUsize>,
@@ -841,7 +853,9 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
                         );
                     }
                     ServerNotification::ResourceUpdatedNotification(updated) => {
-                        let _ = self.updated.send(updated.params.uri.clone());
+                        if let Some(tell) = &self.updated {
+                            tell(&updated.params.uri);
+                        }
                     }
                     ServerNotification::ToolListChangedNotification(_)
                     | ServerNotification::ResourceListChangedNotification(_)

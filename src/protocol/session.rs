@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallContext, CallPeer};
-use super::connect::{ConnectOptions, Connection, Lister, Target, connect};
+use super::connect::{ConnectOptions, Connection, Lister, OnUpdate, Target, connect};
 use crate::config::{Environment, PreparedTransport, ServerDefinition};
 use crate::model::{
     CallError, Catalog, InProcessConnector, Limits, Negotiated, Operation, Problem, PromptInfo,
@@ -37,6 +37,8 @@ pub(crate) struct Opening<'a> {
     pub in_process: Option<InProcessConnector>,
     pub connect: &'a ConnectOptions,
     pub request_timeout: Duration,
+    /// Told each resource update the server sends.
+    pub on_update: Option<OnUpdate>,
 }
 
 /// A session opened, negotiated and listed: everything a server needs before it publishes.
@@ -84,13 +86,14 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         in_process,
         connect: options,
         request_timeout,
+        on_update,
     } = opening;
     let label = format!("server \"{alias}\" ({kind})");
     let unavailable =
         move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
     let target = target(definition, env, in_process)
         .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
-    let connection = connect(alias, &target, options)
+    let connection = connect(alias, &target, options, on_update)
         .await
         .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
     let lister = connection.lister();
