@@ -17,7 +17,7 @@ use crate::actors::attachment::{Admission, AttachmentMsg, Settings};
 use crate::actors::messages::WorkspaceMsg;
 use crate::actors::restart::RestartPolicy;
 use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
-use crate::actors::workspace::{Published, Seed, Source, WorkspaceArgs};
+use crate::actors::workspace::{Published, Route, Seed, Source, WorkspaceArgs};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
@@ -406,11 +406,13 @@ fn service_definitions(config: &HostConfig) -> BTreeMap<String, Seed> {
         .servers()
         .iter()
         .map(|(alias, definition)| {
+            // One copy of the definition, shared as the one in use and the service baseline.
+            let definition = Arc::new(definition.clone());
             (
                 alias.clone(),
                 Seed {
-                    definition: Arc::new(definition.clone()),
-                    service: Some(Arc::new(definition.clone())),
+                    definition: definition.clone(),
+                    service: Some(definition),
                     source: Source::Service,
                     enabled: config.enabled().contains(alias),
                     specialized: false,
@@ -623,7 +625,9 @@ impl Workspace {
             name: tool.to_owned(),
             arguments,
         };
-        self.run(server, operation, options).await
+        // `run`'s body, not a call to it: the most common call is one future layer less.
+        let (route, context) = self.route(server, &operation, options)?;
+        settled(route.session.call(&operation, &context).await)
     }
 
     /// Reads a resource of `server` (`resources/read`); the result is the server's
@@ -696,25 +700,27 @@ impl Workspace {
         operation: Operation,
         options: CallOptions,
     ) -> Result<ToolResult, CallError> {
-        self.run_unscrubbed(server, operation, options)
-            .await
-            .map(ToolResult::scrubbed)
-            .map_err(CallError::scrubbed)
+        let (route, context) = self.route(server, &operation, options)?;
+        // Straight to the server's session, in this task: dropping this future cancels the
+        // request on the wire.
+        settled(route.session.call(&operation, &context).await)
     }
 
-    async fn run_unscrubbed(
+    /// Where `operation` on `server` runs, and with what deadline, cancellation, progress
+    /// and interaction; or why it cannot run (scrubbed).
+    fn route(
         &self,
         server: &str,
-        operation: Operation,
+        operation: &Operation,
         options: CallOptions,
-    ) -> Result<ToolResult, CallError> {
+    ) -> Result<(Route, CallContext), CallError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(CallError::ShuttingDown);
         }
         let route = {
             let published = self.published.borrow();
             let Some(entry) = published.snapshot.server(server) else {
-                return Err(CallError::UnknownServer(server.to_owned()));
+                return Err(CallError::UnknownServer(server.to_owned()).scrubbed());
             };
             if entry.state != ServerState::Ready {
                 return Err(CallError::NotReady {
@@ -725,15 +731,17 @@ impl Workspace {
                         .as_ref()
                         .map(|problem| problem.detail.clone())
                         .unwrap_or_else(|| format!("it is {}", entry.state)),
-                });
+                }
+                .scrubbed());
             }
-            if let Operation::CallTool { name, .. } = &operation
+            if let Operation::CallTool { name, .. } = operation
                 && entry.tool(name).is_none()
             {
                 return Err(CallError::UnknownTool {
                     alias: server.to_owned(),
                     tool: name.clone(),
-                });
+                }
+                .scrubbed());
             }
             published.routes.get(server).cloned()
         };
@@ -746,13 +754,11 @@ impl Workspace {
         let context = CallContext {
             timeout: options.timeout.unwrap_or(self.default_timeout),
             reset_on_progress: options.reset_timeout_on_progress,
-            cancel: options.cancel.unwrap_or_default(),
+            cancel: options.cancel,
             progress: options.progress,
             interaction: options.interaction.or_else(|| self.interaction.clone()),
         };
-        // Straight to the server's session, in this task: dropping this future cancels the
-        // request on the wire.
-        route.session.call(&operation, &context).await
+        Ok((route, context))
     }
 
     async fn action(
@@ -893,6 +899,13 @@ impl Workspace {
         let route = self.published.borrow().routes.get(alias).cloned();
         route.is_some_and(|route| route.actor.cast(AttachmentMsg::Panic).is_ok())
     }
+}
+
+/// What leaves the host of a settled call: scrubbed of every registered secret.
+fn settled(result: Result<ToolResult, CallError>) -> Result<ToolResult, CallError> {
+    result
+        .map(ToolResult::scrubbed)
+        .map_err(CallError::scrubbed)
 }
 
 fn object(

@@ -215,9 +215,10 @@ pub struct ServerSnapshot {
     /// Why it is not ready, when it is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<Problem>,
-    /// What negotiation established (present while ready).
+    /// What negotiation established (present while ready); shared, not copied, by every
+    /// snapshot and the connection it came from.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub negotiated: Option<Negotiated>,
+    pub negotiated: Option<Arc<Negotiated>>,
     /// The enabled tools (empty unless ready).
     pub tools: Arc<[ToolInfo]>,
     /// Its resources, resource templates and prompts (empty unless ready).
@@ -236,7 +237,12 @@ impl ServerSnapshot {
             return;
         }
         self.problem = self.problem.take().map(Problem::scrubbed);
-        if let Some(negotiated) = &mut self.negotiated {
+        // Copied only when something in it holds a secret: otherwise it stays shared.
+        if let Some(negotiated) = &mut self.negotiated
+            && serde_json::to_string(&**negotiated)
+                .is_ok_and(|json| crate::redact::holds_secret(&json))
+        {
+            let negotiated = Arc::make_mut(negotiated);
             for text in [
                 &mut negotiated.name,
                 &mut negotiated.version,
@@ -588,12 +594,14 @@ pub enum Operation {
 
 impl Operation {
     /// A short name for messages: the tool name, or the method and its subject.
-    pub fn label(&self) -> String {
+    pub fn label(&self) -> std::borrow::Cow<'_, str> {
+        // Borrowed for a tool call, the common case: most calls never need it (only their
+        // errors do), so it costs them nothing.
         match self {
-            Self::CallTool { name, .. } => name.clone(),
-            Self::ReadResource { uri } => format!("resources/read {uri}"),
-            Self::GetPrompt { name, .. } => format!("prompts/get {name}"),
-            Self::Complete { argument, .. } => format!("completion/complete {argument}"),
+            Self::CallTool { name, .. } => name.as_str().into(),
+            Self::ReadResource { uri } => format!("resources/read {uri}").into(),
+            Self::GetPrompt { name, .. } => format!("prompts/get {name}").into(),
+            Self::Complete { argument, .. } => format!("completion/complete {argument}").into(),
         }
     }
 }
@@ -919,7 +927,7 @@ pub struct ServerSummary {
     pub problem: Option<Problem>,
     /// What negotiation established, while ready.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub negotiated: Option<crate::model::Negotiated>,
+    pub negotiated: Option<Arc<crate::model::Negotiated>>,
     /// The enabled tools.
     pub tools: Vec<String>,
     /// The tools classified `read`.
@@ -979,7 +987,7 @@ mod tests {
             transport: TransportKind::Stdio,
             state: ServerState::Unavailable,
             problem: Some(Problem::server_unavailable("died: snapshot-secret-4242")),
-            negotiated: Some(Negotiated {
+            negotiated: Some(Arc::new(Negotiated {
                 revision: "2026-07-28".into(),
                 modern: true,
                 name: Some("snapshot-secret-4242".into()),
@@ -988,7 +996,7 @@ mod tests {
                 description: None,
                 instructions: Some("call with SNAPSHOT-SECRET-4242".into()),
                 capabilities: Value::Null,
-            }),
+            })),
             tools: Arc::from([
                 tool("leaks", "key snapshot-secret-4242"),
                 tool("plain", "fine"),
@@ -1018,7 +1026,12 @@ mod tests {
         // A list with nothing to hide is left as it is, shared.
         let mut clean = snapshot.clone();
         clean.tools = clean_tools.clone();
+        let clean_negotiated = clean.negotiated.clone();
         clean.scrub();
         assert!(Arc::ptr_eq(&clean_tools, &clean.tools));
+        assert!(
+            matches!((&clean_negotiated, &clean.negotiated), (Some(a), Some(b)) if Arc::ptr_eq(a, b)),
+            "a negotiation with nothing to hide stays shared"
+        );
     }
 }

@@ -2739,7 +2739,7 @@ async fn a_definition_change_under_load_swaps_with_no_lost_call_and_no_gap() {
         .expect("the change");
     assert_eq!(changed.state, ServerState::Ready);
     assert_eq!(
-        changed.negotiated.and_then(|n| n.name).as_deref(),
+        changed.negotiated.and_then(|n| n.name.clone()).as_deref(),
         Some("busy-next")
     );
     assert_eq!(pid_of(&workspace, "busy").await, new);

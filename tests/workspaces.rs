@@ -349,7 +349,7 @@ async fn every_action_answers_with_its_problem_shape() {
         .expect("a definition change swaps");
     assert_eq!(swapped.state, ServerState::Ready);
     assert_eq!(
-        swapped.negotiated.and_then(|n| n.name).as_deref(),
+        swapped.negotiated.and_then(|n| n.name.clone()).as_deref(),
         Some("other")
     );
     assert_ne!(

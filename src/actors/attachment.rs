@@ -162,7 +162,7 @@ pub(crate) struct Live {
     peer: CallPeer,
     tools: Arc<[ToolInfo]>,
     catalog: Catalog,
-    negotiated: Negotiated,
+    negotiated: Arc<Negotiated>,
     /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
     freshness: Option<Duration>,
     /// Stops this connection's watchers and its refresh when the actor lets it go (dropped
@@ -857,13 +857,12 @@ struct Watch {
     generation: u64,
     retired: CancellationToken,
     lost: CancellationToken,
-    changes: tokio::sync::watch::Receiver<u64>,
+    changes: Arc<tokio::sync::Notify>,
     actor: ActorRef<AttachmentMsg>,
 }
 
 impl Watch {
-    async fn run(mut self) {
-        let mut changes_open = true;
+    async fn run(self) {
         loop {
             tokio::select! {
                 // Retirement first: once the actor has let the connection go, its loss and
@@ -876,9 +875,10 @@ impl Watch {
                     });
                     return;
                 }
-                changed = self.changes.changed(), if changes_open => {
-                    changes_open = changed.is_ok()
-                        && self.actor.cast(AttachmentMsg::ListChanged).is_ok();
+                () = self.changes.notified() => {
+                    if self.actor.cast(AttachmentMsg::ListChanged).is_err() {
+                        return;
+                    }
                 }
             }
         }

@@ -103,12 +103,23 @@ pub(crate) struct CallContext {
     pub timeout: Duration,
     /// With `Some(max)`, progress resets the deadline, bounded by `max` in total.
     pub reset_on_progress: Option<Duration>,
-    /// The caller's cancellation.
-    pub cancel: CancellationToken,
+    /// The caller's cancellation, if it brought one (most calls do not, and then cost no
+    /// token of their own).
+    pub cancel: Option<CancellationToken>,
     /// Where progress reports go.
     pub progress: Option<ProgressSink>,
     /// Who answers input requests; `None` declines them.
     pub interaction: Option<InteractionHandler>,
+}
+
+impl CallContext {
+    /// Completes when the caller cancels; never, when it brought no cancellation.
+    pub(crate) async fn cancelled(&self) {
+        match &self.cancel {
+            Some(cancel) => cancel.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// Progress sinks by the progress token of the request that owns them.
@@ -215,10 +226,11 @@ impl CallPeer {
         for round in 0..MAX_INPUT_ROUNDS {
             let request = self.build(operation, responses.take(), state.take(), &label)?;
             let answer = match (&request, round) {
-                // A plain read goes through rmcp's response cache (ttlMs, cacheScope).
+                // A plain read goes through rmcp's response cache (ttlMs, cacheScope). Boxed,
+                // like the Task loop below: the future of every call is as large as its
+                // largest branch, and it is moved at each layer between the caller and here.
                 (ClientRequest::ReadResourceRequest(read), 0) => {
-                    self.read_cached(read.params.clone(), context, &label)
-                        .await?
+                    Box::pin(self.read_cached(read.params.clone(), context, &label)).await?
                 }
                 _ => self.send(request, context, &label).await?,
             };
@@ -243,10 +255,10 @@ impl CallPeer {
                         state_only_rounds += 1;
                         tokio::select! {
                             () = tokio::time::sleep(Duration::from_millis(millis)) => {}
-                            () = context.cancel.cancelled() => {
+                            () = context.cancelled() => {
                                 return Err(CallError::Cancelled {
                                     alias: self.alias.clone(),
-                                    tool: label,
+                                    tool: label.into_owned(),
                                 });
                             }
                         }
@@ -260,7 +272,7 @@ impl CallPeer {
                     let mut owed = task["taskId"]
                         .as_str()
                         .map(|id| Courtesy::owe(&self.peer, Owed::Task(id.to_owned())));
-                    let result = self.drive_task(operation, task, context, &label).await;
+                    let result = Box::pin(self.drive_task(operation, task, context, &label)).await;
                     if let Some(owed) = owed.as_mut() {
                         owed.paid();
                     }
@@ -368,7 +380,7 @@ impl CallPeer {
             let sleep = tokio::time::sleep(Duration::from_millis(interval));
             tokio::select! {
                 () = sleep => {}
-                () = context.cancel.cancelled() => {
+                () = context.cancelled() => {
                     self.cancel_task(&task_id).await;
                     return Err(CallError::Cancelled {
                         alias: self.alias.clone(),
@@ -400,7 +412,7 @@ impl CallPeer {
                     label,
                     self.peer.get_task(GetTaskParams::new(task_id.clone())),
                 ) => polled?,
-                () = context.cancel.cancelled() => {
+                () = context.cancelled() => {
                     self.cancel_task(&task_id).await;
                     return Err(CallError::Cancelled {
                         alias: self.alias.clone(),
@@ -573,7 +585,7 @@ impl CallPeer {
                 }
                 Err(self.timeout(label, context.timeout))
             }
-            () = context.cancel.cancelled() => {
+            () = context.cancelled() => {
                 // On HTTP the dropped response future closes the request's stream; the
                 // notification covers stdio and legacy peers.
                 self.notify_cancelled(id, "cancelled by the caller").await;
@@ -629,7 +641,7 @@ impl CallPeer {
                 Ok(Err(error)) => Err(self.map_error(label, error)),
                 Err(_) => Err(self.timeout(label, context.timeout)),
             },
-            () = context.cancel.cancelled() => Err(CallError::Cancelled {
+            () = context.cancelled() => Err(CallError::Cancelled {
                 alias: self.alias.clone(),
                 tool: label.to_owned(),
             }),
@@ -669,7 +681,7 @@ impl CallPeer {
                 };
                 tokio::select! {
                     answers = handler(interaction) => answers,
-                    () = context.cancel.cancelled() => {
+                    () = context.cancelled() => {
                         return Err(CallError::Cancelled {
                             alias: self.alias.clone(),
                             tool: label.to_owned(),

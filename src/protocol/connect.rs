@@ -22,7 +22,7 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use std::collections::BTreeSet;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
@@ -130,17 +130,19 @@ pub(crate) struct Connection {
     alias: String,
     kind: TransportKind,
     service: Service,
-    negotiated: Negotiated,
+    negotiated: Arc<Negotiated>,
     lost: CancellationToken,
     child: Option<ChildProcess>,
     routes: Arc<ProgressRoutes>,
     /// Why the host cut this connection (a flood, an oversized message), if it did.
     cut: CutReason,
     limits: Limits,
-    /// Counts list-change notifications (tools, resources, prompts) in arrival order.
-    changes: watch::Receiver<u64>,
-    /// Cancelled when the connection closes; ends the subscription listener.
-    closing: CancellationToken,
+    /// Told of list-change notifications (tools, resources, prompts); a burst that arrives
+    /// while nobody waits leaves one permit, so none is missed and a burst is one refresh.
+    changes: Arc<Notify>,
+    /// Cancelled when the connection closes; ends the subscription listener (only a
+    /// connection with one has it).
+    closing: Option<CancellationToken>,
     /// The resource URIs the listen stream follows; `None` when the server offers no
     /// resource updates.
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
@@ -240,12 +242,13 @@ pub(crate) async fn connect(
                 .with_private_partition(partition(target)),
         )
         .await;
-    let negotiated = negotiated(&service, modern);
-    let closing = CancellationToken::new();
+    let negotiated = Arc::new(negotiated(&service, modern));
     let mut subscribed = None;
+    let mut closing = None;
     if modern {
         // A modern peer tells list changes and resource updates only on a listen stream.
         if let Some((base, updates)) = listen_base(&negotiated.capabilities) {
+            let listening = closing.insert(CancellationToken::new());
             let follows = updates.then(|| {
                 let (sender, receiver) = watch::channel(BTreeSet::new());
                 subscribed = Some(Arc::new(sender));
@@ -257,7 +260,7 @@ pub(crate) async fn connect(
                 base,
                 follows,
                 lost.clone(),
-                closing.clone(),
+                listening.clone(),
             ));
         }
     }
@@ -452,7 +455,7 @@ struct Parts {
     modern: bool,
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
-    changes: watch::Receiver<u64>,
+    changes: Arc<Notify>,
     cut: CutReason,
 }
 
@@ -465,7 +468,7 @@ async fn attempt(
 ) -> Result<Parts, Failure> {
     let lost = CancellationToken::new();
     let routes = Arc::new(ProgressRoutes::default());
-    let (changed, changes) = watch::channel(0u64);
+    let changes = Arc::new(Notify::new());
     let client = HostClient {
         alias: alias.to_owned(),
         interaction: options.interaction.clone(),
@@ -474,7 +477,7 @@ async fn attempt(
     let signals = Signals {
         lost: lost.clone(),
         routes: routes.clone(),
-        changed,
+        changed: changes.clone(),
         updated: on_update,
         inbound: Inbound::new(options.limits, cut.clone()),
     };
@@ -629,12 +632,12 @@ impl Connection {
     }
 
     /// What negotiation established.
-    pub(crate) fn negotiated(&self) -> &Negotiated {
+    pub(crate) fn negotiated(&self) -> &Arc<Negotiated> {
         &self.negotiated
     }
 
-    /// A receiver whose value rises with every list-change notification.
-    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+    /// Notified (with a stored permit) on list-change notifications.
+    pub(crate) fn changes(&self) -> Arc<Notify> {
         self.changes.clone()
     }
 
@@ -692,7 +695,7 @@ impl Connection {
         Lister {
             peer: self.service.peer().clone(),
             limits: self.limits,
-            capabilities: self.negotiated.capabilities.clone(),
+            negotiated: self.negotiated.clone(),
         }
     }
 
@@ -702,7 +705,9 @@ impl Connection {
         // The whole connection goes: its transport closes first, which retires the listen
         // stream with it, rather than cancelling that stream on its own first.
         let closed = self.service.close_with_timeout(grace).await;
-        self.closing.cancel();
+        if let Some(closing) = &self.closing {
+            closing.cancel();
+        }
         let mut failures = Vec::new();
         match closed {
             Ok(Some(_)) => {}
@@ -730,7 +735,8 @@ impl Connection {
 pub(crate) struct Lister {
     peer: rmcp::Peer<RoleClient>,
     limits: Limits,
-    capabilities: serde_json::Value,
+    /// What the connection negotiated (its capabilities say which families to list).
+    negotiated: Arc<Negotiated>,
 }
 
 impl Lister {
@@ -748,9 +754,13 @@ impl Lister {
     /// Lists resources, templates and prompts the server advertises. A family that cannot
     /// be listed is published empty with its failure recorded, never half-listed.
     pub(crate) async fn list_catalog(&self, timeout: Duration) -> Catalog {
-        let mut catalog =
-            super::catalog::list_catalog(&self.peer, timeout, &self.limits, &self.capabilities)
-                .await;
+        let mut catalog = super::catalog::list_catalog(
+            &self.peer,
+            timeout,
+            &self.limits,
+            &self.negotiated.capabilities,
+        )
+        .await;
         for problem in &mut catalog.problems {
             crate::redact::scrub_in_place(problem);
         }
@@ -761,7 +771,9 @@ impl Lister {
 impl Drop for Connection {
     fn drop(&mut self) {
         // However the connection ends, its listener ends with it.
-        self.closing.cancel();
+        if let Some(closing) = &self.closing {
+            closing.cancel();
+        }
     }
 }
 
@@ -769,7 +781,7 @@ impl Drop for Connection {
 struct Signals {
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
-    changed: watch::Sender<u64>,
+    changed: Arc<Notify>,
     updated: Option<OnUpdate>,
     inbound: Inbound,
 }
@@ -797,7 +809,7 @@ struct Watched<T> {
     inner: T,
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
-    changed: watch::Sender<u64>,
+    changed: Arc<Notify>,
     /// Told each `notifications/resources/updated` URI, in arrival order.
     updated: Option<OnUpdate>,
     inbound: Inbound,
@@ -860,7 +872,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
                     ServerNotification::ToolListChangedNotification(_)
                     | ServerNotification::ResourceListChangedNotification(_)
                     | ServerNotification::PromptListChangedNotification(_) => {
-                        self.changed.send_modify(|count| *count += 1);
+                        self.changed.notify_one();
                     }
                     _ => {}
                 }

@@ -202,18 +202,18 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
 /// The framing rule of the host's stdio line bound: given the length of the line read so far and the next
 /// bytes, the length of the line then under way, or `None` once a line exceeds `max`.
 pub fn advance_line(current: usize, bytes: &[u8], max: usize) -> Option<usize> {
+    // Newlines are found with `memchr` (vectorised): this runs on every byte a server sends.
     let mut current = current;
-    for byte in bytes {
-        if *byte == b'\n' {
-            current = 0;
-        } else {
-            current += 1;
-            if current > max {
-                return None;
-            }
+    let mut start = 0;
+    for newline in memchr::memchr_iter(b'\n', bytes) {
+        if current + (newline - start) > max {
+            return None;
         }
+        current = 0;
+        start = newline + 1;
     }
-    Some(current)
+    let current = current + (bytes.len() - start);
+    (current <= max).then_some(current)
 }
 
 #[cfg(test)]

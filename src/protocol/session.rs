@@ -47,7 +47,7 @@ pub(crate) struct Opened {
     pub peer: CallPeer,
     pub tools: Arc<[ToolInfo]>,
     pub catalog: Catalog,
-    pub negotiated: Negotiated,
+    pub negotiated: Arc<Negotiated>,
     /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
     pub freshness: Option<Duration>,
 }
@@ -240,7 +240,7 @@ impl Ready {
     fn admits(&self, alias: &str, operation: &Operation) -> Result<(), CallError> {
         let unsupported = |what: &str| CallError::Unsupported {
             alias: alias.to_owned(),
-            operation: operation.label(),
+            operation: operation.label().into_owned(),
             what: what.to_owned(),
         };
         match operation {
@@ -487,79 +487,84 @@ impl Session {
         operation: &Operation,
         context: &CallContext,
     ) -> Result<Admitted<'_>, CallError> {
-        let alias = &self.alias;
+        // The common case takes the gate once and never touches the `Notify`: only a call
+        // that finds the gate held registers to be woken, and reads the gate again after
+        // registering, so an `open` in between is not missed.
+        if let Some(admitted) = self.try_admit(operation)? {
+            return Ok(admitted);
+        }
         loop {
-            // Registered before the gate is read, so an `open` in between is not missed.
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            {
-                let mut gate = self.gate();
-                match &gate.admission {
-                    Admission::Open(ready) => {
-                        let ready = Arc::clone(ready);
-                        ready.admits(alias, operation)?;
-                        // Bounded, not queued: beyond the bound a call fails at once, so a
-                        // flood of callers cannot make the host hold an unbounded number of
-                        // requests for a slow server.
-                        let overloaded = |limit: usize, scope: &str| CallError::Overloaded {
-                            alias: alias.clone(),
-                            limit,
-                            scope: scope.to_owned(),
-                        };
-                        if gate.active >= self.limits.max_in_flight_per_server {
-                            return Err(overloaded(
-                                self.limits.max_in_flight_per_server,
-                                "on this server",
-                            ));
-                        }
-                        if self
-                            .workspace_in_flight
-                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
-                                (taken < self.limits.max_in_flight_per_workspace)
-                                    .then_some(taken + 1)
-                            })
-                            .is_err()
-                        {
-                            return Err(overloaded(
-                                self.limits.max_in_flight_per_workspace,
-                                "in this workspace",
-                            ));
-                        }
-                        gate.active += 1;
-                        return Ok(Admitted::Here(
-                            ready,
-                            gate.cancel.clone(),
-                            Place { session: self },
-                        ));
-                    }
-                    Admission::Held => {}
-                    Admission::Replaced(successor) => {
-                        return Ok(Admitted::Elsewhere(Arc::clone(successor)));
-                    }
-                    Admission::Down { state, detail } => {
-                        return Err(CallError::NotReady {
-                            alias: alias.clone(),
-                            state: *state,
-                            detail: detail.clone(),
-                        });
-                    }
-                    Admission::Draining { reason } | Admission::Gone { reason } => {
-                        return Err(CallError::Closing {
-                            alias: alias.clone(),
-                            reason: reason.clone(),
-                        });
-                    }
-                }
+            if let Some(admitted) = self.try_admit(operation)? {
+                return Ok(admitted);
             }
             tokio::select! {
                 () = changed => {}
-                () = context.cancel.cancelled() => {
+                () = context.cancelled() => {
                     return Err(CallError::Cancelled {
-                        alias: alias.clone(),
-                        tool: operation.label(),
+                        alias: self.alias.clone(),
+                        tool: operation.label().into_owned(),
                     });
                 }
+            }
+        }
+    }
+
+    /// Reads the gate once: where the call runs, an error, or `None` while it is held.
+    fn try_admit(&self, operation: &Operation) -> Result<Option<Admitted<'_>>, CallError> {
+        let alias = &self.alias;
+        let mut gate = self.gate();
+        match &gate.admission {
+            Admission::Open(ready) => {
+                let ready = Arc::clone(ready);
+                ready.admits(alias, operation)?;
+                // Bounded, not queued: beyond the bound a call fails at once, so a flood of
+                // callers cannot make the host hold an unbounded number of requests for a
+                // slow server.
+                let overloaded = |limit: usize, scope: &str| CallError::Overloaded {
+                    alias: alias.clone(),
+                    limit,
+                    scope: scope.to_owned(),
+                };
+                if gate.active >= self.limits.max_in_flight_per_server {
+                    return Err(overloaded(
+                        self.limits.max_in_flight_per_server,
+                        "on this server",
+                    ));
+                }
+                if self
+                    .workspace_in_flight
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                        (taken < self.limits.max_in_flight_per_workspace).then_some(taken + 1)
+                    })
+                    .is_err()
+                {
+                    return Err(overloaded(
+                        self.limits.max_in_flight_per_workspace,
+                        "in this workspace",
+                    ));
+                }
+                gate.active += 1;
+                Ok(Some(Admitted::Here(
+                    ready,
+                    gate.cancel.clone(),
+                    Place { session: self },
+                )))
+            }
+            Admission::Held => Ok(None),
+            Admission::Replaced(successor) => Ok(Some(Admitted::Elsewhere(Arc::clone(successor)))),
+            Admission::Down { state, detail } => Err(CallError::NotReady {
+                alias: alias.clone(),
+                state: *state,
+                detail: detail.clone(),
+            }),
+            Admission::Draining { reason } | Admission::Gone { reason } => {
+                Err(CallError::Closing {
+                    alias: alias.clone(),
+                    reason: reason.clone(),
+                })
             }
         }
     }

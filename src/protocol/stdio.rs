@@ -82,14 +82,21 @@ impl StderrTail {
     }
 }
 
+/// How far a server process has ended, as its one watcher task sees it.
+#[derive(Default)]
+struct Ended {
+    /// How the leader exited, once it has.
+    exit: Option<String>,
+    /// Stderr reached EOF: everything the server wrote is in the tail.
+    stderr_done: bool,
+}
+
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
     pgid: i32,
     reaper: Arc<Reaper>,
-    exit: watch::Receiver<Option<String>>,
+    ended: watch::Receiver<Ended>,
     stderr: StderrTail,
-    /// Becomes `true` when stderr reaches EOF: everything the server wrote is in the tail.
-    stderr_done: watch::Receiver<bool>,
 }
 
 impl ChildProcess {
@@ -125,33 +132,34 @@ impl ChildProcess {
             return Err(std::io::Error::other("the child's pipes were not set up"));
         };
         let stderr = StderrTail::default();
-        let (stderr_done_tx, stderr_done) = watch::channel(false);
-        match child.stderr.take() {
-            Some(pipe) => {
-                tokio::spawn(read_stderr(pipe, stderr.clone(), stderr_done_tx));
-            }
-            None => {
-                let _ = stderr_done_tx.send(true);
-            }
-        }
-        let (exit_tx, exit) = watch::channel(None);
-        // The waiter owns the `Child`: it reaps the leader and reports how it ended.
-        let exited = spec.exited.clone();
+        let (ended_tx, ended) = watch::channel(Ended::default());
+        let (pipe, tail, exited) = (child.stderr.take(), stderr.clone(), spec.exited.clone());
+        // One task per server, which owns the `Child`: it drains stderr into the tail and
+        // reaps the leader, reporting each as it happens (the leader may exit long before a
+        // descendant lets go of stderr).
         tokio::spawn(async move {
-            let status = match child.wait().await {
-                Ok(status) => describe_exit(status),
-                Err(error) => format!("could not be waited for: {error}"),
+            let drain = async {
+                if let Some(pipe) = pipe {
+                    read_stderr(pipe, tail).await;
+                }
+                ended_tx.send_modify(|ended| ended.stderr_done = true);
             };
-            let _ = exit_tx.send(Some(status));
-            exited.cancel();
+            let reap = async {
+                let status = match child.wait().await {
+                    Ok(status) => describe_exit(status),
+                    Err(error) => format!("could not be waited for: {error}"),
+                };
+                ended_tx.send_modify(|ended| ended.exit = Some(status));
+                exited.cancel();
+            };
+            tokio::join!(drain, reap);
         });
         Ok((
             ChildProcess {
                 pgid,
                 reaper: spec.reaper.clone(),
-                exit,
+                ended,
                 stderr,
-                stderr_done,
             },
             stdout,
             stdin,
@@ -170,26 +178,27 @@ impl ChildProcess {
 
     /// How the leader exited, if it has.
     pub(crate) fn exit_status(&self) -> Option<String> {
-        self.exit.borrow().clone()
+        self.ended.borrow().exit.clone()
     }
 
     /// After a failure: waits up to `bound` for the leader to exit and its stderr to end, so
     /// that the Problem carries the exit status and the server's last words.
     pub(crate) async fn settle(&self, bound: Duration) {
-        let mut done = self.stderr_done.clone();
-        let _ = tokio::time::timeout(bound, async {
-            let _ = self.wait_exit(bound).await;
-            let _ = done.wait_for(|done| *done).await;
-        })
+        let mut ended = self.ended.clone();
+        let _ = tokio::time::timeout(
+            bound,
+            ended.wait_for(|ended| ended.exit.is_some() && ended.stderr_done),
+        )
         .await;
     }
 
     /// Waits up to `bound` for the leader to exit.
     pub(crate) async fn wait_exit(&self, bound: Duration) -> Option<String> {
-        let mut exit = self.exit.clone();
-        let waited = tokio::time::timeout(bound, exit.wait_for(Option::is_some)).await;
+        let mut ended = self.ended.clone();
+        let waited =
+            tokio::time::timeout(bound, ended.wait_for(|ended| ended.exit.is_some())).await;
         match waited {
-            Ok(Ok(status)) => status.clone(),
+            Ok(Ok(ended)) => ended.exit.clone(),
             _ => None,
         }
     }
@@ -245,9 +254,9 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 
 /// How much stderr one read takes: the buffer lives as long as the server, per server, so it
 /// is small (stderr is a trickle; a flood only takes more reads).
-const STDERR_READ: usize = 1024;
+const STDERR_READ: usize = 256;
 
-async fn read_stderr(mut pipe: ChildStderr, tail: StderrTail, done: watch::Sender<bool>) {
+async fn read_stderr(mut pipe: ChildStderr, tail: StderrTail) {
     let mut buffer = vec![0u8; STDERR_READ];
     // The line being logged, cut at STDERR_LOG_LINE bytes; `cut` once it was.
     let mut line: Vec<u8> = Vec::new();
@@ -282,7 +291,6 @@ async fn read_stderr(mut pipe: ChildStderr, tail: StderrTail, done: watch::Sende
         budget.log(&line, cut);
     }
     budget.report_skipped();
-    let _ = done.send(true);
 }
 
 /// A server's stderr is logged at a bounded rate: a flood costs the daemon's log a line a
@@ -433,8 +441,7 @@ mod tests {
                     .spawn()
                     .expect("sh runs");
                 let pipe = child.stderr.take().expect("stderr is piped");
-                let (done, _) = watch::channel(false);
-                read_stderr(pipe, StderrTail::default(), done).await;
+                read_stderr(pipe, StderrTail::default()).await;
                 let _ = child.wait().await;
             });
         });
