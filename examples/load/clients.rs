@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, HostOptions, ServerState, Workspace};
-use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::ClientHandler;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde::Deserialize;
@@ -50,6 +53,8 @@ pub fn host_env(fixture: &Path, servers: usize) -> BTreeMap<String, String> {
 pub enum Session {
     Host(HostSession),
     Rmcp(Vec<RmcpService>),
+    /// Raw rmcp advertising the host's client identity and capabilities.
+    RmcpIdentity(Vec<RunningService<RoleClient, ClientConfig>>),
     /// Raw rmcp with swappable slots, for churn: a slot is `None` while disabled.
     RmcpSlots(Vec<RwLock<Option<Arc<RmcpService>>>>),
     Bare(Vec<Arc<BareConn>>),
@@ -98,6 +103,25 @@ impl Session {
                     revisions,
                 })
             }
+            "rmcp-identity" => {
+                let services = connect_all(servers, {
+                    let fixture = fixture.to_owned();
+                    move |_| rmcp_connect_stdio_identity(fixture.clone())
+                })
+                .await?;
+                let mut revisions: Vec<String> = services
+                    .iter()
+                    .filter_map(|service| service.peer().peer_info())
+                    .map(|info| info.protocol_version.as_str().to_owned())
+                    .collect();
+                revisions.sort();
+                revisions.dedup();
+                Ok(Connected {
+                    ready: services.len(),
+                    session: Session::RmcpIdentity(services),
+                    revisions,
+                })
+            }
             "rmcp-slots" => {
                 let services = connect_all(servers, {
                     let fixture = fixture.to_owned();
@@ -136,6 +160,7 @@ impl Session {
         match self {
             Session::Host(host) => host.aliases.len(),
             Session::Rmcp(services) => services.len(),
+            Session::RmcpIdentity(services) => services.len(),
             Session::RmcpSlots(slots) => slots.len(),
             Session::Bare(conns) => conns.len(),
         }
@@ -163,11 +188,12 @@ impl Session {
                     Err(error) => Err(call_error_kind(&error).into()),
                 }
             }
-            Session::Rmcp(services) => rmcp_echo(&services[server]).await,
+            Session::Rmcp(services) => rmcp_echo(&services[server].service).await,
+            Session::RmcpIdentity(services) => rmcp_echo(&services[server]).await,
             Session::RmcpSlots(slots) => {
                 let service = slots[server].read().await.clone();
                 match service {
-                    Some(service) => rmcp_echo(&service).await,
+                    Some(service) => rmcp_echo(&service.service).await,
                     None => Err("disabled".into()),
                 }
             }
@@ -246,6 +272,9 @@ impl Session {
             Session::Rmcp(services) => {
                 futures::future::join_all(services.into_iter().map(|rmcp| rmcp.service.cancel()))
                     .await;
+            }
+            Session::RmcpIdentity(services) => {
+                futures::future::join_all(services.into_iter().map(RunningService::cancel)).await;
             }
             Session::RmcpSlots(slots) => {
                 let mut closing = Vec::new();
@@ -383,6 +412,24 @@ pub async fn rmcp_connect_stdio(fixture: std::path::PathBuf) -> anyhow::Result<R
     Ok(RmcpService { service, tools })
 }
 
+/// Raw rmcp as above, advertising what the host advertises: its client identity and the
+/// client capabilities its capability matrix derives (elicitation, the Tasks extension).
+pub async fn rmcp_connect_stdio_identity(
+    fixture: std::path::PathBuf,
+) -> anyhow::Result<RunningService<RoleClient, ClientConfig>> {
+    let transport = TokioChildProcess::new(tokio::process::Command::new(&fixture))
+        .with_context(|| format!("spawn {}", fixture.display()))?;
+    let capabilities: ClientCapabilities =
+        serde_json::from_value(plurnk_mcp::capabilities::client_capabilities())?;
+    let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
+    info.title = Some("plurnk MCP host".into());
+    let service = ClientConfig::new(capabilities, info)
+        .serve_with_lifecycle(transport, auto_lifecycle())
+        .await?;
+    service.peer().list_all_tools().await?;
+    Ok(service)
+}
+
 /// Raw rmcp over any byte stream pair (in-process servers).
 pub async fn rmcp_connect_io<R, W>(reader: R, writer: W) -> anyhow::Result<RmcpService>
 where
@@ -404,11 +451,13 @@ pub fn rmcp_revisions<'a>(services: impl Iterator<Item = &'a RmcpService>) -> Ve
     revisions
 }
 
-async fn rmcp_echo(rmcp: &RmcpService) -> Result<(), String> {
+async fn rmcp_echo<H: ClientHandler>(
+    service: &RunningService<RoleClient, H>,
+) -> Result<(), String> {
     let mut arguments = serde_json::Map::new();
     arguments.insert("text".into(), ECHO_TEXT.into());
     let params = CallToolRequestParams::new("echo").with_arguments(arguments);
-    match rmcp.service.call_tool(params).await {
+    match service.call_tool(params).await {
         Ok(result) if result.is_error != Some(true) => Ok(()),
         Ok(_) => Err("tool-error".into()),
         Err(error) => Err(format!("rmcp: {error}")),

@@ -289,6 +289,7 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
                 c: 1,
                 servers: 1,
                 warmup: sizes.warmup,
+                host_identity: false,
             },
             all.clone(),
             &[
@@ -298,6 +299,24 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
                 "cpu_us_per_call",
                 "switches_per_call",
             ],
+        ));
+        // What share of the gap is rmcp's own per-request `_meta`: raw rmcp advertising what
+        // the host advertises (its client identity, elicitation and the Tasks extension).
+        groups.push(Group::new(
+            "seq-identity",
+            format!(
+                "{} sequential echo calls, 1 server, raw rmcp advertising the host's client identity and capabilities",
+                sizes.seq
+            ),
+            Workload::Calls {
+                n: sizes.seq,
+                c: 1,
+                servers: 1,
+                warmup: sizes.warmup,
+                host_identity: true,
+            },
+            with(&[Client::Host, Client::Rmcp]),
+            &["p50_us", "p99_us", "cpu_us_per_call"],
         ));
     }
     if wanted("conc") {
@@ -312,6 +331,7 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
                 c: sizes.in_flight,
                 servers: 1,
                 warmup: sizes.warmup,
+                host_identity: false,
             },
             all.clone(),
             &[
@@ -334,6 +354,7 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
                 c: sizes.in_flight,
                 servers: sizes.spread_servers,
                 warmup: sizes.warmup,
+                host_identity: false,
             },
             all.clone(),
             &["calls_per_s", "p99_us"],

@@ -307,6 +307,15 @@ impl Report {
             };
             let _ = writeln!(out, "- [{mark}] {}: {}", target.text, target.figure);
         }
+        let _ = writeln!(out, "\nTargets of issue 10 (this run):");
+        for target in self.call_path_targets() {
+            let mark = match target.met {
+                Some(true) => "met",
+                Some(false) => "NOT met",
+                None => "not measured",
+            };
+            let _ = writeln!(out, "- [{mark}] {}: {}", target.text, target.figure);
+        }
         let mut notes = Vec::new();
         for runs in &self.runs {
             for (client, trials) in &runs.trials {
@@ -529,6 +538,80 @@ impl Report {
         targets
     }
 
+    /// Issue 10's targets: the call path against raw rmcp, and the host's own heap per
+    /// attachment over raw rmcp's.
+    fn call_path_targets(&self) -> Vec<Target> {
+        use Client::{Host, Rmcp};
+        let mut targets = Vec::new();
+        for (id, text, group, metric, limit, at_most) in [
+            (
+                "seq-p50",
+                "sequential p50 ≤ 1.10× raw rmcp",
+                "seq",
+                "p50_us",
+                1.10,
+                true,
+            ),
+            (
+                "seq-p99",
+                "sequential p99 ≤ 1.25× raw rmcp",
+                "seq",
+                "p99_us",
+                1.25,
+                true,
+            ),
+            (
+                "seq-cpu",
+                "client CPU per call ≤ 1.2× raw rmcp",
+                "seq",
+                "cpu_us_per_call",
+                1.2,
+                true,
+            ),
+            (
+                "conc",
+                "64 in flight on one server ≥ 1.0× raw rmcp (calls/s)",
+                "conc",
+                "calls_per_s",
+                1.0,
+                false,
+            ),
+            (
+                "spread",
+                "64 in flight over 8 servers ≥ 0.95× raw rmcp (calls/s)",
+                "spread",
+                "calls_per_s",
+                0.95,
+                false,
+            ),
+        ] {
+            let ratio = self.ratio(group, metric, Host, Rmcp);
+            targets.push(Target {
+                id,
+                text: text.to_owned(),
+                figure: ratio.map_or("–".into(), |r| format!("{r:.2}×")),
+                met: ratio.map(|r| if at_most { r <= limit } else { r >= limit }),
+            });
+        }
+        for (id, servers) in [("heap-200", 200), ("heap-1000", 1_000)] {
+            let over = self.runs(&format!("hydrate-{servers}")).and_then(|runs| {
+                Some(
+                    runs.median(Host, "heap_per_attachment_kib")?
+                        - runs.median(Rmcp, "heap_per_attachment_kib")?,
+                )
+            });
+            targets.push(Target {
+                id,
+                text: format!(
+                    "host heap per attachment ≤ 16 KiB over raw rmcp's, at {servers} stdio servers"
+                ),
+                figure: over.map_or("–".into(), |kib| format!("{kib:.1} KiB over")),
+                met: over.map(|kib| kib <= 16.0),
+            });
+        }
+        targets
+    }
+
     pub fn json(&self, elapsed: Duration) -> Value {
         let workloads: Vec<Value> = self
             .runs
@@ -577,6 +660,11 @@ impl Report {
             .into_iter()
             .map(|t| json!({ "id": t.id, "target": t.text, "figure": t.figure, "met": t.met }))
             .collect();
+        let call_path_targets: Vec<Value> = self
+            .call_path_targets()
+            .into_iter()
+            .map(|t| json!({ "id": t.id, "target": t.text, "figure": t.figure, "met": t.met }))
+            .collect();
         let revisions: serde_json::Map<String, Value> = self
             .revisions()
             .into_iter()
@@ -599,6 +687,7 @@ impl Report {
             "skipped": self.skipped,
             "workloads": workloads,
             "targets": targets,
+            "targets_issue_10": call_path_targets,
         })
     }
 }

@@ -47,6 +47,11 @@ pub enum Workload {
         c: usize,
         servers: usize,
         warmup: usize,
+        /// Raw rmcp only: advertise the host's client identity and capabilities instead of
+        /// rmcp's defaults. rmcp serializes both into every request's `_meta` (2026-07-28
+        /// is stateless), so this row shows what carrying them costs any rmcp client.
+        #[serde(default)]
+        host_identity: bool,
     },
     /// `servers` stdio servers connected at once: spawned, negotiated, tools listed.
     Hydrate {

@@ -32,9 +32,16 @@ pub async fn run(spec: TrialSpec) -> TrialResult {
                 c,
                 servers,
                 warmup,
+                host_identity,
             },
             client,
-        ) => calls(&spec, client.name(), *n, *c, *servers, *warmup).await,
+        ) => {
+            let client = match (client, host_identity) {
+                (Client::Rmcp, true) => "rmcp-identity",
+                (client, _) => client.name(),
+            };
+            calls(&spec, client, *n, *c, *servers, *warmup).await
+        }
         (Workload::Hydrate { servers, .. }, client) => {
             hydrate(&spec, client.name(), *servers).await
         }
