@@ -20,17 +20,22 @@ use std::time::{Duration, Instant};
 /// The environment variable that marks a host's servers and their descendants.
 pub(crate) const MARK: &str = "_PLURNK_MCP_HOST";
 
+// Each watched group is a shell variable `g<PGID>`: adding and forgetting one is a single
+// assignment or `unset`, so a host with thousands of servers costs the reaper no more per
+// server than one (a list it rescanned on every forget took seconds of a core to shut 1,000
+// servers down, past the shutdown's bound). Only digits ever reach `eval`. A group is killed
+// with `kill -KILL -PGID`: dash, Debian's `/bin/sh`, refuses `kill -KILL -- -PGID`.
 const SCRIPT: &str = r#"
 trap '' INT TERM HUP PIPE
 owner="$1"
-groups=" "
 while IFS=' ' read -r op pg; do
+  case "$pg" in ''|*[!0-9]*) continue ;; esac
   case "$op" in
-    +) groups="$groups$pg " ;;
-    -) next=" "; for g in $groups; do [ "$g" = "$pg" ] || next="$next$g "; done; groups="$next" ;;
+    +) eval "g$pg=1" ;;
+    -) unset "g$pg" ;;
   esac
 done
-for pg in $groups; do kill -KILL -- "-$pg" 2>/dev/null; done
+for pg in $(set | sed -n 's/^g\([0-9][0-9]*\)=.*/\1/p'); do kill -KILL "-$pg" 2>/dev/null; done
 for file in $(grep -l -s -z -x -F "_PLURNK_MCP_HOST=$owner" /proc/[0-9]*/environ); do
   pid=${file#/proc/}; pid=${pid%/environ}
   kill -KILL "$pid" 2>/dev/null
@@ -155,5 +160,63 @@ impl Reaper {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    fn group_leader() -> Child {
+        let mut command = Command::new("sleep");
+        command.arg("30").process_group(0);
+        command.spawn().expect("sleep runs")
+    }
+
+    #[tokio::test]
+    async fn the_reaper_kills_every_watched_group_and_spares_the_forgotten_ones() {
+        let reaper = Reaper::new();
+        // A server's group that does not carry this host's mark: only the group kill ends it.
+        let mut watched = group_leader();
+        let mut forgotten = group_leader();
+        let pgid = |child: &Child| i32::try_from(child.id()).expect("pid");
+        reaper.watch(pgid(&watched));
+        reaper.watch(pgid(&forgotten));
+        reaper.forget(pgid(&forgotten));
+        // A host that opened and closed thousands of servers before it shuts down.
+        for fake in 4_000_000..4_003_000 {
+            reaper.watch(fake);
+        }
+        for fake in 4_000_000..4_003_000 {
+            reaper.forget(fake);
+        }
+        // The bound `Host::shutdown` gives it.
+        let finished = reaper.finish(Duration::from_secs(5)).await;
+        // Killed before the reaper exits; reaped here as soon as the kernel has it.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let watched_status = loop {
+            match watched.try_wait().expect("try_wait") {
+                Some(status) => break Some(status),
+                None if Instant::now() >= deadline => break None,
+                None => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        let forgotten_status = forgotten.try_wait().expect("try_wait");
+        for child in [&mut watched, &mut forgotten] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(finished, Ok(()));
+        assert_eq!(
+            watched_status
+                .and_then(|status| std::os::unix::process::ExitStatusExt::signal(&status)),
+            Some(libc::SIGKILL),
+            "the watched group was not killed: {watched_status:?}"
+        );
+        assert!(
+            forgotten_status.is_none(),
+            "a forgotten group was killed: {forgotten_status:?}"
+        );
     }
 }
