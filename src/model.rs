@@ -311,7 +311,7 @@ pub struct WorkspaceSnapshot {
     /// Raised by one on every commit.
     pub version: u64,
     /// Every configured server, by alias.
-    pub servers: BTreeMap<String, Arc<ServerSnapshot>>,
+    pub servers: BTreeMap<Arc<str>, Arc<ServerSnapshot>>,
 }
 
 impl WorkspaceSnapshot {

@@ -25,7 +25,7 @@ use crate::store::{RecordSource, ServerRecord, Store, StoreError};
 #[derive(Debug)]
 pub(crate) struct Published {
     pub snapshot: Arc<WorkspaceSnapshot>,
-    pub routes: HashMap<String, Route>,
+    pub routes: Arc<HashMap<String, Route>>,
 }
 
 /// Where calls to one server go: its session (directly, in the caller's task), and the
@@ -201,7 +201,11 @@ pub(crate) struct WorkspaceState {
     settings: Arc<Settings>,
     entries: BTreeMap<String, Entry>,
     attachments: HashMap<String, Attached>,
-    servers: BTreeMap<String, Arc<ServerSnapshot>>,
+    /// Every server's current view, by alias; cloned into each snapshot (keys and values
+    /// are shared, so a commit copies pointers).
+    servers: BTreeMap<Arc<str>, Arc<ServerSnapshot>>,
+    /// The routes of the last commit, reused while the attachments are the same ones.
+    routes: Arc<HashMap<String, Route>>,
     version: u64,
     next_instance: u64,
     pending: HashMap<String, Pending>,
@@ -255,6 +259,7 @@ impl Actor for WorkspaceActor {
             entries,
             attachments: HashMap::new(),
             servers: BTreeMap::new(),
+            routes: Arc::default(),
             version: 0,
             next_instance: 0,
             pending: HashMap::new(),
@@ -278,9 +283,8 @@ impl Actor for WorkspaceActor {
         let aliases: Vec<String> = state.entries.keys().cloned().collect();
         for alias in aliases {
             let enabled = state.entries.get(&alias).is_some_and(|entry| entry.enabled);
-            state
-                .servers
-                .insert(alias.clone(), Arc::new(state.placeholder(&alias, enabled)));
+            let placeholder = Arc::new(state.placeholder(&alias, enabled));
+            state.set_server(&alias, placeholder);
             if enabled {
                 state.attach(&myself, &alias, Origin::Hydrate).await?;
             }
@@ -710,9 +714,7 @@ impl WorkspaceState {
         };
         self.after_commit
             .extend(settle.into_iter().map(|reply| (reply, answer.clone())));
-        let previous = self
-            .servers
-            .insert(alias.to_owned(), Arc::new(server.clone()));
+        let previous = self.set_server(alias, Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
             let _ = self.events.send(HostEvent::StateChanged {
                 workspace: self.name.clone(),
@@ -829,7 +831,7 @@ impl WorkspaceState {
             self.after_commit.extend(answers);
             self.schedule_commit(myself);
         }
-        let previous = self.servers.insert(alias.clone(), Arc::new(server.clone()));
+        let previous = self.set_server(&alias, Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
             let _ = self.events.send(HostEvent::StateChanged {
                 workspace: self.name.clone(),
@@ -1000,14 +1002,12 @@ impl WorkspaceState {
         let mut answer = self.placeholder(&alias, false);
         if pending.then == Then::Forget {
             self.entries.remove(&alias);
-            if let Some(last) = self.servers.remove(&alias) {
+            if let Some(last) = self.servers.remove(alias.as_str()) {
                 answer.transport = last.transport;
             }
         } else if self.entries.contains_key(&alias) {
             let placeholder = self.placeholder(&alias, false);
-            let previous = self
-                .servers
-                .insert(alias.clone(), Arc::new(placeholder.clone()));
+            let previous = self.set_server(&alias, Arc::new(placeholder.clone()));
             let _ = self.events.send(HostEvent::StateChanged {
                 workspace: self.name.clone(),
                 alias: alias.clone(),
@@ -1292,19 +1292,19 @@ impl WorkspaceState {
                     Removal::Keep => {}
                     Removal::Forget => {
                         self.entries.remove(&alias);
-                        self.servers.remove(&alias);
+                        self.servers.remove(alias.as_str());
                         self.commit();
                     }
                     Removal::Revert => {
                         self.revert(&alias);
                         let placeholder = Arc::new(self.placeholder(&alias, false));
-                        self.servers.insert(alias.clone(), placeholder);
+                        self.set_server(&alias, placeholder);
                         self.commit();
                     }
                 }
                 let answer = self
                     .servers
-                    .get(&alias)
+                    .get(alias.as_str())
                     .cloned()
                     .map(|server| (*server).clone())
                     .unwrap_or_else(|| self.placeholder(&alias, false));
@@ -1333,7 +1333,7 @@ impl WorkspaceState {
             .map(|(alias, entry)| {
                 let server = self
                     .servers
-                    .get(alias)
+                    .get(alias.as_str())
                     .cloned()
                     .map(|server| (*server).clone())
                     .unwrap_or_else(|| self.placeholder(alias, entry.enabled));
@@ -1393,6 +1393,22 @@ impl WorkspaceState {
         summaries
     }
 
+    /// Puts `server` in the map under `alias`, keeping the key it had: a state change
+    /// allocates no key, and a commit's copy of the map shares every one.
+    fn set_server(
+        &mut self,
+        alias: &str,
+        server: Arc<ServerSnapshot>,
+    ) -> Option<Arc<ServerSnapshot>> {
+        match self.servers.get_mut(alias) {
+            Some(slot) => Some(std::mem::replace(slot, server)),
+            None => {
+                self.servers.insert(Arc::from(alias), server);
+                None
+            }
+        }
+    }
+
     /// Builds and swaps in a new snapshot: the one place a workspace's view changes.
     fn commit(&mut self) {
         self.version += 1;
@@ -1401,17 +1417,30 @@ impl WorkspaceState {
             version: self.version,
             servers: self.servers.clone(),
         });
-        let routes = self
-            .attachments
-            .iter()
-            .map(|(alias, attached)| {
-                let route = Route {
-                    session: attached.session.clone(),
-                    actor: attached.actor.clone(),
-                };
-                (alias.clone(), route)
-            })
-            .collect();
+        // Most commits change a server's state, not who serves it: the last routes are
+        // reused unless an attachment came, went or was replaced.
+        let same = self.routes.len() == self.attachments.len()
+            && self.attachments.iter().all(|(alias, attached)| {
+                self.routes.get(alias).is_some_and(|route| {
+                    Arc::ptr_eq(&route.session, &attached.session)
+                        && route.actor.get_id() == attached.actor.get_id()
+                })
+            });
+        if !same {
+            self.routes = Arc::new(
+                self.attachments
+                    .iter()
+                    .map(|(alias, attached)| {
+                        let route = Route {
+                            session: attached.session.clone(),
+                            actor: attached.actor.clone(),
+                        };
+                        (alias.clone(), route)
+                    })
+                    .collect(),
+            );
+        }
+        let routes = self.routes.clone();
         for (state, count) in state_counts(snapshot.servers.values().map(|s| s.state)) {
             metrics::gauge!("plurnk_mcp_attachments", "workspace" => self.name.clone(), "state" => state.to_string())
                 .set(count as f64);
