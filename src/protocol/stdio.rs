@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::reaper::Reaper;
@@ -46,8 +46,8 @@ pub(crate) struct StdioSpawn<'a> {
 /// The last bytes a server wrote to stderr, bounded whatever it writes: a server that
 /// writes without newlines, or invalid UTF-8, costs the host [`STDERR_BYTES`] and no more,
 /// and is drained to the end so it never blocks on a full pipe.
-#[derive(Clone, Default)]
-pub(crate) struct StderrTail(Arc<Mutex<VecDeque<u8>>>);
+#[derive(Default)]
+pub(crate) struct StderrTail(Mutex<VecDeque<u8>>);
 
 impl StderrTail {
     fn push(&self, bytes: &[u8]) {
@@ -83,7 +83,7 @@ impl StderrTail {
 }
 
 /// How far a server process has ended, as its one watcher task sees it.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Ended {
     /// How the leader exited, once it has.
     exit: Option<String>,
@@ -91,12 +91,56 @@ struct Ended {
     stderr_done: bool,
 }
 
+/// What a server's one watcher task reports, shared with its [`ChildProcess`]: one
+/// allocation per server for the stderr tail and how the process ended.
+#[derive(Default)]
+struct Reported {
+    stderr: StderrTail,
+    ended: Mutex<Ended>,
+    /// Wakes whoever waits for `ended` to change.
+    changed: Notify,
+}
+
+impl Reported {
+    fn ended(&self) -> Ended {
+        self.ended
+            .lock()
+            .map(|ended| ended.clone())
+            .unwrap_or_default()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Ended)) {
+        if let Ok(mut ended) = self.ended.lock() {
+            change(&mut ended);
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Waits up to `bound` until `done` holds of how the process ended; returns that.
+    async fn wait_until(&self, bound: Duration, done: impl Fn(&Ended) -> bool) -> Ended {
+        let waited = tokio::time::timeout(bound, async {
+            loop {
+                // Registered before reading, so a change in between is not missed.
+                let changed = self.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                let ended = self.ended();
+                if done(&ended) {
+                    return ended;
+                }
+                changed.await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| self.ended())
+    }
+}
+
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
     pgid: i32,
     reaper: Arc<Reaper>,
-    ended: watch::Receiver<Ended>,
-    stderr: StderrTail,
+    reported: Arc<Reported>,
 }
 
 impl ChildProcess {
@@ -131,25 +175,24 @@ impl ChildProcess {
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(std::io::Error::other("the child's pipes were not set up"));
         };
-        let stderr = StderrTail::default();
-        let (ended_tx, ended) = watch::channel(Ended::default());
-        let (pipe, tail, exited) = (child.stderr.take(), stderr.clone(), spec.exited.clone());
+        let reported = Arc::new(Reported::default());
+        let (pipe, report, exited) = (child.stderr.take(), reported.clone(), spec.exited.clone());
         // One task per server, which owns the `Child`: it drains stderr into the tail and
         // reaps the leader, reporting each as it happens (the leader may exit long before a
         // descendant lets go of stderr).
         tokio::spawn(async move {
             let drain = async {
                 if let Some(pipe) = pipe {
-                    read_stderr(pipe, tail).await;
+                    read_stderr(pipe, &report.stderr).await;
                 }
-                ended_tx.send_modify(|ended| ended.stderr_done = true);
+                report.update(|ended| ended.stderr_done = true);
             };
             let reap = async {
                 let status = match child.wait().await {
                     Ok(status) => describe_exit(status),
                     Err(error) => format!("could not be waited for: {error}"),
                 };
-                ended_tx.send_modify(|ended| ended.exit = Some(status));
+                report.update(|ended| ended.exit = Some(status));
                 exited.cancel();
             };
             tokio::join!(drain, reap);
@@ -158,8 +201,7 @@ impl ChildProcess {
             ChildProcess {
                 pgid,
                 reaper: spec.reaper.clone(),
-                ended,
-                stderr,
+                reported,
             },
             stdout,
             stdin,
@@ -173,34 +215,28 @@ impl ChildProcess {
 
     /// The captured stderr tail.
     pub(crate) fn stderr(&self) -> &StderrTail {
-        &self.stderr
+        &self.reported.stderr
     }
 
     /// How the leader exited, if it has.
     pub(crate) fn exit_status(&self) -> Option<String> {
-        self.ended.borrow().exit.clone()
+        self.reported.ended().exit
     }
 
     /// After a failure: waits up to `bound` for the leader to exit and its stderr to end, so
     /// that the Problem carries the exit status and the server's last words.
     pub(crate) async fn settle(&self, bound: Duration) {
-        let mut ended = self.ended.clone();
-        let _ = tokio::time::timeout(
-            bound,
-            ended.wait_for(|ended| ended.exit.is_some() && ended.stderr_done),
-        )
-        .await;
+        self.reported
+            .wait_until(bound, |ended| ended.exit.is_some() && ended.stderr_done)
+            .await;
     }
 
     /// Waits up to `bound` for the leader to exit.
     pub(crate) async fn wait_exit(&self, bound: Duration) -> Option<String> {
-        let mut ended = self.ended.clone();
-        let waited =
-            tokio::time::timeout(bound, ended.wait_for(|ended| ended.exit.is_some())).await;
-        match waited {
-            Ok(Ok(ended)) => ended.exit.clone(),
-            _ => None,
-        }
+        self.reported
+            .wait_until(bound, |ended| ended.exit.is_some())
+            .await
+            .exit
     }
 
     /// Closes the group after the transport has closed stdin: a bounded wait for a graceful
@@ -256,8 +292,9 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 /// is small (stderr is a trickle; a flood only takes more reads).
 const STDERR_READ: usize = 256;
 
-async fn read_stderr(mut pipe: ChildStderr, tail: StderrTail) {
-    let mut buffer = vec![0u8; STDERR_READ];
+async fn read_stderr(mut pipe: ChildStderr, tail: &StderrTail) {
+    // In the watcher task's own allocation, not a heap block of its own.
+    let mut buffer = [0u8; STDERR_READ];
     // The line being logged, cut at STDERR_LOG_LINE bytes; `cut` once it was.
     let mut line: Vec<u8> = Vec::new();
     let mut cut = false;
@@ -441,7 +478,7 @@ mod tests {
                     .spawn()
                     .expect("sh runs");
                 let pipe = child.stderr.take().expect("stderr is piped");
-                read_stderr(pipe, StderrTail::default()).await;
+                read_stderr(pipe, &StderrTail::default()).await;
                 let _ = child.wait().await;
             });
         });
