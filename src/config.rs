@@ -167,6 +167,15 @@ pub use wire::{
     McpAuthorization, McpHttpDefinition, McpServerDefinition, McpServerOptions, McpStdioDefinition,
 };
 
+/// Whether `name` can name a workspace: 1 to 128 letters, digits, `.`, `_` and `-`.
+pub(crate) fn valid_workspace_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 /// The host's service configuration: every declared server, the default
 /// enabled and expanded subsets, the timeouts, and the reference environment.
 ///

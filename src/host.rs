@@ -15,9 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::attachment::{Admission, AttachmentMsg, Settings};
 use crate::actors::messages::WorkspaceMsg;
-use crate::actors::restart::RestartPolicy;
-use crate::actors::supervisor::{HostSupervisor, SupervisorMsg};
-use crate::actors::workspace::{Published, Route, Seed, Source, WorkspaceArgs};
+use crate::actors::restart::{RestartPolicy, WorkspaceRestart};
+use crate::actors::supervisor::{
+    HostSupervisor, Life, Opened, Reseed, SupervisorArgs, SupervisorMsg,
+};
+use crate::actors::workspace::{Published, Route, Seed, Source};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
@@ -26,6 +28,7 @@ use crate::model::{
 use crate::protocol::{CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
+pub use crate::actors::supervisor::{ActionAnswer, HostMsg, SnapshotWatch};
 pub use crate::model::{CloseFailure, Customize, HostEvent, ServerSummary};
 
 /// The name of the workspace [`Host::start`] hydrates from the service configuration.
@@ -91,6 +94,14 @@ pub struct HostOptions {
     pub drain_timeout: Option<Duration>,
     /// What a server may make the host hold and do (catalog size, floods, calls in flight).
     pub limits: Limits,
+    /// The actor the host's root (its supervisor) is linked under: it receives the root's
+    /// `SupervisionEvent`s (`ActorTerminated` when the host shuts down, `ActorFailed` if the
+    /// root itself fails). `None` (the default, and the command line's) starts it unlinked.
+    /// A parent that keeps ractor's default `handle_supervisor_evt` stops when the host
+    /// does.
+    pub parent: Option<ractor::ActorCell>,
+    /// How often a failed workspace actor is restarted before it is left failed.
+    pub workspace_restart: WorkspaceRestart,
 }
 
 impl std::fmt::Debug for HostOptions {
@@ -103,6 +114,11 @@ impl std::fmt::Debug for HostOptions {
             .field("close_grace", &self.close_grace)
             .field("drain_timeout", &self.drain_timeout)
             .field("limits", &self.limits)
+            .field(
+                "parent",
+                &self.parent.as_ref().map(ractor::ActorCell::get_id),
+            )
+            .field("workspace_restart", &self.workspace_restart)
             .finish()
     }
 }
@@ -117,6 +133,8 @@ impl Default for HostOptions {
             close_grace: Duration::from_secs(2),
             drain_timeout: None,
             limits: Limits::default(),
+            parent: None,
+            workspace_restart: WorkspaceRestart::default(),
         }
     }
 }
@@ -135,20 +153,16 @@ pub enum StartError {
 /// What every workspace of a host is opened with.
 #[derive(Clone)]
 struct Shared {
-    supervisor: ActorRef<SupervisorMsg>,
-    store: Option<Arc<dyn Store>>,
+    supervisor: ActorRef<HostMsg>,
     settings: Arc<Settings>,
-    events: broadcast::Sender<HostEvent>,
     closed: Arc<AtomicBool>,
     interaction: Option<InteractionHandler>,
 }
 
 struct HostInner {
     shared: Shared,
-    supervisor: ActorRef<SupervisorMsg>,
-    /// Open workspaces; an async lock so two callers cannot open the same one twice.
-    workspaces: tokio::sync::Mutex<BTreeMap<String, Workspace>>,
-    /// The default workspace, kept apart so reaching it needs no lock.
+    supervisor: ActorRef<HostMsg>,
+    /// The default workspace, kept apart so reaching it needs no message.
     default: Workspace,
     config: Arc<HostConfig>,
     events: broadcast::Sender<HostEvent>,
@@ -201,9 +215,6 @@ impl Host {
             },
             in_process: Arc::new(options.in_process.clone()),
         });
-        let (supervisor, _) = Actor::spawn(None, HostSupervisor, ())
-            .await
-            .map_err(|error| StartError::Actors(error.to_string()))?;
         let (events, _) = broadcast::channel(1024);
         let closed = Arc::new(AtomicBool::new(false));
 
@@ -255,11 +266,45 @@ impl Host {
                 },
             );
         }
+        // What a workspace is opened (or restarted) from, as at this start: the service
+        // configuration overlaid by the workspace's durable records, read again each time.
+        let reseed: Reseed = {
+            let config = config.clone();
+            let store = options.store.clone();
+            let in_process = in_process_seeds.clone();
+            Arc::new(move |name: &str| {
+                let mut seeds = match &store {
+                    Some(store) => {
+                        let records = store.load().map_err(|error| error.to_string())?;
+                        match records.get(name) {
+                            Some(record) => durable_seeds(&config, name, record)
+                                .map_err(|faults| faults.join("; "))?,
+                            None => service_definitions(&config),
+                        }
+                    }
+                    None => service_definitions(&config),
+                };
+                if name == DEFAULT_WORKSPACE {
+                    seeds.extend(in_process.clone());
+                }
+                Ok(seeds)
+            })
+        };
+        let args = SupervisorArgs {
+            settings: settings.clone(),
+            store: options.store.clone(),
+            events: events.clone(),
+            reseed,
+            restart: options.workspace_restart,
+        };
+        let spawned = match options.parent.clone() {
+            Some(parent) => Actor::spawn_linked(None, HostSupervisor, args, parent).await,
+            None => Actor::spawn(None, HostSupervisor, args).await,
+        };
+        let (supervisor, _) = spawned.map_err(|error| StartError::Actors(error.to_string()))?;
         let shared = Shared {
             supervisor: supervisor.clone(),
-            store: options.store.clone(),
             settings: settings.clone(),
-            events: events.clone(),
             closed: closed.clone(),
             interaction: options.interaction.clone(),
         };
@@ -270,10 +315,17 @@ impl Host {
             if name == DEFAULT_WORKSPACE {
                 definitions.extend(std::mem::take(&mut in_process_seeds));
             }
-            let workspace = open_workspace(&shared, &name, definitions).await?;
+            let workspace = match open_workspace(&shared, &name, Some(definitions)).await {
+                Ok((workspace, _)) => workspace,
+                Err(problem) => {
+                    supervisor.stop(None);
+                    return Err(StartError::Actors(problem.detail));
+                }
+            };
             workspaces.insert(name, workspace);
         }
         let Some(default) = workspaces.get(DEFAULT_WORKSPACE).cloned() else {
+            supervisor.stop(None);
             return Err(StartError::Actors(
                 "the default workspace did not open".into(),
             ));
@@ -283,7 +335,6 @@ impl Host {
             inner: Arc::new(HostInner {
                 shared,
                 supervisor,
-                workspaces: tokio::sync::Mutex::new(workspaces),
                 default,
                 config: config.clone(),
                 events,
@@ -316,40 +367,86 @@ impl Host {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
-        if !valid_workspace_name(name) {
+        if !crate::config::valid_workspace_name(name) {
             return Err(Problem::invalid_definition(format!(
                 "workspace name {name:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'"
             )));
         }
-        let mut workspaces = self.inner.workspaces.lock().await;
-        // A workspace whose actor ended (it can only have failed: nothing else stops one
-        // before shutdown) is opened again, from the store, like the first time.
-        if let Some(workspace) = workspaces.get(name)
-            && workspace.is_running()
-        {
-            return Ok(workspace.clone());
+        // The supervisor opens it once, from the store and the service configuration; a
+        // workspace that failed for good is started again by this explicit ask.
+        let (workspace, fresh) = open_workspace(&self.inner.shared, name, None).await?;
+        if fresh {
+            workspace.wait_settled(self.hydration_bound()).await;
         }
-        let workspace = open_workspace(
-            &self.inner.shared,
-            name,
-            service_definitions(&self.inner.config),
-        )
-        .await
-        .map_err(|error| Problem::server_unavailable(error.to_string()))?;
-        workspaces.insert(name.to_owned(), workspace.clone());
-        drop(workspaces);
-        workspace.wait_settled(self.hydration_bound()).await;
         Ok(workspace)
     }
 
     /// The names of the open workspaces.
     pub async fn workspace_names(&self) -> Vec<String> {
-        self.inner.workspaces.lock().await.keys().cloned().collect()
+        match self
+            .inner
+            .supervisor
+            .call(|reply| SupervisorMsg::Names { reply }.into(), None)
+            .await
+        {
+            Ok(ractor::rpc::CallResult::Success(names)) => names,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The host's root actor: link supervision to it, compare its id in a
+    /// `SupervisionEvent`, or send it [`HostMsg`] from a daemon actor's own `handle`.
+    pub fn actor(&self) -> ActorRef<HostMsg> {
+        self.inner.supervisor.clone()
+    }
+
+    /// Test hook: makes the host's root actor panic, to exercise the parent's supervision.
+    #[doc(hidden)]
+    pub fn crash_root_for_test(&self) -> bool {
+        self.inner
+            .supervisor
+            .send_message(SupervisorMsg::Panic.into())
+            .is_ok()
     }
 
     /// Subscribes to state changes and snapshot commits.
     pub fn events(&self) -> broadcast::Receiver<HostEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// Delivers every host event to `actor` as the message `map` makes of it (`None` skips
+    /// the event), in order, until the actor stops or the host has shut down. An actor that
+    /// falls behind by more than the event buffer is sent [`HostEvent::EventsMissed`]
+    /// (mapped like any other) instead of the events it missed.
+    pub fn events_to<M>(
+        &self,
+        actor: ActorRef<M>,
+        map: impl Fn(HostEvent) -> Option<M> + Send + 'static,
+    ) where
+        M: ractor::Message,
+    {
+        let mut events = self.inner.events.subscribe();
+        tokio::spawn(async move {
+            let cell = actor.get_cell();
+            loop {
+                let event = tokio::select! {
+                    event = events.recv() => event,
+                    _ = cell.wait(None) => return,
+                };
+                let event = match event {
+                    Ok(event) => event,
+                    Err(broadcast::error::RecvError::Lagged(count)) => {
+                        HostEvent::EventsMissed { count }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                if let Some(message) = map(event)
+                    && actor.send_message(message).is_err()
+                {
+                    return;
+                }
+            }
+        });
     }
 
     /// Shuts down in order: refuse new work, cancel and settle every in-flight call, close
@@ -362,7 +459,7 @@ impl Host {
         let result = self
             .inner
             .supervisor
-            .call(|reply| SupervisorMsg::Shutdown { reply }, None)
+            .call(|reply| SupervisorMsg::Shutdown { reply }.into(), None)
             .await;
         let failures = match result {
             Ok(ractor::rpc::CallResult::Success(mut failures)) => {
@@ -499,68 +596,56 @@ fn durable_seeds(
     }
 }
 
-fn valid_workspace_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
+/// Opens `name` through the supervisor (or finds it open) and returns its handle, and
+/// whether this open started it.
 async fn open_workspace(
     shared: &Shared,
     name: &str,
-    definitions: BTreeMap<String, Seed>,
-) -> Result<Workspace, StartError> {
-    let Shared {
-        supervisor,
-        store,
-        settings,
-        events,
-        closed,
-        interaction,
-    } = shared.clone();
-    let (published_tx, published) = watch::channel(Arc::new(Published {
-        snapshot: Arc::new(WorkspaceSnapshot {
-            workspace: name.to_owned(),
-            version: 0,
-            servers: BTreeMap::new(),
-        }),
-        routes: Default::default(),
-    }));
-    let default_timeout = settings.request_timeout;
-    let args = WorkspaceArgs {
-        name: name.to_owned(),
-        definitions,
-        store,
-        settings,
-        published: published_tx,
-        events,
-    };
-    let result = supervisor
-        .call(|reply| SupervisorMsg::Open { args, reply }, None)
+    seeds: Option<BTreeMap<String, Seed>>,
+) -> Result<(Workspace, bool), Problem> {
+    let result = shared
+        .supervisor
+        .call(
+            |reply| {
+                SupervisorMsg::Open {
+                    name: name.to_owned(),
+                    seeds,
+                    reply,
+                }
+                .into()
+            },
+            None,
+        )
         .await;
-    let actor = match result {
-        Ok(ractor::rpc::CallResult::Success(Ok(actor))) => actor,
-        Ok(ractor::rpc::CallResult::Success(Err(error))) => return Err(StartError::Actors(error)),
-        _ => return Err(StartError::Actors("the supervisor did not answer".into())),
-    };
-    Ok(Workspace {
-        name: name.to_owned(),
-        actor: Some(actor),
+    let Opened {
         published,
-        default_timeout,
-        interaction,
-        closed,
-    })
+        life,
+        fresh,
+    } = match result {
+        Ok(ractor::rpc::CallResult::Success(answer)) => answer.map_err(Problem::scrubbed)?,
+        _ => return Err(Problem::shutting_down()),
+    };
+    let workspace = Workspace {
+        name: name.to_owned(),
+        supervisor: shared.supervisor.clone(),
+        published,
+        life,
+        default_timeout: shared.settings.request_timeout,
+        interaction: shared.interaction.clone(),
+        closed: shared.closed.clone(),
+    };
+    Ok((workspace, fresh))
 }
 
 /// One workspace: its snapshot, its calls and its management actions.
 #[derive(Clone)]
 pub struct Workspace {
     name: String,
-    actor: Option<ActorRef<WorkspaceMsg>>,
+    /// Every management action goes through the host's root, which knows the workspace's
+    /// current actor across restarts.
+    supervisor: ActorRef<HostMsg>,
     published: watch::Receiver<Arc<Published>>,
+    life: watch::Receiver<Life>,
     default_timeout: Duration,
     interaction: Option<InteractionHandler>,
     closed: Arc<AtomicBool>,
@@ -763,26 +848,26 @@ impl Workspace {
 
     async fn action(
         &self,
-        alias: &str,
-        message: impl FnOnce(ractor::RpcReplyPort<Result<ServerSnapshot, Problem>>) -> WorkspaceMsg,
+        message: impl FnOnce(ActionAnswer) -> HostMsg,
     ) -> Result<ServerSnapshot, Problem> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
-        let Some(actor) = &self.actor else {
-            return Err(Problem::shutting_down());
-        };
-        match actor.call(message, None).await {
-            Ok(ractor::rpc::CallResult::Success(answer)) => answer
-                .map(|mut snapshot| {
-                    snapshot.scrub();
-                    snapshot
-                })
-                .map_err(Problem::scrubbed),
-            _ => Err(Problem::server_unavailable(format!(
-                "workspace \"{}\" did not answer the action on \"{alias}\"",
-                self.name
-            ))),
+        // The answer comes scrubbed from the supervisor.
+        match self.supervisor.call(message, None).await {
+            Ok(ractor::rpc::CallResult::Success(answer)) => answer,
+            _ => Err(self.root_gone()),
+        }
+    }
+
+    /// Why an action found no host root to answer it.
+    fn root_gone(&self) -> Problem {
+        if self.closed.load(Ordering::Acquire) {
+            Problem::shutting_down()
+        } else {
+            Problem::server_unavailable(
+                "the host's root actor has stopped (it failed): start the host again",
+            )
         }
     }
 
@@ -803,9 +888,9 @@ impl Workspace {
         alias: &str,
         customize: Customize,
     ) -> Result<ServerSnapshot, Problem> {
-        let alias_owned = alias.to_owned();
-        self.action(alias, |reply| WorkspaceMsg::Enable {
-            alias: alias_owned,
+        self.action(|reply| HostMsg::Enable {
+            workspace: self.name.clone(),
+            alias: alias.to_owned(),
             customize: Box::new(customize),
             reply,
         })
@@ -815,9 +900,9 @@ impl Workspace {
     /// Disables `alias`: new calls are refused, in-flight calls settle (bounded), the
     /// connection closes, then the reduced snapshot commits. Disabled servers stay visible.
     pub async fn disable(&self, alias: &str) -> Result<ServerSnapshot, Problem> {
-        let alias_owned = alias.to_owned();
-        self.action(alias, |reply| WorkspaceMsg::Disable {
-            alias: alias_owned,
+        self.action(|reply| HostMsg::Disable {
+            workspace: self.name.clone(),
+            alias: alias.to_owned(),
             reply,
         })
         .await
@@ -825,17 +910,20 @@ impl Workspace {
 
     /// Adds a workspace-owned server and enables it; it is published only if it connects.
     pub async fn add(&self, definition: ServerDefinition) -> Result<ServerSnapshot, Problem> {
-        let alias = definition.alias().to_owned();
-        self.action(&alias, |reply| WorkspaceMsg::Add { definition, reply })
-            .await
+        self.action(|reply| HostMsg::Add {
+            workspace: self.name.clone(),
+            definition: Box::new(definition),
+            reply,
+        })
+        .await
     }
 
     /// Removes a workspace-owned server (after draining it). Service servers refuse: disable
     /// them instead.
     pub async fn remove(&self, alias: &str) -> Result<ServerSnapshot, Problem> {
-        let alias_owned = alias.to_owned();
-        self.action(alias, |reply| WorkspaceMsg::Remove {
-            alias: alias_owned,
+        self.action(|reply| HostMsg::Remove {
+            workspace: self.name.clone(),
+            alias: alias.to_owned(),
             reply,
         })
         .await
@@ -853,43 +941,64 @@ impl Workspace {
         &self,
         overlay: Option<&crate::config::Overlay>,
     ) -> Result<Vec<ServerSummary>, Problem> {
-        let Some(actor) = &self.actor else {
+        if self.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
-        };
+        }
         let client: Vec<ServerDefinition> = overlay
             .map(|overlay| overlay.definitions().values().cloned().collect())
             .unwrap_or_default();
-        match actor
-            .call(|reply| WorkspaceMsg::List { client, reply }, None)
-            .await
-        {
-            Ok(ractor::rpc::CallResult::Success(mut summaries)) => {
-                for summary in &mut summaries {
-                    summary.problem = summary.problem.take().map(Problem::scrubbed);
-                }
-                Ok(summaries)
-            }
-            _ => Err(Problem::shutting_down()),
+        let message = |reply| HostMsg::List {
+            workspace: self.name.clone(),
+            client,
+            reply,
+        };
+        // The summaries come scrubbed from the supervisor.
+        match self.supervisor.call(message, None).await {
+            Ok(ractor::rpc::CallResult::Success(answer)) => answer,
+            _ => Err(self.root_gone()),
         }
     }
 
-    /// Whether this workspace's actor still runs: `false` once it has stopped (it failed, or
-    /// the host shut down). A workspace that failed is opened again, from the store, by the
-    /// next [`Host::workspace`] for its name.
+    /// Whether an actor serves this workspace now: `false` between a failure and its
+    /// restart, once it failed for good, and after shutdown. The handle itself keeps
+    /// working across restarts.
     pub fn is_running(&self) -> bool {
-        self.actor.as_ref().is_some_and(|actor| {
-            !matches!(
-                actor.get_status(),
-                ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
-            )
-        })
+        self.current_actor().is_some()
+    }
+
+    /// Why this workspace is down for good, when it is: it failed more often than the
+    /// host's [`HostOptions::workspace_restart`] allows, or could not be started again.
+    /// [`Host::workspace`] with its name starts it again.
+    pub fn failure(&self) -> Option<Problem> {
+        match &*self.life.borrow() {
+            Life::Failed(problem) => Some(problem.clone()),
+            _ => None,
+        }
+    }
+
+    /// Subscribes to this workspace's snapshots, across restarts of its actor.
+    pub fn watch(&self) -> SnapshotWatch {
+        SnapshotWatch::new(self.published.clone())
+    }
+
+    fn current_actor(&self) -> Option<ActorRef<WorkspaceMsg>> {
+        match &*self.life.borrow() {
+            Life::Running(actor)
+                if !matches!(
+                    actor.get_status(),
+                    ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+                ) =>
+            {
+                Some(actor.clone())
+            }
+            _ => None,
+        }
     }
 
     /// Test hook: makes this workspace's actor panic, to exercise supervision.
     #[doc(hidden)]
     pub fn crash_for_test(&self) -> bool {
-        self.actor
-            .as_ref()
+        self.current_actor()
             .is_some_and(|actor| actor.cast(WorkspaceMsg::Panic).is_ok())
     }
 

@@ -50,11 +50,11 @@ pub mod fuzzing {
     pub use crate::protocol::guard::advance_line;
 }
 
-pub use actors::restart::{RestartPolicy, Verdict};
+pub use actors::restart::{RestartPolicy, Verdict, WorkspaceRestart};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
 pub use host::{
-    CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host, HostEvent, HostOptions,
-    ServerSummary, ShutdownReport, StartError, Workspace,
+    ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host, HostEvent,
+    HostMsg, HostOptions, ServerSummary, ShutdownReport, SnapshotWatch, StartError, Workspace,
 };
 pub use model::{
     CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, InProcessConnector,

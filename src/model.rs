@@ -904,6 +904,32 @@ pub enum HostEvent {
         /// The snapshot's version.
         version: u64,
     },
+    /// A workspace's actor failed and the host supervisor started it again from the store
+    /// and the service configuration; its servers reconnect (`connecting`, then `ready` or
+    /// `unavailable`, as on start). Calls in flight on it settled with a typed error.
+    WorkspaceRestarted {
+        /// The workspace.
+        workspace: String,
+        /// Its failures inside the restart window, this one included.
+        failures: usize,
+        /// Why (`503 workspace-failed`).
+        problem: Problem,
+    },
+    /// A workspace failed too often (or could not be started again) and stays down: every
+    /// server it had enabled shows `unavailable` with this Problem until the workspace is
+    /// opened again by name. Reported once.
+    WorkspaceFailed {
+        /// The workspace.
+        workspace: String,
+        /// Why (`503 workspace-failed`).
+        problem: Problem,
+    },
+    /// Only from [`crate::Host::events_to`]: the receiving actor fell behind and this many
+    /// events were dropped for it.
+    EventsMissed {
+        /// How many.
+        count: u64,
+    },
 }
 
 /// One available server as the `list` action shows it; never carries a credential value.

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use plurnk_mcp::config::{McpServerOptions, Overlay};
 use plurnk_mcp::{
-    CallError, CallOptions, Customize, Host, HostConfig, HostOptions, MemoryStore, RestartPolicy,
-    ServerDefinition, ServerRecord, ServerState, ServerSummary, SqliteStore, Store, StoreError,
-    Workspace, WorkspaceRecord,
+    CallError, CallOptions, Customize, Host, HostConfig, HostEvent, HostOptions, MemoryStore,
+    RestartPolicy, ServerDefinition, ServerRecord, ServerState, ServerSummary, SqliteStore, Store,
+    StoreError, Workspace, WorkspaceRecord, WorkspaceRestart,
 };
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
@@ -669,52 +669,239 @@ async fn the_install_gate_admits_only_what_the_operator_allows() {
     shutdown_clean(host).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_workspace_whose_actor_fails_is_opened_again_and_leaves_no_process() {
-    let db = scratch("crashed").join("state.sqlite");
-    let host = start(&db, config(&[])).await;
-    let echo = |workspace: Workspace| async move {
-        workspace
-            .call_tool("svc", "echo", json!({"text": "hi"}), CallOptions::default())
-            .await
-    };
-    let first = host.workspace("w").await.expect("workspace");
-    let pid = pid_of(&first, "svc").await;
-    assert!(first.crash_for_test());
-    // Its server went with it...
+/// Waits (bounded) until the process `pid` is gone.
+async fn wait_gone(pid: i32, what: &str) {
     let deadline = std::time::Instant::now() + BOUND;
     // SAFETY: signal 0 only probes for existence.
     while unsafe { libc::kill(pid, 0) } == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the failed workspace's server outlived it"
-        );
+        assert!(std::time::Instant::now() < deadline, "{what} outlived it");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    // ...and the next ask opens the workspace again, with its servers.
-    let again = loop {
-        let workspace = host.workspace("w").await.expect("workspace");
-        if echo(workspace.clone()).await.is_ok() {
-            break workspace;
+}
+
+/// Waits (bounded) for the first event `pick` accepts.
+async fn next_event<T>(
+    events: &mut tokio::sync::broadcast::Receiver<HostEvent>,
+    what: &str,
+    pick: impl Fn(&HostEvent) -> Option<T>,
+) -> T {
+    let found = tokio::time::timeout(BOUND, async {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    if let Some(found) = pick(&event) {
+                        return found;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(error) => panic!("the event stream ended while waiting for {what}: {error}"),
+            }
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the failed workspace was never opened again"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("no {what} event"))
+}
+
+fn ready(snapshot: &plurnk_mcp::WorkspaceSnapshot, aliases: &[&str]) -> bool {
+    aliases.iter().all(|alias| {
+        snapshot
+            .server(alias)
+            .is_some_and(|server| server.state == ServerState::Ready)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_workspace_is_restarted_and_the_handle_taken_before_still_calls() {
+    let probe = Probe::start().await;
+    let db = scratch("restarted").join("state.sqlite");
+    let args = json!(["fixture", "--name", "svc", "--probe", probe.address()]).to_string();
+    let host = start(&db, config(&[("PLURNK_MCP_SVC_ARGS", &args)])).await;
+    let first = host.workspace("w").await.expect("workspace");
+    // What the restart must bring back from the store: a server this workspace added.
+    first
+        .add(fixture_definition("extra", "${SECRET_ARG}"))
+        .await
+        .expect("added");
+    let old_svc = pid_of(&first, "svc").await;
+    let old_extra = pid_of(&first, "extra").await;
+    let version = first.snapshot().version;
+    // A call the server holds when the workspace fails, with a deadline far past the bound.
+    let held = {
+        let workspace = first.clone();
+        tokio::spawn(async move {
+            let options = CallOptions {
+                timeout: Some(std::time::Duration::from_secs(120)),
+                ..CallOptions::default()
+            };
+            workspace
+                .call_tool("svc", "gate", json!({"id": "held"}), options)
+                .await
+        })
     };
-    assert_eq!(echo(again).await.expect("echo").text(), "hi");
-    // A workspace that failed and was not asked for again is simply gone: shutdown has
-    // nothing of it left to close, and nothing to report.
-    let gone = host.workspace("gone").await.expect("workspace");
-    assert!(gone.crash_for_test());
-    // (A stopped actor has told the supervisor already.)
-    while gone.is_running() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the failed workspace's actor did not stop"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    probe.wait_gate("held", BOUND).await;
+    let mut events = host.events();
+    assert!(first.crash_for_test());
+    let outcome = tokio::time::timeout(BOUND, held)
+        .await
+        .expect("the call in flight on the failed workspace settles, it does not hang")
+        .expect("no panic");
+    assert!(
+        matches!(
+            outcome,
+            Err(CallError::ConnectionLost { .. } | CallError::Closing { .. })
+        ),
+        "settled with a typed error: {outcome:?}"
+    );
+    let (failures, problem) = next_event(&mut events, "WorkspaceRestarted", |event| match event {
+        HostEvent::WorkspaceRestarted {
+            workspace,
+            failures,
+            problem,
+        } if workspace == "w" => Some((*failures, problem.clone())),
+        _ => None,
+    })
+    .await;
+    assert_eq!(failures, 1);
+    assert_eq!(problem.kind, "workspace-failed");
+    assert!(problem.detail.contains("workspace \"w\""), "{problem}");
+    // The dead generation's servers are gone...
+    wait_gone(old_svc, "the failed workspace's server").await;
+    wait_gone(old_extra, "the failed workspace's added server").await;
+    // ...and the handle taken before the failure sees the new generation come up, with the
+    // added server restored from the store, and calls and acts through it.
+    let snapshot = first
+        .wait_for(BOUND, |snapshot| ready(snapshot, &["svc", "extra"]))
+        .await;
+    assert!(ready(&snapshot, &["svc", "extra"]), "{snapshot:?}");
+    assert!(snapshot.version > version, "versions never go back");
+    assert!(first.is_running());
+    assert_ne!(pid_of(&first, "svc").await, old_svc);
+    let echoed = first
+        .call_tool(
+            "svc",
+            "echo",
+            json!({"text": "after"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("a call through the old handle");
+    assert_eq!(echoed.text(), "after");
+    let disabled = first
+        .disable("extra")
+        .await
+        .expect("an action through the old handle");
+    assert_eq!(disabled.state, ServerState::Disabled);
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_failing_too_often_stays_failed_with_one_problem_until_opened_again() {
+    let host = Host::start_with(
+        config(&[]),
+        HostOptions {
+            store: Some(Arc::new(MemoryStore::default())),
+            workspace_restart: WorkspaceRestart {
+                max_failures: 3,
+                window: std::time::Duration::from_secs(600),
+            },
+            ..HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts");
+    let workspace = host.workspace("w").await.expect("workspace");
+    let mut events = host.events();
+    let mut pids = Vec::new();
+    for round in 1..=3 {
+        let snapshot = workspace
+            .wait_for(BOUND, |snapshot| ready(snapshot, &["svc"]))
+            .await;
+        assert!(ready(&snapshot, &["svc"]), "round {round}: {snapshot:?}");
+        assert!(workspace.is_running());
+        pids.push(pid_of(&workspace, "svc").await);
+        assert!(workspace.crash_for_test());
+        if round < 3 {
+            let failures = next_event(&mut events, "WorkspaceRestarted", |event| match event {
+                HostEvent::WorkspaceRestarted { failures, .. } => Some(*failures),
+                _ => None,
+            })
+            .await;
+            assert_eq!(failures, round);
+        }
+    }
+    let problem = next_event(&mut events, "WorkspaceFailed", |event| match event {
+        HostEvent::WorkspaceFailed { workspace, problem } if workspace == "w" => {
+            Some(problem.clone())
+        }
+        HostEvent::WorkspaceRestarted { .. } => panic!("restarted past its limit"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (503, "workspace-failed")
+    );
+    assert!(
+        problem.detail.contains("failed 3 times within 600 s")
+            && problem.detail.contains("open it again by name"),
+        "{problem}"
+    );
+    for pid in pids {
+        wait_gone(pid, "a failed generation's server").await;
+    }
+    // What a user sees of it: the server unavailable with the workspace's Problem, calls and
+    // actions refused with it, the handle not running.
+    let snapshot = workspace
+        .wait_for(BOUND, |snapshot| {
+            snapshot
+                .server("svc")
+                .is_some_and(|server| server.state == ServerState::Unavailable)
+        })
+        .await;
+    let svc = snapshot.server("svc").expect("still shown");
+    assert_eq!(svc.state, ServerState::Unavailable);
+    assert_eq!(svc.problem.as_ref(), Some(&problem));
+    assert!(svc.tools.is_empty());
+    assert_eq!(workspace.failure(), Some(problem.clone()));
+    assert!(!workspace.is_running());
+    let refused = workspace
+        .call_tool("svc", "echo", json!({"text": "x"}), CallOptions::default())
+        .await;
+    assert!(
+        matches!(&refused, Err(CallError::NotReady { detail, .. }) if detail == &problem.detail),
+        "{refused:?}"
+    );
+    assert_eq!(workspace.enable("svc").await.expect_err("refused"), problem);
+    // Reported once: nothing more of it while it stays failed.
+    let _ = workspace.disable("svc").await;
+    let _ = workspace.list().await;
+    loop {
+        match events.try_recv() {
+            Ok(HostEvent::WorkspaceFailed { .. } | HostEvent::WorkspaceRestarted { .. }) => {
+                panic!("the failure was reported again")
+            }
+            Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => break,
+        }
+    }
+    // Opening it again by name starts it afresh, and the old handle follows.
+    let again = host.workspace("w").await.expect("opened again");
+    let snapshot = workspace
+        .wait_for(BOUND, |snapshot| ready(snapshot, &["svc"]))
+        .await;
+    assert!(ready(&snapshot, &["svc"]), "{snapshot:?}");
+    assert_eq!(workspace.failure(), None);
+    for handle in [&workspace, &again] {
+        let echoed = handle
+            .call_tool(
+                "svc",
+                "echo",
+                json!({"text": "back"}),
+                CallOptions::default(),
+            )
+            .await
+            .expect("echo");
+        assert_eq!(echoed.text(), "back");
     }
     shutdown_clean(host).await;
 }
@@ -1001,4 +1188,197 @@ async fn a_server_session_answers_for_it_while_the_snapshot_lags_behind() {
         "back"
     );
     shutdown_clean(host).await;
+}
+
+/// A daemon's own actor: it tells the test what supervision says of its children, and
+/// passes on the host events it is sent.
+struct Daemon;
+
+enum DaemonMsg {
+    Event(HostEvent),
+}
+
+type Heard = tokio::sync::mpsc::UnboundedSender<(ractor::ActorId, &'static str)>;
+type Told = tokio::sync::mpsc::UnboundedSender<HostEvent>;
+
+impl ractor::Actor for Daemon {
+    type Msg = DaemonMsg;
+    type State = (Heard, Told);
+    type Arguments = (Heard, Told);
+
+    async fn pre_start(
+        &self,
+        _myself: ractor::ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ractor::ActorRef<Self::Msg>,
+        DaemonMsg::Event(event): Self::Msg,
+        (_, told): &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        let _ = told.send(event);
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ractor::ActorRef<Self::Msg>,
+        event: ractor::SupervisionEvent,
+        (heard, _): &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        // Kept running whatever its child does, so one daemon hears every host it starts.
+        match event {
+            ractor::SupervisionEvent::ActorTerminated(cell, _, _) => {
+                let _ = heard.send((cell.get_id(), "terminated"));
+            }
+            ractor::SupervisionEvent::ActorFailed(cell, _) => {
+                let _ = heard.send((cell.get_id(), "failed"));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+async fn heard(
+    heard: &mut tokio::sync::mpsc::UnboundedReceiver<(ractor::ActorId, &'static str)>,
+) -> (ractor::ActorId, &'static str) {
+    tokio::time::timeout(BOUND, heard.recv())
+        .await
+        .expect("the parent heard of its child in time")
+        .expect("the daemon is running")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_started_under_a_daemon_actor_is_supervised_and_managed_by_message() {
+    use plurnk_mcp::HostMsg;
+    let (heard_tx, mut heard_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (told_tx, mut told_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (daemon, daemon_task) = ractor::Actor::spawn(None, Daemon, (heard_tx, told_tx))
+        .await
+        .expect("the daemon starts");
+    let linked = || HostOptions {
+        parent: Some(daemon.get_cell()),
+        ..HostOptions::default()
+    };
+
+    // Linked: the daemon hears the host's root end when the host shuts down.
+    let host = Host::start_with(config(&[]), linked())
+        .await
+        .expect("host starts");
+    host.events_to(daemon.clone(), |event| Some(DaemonMsg::Event(event)));
+    let root = host.actor();
+    // Enable and disable by message, as a daemon actor's `handle` would.
+    let disabled = ractor::call!(root, |reply| HostMsg::Disable {
+        workspace: "default".into(),
+        alias: "svc".into(),
+        reply,
+    })
+    .expect("the root answers")
+    .expect("disabled");
+    assert_eq!(disabled.state, ServerState::Disabled);
+    // The events arrive at the actor as its own messages.
+    let told = tokio::time::timeout(BOUND, async {
+        while let Some(event) = told_rx.recv().await {
+            if let HostEvent::StateChanged {
+                alias,
+                to: ServerState::Disabled,
+                ..
+            } = &event
+                && alias == "svc"
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(told, Ok(true), "the daemon was told of the disable");
+    let mut watch = ractor::call!(root, |reply| HostMsg::Subscribe {
+        workspace: "default".into(),
+        reply,
+    })
+    .expect("the root answers")
+    .expect("a subscription");
+    let enabled = ractor::call!(root, |reply| HostMsg::Enable {
+        workspace: "default".into(),
+        alias: "svc".into(),
+        customize: Box::default(),
+        reply,
+    })
+    .expect("the root answers")
+    .expect("enabled");
+    assert_eq!(enabled.state, ServerState::Ready);
+    let seen = tokio::time::timeout(BOUND, async {
+        loop {
+            let snapshot = watch.changed().await.expect("the host runs");
+            if ready(&snapshot, &["svc"]) {
+                return snapshot;
+            }
+        }
+    })
+    .await
+    .expect("the subscription saw the server come back");
+    let snapshot = ractor::call!(root, |reply| HostMsg::Snapshot {
+        workspace: "default".into(),
+        reply,
+    })
+    .expect("the root answers")
+    .expect("a snapshot");
+    assert!(snapshot.version >= seen.version);
+    // A message naming a workspace that is not open opens it; a bad name says what is wrong.
+    let listed = ractor::call!(root, |reply| HostMsg::List {
+        workspace: "by-message".into(),
+        client: Vec::new(),
+        reply,
+    })
+    .expect("the root answers")
+    .expect("listed");
+    assert!(listed.iter().any(|summary| summary.alias == "svc"));
+    assert!(
+        host.workspace_names()
+            .await
+            .contains(&"by-message".to_owned())
+    );
+    let bad = ractor::call!(root, |reply| HostMsg::Disable {
+        workspace: "no spaces".into(),
+        alias: "svc".into(),
+        reply,
+    })
+    .expect("the root answers")
+    .expect_err("refused");
+    assert!(
+        bad.detail
+            .contains("workspace name \"no spaces\" is not valid"),
+        "{bad}"
+    );
+    let root_id = root.get_id();
+    shutdown_clean(host).await;
+    assert_eq!(heard(&mut heard_rx).await, (root_id, "terminated"));
+
+    // And it hears the root fail; the servers go with it.
+    let host = Host::start_with(config(&[]), linked())
+        .await
+        .expect("host starts");
+    let pid = pid_of(&host.default_workspace(), "svc").await;
+    let root_id = host.actor().get_id();
+    assert!(host.crash_root_for_test());
+    assert_eq!(heard(&mut heard_rx).await, (root_id, "failed"));
+    wait_gone(pid, "the failed root's server").await;
+    let refused = host
+        .default_workspace()
+        .disable("svc")
+        .await
+        .expect_err("no root to answer");
+    assert!(
+        refused.detail.contains("root actor has stopped"),
+        "{refused}"
+    );
+    let _ = host.shutdown().await;
+    daemon.stop(None);
+    daemon_task.await.expect("the daemon stopped");
 }

@@ -79,6 +79,44 @@ impl RestartPolicy {
     }
 }
 
+/// How often the host supervisor restarts a failed workspace actor, as an OTP supervisor's
+/// intensity and period: a workspace that fails `max_failures` times inside `window` is not
+/// restarted again (its servers stay disconnected, its snapshot says why) until it is opened
+/// again by name. Restarts are immediate: a workspace's own attachments back off on their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspaceRestart {
+    /// This many failures inside `window` end in the failed state (so `max_failures - 1`
+    /// restarts are allowed in any window).
+    pub max_failures: usize,
+    /// The sliding window.
+    pub window: Duration,
+}
+
+impl Default for WorkspaceRestart {
+    fn default() -> Self {
+        Self {
+            max_failures: 5,
+            window: Duration::from_secs(60),
+        }
+    }
+}
+
+impl WorkspaceRestart {
+    /// Records a failure at `now` in `failures` (oldest first), prunes the ones older than the
+    /// window, and says whether to restart.
+    pub fn restart_after(&self, failures: &mut VecDeque<Instant>, now: Instant) -> bool {
+        failures.push_back(now);
+        while let Some(oldest) = failures.front() {
+            if now.saturating_duration_since(*oldest) > self.window {
+                failures.pop_front();
+            } else {
+                break;
+            }
+        }
+        failures.len() < self.max_failures.max(1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +189,35 @@ mod tests {
         for _ in 0..1_000 {
             let verdict = policy.decide(&mut crashes, Instant::now(), delays.next());
             assert!(matches!(verdict, Verdict::RetryAfter(_)));
+        }
+    }
+
+    #[test]
+    fn property_a_workspace_restarts_until_the_window_holds_max_failures() {
+        let mut seed = 11;
+        for _case in 0..500 {
+            let policy = WorkspaceRestart {
+                max_failures: 1 + (lcg(&mut seed) % 8) as usize,
+                window: Duration::from_millis(1 + lcg(&mut seed) % 5_000),
+            };
+            let mut failures = VecDeque::new();
+            let mut at = Instant::now();
+            for _ in 0..(1 + lcg(&mut seed) % 20) {
+                at += Duration::from_millis(lcg(&mut seed) % 2_000);
+                let before: Vec<Instant> = failures.iter().copied().collect();
+                let restart = policy.restart_after(&mut failures, at);
+                let in_window = before
+                    .iter()
+                    .chain(std::iter::once(&at))
+                    .filter(|t| at.saturating_duration_since(**t) <= policy.window)
+                    .count();
+                assert_eq!(
+                    failures.len(),
+                    in_window,
+                    "pruning keeps exactly the window"
+                );
+                assert_eq!(restart, in_window < policy.max_failures);
+            }
         }
     }
 }

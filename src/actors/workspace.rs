@@ -57,6 +57,7 @@ enum Removal {
 }
 
 /// One definition a workspace starts with.
+#[derive(Clone)]
 pub(crate) struct Seed {
     pub definition: Arc<ServerDefinition>,
     /// The service environment's definition of this alias, if it has one.
@@ -76,6 +77,9 @@ pub(crate) struct WorkspaceArgs {
     pub settings: Arc<Settings>,
     pub published: watch::Sender<Arc<Published>>,
     pub events: broadcast::Sender<HostEvent>,
+    /// The version of the last snapshot published on `published` (a restarted workspace
+    /// goes on from there, so no reader sees versions go back).
+    pub version: u64,
 }
 
 struct Entry {
@@ -260,7 +264,7 @@ impl Actor for WorkspaceActor {
             attachments: HashMap::new(),
             servers: BTreeMap::new(),
             routes: Arc::default(),
-            version: 0,
+            version: args.version,
             next_instance: 0,
             pending: HashMap::new(),
             crashes: HashMap::new(),
