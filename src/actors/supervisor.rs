@@ -595,6 +595,14 @@ impl SupervisorState {
             child.life.send_replace(Life::Stopped);
         } else if restart.restart_after(&mut child.failures, Instant::now()) {
             let failures = child.failures.len();
+            let problem = workspace_failed(
+                &name,
+                &format!("its actor failed and is restarted: {error}"),
+            );
+            self.publish_down(&name, &problem);
+            let Some(child) = self.workspaces.get(&name) else {
+                return;
+            };
             let version = child.published.borrow().snapshot.version;
             let published = child.published.clone();
             let restarted = match (self.args.reseed)(&name) {
@@ -610,7 +618,7 @@ impl SupervisorState {
                     let _ = self.args.events.send(HostEvent::WorkspaceRestarted {
                         workspace: name.clone(),
                         failures,
-                        problem: workspace_failed(&name, &format!("its actor failed: {error}")),
+                        problem,
                     });
                 }
                 Err(detail) => self.give_up(
@@ -644,10 +652,25 @@ impl SupervisorState {
     /// Marks `name` failed: every server it had enabled shows `unavailable` with `problem`,
     /// no call is routed, and the failure is reported once.
     fn give_up(&mut self, name: &str, problem: Problem) {
+        tracing::error!(workspace = %name, problem = %problem, "a workspace failed for good");
+        self.publish_down(name, &problem);
         let Some(child) = self.workspaces.get_mut(name) else {
             return;
         };
-        tracing::error!(workspace = %name, problem = %problem, "a workspace failed for good");
+        child.life.send_replace(Life::Failed(problem.clone()));
+        let _ = self.args.events.send(HostEvent::WorkspaceFailed {
+            workspace: name.to_owned(),
+            problem,
+        });
+    }
+
+    /// Publishes what is left of `name` once its actor has failed: every server it had
+    /// enabled `unavailable` with `problem`, and no route, so no reader takes the dead
+    /// generation's snapshot for a live one.
+    fn publish_down(&mut self, name: &str, problem: &Problem) {
+        let Some(child) = self.workspaces.get_mut(name) else {
+            return;
+        };
         let last = child.published.borrow().snapshot.clone();
         let servers = last
             .servers
@@ -679,11 +702,6 @@ impl SupervisorState {
             }),
             routes: Default::default(),
         }));
-        child.life.send_replace(Life::Failed(problem.clone()));
-        let _ = self.args.events.send(HostEvent::WorkspaceFailed {
-            workspace: name.to_owned(),
-            problem,
-        });
         let _ = self.args.events.send(HostEvent::SnapshotCommitted {
             workspace: name.to_owned(),
             version,
