@@ -5,8 +5,8 @@
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
 # Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace (the
-# short chaos run included), the doctests, the load benchmark at tiny sizes, each fuzz target
-# briefly, then the official conformance suite's client scenarios.
+# short chaos run included), the doctests, the subtree example, the load benchmark at tiny
+# sizes, each fuzz target briefly, then the official conformance suite's client scenarios.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -16,6 +16,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
 # `--all-targets` leaves out doctests: the crate's examples in its docs must compile too.
 cargo test --workspace --doc --locked
+# The daemon-subtree example runs to its end (it exits non-zero when a step did not happen).
+cargo run --locked --quiet --example subtree
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
 # it exits non-zero when any trial fails or loses a call).
 BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json
