@@ -380,14 +380,7 @@ impl SupervisorState {
             }
             // Opened again by name after it failed for good: a fresh start.
             child.failures.clear();
-            let seeds = match seeds {
-                Some(seeds) => seeds,
-                None => (self.args.reseed)(name).map_err(|detail| {
-                    Problem::server_unavailable(format!(
-                        "workspace \"{name}\" cannot be opened: {detail}"
-                    ))
-                })?,
-            };
+            let seeds = seeds_or_reseed(&self.args, name, seeds)?;
             let version = child.published.borrow().snapshot.version;
             let published = child.published.clone();
             let actor = spawn(myself, &self.args, name, seeds, published, version)
@@ -405,14 +398,7 @@ impl SupervisorState {
                 fresh: true,
             });
         }
-        let seeds = match seeds {
-            Some(seeds) => seeds,
-            None => (self.args.reseed)(name).map_err(|detail| {
-                Problem::server_unavailable(format!(
-                    "workspace \"{name}\" cannot be opened: {detail}"
-                ))
-            })?,
-        };
+        let seeds = seeds_or_reseed(&self.args, name, seeds)?;
         let (published, _) = watch::channel(Arc::new(Published {
             snapshot: Arc::new(WorkspaceSnapshot {
                 workspace: name.to_owned(),
@@ -706,6 +692,20 @@ impl SupervisorState {
             workspace: name.to_owned(),
             version,
         });
+    }
+}
+
+/// The definitions `name` opens with: those given, else built afresh.
+fn seeds_or_reseed(
+    args: &SupervisorArgs,
+    name: &str,
+    seeds: Option<BTreeMap<String, Seed>>,
+) -> Result<BTreeMap<String, Seed>, Problem> {
+    match seeds {
+        Some(seeds) => Ok(seeds),
+        None => (args.reseed)(name).map_err(|detail| {
+            Problem::server_unavailable(format!("workspace \"{name}\" cannot be opened: {detail}"))
+        }),
     }
 }
 

@@ -175,43 +175,28 @@ pub(crate) async fn connect(
             attempt(alias, target, options, auto_lifecycle(), on_update.clone()),
         )
         .await;
-        match first {
-            Ok(Ok(connection)) => Ok(connection),
+        let why = match first {
+            Ok(Ok(connection)) => return Ok(connection),
             Ok(Err(Failure::Negotiation(error)))
                 if matches!(
                     *error,
                     ClientInitializeError::NoCompatibleProtocolVersion { .. }
                 ) =>
             {
-                tracing::debug!(
-                    server = alias,
-                    "discover offered no revision we speak; trying initialize"
-                );
-                attempt(
-                    alias,
-                    target,
-                    options,
-                    ClientLifecycleMode::Initialize,
-                    on_update.clone(),
-                )
-                .await
+                "discover offered no revision we speak"
             }
-            Err(_) => {
-                tracing::debug!(
-                    server = alias,
-                    "discover gave no usable revision in time; trying initialize"
-                );
-                attempt(
-                    alias,
-                    target,
-                    options,
-                    ClientLifecycleMode::Initialize,
-                    on_update.clone(),
-                )
-                .await
-            }
-            Ok(Err(failure)) => Err(failure),
-        }
+            Err(_) => "discover gave no usable revision in time",
+            Ok(Err(failure)) => return Err(failure),
+        };
+        tracing::debug!(server = alias, "{why}; trying initialize");
+        attempt(
+            alias,
+            target,
+            options,
+            ClientLifecycleMode::Initialize,
+            on_update.clone(),
+        )
+        .await
     })
     .await;
     let Parts {
