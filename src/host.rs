@@ -214,6 +214,7 @@ impl Host {
                 env: Arc::new(config.env().only(config.workspace_env())),
             },
             in_process: Arc::new(options.in_process.clone()),
+            expanded: Arc::new(config.expanded().clone()),
         });
         let (events, _) = broadcast::channel(1024);
         let closed = Arc::new(AtomicBool::new(false));

@@ -40,6 +40,7 @@ pub mod capabilities;
 pub mod config;
 pub mod host;
 pub mod model;
+pub mod projection;
 mod protocol;
 pub mod redact;
 pub mod store;
@@ -57,10 +58,10 @@ pub use host::{
     HostMsg, HostOptions, ServerSummary, ShutdownReport, SnapshotWatch, StartError, Workspace,
 };
 pub use model::{
-    CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer, InProcessConnector,
-    Interaction, InteractionHandler, Limits, Negotiated, Operation, Problem, Progress,
-    ProgressSink, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState,
-    ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
+    Authored, CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer,
+    InProcessConnector, Interaction, InteractionHandler, Limits, Negotiated, Operation, Problem,
+    Progress, ProgressSink, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot,
+    ServerState, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
 pub use store::{
     MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord,

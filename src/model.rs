@@ -225,6 +225,63 @@ pub struct ServerSnapshot {
     pub catalog: Catalog,
     /// Counts connections of this attachment; a reconnect raises it.
     pub generation: u64,
+    /// What the operator wrote for the model about this server and its tools.
+    #[serde(skip_serializing_if = "Authored::is_empty")]
+    pub authored: Arc<Authored>,
+}
+
+/// What the operator authored for a server's orientation: the `PLURNK_MCP_<server>_SUMMARY`
+/// and `PLURNK_MCP_<server>_<tool>_SUMMARY` companions (with `${NAME}` expanded), and
+/// whether `PLURNK_MCP_EXPANDED` names it. [`crate::projection`] derives every one-liner from
+/// these first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Authored {
+    /// The server's summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Tool summaries, keyed by [`crate::config::tool_summary_key`] of the tool name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, String>,
+    /// Its whole tool tree expands into the survey.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expanded: bool,
+}
+
+impl Authored {
+    /// Nothing authored.
+    pub fn is_empty(&self) -> bool {
+        self.summary.is_none() && self.tools.is_empty() && !self.expanded
+    }
+
+    /// The authored summaries of `definition`, `${NAME}` expanded against `env`. A summary
+    /// whose reference cannot be expanded is left out (the next source of its one-liner
+    /// applies) and logged with the variable's name.
+    pub(crate) fn of(
+        definition: &crate::config::ServerDefinition,
+        env: &crate::config::Environment,
+        expanded: bool,
+    ) -> Self {
+        let alias = definition.alias();
+        let expand = |what: &str, text: &str| match env.expand_setting(what, text) {
+            Ok(text) if !text.trim().is_empty() => Some(text),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::warn!(server = alias, %error, "a summary is left out");
+                None
+            }
+        };
+        Self {
+            summary: definition
+                .summary()
+                .and_then(|text| expand("the server summary", text)),
+            tools: definition
+                .tool_summaries()
+                .iter()
+                .filter_map(|(tool, text)| Some((tool.clone(), expand("a tool summary", text)?)))
+                .collect(),
+            expanded,
+        }
+    }
 }
 
 impl ServerSnapshot {
@@ -256,6 +313,14 @@ impl ServerSnapshot {
                 scrub_in_place(text);
             }
             scrub_json(&mut negotiated.capabilities);
+        }
+        // A summary that names a credential (`${TOKEN}` in a `_SUMMARY`) shows its name only.
+        if serde_json::to_string(&*self.authored)
+            .is_ok_and(|json| crate::redact::holds_secret(&json))
+        {
+            let authored = Arc::make_mut(&mut self.authored);
+            authored.summary.iter_mut().for_each(scrub_in_place);
+            authored.tools.values_mut().for_each(scrub_in_place);
         }
         // Lists are rebuilt only when something in them holds a secret.
         rebuild_if_dirty(&mut self.tools, |tool| {
@@ -1038,6 +1103,11 @@ mod tests {
                 ..Catalog::default()
             },
             generation: 1,
+            authored: Arc::new(Authored {
+                summary: Some("orientation snapshot-secret-4242".into()),
+                tools: BTreeMap::from([("leaks".into(), "uses snapshot-secret-4242".into())]),
+                expanded: false,
+            }),
         };
         snapshot.scrub();
         let shown = format!(

@@ -42,6 +42,8 @@ pub(crate) struct Settings {
     pub admission: Admission,
     /// Servers inside the embedding process, by alias.
     pub in_process: Arc<std::collections::BTreeMap<String, crate::model::InProcessConnector>>,
+    /// `PLURNK_MCP_EXPANDED`: servers whose tool tree expands into the survey.
+    pub expanded: Arc<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -215,6 +217,8 @@ pub(crate) struct AttachmentState {
     expiry: u64,
     /// Stamps the deadline of the refreshed catalog waiting to be committed.
     refresh_epoch: u64,
+    /// The operator's summaries, shared by every snapshot of this attachment.
+    authored: Arc<crate::model::Authored>,
 }
 
 impl Drop for AttachmentState {
@@ -242,7 +246,13 @@ impl Actor for AttachmentActor {
             _ => Lifecycle::Connecting,
         };
         let delays = Box::new(args.settings.restart.delays());
+        let authored = Arc::new(crate::model::Authored::of(
+            &args.definition,
+            &args.env,
+            args.settings.expanded.contains(&args.alias),
+        ));
         Ok(AttachmentState {
+            authored,
             args,
             lifecycle,
             generation: 0,
@@ -434,6 +444,7 @@ impl AttachmentState {
             tools,
             catalog,
             generation: self.generation,
+            authored: self.authored.clone(),
         }
     }
 

@@ -674,6 +674,7 @@ impl SupervisorState {
                         tools: Arc::from([]),
                         catalog: Default::default(),
                         generation: server.generation,
+                        authored: server.authored.clone(),
                     })
                 };
                 (alias.clone(), server)

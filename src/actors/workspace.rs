@@ -495,6 +495,17 @@ impl WorkspaceState {
             tools: Arc::from([]),
             catalog: Default::default(),
             generation: 0,
+            authored: self
+                .entries
+                .get(alias)
+                .map(|entry| {
+                    Arc::new(crate::model::Authored::of(
+                        &entry.definition,
+                        &self.expansion_env(entry),
+                        self.settings.expanded.contains(alias),
+                    ))
+                })
+                .unwrap_or_default(),
         }
     }
 
