@@ -339,6 +339,92 @@ pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode
     .await
 }
 
+/// `docs <server> [tool]` or `docs <address>`: the document, as the model reads it.
+pub(crate) async fn docs(global: &Global, server: &str, tool: Option<&str>) -> ExitCode {
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let snapshot = workspace.snapshot();
+    let is_address = server.contains("://");
+    let document = match (is_address, tool) {
+        (true, None) => plurnk_mcp::projection::document(&snapshot, server),
+        (true, Some(_)) => {
+            finish(&host).await;
+            return fail(format!(
+                "{server:?} is a document address: give it alone, or give a server alias and a tool"
+            ));
+        }
+        (false, None) => plurnk_mcp::projection::family_document(&snapshot, server),
+        (false, Some(tool)) => plurnk_mcp::projection::tool_document(&snapshot, server, tool),
+    };
+    let code = match document {
+        Some(text) => {
+            out!("{text}");
+            ExitCode::SUCCESS
+        }
+        None => fail(missing_document(&snapshot, server, tool, is_address)),
+    };
+    finish(&host).await;
+    code
+}
+
+/// Why there is no document: the server is unknown or disabled, or the tool is not enabled.
+fn missing_document(
+    snapshot: &WorkspaceSnapshot,
+    server: &str,
+    tool: Option<&str>,
+    is_address: bool,
+) -> String {
+    if is_address {
+        return format!(
+            "no document at {server:?}: addresses are worker://plurnk/tools/<server>.md, worker://plurnk/tools/<server>/<tool>.md, <server>:///resources and <server>:///prompts, of an enabled server"
+        );
+    }
+    let enabled: Vec<&str> = snapshot
+        .servers
+        .values()
+        .filter(|entry| entry.state != ServerState::Disabled)
+        .map(|entry| entry.alias.as_str())
+        .collect();
+    match (snapshot.server(server), tool) {
+        (None, _) => format!(
+            "no server \"{server}\" is configured (enabled: {}): see `plurnk-mcp survey`",
+            if enabled.is_empty() {
+                "none".to_owned()
+            } else {
+                enabled.join(", ")
+            }
+        ),
+        (Some(entry), _) if entry.state == ServerState::Disabled => {
+            format!("server \"{server}\" is disabled: enable it with `plurnk-mcp enable {server}`")
+        }
+        (Some(entry), Some(tool)) => {
+            let tools: Vec<&str> = entry.tools.iter().map(|t| t.name.as_str()).collect();
+            format!(
+                "server \"{server}\" has no enabled tool \"{tool}\" (its tools: {}): see `plurnk-mcp docs {server}`",
+                if tools.is_empty() {
+                    format!("none while it is {}", entry.state)
+                } else {
+                    tools.join(", ")
+                }
+            )
+        }
+        (Some(_), None) => format!("server \"{server}\" has no document"),
+    }
+}
+
+/// `survey`: the tools survey, as the model reads it.
+pub(crate) async fn survey(global: &Global) -> ExitCode {
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    out!("{}", plurnk_mcp::projection::survey(&workspace.snapshot()));
+    finish(&host).await;
+    ExitCode::SUCCESS
+}
+
 pub(crate) async fn call(
     global: &Global,
     server: &str,

@@ -133,6 +133,18 @@ enum Command {
         /// The prompt arguments, a JSON object.
         arguments: Option<String>,
     },
+    /// Print what the model reads of a server: its family document, a tool's document, or
+    /// (given `<server>:///resources` or `<server>:///prompts`) a facet.
+    Docs {
+        /// The server alias, or a document address (`worker://plurnk/tools/...`,
+        /// `<server>:///resources`, `<server>:///prompts`).
+        server: String,
+        /// A tool of the server: print its document.
+        tool: Option<String>,
+    },
+    /// Print the tools survey: one row per enabled server, and the tool tree of each
+    /// PLURNK_MCP_EXPANDED server.
+    Survey,
     /// Serve the fixture MCP server (used by the demo and the tests).
     #[command(hide = true)]
     Fixture {
@@ -252,6 +264,8 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
             Command::Resources { server, json } => cli::resources(global, &server, json).await,
             Command::Read { server, uri } => cli::read(global, &server, &uri).await,
             Command::Prompts { server, json } => cli::prompts(global, &server, json).await,
+            Command::Docs { server, tool } => cli::docs(global, &server, tool.as_deref()).await,
+            Command::Survey => cli::survey(global).await,
             Command::Prompt {
                 server,
                 name,

@@ -193,9 +193,10 @@ pub fn family_document(snapshot: &WorkspaceSnapshot, server: &str) -> Option<Str
     }
     let _ = writeln!(
         out,
-        "Call a tool by copying its line below, with a JSON object of its arguments as the body. \
-         Each tool's exact input contract is its own document, `{}`.\n",
-        tool_uri(&server.alias, "<tool>")
+        "Call a tool by copying its op line below and writing a JSON value in place of each \
+         type (a property marked `?` is optional: leave it out or give it). Each tool's exact \
+         input contract is its own document, `worker://plurnk/tools/{}/<tool>.md`.\n",
+        encode(&server.alias)
     );
     for tool in server.tools.iter() {
         let _ = writeln!(out, "## {}", invocation(server, tool));
@@ -214,34 +215,10 @@ pub fn tool_document(snapshot: &WorkspaceSnapshot, server: &str, tool: &str) -> 
     let _ = writeln!(out, "## Summary\n{}\n", invocation(server, tool));
     let _ = writeln!(out, "## Invocation\n{}\n", op_template(server, tool));
     let _ = writeln!(out, "## Arguments");
-    let properties = properties_of(schema, schema);
-    if properties.is_empty() {
+    if properties_of(schema, schema).is_empty() {
         out.push_str("None: send an empty body, or `{}`.\n");
     } else {
-        let required = required_of(schema, schema);
-        for (name, property) in properties {
-            let requiredness = if required.contains(&name.as_str()) {
-                "required"
-            } else {
-                "optional"
-            };
-            let _ = write!(
-                out,
-                "- {} ({}, {}{})",
-                quoted(name),
-                type_expression(property, schema, 1),
-                requiredness,
-                constraints(property, schema)
-            );
-            if let Some(text) = property
-                .get("description")
-                .and_then(Value::as_str)
-                .and_then(normalized)
-            {
-                let _ = write!(out, ": {text}");
-            }
-            out.push('\n');
-        }
+        arguments(&mut out, schema, schema, 0);
     }
     out.push('\n');
     let _ = writeln!(out, "## Description");
@@ -259,6 +236,50 @@ pub fn tool_document(snapshot: &WorkspaceSnapshot, server: &str, tool: &str) -> 
     }
     let _ = writeln!(out, "Effect: {}.", effect_word(tool.effect));
     Some(out)
+}
+
+/// One line per property of `schema` (its type, requiredness, constraints and
+/// description), and beneath an object or an array of objects the same for its own
+/// properties, indented, to a bounded depth.
+fn arguments(out: &mut String, schema: &Value, root: &Value, depth: usize) {
+    let indent = "  ".repeat(depth);
+    let required = required_of(schema, root);
+    for (name, property) in properties_of(schema, root) {
+        let requiredness = if required.contains(&name.as_str()) {
+            "required"
+        } else {
+            "optional"
+        };
+        let _ = write!(
+            out,
+            "{indent}- {} ({}, {}{})",
+            quoted(name),
+            type_expression(property, root, depth + 1),
+            requiredness,
+            constraints(property, root)
+        );
+        if let Some(text) = property
+            .get("description")
+            .or_else(|| resolve(property, root, 0).get("description"))
+            .and_then(Value::as_str)
+            .and_then(normalized)
+        {
+            let _ = write!(out, ": {text}");
+        }
+        out.push('\n');
+        if depth >= SIGNATURE_DEPTH {
+            continue;
+        }
+        let resolved = resolve(property, root, 0);
+        if !properties_of(resolved, root).is_empty() {
+            arguments(out, resolved, root, depth + 1);
+        } else if let Some(items) = resolved.get("items").map(|items| resolve(items, root, 0))
+            && !properties_of(items, root).is_empty()
+        {
+            let _ = writeln!(out, "{indent}  - each item:");
+            arguments(out, items, root, depth + 2);
+        }
+    }
 }
 
 /// `<server>:///` and `<server>:///resources`: the server's resources and resource
@@ -542,9 +563,16 @@ fn constraints(schema: &Value, root: &Value) -> String {
     parts.iter().map(|part| format!(", {part}")).collect()
 }
 
-/// The properties of an object schema (through local `$ref`s and a single `allOf`), in the
-/// server's order.
+/// The properties of an object schema (through local `$ref`s and `allOf`): the required
+/// ones first, each group in name order.
 fn properties_of<'s>(schema: &'s Value, root: &'s Value) -> Vec<(&'s String, &'s Value)> {
+    let required = required_of(schema, root);
+    let mut all = all_properties(schema, root);
+    all.sort_by_key(|(name, _)| !required.contains(&name.as_str()));
+    all
+}
+
+fn all_properties<'s>(schema: &'s Value, root: &'s Value) -> Vec<(&'s String, &'s Value)> {
     let schema = resolve(schema, root, 0);
     let mut out: Vec<(&String, &Value)> = Vec::new();
     if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
@@ -552,7 +580,7 @@ fn properties_of<'s>(schema: &'s Value, root: &'s Value) -> Vec<(&'s String, &'s
     }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for part in all {
-            for (name, property) in properties_of(part, root) {
+            for (name, property) in all_properties(part, root) {
                 if !out.iter().any(|(seen, _)| *seen == name) {
                     out.push((name, property));
                 }
@@ -691,4 +719,197 @@ fn decode(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn first_sentences_and_caps() {
+        assert_eq!(
+            first_sentence("Reads a file. Then more.").as_deref(),
+            Some("Reads a file.")
+        );
+        assert_eq!(
+            first_sentence("\n\n  Lists   things\nacross lines\n\nSecond paragraph.").as_deref(),
+            Some("Lists things across lines")
+        );
+        assert_eq!(
+            first_sentence("Version 1.5 is fine. Next.").as_deref(),
+            Some("Version 1.5 is fine.")
+        );
+        assert_eq!(first_sentence("  \n "), None);
+        let long = "word ".repeat(100);
+        let capped = first_sentence(&long).expect("a line");
+        assert!(capped.chars().count() <= ONE_LINER_MAX, "{capped}");
+        assert!(capped.ends_with('…'));
+        let unbroken = "x".repeat(500);
+        assert_eq!(cap(&unbroken).chars().count(), ONE_LINER_MAX);
+    }
+
+    #[test]
+    fn signatures_spell_types_without_inventing_values() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "mode": {"enum": ["r", "w"]},
+                "count": {"type": "integer", "default": 3},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "either": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "nested": {"$ref": "#/$defs/point"},
+                "remote": {"$ref": "https://example.com/schema.json"},
+                "fixed": {"const": 7},
+                "free": {}
+            },
+            "required": ["path", "nested"],
+            "$defs": {"point": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}}
+        });
+        assert_eq!(
+            signature(&schema),
+            r#"{"nested": {"x": number}, "path": string, "count"?: integer, "either"?: string | null, "fixed"?: 7, "free"?: any, "mode"?: "r" | "w", "remote"?: any, "tags"?: [string]}"#
+        );
+        assert_eq!(signature(&json!({"type": "object"})), "{}");
+        // A schema that refers to itself ends in a word, not a stack overflow.
+        let cycle = json!({"type": "object", "properties": {"next": {"$ref": "#"}}});
+        let text = signature(&cycle);
+        assert!(text.starts_with(r#"{"next"?: {"next"?: "#), "{text}");
+        assert!(text.contains("object"), "{text}");
+    }
+
+    #[test]
+    fn uris_encode_and_resolve_both_ways() {
+        assert_eq!(
+            tool_uri("git hub", "a/b c"),
+            "worker://plurnk/tools/git%20hub/a%2Fb%20c.md"
+        );
+        assert_eq!(decode(&encode("ü/ %x")).as_deref(), Some("ü/ %x"));
+        assert_eq!(decode("%zz"), None);
+    }
+
+    /// A tiny deterministic generator, so the property test needs no extra crate.
+    fn next(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    fn name(seed: &mut u64) -> String {
+        const PIECES: [&str; 14] = [
+            "a", "b", "id", "_", "\"", "\\", ",", ": ", "{", "}", "ü", " ", "?", "|",
+        ];
+        (0..1 + next(seed) % 4)
+            .map(|_| PIECES[(next(seed) % PIECES.len() as u64) as usize])
+            .collect()
+    }
+
+    fn schema(seed: &mut u64, depth: usize) -> Value {
+        match next(seed) % if depth > 2 { 6 } else { 9 } {
+            0 => json!({"type": "string"}),
+            1 => json!({"type": ["integer", "null"]}),
+            2 => json!({"enum": [name(seed), 3, null, "a, b: {c}"]}),
+            3 => json!({"const": name(seed)}),
+            4 => json!({"type": "boolean", "default": true}),
+            5 => json!({"$ref": "#/$defs/shared"}),
+            6 => json!({"type": "array", "items": schema(seed, depth + 1)}),
+            7 => json!({"anyOf": [schema(seed, depth + 1), schema(seed, depth + 1)]}),
+            _ => object(seed, depth + 1).0,
+        }
+    }
+
+    /// An object schema, and its property names with their requiredness.
+    fn object(seed: &mut u64, depth: usize) -> (Value, Vec<(String, bool)>) {
+        let mut properties = serde_json::Map::new();
+        let mut required = Vec::new();
+        for _ in 0..next(seed) % 6 {
+            let key = name(seed);
+            if properties.contains_key(&key) {
+                continue;
+            }
+            properties.insert(key.clone(), schema(seed, depth));
+            if next(seed).is_multiple_of(2) {
+                required.push(key);
+            }
+        }
+        let mut expected: Vec<(String, bool)> = properties
+            .keys()
+            .map(|key| (key.clone(), required.contains(key)))
+            .collect();
+        // Required first, each group in name order.
+        expected.sort_by_key(|(_, required)| !required);
+        let value = json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "$defs": {"shared": {"type": "object", "properties": {"k": {"type": "string"}}}}
+        });
+        (value, expected)
+    }
+
+    /// Reads a signature's top level back: each property's name and whether it is required.
+    fn parse_back(text: &str) -> Vec<(String, bool)> {
+        let inner = text
+            .strip_prefix('{')
+            .and_then(|rest| rest.strip_suffix('}'))
+            .expect("an object");
+        let mut out = Vec::new();
+        let mut rest = inner;
+        while !rest.is_empty() {
+            // The name: one JSON string.
+            let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+            let key = stream.next().expect("a name").expect("a JSON string");
+            rest = &rest[stream.byte_offset()..];
+            let (required, after) = match rest.strip_prefix("?: ") {
+                Some(after) => (false, after),
+                None => (true, rest.strip_prefix(": ").expect("a colon")),
+            };
+            // The type: up to the next ", " outside brackets, braces and strings.
+            let (mut depth, mut in_string, mut escaped, mut end) =
+                (0i32, false, false, after.len());
+            for (at, c) in after.char_indices() {
+                if in_string {
+                    match (escaped, c) {
+                        (true, _) => escaped = false,
+                        (false, '\\') => escaped = true,
+                        (false, '"') => in_string = false,
+                        _ => {}
+                    }
+                    continue;
+                }
+                match c {
+                    '"' => in_string = true,
+                    '{' | '[' | '(' => depth += 1,
+                    '}' | ']' | ')' => depth -= 1,
+                    ',' if depth == 0 => {
+                        end = at;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            out.push((key, required));
+            rest = after[end..].strip_prefix(", ").unwrap_or("");
+        }
+        out
+    }
+
+    #[test]
+    fn property_every_signature_parses_back_into_its_names_and_requiredness() {
+        let mut seed = 42;
+        for case in 0..2_000 {
+            let (schema, expected) = object(&mut seed, 0);
+            let text = signature(&schema);
+            assert!(!text.contains('\n'), "one line: {text}");
+            assert_eq!(
+                parse_back(&text),
+                expected,
+                "case {case}: {text}\nfrom {schema}"
+            );
+            // Deterministic: the same schema gives the same bytes.
+            assert_eq!(signature(&schema), text);
+        }
+    }
 }
