@@ -427,6 +427,10 @@ fn object_signature(schema: &Value, root: &Value, depth: usize) -> String {
 
 /// The type of one schema as the signature spells it.
 fn type_expression(schema: &Value, root: &Value, depth: usize) -> String {
+    // Alternatives and `$ref`s can nest (or loop) without adding a level of the value.
+    if depth > SIGNATURE_DEPTH * 4 {
+        return "any".into();
+    }
     let schema = resolve(schema, root, 0);
     let Some(object) = schema.as_object() else {
         // `true` (or a broken schema) admits anything.
@@ -451,7 +455,7 @@ fn type_expression(schema: &Value, root: &Value, depth: usize) -> String {
         {
             let mut words: Vec<String> = Vec::new();
             for alternative in alternatives {
-                let word = type_expression(alternative, root, depth);
+                let word = type_expression(alternative, root, depth + 1);
                 if !words.contains(&word) {
                     words.push(word);
                 }
@@ -462,7 +466,7 @@ fn type_expression(schema: &Value, root: &Value, depth: usize) -> String {
     if let Some(all) = object.get("allOf").and_then(Value::as_array)
         && all.len() == 1
     {
-        return type_expression(&all[0], root, depth);
+        return type_expression(&all[0], root, depth + 1);
     }
     let types: Vec<&str> = match object.get("type") {
         Some(Value::String(word)) => vec![word.as_str()],
@@ -567,20 +571,29 @@ fn constraints(schema: &Value, root: &Value) -> String {
 /// ones first, each group in name order.
 fn properties_of<'s>(schema: &'s Value, root: &'s Value) -> Vec<(&'s String, &'s Value)> {
     let required = required_of(schema, root);
-    let mut all = all_properties(schema, root);
+    let mut all = all_properties(schema, root, 0);
     all.sort_by_key(|(name, _)| !required.contains(&name.as_str()));
     all
 }
 
-fn all_properties<'s>(schema: &'s Value, root: &'s Value) -> Vec<(&'s String, &'s Value)> {
+/// How deep `allOf`s are followed (they can refer back to where they are).
+const ALL_OF_DEPTH: usize = 8;
+
+fn all_properties<'s>(
+    schema: &'s Value,
+    root: &'s Value,
+    depth: usize,
+) -> Vec<(&'s String, &'s Value)> {
     let schema = resolve(schema, root, 0);
     let mut out: Vec<(&String, &Value)> = Vec::new();
     if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
         out.extend(properties.iter());
     }
-    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array)
+        && depth < ALL_OF_DEPTH
+    {
         for part in all {
-            for (name, property) in all_properties(part, root) {
+            for (name, property) in all_properties(part, root, depth + 1) {
                 if !out.iter().any(|(seen, _)| *seen == name) {
                     out.push((name, property));
                 }
@@ -591,15 +604,21 @@ fn all_properties<'s>(schema: &'s Value, root: &'s Value) -> Vec<(&'s String, &'
 }
 
 fn required_of<'s>(schema: &'s Value, root: &'s Value) -> Vec<&'s str> {
+    required_within(schema, root, 0)
+}
+
+fn required_within<'s>(schema: &'s Value, root: &'s Value, depth: usize) -> Vec<&'s str> {
     let schema = resolve(schema, root, 0);
     let mut out: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
         .map(|names| names.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array)
+        && depth < ALL_OF_DEPTH
+    {
         for part in all {
-            out.extend(required_of(part, root));
+            out.extend(required_within(part, root, depth + 1));
         }
     }
     out
@@ -777,6 +796,15 @@ mod tests {
         let text = signature(&cycle);
         assert!(text.starts_with(r#"{"next"?: {"next"?: "#), "{text}");
         assert!(text.contains("object"), "{text}");
+        // Loops through alternatives and allOf end too, and the document still renders.
+        for looping in [
+            json!({"anyOf": [{"$ref": "#"}], "type": "object", "properties": {"a": {"$ref": "#"}}}),
+            json!({"allOf": [{"$ref": "#"}], "properties": {"a": {"type": "string"}}}),
+            json!({"properties": {"a": {"oneOf": [{"$ref": "#/properties/a"}]}}}),
+        ] {
+            let text = signature(&looping);
+            assert!(text.starts_with('{') && !text.contains('\n'), "{text}");
+        }
     }
 
     #[test]
