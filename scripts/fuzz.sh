@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzing with cargo-fuzz (libFuzzer, nightly): the environment parser, definition JSON,
-# the signature renderer,
-# stdio framing and the redactor (fuzz/fuzz_targets/).
+# stdio framing, the redactor and the signature renderer (fuzz/fuzz_targets/).
 #
 #   scripts/fuzz.sh                          # every target for FUZZ_SECONDS (default 10)
 #   FUZZ_SECONDS=600 scripts/fuzz.sh redactor   # one target, longer
