@@ -63,6 +63,16 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Serves the Prometheus endpoint `--metrics` asks for, on the command's runtime. For port 0
+/// the address picked goes to stderr (stdout carries only the command's output).
+pub(crate) fn serve_metrics(address: std::net::SocketAddr) -> Result<(), ExitCode> {
+    let bound = plurnk_mcp::prometheus::serve(address).map_err(fail)?;
+    if address.port() == 0 {
+        errln!("metrics: http://{bound}/metrics");
+    }
+    Ok(())
+}
+
 /// Options every command shares: where workspace state lives, and which workspace.
 pub(crate) struct Global {
     /// The SQLite state file.

@@ -25,7 +25,7 @@ use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
     ProgressSink, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
 };
-use crate::protocol::{CallContext, ConnectOptions};
+use crate::protocol::{self, CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
 pub use crate::actors::supervisor::{ActionAnswer, HostMsg, SnapshotWatch};
@@ -712,7 +712,7 @@ impl Workspace {
             arguments,
         };
         // `run`'s body, not a call to it: the most common call is one future layer less.
-        let (route, context) = self.route(server, &operation, options)?;
+        let (route, context) = self.route(server, &operation, options).map_err(refused)?;
         settled(route.session.call(&operation, &context).await)
     }
 
@@ -786,7 +786,7 @@ impl Workspace {
         operation: Operation,
         options: CallOptions,
     ) -> Result<ToolResult, CallError> {
-        let (route, context) = self.route(server, &operation, options)?;
+        let (route, context) = self.route(server, &operation, options).map_err(refused)?;
         // Straight to the server's session, in this task: dropping this future cancels the
         // request on the wire.
         settled(route.session.call(&operation, &context).await)
@@ -1012,10 +1012,18 @@ impl Workspace {
 }
 
 /// What leaves the host of a settled call: scrubbed of every registered secret.
+/// A call's answer as the caller gets it: counted, then scrubbed.
 fn settled(result: Result<ToolResult, CallError>) -> Result<ToolResult, CallError> {
+    protocol::count(result.as_ref());
     result
         .map(ToolResult::scrubbed)
         .map_err(CallError::scrubbed)
+}
+
+/// A call refused before it reached a server's session, counted like any answer.
+fn refused(error: CallError) -> CallError {
+    protocol::count(Err(&error));
+    error
 }
 
 fn object(
@@ -1026,9 +1034,9 @@ fn object(
     match value {
         Value::Object(map) => Ok(map),
         Value::Null => Ok(serde_json::Map::new()),
-        _ => Err(CallError::InvalidArguments {
+        _ => Err(refused(CallError::InvalidArguments {
             alias: server.to_owned(),
             tool: what.to_owned(),
-        }),
+        })),
     }
 }

@@ -13,6 +13,8 @@
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
+//! - [`prometheus`]: the optional `GET /metrics` endpoint over the `metrics` facade the host
+//!   records through, and the table of what it records.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,6 +43,7 @@ pub mod config;
 pub mod host;
 pub mod model;
 pub mod projection;
+pub mod prometheus;
 mod protocol;
 pub mod redact;
 pub mod store;
@@ -63,6 +66,7 @@ pub use model::{
     Progress, ProgressSink, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot,
     ServerState, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
+pub use prometheus::PrometheusError;
 pub use store::{
     MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord,
 };

@@ -19,6 +19,10 @@ struct Cli {
     /// The workspace to act in.
     #[arg(long, global = true, default_value = plurnk_mcp::DEFAULT_WORKSPACE)]
     workspace: String,
+    /// Serve Prometheus metrics at http://ADDRESS/metrics while the command runs
+    /// (IP:PORT; port 0 picks a free port and prints the URL to stderr).
+    #[arg(long, global = true, value_name = "ADDRESS")]
+    metrics: Option<std::net::SocketAddr>,
     #[command(subcommand)]
     command: Command,
 }
@@ -207,11 +211,18 @@ fn main() -> ExitCode {
     }
     let global = cli::Global::new(cli.state, cli.workspace);
     let global = &global;
+    let metrics = cli.metrics;
     runtime.block_on(async move {
         // The fixture is a server, not a host: signals keep their ordinary meaning for it
         // (and a hostile mode, which blocks this thread, decides for itself).
         if matches!(cli.command, Command::Fixture { .. }) {
             return run(cli.command, global).await;
+        }
+        // Before the host starts, so its first state changes and commits are counted.
+        if let Some(address) = metrics
+            && let Err(code) = cli::serve_metrics(address)
+        {
+            return code;
         }
         let command = async move { run(cli.command, global).await };
         // A signal shuts the host down cleanly (and the reaper covers a harder death).

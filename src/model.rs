@@ -137,15 +137,23 @@ pub enum ServerState {
     CrashLoop,
 }
 
-impl fmt::Display for ServerState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl ServerState {
+    /// The state's name as it is shown and serialized: `disabled`, `connecting`, `ready`,
+    /// `unavailable`, `crash-loop`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Self::Disabled => "disabled",
             Self::Connecting => "connecting",
             Self::Ready => "ready",
             Self::Unavailable => "unavailable",
             Self::CrashLoop => "crash-loop",
-        })
+        }
+    }
+}
+
+impl fmt::Display for ServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -575,6 +583,31 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// A stable, kebab-case name for the kind of failure, the same for every alias, tool and
+    /// message: `unknown-server`, `not-ready`, `unknown-tool`, `unsupported`,
+    /// `unknown-prompt`, `invalid-arguments`, `timeout`, `cancelled`, `connection-lost`,
+    /// `closing`, `remote`, `protocol`, `interaction`, `overloaded`, `shutting-down`. The
+    /// `kind` label of `plurnk_mcp_call_errors_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::UnknownServer(_) => "unknown-server",
+            Self::NotReady { .. } => "not-ready",
+            Self::UnknownTool { .. } => "unknown-tool",
+            Self::Unsupported { .. } => "unsupported",
+            Self::UnknownPrompt { .. } => "unknown-prompt",
+            Self::InvalidArguments { .. } => "invalid-arguments",
+            Self::Timeout { .. } => "timeout",
+            Self::Cancelled { .. } => "cancelled",
+            Self::ConnectionLost { .. } => "connection-lost",
+            Self::Closing { .. } => "closing",
+            Self::Remote { .. } => "remote",
+            Self::Protocol { .. } => "protocol",
+            Self::Interaction { .. } => "interaction",
+            Self::Overloaded { .. } => "overloaded",
+            Self::ShuttingDown => "shutting-down",
+        }
+    }
+
     /// The same error with every registered secret scrubbed from its text and data.
     pub(crate) fn scrubbed(self) -> Self {
         use crate::redact::scrub_json;

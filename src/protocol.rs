@@ -18,7 +18,7 @@ pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, OnUpdate};
 pub(crate) use reaper::Reaper;
-pub(crate) use session::{Opened, Opening, Ready, Relisted, Session, open, relist};
+pub(crate) use session::{Opened, Opening, Ready, Relisted, Session, count, open, relist};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,

@@ -765,3 +765,140 @@ fn a_closed_stdout_does_not_panic_the_command_line() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(output.status.success(), "{:?}: {stderr}", output.status);
 }
+
+/// A raw HTTP/1.1 GET of `path` on `address`, bounded: the status line and the body.
+fn http_get(address: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let bound = std::time::Duration::from_secs(20);
+    let mut stream = std::net::TcpStream::connect(address).expect("the endpoint accepts");
+    stream
+        .set_read_timeout(Some(bound))
+        .expect("a read timeout");
+    stream
+        .set_write_timeout(Some(bound))
+        .expect("a write timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("the request is sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("the endpoint answers and closes");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, body.to_owned())
+}
+
+/// The value of the sample `series` (its name and labels as rendered) in a scrape.
+fn sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn metrics_are_served_while_a_command_runs_and_stdout_stays_the_commands() {
+    use std::io::BufRead;
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime for the probe");
+    let probe = runtime.block_on(plurnk_mcp_fixture::probe::Probe::start());
+    let mut env = vars(&[("PLURNK_MCP_ENABLED", json!(["slow"]).to_string())]);
+    env.extend(fixture("slow", &["--probe", probe.address()]));
+    let mut command = Command::new(EXE);
+    command
+        .args(["--metrics", "127.0.0.1:0", "--state", &scratch_state()])
+        .args(["call", "slow", "gate", r#"{"id": "scraped"}"#])
+        .env_clear()
+        .envs(&env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Ok(path) = std::env::var("PATH") {
+        command.env("PATH", path);
+    }
+    let mut child = command.spawn().expect("plurnk-mcp runs");
+    // Stderr is read on a thread, so a line that never comes fails the test in time
+    // instead of blocking it.
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let url = loop {
+        let line = seen
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the command names the metrics URL on stderr");
+        if let Some(url) = line.strip_prefix("metrics: ") {
+            break url.to_owned();
+        }
+    };
+    let address = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("http://ADDRESS/metrics")
+        .to_owned();
+    assert!(!address.ends_with(":0"), "the bound port is named: {url}");
+    // The host is up and the call in flight: the server connected (connecting → ready, one
+    // change) and the commits that showed it were counted, exactly: the process is the
+    // command's alone.
+    runtime.block_on(probe.wait_gate("scraped", std::time::Duration::from_secs(20)));
+    let (status, scrape) = http_get(&address, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{scrape}");
+    for (series, value) in [
+        (r#"plurnk_mcp_state_changes_total{to="ready"}"#, 1.0),
+        (
+            r#"plurnk_mcp_attachments{workspace="default",state="ready"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&scrape, series), Some(value), "{series}:\n{scrape}");
+    }
+    assert!(
+        sample(&scrape, "plurnk_mcp_commits_total").is_some_and(|commits| commits >= 1.0),
+        "{scrape}"
+    );
+    assert!(
+        !scrape.contains("slow") && !scrape.contains("scraped"),
+        "no alias or argument is a label:\n{scrape}"
+    );
+    let (status, _) = http_get(&address, "/");
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    assert!(runtime.block_on(probe.release("scraped")));
+    let output = child.wait_with_output().expect("it exits");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let result: Value = serde_json::from_slice(&output.stdout).expect("stdout is the result");
+    assert_eq!(result["content"][0]["text"], "released scraped", "{result}");
+}
+
+#[test]
+fn a_metrics_address_that_is_none_or_is_taken_is_refused_by_name() {
+    let output = run(&["--metrics", "localhost", "status"], &BTreeMap::new());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("--metrics") && stderr.contains("localhost"),
+        "{stderr}"
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let address = taken.local_addr().expect("address").to_string();
+    let output = run(&["--metrics", &address, "status"], &BTreeMap::new());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot serve metrics on {address}")),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
+}

@@ -2785,3 +2785,126 @@ async fn a_definition_change_under_load_swaps_with_no_lost_call_and_no_gap() {
     );
     shutdown_clean(host).await;
 }
+
+/// A raw HTTP/1.1 GET of `path` on `address`, bounded: the status line and the body.
+async fn http_get(address: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        std::io::Result::Ok(String::from_utf8_lossy(&response).into_owned())
+    };
+    let response = tokio::time::timeout(BOUND, exchange)
+        .await
+        .expect("the endpoint answers in time")
+        .expect("the endpoint answers");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, body.to_owned())
+}
+
+/// The value of the sample `series` (its name and labels as rendered) in a scrape.
+fn sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+// The one test of this binary that installs the process's recorder: the other tests run
+// beside it and count into it too, so each value is asserted as a floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prometheus_endpoint_counts_calls_errors_commits_and_a_reconnect() {
+    use plurnk_mcp::{PrometheusError, prometheus};
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let busy = taken.local_addr().expect("address");
+    match prometheus::serve(busy) {
+        Err(error @ PrometheusError::Bind { .. }) => {
+            assert!(error.to_string().contains(&busy.to_string()), "{error}");
+        }
+        other => panic!("a taken address is refused: {other:?}"),
+    }
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    // Refused at the address, nothing was installed: this one succeeds.
+    let address = prometheus::serve(any).expect("the endpoint starts");
+    assert_ne!(address.port(), 0, "the bound port is given");
+    assert!(
+        matches!(
+            prometheus::serve(any),
+            Err(PrometheusError::AlreadyInstalled)
+        ),
+        "a second recorder is refused"
+    );
+
+    let probe = Probe::start().await;
+    let config = Env::new()
+        .probed("metered", &probe, &[])
+        .enable(&["metered"])
+        .config();
+    let host = Host::start_with(config, fast_restarts())
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let first = workspace.snapshot().server("metered").map(|s| s.generation);
+    let pid = pid_of(&workspace, "metered").await;
+    let unknown = workspace
+        .call_tool("metered", "no-such-tool", json!({}), CallOptions::default())
+        .await;
+    assert!(
+        matches!(unknown, Err(CallError::UnknownTool { .. })),
+        "{unknown:?}"
+    );
+    // SAFETY: a signal to the process we spawned.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let back = workspace
+        .wait_for(BOUND, |s| {
+            s.server("metered")
+                .is_some_and(|s| s.state == ServerState::Ready && Some(s.generation) > first)
+        })
+        .await;
+    assert!(
+        back.server("metered")
+            .is_some_and(|s| s.state == ServerState::Ready && Some(s.generation) > first),
+        "the server came back: {:?}",
+        back.server("metered")
+    );
+
+    let (status, scrape) = http_get(address, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{scrape}");
+    for (series, floor) in [
+        (r#"plurnk_mcp_calls_total{outcome="ok"}"#, 1.0),
+        (r#"plurnk_mcp_calls_total{outcome="error"}"#, 1.0),
+        (r#"plurnk_mcp_call_errors_total{kind="unknown-tool"}"#, 1.0),
+        ("plurnk_mcp_call_seconds_count", 1.0),
+        ("plurnk_mcp_commits_total", 3.0),
+        (r#"plurnk_mcp_state_changes_total{to="ready"}"#, 2.0),
+        (r#"plurnk_mcp_state_changes_total{to="unavailable"}"#, 1.0),
+        ("plurnk_mcp_restarts_total", 1.0),
+        ("plurnk_mcp_reconnects_total", 1.0),
+    ] {
+        let value = sample(&scrape, series);
+        assert!(
+            value.is_some_and(|value| value >= floor),
+            "{series} is {value:?}, at least {floor} expected:\n{scrape}"
+        );
+    }
+    assert!(
+        scrape.contains("# TYPE plurnk_mcp_call_seconds histogram")
+            && scrape.contains("# HELP plurnk_mcp_calls_total calls the host answered"),
+        "{scrape}"
+    );
+    assert!(
+        !scrape.contains("metered") && !scrape.contains("no-such-tool"),
+        "no alias or tool is a label:\n{scrape}"
+    );
+    shutdown_clean(host).await;
+}

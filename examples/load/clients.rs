@@ -185,7 +185,7 @@ impl Session {
                     Err(CallError::ConnectionLost { detail, .. }) => {
                         Err(format!("connection-lost ({detail})"))
                     }
-                    Err(error) => Err(call_error_kind(&error).into()),
+                    Err(error) => Err(error.kind().into()),
                 }
             }
             Session::Rmcp(services) => rmcp_echo(&services[server].service).await,
@@ -297,21 +297,6 @@ impl Session {
             }
         }
         started.elapsed()
-    }
-}
-
-/// A stable label for each kind of host call failure.
-pub fn call_error_kind(error: &CallError) -> &'static str {
-    match error {
-        CallError::UnknownServer(_) => "unknown-server",
-        CallError::NotReady { .. } => "not-ready",
-        CallError::UnknownTool { .. } => "unknown-tool",
-        CallError::Timeout { .. } => "timeout",
-        CallError::Cancelled { .. } => "cancelled",
-        CallError::ConnectionLost { .. } => "connection-lost",
-        CallError::Closing { .. } => "closing",
-        CallError::ShuttingDown => "shutting-down",
-        _ => "other",
     }
 }
 

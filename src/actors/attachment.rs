@@ -554,6 +554,11 @@ impl AttachmentState {
         let first = std::mem::replace(&mut self.first_attempt, false);
         match result {
             Ok(mut live) => {
+                // A connection after one this actor let go, or the first of an actor
+                // restarted after a crash, is the server coming back.
+                if self.generation > 0 || matches!(self.args.origin, Origin::Restarted(_)) {
+                    metrics::counter!("plurnk_mcp_reconnects_total").increment(1);
+                }
                 self.generation += 1;
                 let generation = self.generation;
                 let retired = live.retired.clone();

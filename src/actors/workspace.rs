@@ -731,13 +731,12 @@ impl WorkspaceState {
             .extend(settle.into_iter().map(|reply| (reply, answer.clone())));
         let previous = self.set_server(alias, Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
-            let _ = self.events.send(HostEvent::StateChanged {
-                workspace: self.name.clone(),
-                alias: alias.to_owned(),
-                from: previous.map(|p| p.state),
-                to: server.state,
-                problem: server.problem.clone(),
-            });
+            self.state_changed(
+                alias,
+                previous.map(|p| p.state),
+                server.state,
+                server.problem.clone(),
+            );
         }
         self.schedule_commit(myself);
         true
@@ -848,13 +847,12 @@ impl WorkspaceState {
         }
         let previous = self.set_server(&alias, Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
-            let _ = self.events.send(HostEvent::StateChanged {
-                workspace: self.name.clone(),
-                alias: alias.clone(),
-                from: previous.map(|p| p.state),
-                to: server.state,
-                problem: server.problem.clone(),
-            });
+            self.state_changed(
+                &alias,
+                previous.map(|p| p.state),
+                server.state,
+                server.problem.clone(),
+            );
         }
         // Reports arriving in a burst (hydration of many servers) become one snapshot: the
         // commit is a message queued behind them. Waiters are answered only once the
@@ -1023,13 +1021,12 @@ impl WorkspaceState {
         } else if self.entries.contains_key(&alias) {
             let placeholder = self.placeholder(&alias, false);
             let previous = self.set_server(&alias, Arc::new(placeholder.clone()));
-            let _ = self.events.send(HostEvent::StateChanged {
-                workspace: self.name.clone(),
-                alias: alias.clone(),
-                from: previous.map(|p| p.state),
-                to: ServerState::Disabled,
-                problem: None,
-            });
+            self.state_changed(
+                &alias,
+                previous.map(|p| p.state),
+                ServerState::Disabled,
+                None,
+            );
         }
         for reply in pending.detach {
             self.after_commit.push((reply, Ok(answer.clone())));
@@ -1424,9 +1421,28 @@ impl WorkspaceState {
         }
     }
 
+    /// Tells subscribers that `alias` moved from `from` to `to`, and counts the move.
+    fn state_changed(
+        &self,
+        alias: &str,
+        from: Option<ServerState>,
+        to: ServerState,
+        problem: Option<Problem>,
+    ) {
+        metrics::counter!("plurnk_mcp_state_changes_total", "to" => to.as_str()).increment(1);
+        let _ = self.events.send(HostEvent::StateChanged {
+            workspace: self.name.clone(),
+            alias: alias.to_owned(),
+            from,
+            to,
+            problem,
+        });
+    }
+
     /// Builds and swaps in a new snapshot: the one place a workspace's view changes.
     fn commit(&mut self) {
         self.version += 1;
+        metrics::counter!("plurnk_mcp_commits_total").increment(1);
         let snapshot = Arc::new(WorkspaceSnapshot {
             workspace: self.name.clone(),
             version: self.version,
@@ -1457,7 +1473,7 @@ impl WorkspaceState {
         }
         let routes = self.routes.clone();
         for (state, count) in state_counts(snapshot.servers.values().map(|s| s.state)) {
-            metrics::gauge!("plurnk_mcp_attachments", "workspace" => self.name.clone(), "state" => state.to_string())
+            metrics::gauge!("plurnk_mcp_attachments", "workspace" => self.name.clone(), "state" => state.as_str())
                 .set(count as f64);
         }
         self.published

@@ -476,8 +476,8 @@ impl Session {
         // The places are given back before the caller has the answer, so a caller that
         // calls again at once finds them free.
         drop(place);
-        metrics::counter!("plurnk_mcp_calls_total", "outcome" => outcome_label(&result))
-            .increment(1);
+        // Time on the server, from admission to answer; the caller counts the call itself
+        // (`count`), refusals included.
         metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
         result
     }
@@ -594,15 +594,35 @@ impl Drop for Place<'_> {
     }
 }
 
-/// The `outcome` label of `plurnk_mcp_calls_total` for a settled call.
-fn outcome_label(result: &Result<ToolResult, CallError>) -> &'static str {
-    match result {
-        Ok(result) if result.is_error => "tool-error",
-        Ok(_) => "ok",
-        Err(CallError::Timeout { .. }) => "timeout",
-        Err(CallError::Cancelled { .. }) => "cancelled",
-        Err(CallError::Overloaded { .. }) => "overloaded",
-        Err(_) => "error",
+/// Counts a call as its caller sees it settle: `plurnk_mcp_calls_total{outcome}`, and for
+/// a failure `plurnk_mcp_call_errors_total{kind}` (the [`CallError::kind`]). Every call the
+/// host answers passes here once, refused or run: a refusal at the route or at the gate
+/// (unknown tool, not ready, overloaded) is counted like a failure on the wire.
+pub(crate) fn count(result: Result<&ToolResult, &CallError>) {
+    use metrics::counter;
+    // One arm per outcome with literal labels: the macro keeps each key in a static, so a
+    // call that succeeds allocates nothing here.
+    let calls = match result {
+        Ok(result) if result.is_error => {
+            counter!("plurnk_mcp_calls_total", "outcome" => "tool-error")
+        }
+        Ok(_) => counter!("plurnk_mcp_calls_total", "outcome" => "ok"),
+        Err(CallError::Timeout { .. }) => {
+            counter!("plurnk_mcp_calls_total", "outcome" => "timeout")
+        }
+        Err(CallError::Cancelled { .. }) => {
+            counter!("plurnk_mcp_calls_total", "outcome" => "cancelled")
+        }
+        Err(CallError::Overloaded { .. }) => {
+            counter!("plurnk_mcp_calls_total", "outcome" => "overloaded")
+        }
+        Err(_) => counter!("plurnk_mcp_calls_total", "outcome" => "error"),
+    };
+    calls.increment(1);
+    if let Err(error) = result {
+        // The label's value is a `&'static str`, but a computed one, so the key takes a
+        // small vector: only a failing call pays it, beside the strings its error holds.
+        counter!("plurnk_mcp_call_errors_total", "kind" => error.kind()).increment(1);
     }
 }
 
@@ -610,8 +630,32 @@ fn outcome_label(result: &Result<ToolResult, CallError>) -> &'static str {
 mod tests {
     use super::*;
 
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    /// The counters `count` touched, as (name, label value, count).
+    fn counted(result: &Result<ToolResult, CallError>) -> Vec<(String, String, u64)> {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || count(result.as_ref()));
+        let mut seen: Vec<_> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, _, value)| {
+                let DebugValue::Counter(value) = value else {
+                    return None;
+                };
+                let key = key.key();
+                let labels: Vec<_> = key.labels().map(|label| label.value().to_owned()).collect();
+                Some((key.name().to_owned(), labels.join(","), value))
+            })
+            .collect();
+        seen.sort();
+        seen
+    }
+
     #[test]
-    fn a_call_is_counted_under_the_outcome_the_caller_saw() {
+    fn a_call_is_counted_under_the_outcome_the_caller_saw_and_its_error_kind() {
         let result = |is_error| {
             Ok(ToolResult {
                 is_error,
@@ -620,8 +664,8 @@ mod tests {
         };
         let (alias, tool) = (String::from("s"), String::from("t"));
         let cases = [
-            (result(false), "ok"),
-            (result(true), "tool-error"),
+            (result(false), "ok", None),
+            (result(true), "tool-error", None),
             (
                 Err(CallError::Timeout {
                     alias: alias.clone(),
@@ -629,13 +673,15 @@ mod tests {
                     timeout_ms: 1,
                 }),
                 "timeout",
+                Some("timeout"),
             ),
             (
                 Err(CallError::Cancelled {
                     alias: alias.clone(),
-                    tool,
+                    tool: tool.clone(),
                 }),
                 "cancelled",
+                Some("cancelled"),
             ),
             (
                 Err(CallError::Overloaded {
@@ -644,17 +690,33 @@ mod tests {
                     scope: "on this server".into(),
                 }),
                 "overloaded",
+                Some("overloaded"),
             ),
             (
                 Err(CallError::Closing {
-                    alias,
+                    alias: alias.clone(),
                     reason: "closing".into(),
                 }),
                 "error",
+                Some("closing"),
+            ),
+            (
+                Err(CallError::UnknownTool { alias, tool }),
+                "error",
+                Some("unknown-tool"),
             ),
         ];
-        for (result, label) in cases {
-            assert_eq!(outcome_label(&result), label, "{result:?}");
+        for (result, outcome, kind) in cases {
+            let mut expected = vec![("plurnk_mcp_calls_total".to_owned(), outcome.to_owned(), 1)];
+            if let Some(kind) = kind {
+                expected.push((
+                    "plurnk_mcp_call_errors_total".to_owned(),
+                    kind.to_owned(),
+                    1,
+                ));
+            }
+            expected.sort();
+            assert_eq!(counted(&result), expected, "{result:?}");
         }
     }
 }

@@ -1,0 +1,447 @@
+//! An optional Prometheus endpoint for the host's metrics: [`serve`] installs the process's
+//! global [`metrics`] recorder and answers `GET /metrics` in the text exposition format.
+//!
+//! The host records through the `metrics` facade whether or not this endpoint runs; an
+//! embedder that has a recorder of its own installs that one instead and never calls
+//! [`serve`]. Labels stay few and bounded: an outcome, an error kind, a state, a workspace
+//! name; never an alias, a tool, an argument or anything a server sent.
+//!
+//! | metric | type | labels | counts |
+//! |---|---|---|---|
+//! | `plurnk_mcp_calls_total` | counter | `outcome` | calls answered: `ok`, `tool-error`, `timeout`, `cancelled`, `overloaded`, `error` |
+//! | `plurnk_mcp_call_errors_total` | counter | `kind` | calls failed or refused, by [`CallError::kind`](crate::CallError::kind) |
+//! | `plurnk_mcp_call_seconds` | histogram | | seconds a call spent on its server, admission to answer |
+//! | `plurnk_mcp_state_changes_total` | counter | `to` | server state changes, by the state entered |
+//! | `plurnk_mcp_commits_total` | counter | | workspace snapshots committed |
+//! | `plurnk_mcp_reconnects_total` | counter | | connections made again after a server was lost |
+//! | `plurnk_mcp_restarts_total` | counter | | lost connections and crashed attachments |
+//! | `plurnk_mcp_attachments` | gauge | `workspace`, `state` | servers of a workspace in each state |
+//! | `plurnk_mcp_workspace_failures_total` | counter | | workspace actors that failed |
+//! | `plurnk_mcp_notifications_dropped_total` | counter | | server notifications dropped by the flood guard |
+//! | `plurnk_mcp_server_requests_dropped_total` | counter | | server requests dropped past their bound |
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics::{KeyName, SharedString, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+/// Why the endpoint is not served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrometheusError {
+    /// The process already has a global `metrics` recorder (this endpoint's, or another).
+    #[error(
+        "a metrics recorder is already installed in this process: serve the Prometheus \
+         endpoint once, or export through the recorder that is installed"
+    )]
+    AlreadyInstalled,
+    /// The address could not be listened on.
+    #[error(
+        "cannot serve metrics on {address}: {source}: choose a free address, or port 0 to \
+         have one picked"
+    )]
+    Bind {
+        /// The address asked for.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Called outside a Tokio runtime, and the endpoint's own thread could not start.
+    #[error("cannot start the thread that serves metrics: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// The upper bounds of `plurnk_mcp_call_seconds`' buckets: from an in-process answer to a
+/// tool that works for minutes.
+const CALL_SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0,
+];
+
+/// How long one scrape may take, its request and its answer together.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest request head read; a scraper's is a few hundred bytes.
+const MAX_HEAD: usize = 8 * 1024;
+
+/// Scrapes answered at once; a connection beyond them is closed unanswered.
+const MAX_CONNECTIONS: usize = 16;
+
+/// How often histogram samples are folded into their buckets between scrapes: until then
+/// each sample is held, so a host that is never scraped would hold every call's.
+const UPKEEP: Duration = Duration::from_secs(5);
+
+/// Installs the global `metrics` recorder and serves `GET /metrics` on `address`; returns
+/// the address it listens on (port 0 asks for any free port, and this is the one given).
+///
+/// Inside a Tokio runtime the endpoint runs as a task of that runtime; outside one, on a
+/// thread of its own. It runs as long as its runtime (or the process).
+///
+/// # Errors
+///
+/// [`PrometheusError::Bind`] if `address` cannot be listened on, and
+/// [`PrometheusError::AlreadyInstalled`] if the process has a recorder already; nothing is
+/// installed in either case.
+pub fn serve(address: SocketAddr) -> Result<SocketAddr, PrometheusError> {
+    // Listening first: a failure here leaves the process without a recorder, free to try
+    // another address; the recorder, once installed, cannot be taken back.
+    let bind = |source| PrometheusError::Bind { address, source };
+    let listener = std::net::TcpListener::bind(address).map_err(bind)?;
+    let bound = listener.local_addr().map_err(bind)?;
+    listener.set_nonblocking(true).map_err(bind)?;
+    let runtime = match tokio::runtime::Handle::try_current() {
+        Ok(handle) => Runtime::Caller(handle),
+        Err(_) => Runtime::Own(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(PrometheusError::Thread)?,
+        ),
+    };
+    let handle = builder()
+        .install_recorder()
+        // Setting the global recorder is the only way installing it fails.
+        .map_err(|_| PrometheusError::AlreadyInstalled)?;
+    describe();
+    let endpoint = run(listener, handle);
+    match runtime {
+        Runtime::Caller(handle) => drop(handle.spawn(endpoint)),
+        Runtime::Own(runtime) => {
+            std::thread::Builder::new()
+                .name("plurnk-mcp-metrics".into())
+                .spawn(move || runtime.block_on(endpoint))
+                .map_err(PrometheusError::Thread)?;
+        }
+    }
+    tracing::info!(address = %bound, "serving Prometheus metrics on /metrics");
+    Ok(bound)
+}
+
+/// Where the endpoint runs.
+enum Runtime {
+    /// The runtime `serve` was called in.
+    Caller(tokio::runtime::Handle),
+    /// A runtime of its own, on its own thread.
+    Own(tokio::runtime::Runtime),
+}
+
+/// The recorder: `plurnk_mcp_call_seconds` as a histogram with buckets (which a server
+/// fleet can aggregate), not the exporter's default summary.
+fn builder() -> PrometheusBuilder {
+    let builder = PrometheusBuilder::new();
+    match builder.set_buckets_for_metric(
+        Matcher::Full("plurnk_mcp_call_seconds".into()),
+        CALL_SECONDS_BUCKETS,
+    ) {
+        Ok(builder) => builder,
+        // Refused only for no buckets at all, and the list is a non-empty constant.
+        Err(_) => PrometheusBuilder::new(),
+    }
+}
+
+/// A metric the host records, as the endpoint describes it (`# HELP`, `# TYPE`, the unit).
+struct Described {
+    name: &'static str,
+    kind: Kind,
+    unit: Option<Unit>,
+    help: &'static str,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric the host records: the module's table, in code.
+const METRICS: [Described; 11] = [
+    Described {
+        name: "plurnk_mcp_calls_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "calls the host answered, by outcome (ok, tool-error, timeout, cancelled, overloaded, error)",
+    },
+    Described {
+        name: "plurnk_mcp_call_errors_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "calls that failed or were refused, by the kind of error",
+    },
+    Described {
+        name: "plurnk_mcp_call_seconds",
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "time a call spent on its server, from admission to answer",
+    },
+    Described {
+        name: "plurnk_mcp_state_changes_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "server state changes, by the state entered",
+    },
+    Described {
+        name: "plurnk_mcp_commits_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "workspace snapshots committed",
+    },
+    Described {
+        name: "plurnk_mcp_reconnects_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "connections made again after a server was lost",
+    },
+    Described {
+        name: "plurnk_mcp_restarts_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "lost connections and crashed attachments, each followed by a reconnect",
+    },
+    Described {
+        name: "plurnk_mcp_attachments",
+        kind: Kind::Gauge,
+        unit: None,
+        help: "servers of a workspace in each state",
+    },
+    Described {
+        name: "plurnk_mcp_workspace_failures_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "workspace actors that failed",
+    },
+    Described {
+        name: "plurnk_mcp_notifications_dropped_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "server notifications dropped by the flood guard",
+    },
+    Described {
+        name: "plurnk_mcp_server_requests_dropped_total",
+        kind: Kind::Counter,
+        unit: None,
+        help: "server requests dropped past the bound on unanswered ones",
+    },
+];
+
+/// Describes every metric to the installed recorder.
+fn describe() {
+    metrics::with_recorder(|recorder| {
+        for metric in &METRICS {
+            let (name, help) = (
+                KeyName::from_const_str(metric.name),
+                SharedString::const_str(metric.help),
+            );
+            match metric.kind {
+                Kind::Counter => recorder.describe_counter(name, metric.unit, help),
+                Kind::Gauge => recorder.describe_gauge(name, metric.unit, help),
+                Kind::Histogram => recorder.describe_histogram(name, metric.unit, help),
+            }
+        }
+    });
+}
+
+/// Accepts scrapes until the runtime ends, and keeps the histograms folded meanwhile.
+async fn run(listener: std::net::TcpListener, handle: PrometheusHandle) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "the metrics endpoint cannot accept connections");
+            return;
+        }
+    };
+    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut upkeep = tokio::time::interval(UPKEEP);
+    loop {
+        let stream = tokio::select! {
+            _ = upkeep.tick() => {
+                handle.run_upkeep();
+                continue;
+            }
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of descriptors, most likely: pause rather than spin.
+                    tracing::warn!(%error, "the metrics endpoint could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        // Beyond the bound the connection is dropped, which closes it.
+        let Ok(place) = Arc::clone(&places).try_acquire_owned() else {
+            continue;
+        };
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let _place = place;
+            let _ = tokio::time::timeout(EXCHANGE_TIMEOUT, answer(stream, &handle)).await;
+        });
+    }
+}
+
+/// Reads one request head and answers it; the connection closes after the answer.
+async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0_u8; 1024];
+    // The whole head is read before answering: a socket closed with unread bytes is reset,
+    // and the scraper could lose the answer to the reset.
+    while memchr::memmem::find(&head, b"\r\n\r\n").is_none() {
+        if head.len() > MAX_HEAD {
+            return respond(&mut stream, Response::too_large()).await;
+        }
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&chunk[..read]);
+    }
+    let line = head.split(|&byte| byte == b'\r').next().unwrap_or_default();
+    let line = std::str::from_utf8(line).unwrap_or_default();
+    let mut words = line.split(' ');
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let response = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => Response::metrics(handle.render(), method == "HEAD"),
+        (_, "/metrics") => Response::not_allowed(),
+        _ => Response::not_found(),
+    };
+    respond(&mut stream, response).await
+}
+
+/// An answer to a scrape.
+struct Response {
+    status: &'static str,
+    content_type: &'static str,
+    /// `Allow` for a method other than GET and HEAD.
+    allow: bool,
+    body: String,
+    /// A HEAD request: the headers only.
+    head_only: bool,
+}
+
+impl Response {
+    fn metrics(body: String, head_only: bool) -> Self {
+        Self {
+            status: "200 OK",
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            allow: false,
+            body,
+            head_only,
+        }
+    }
+
+    fn not_found() -> Self {
+        Self::text("404 Not Found", "not found: the metrics are at /metrics\n")
+    }
+
+    fn not_allowed() -> Self {
+        Self {
+            allow: true,
+            ..Self::text("405 Method Not Allowed", "use GET for /metrics\n")
+        }
+    }
+
+    fn too_large() -> Self {
+        Self::text(
+            "431 Request Header Fields Too Large",
+            "the request head is too large\n",
+        )
+    }
+
+    fn text(status: &'static str, body: &str) -> Self {
+        Self {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            allow: false,
+            body: body.to_owned(),
+            head_only: false,
+        }
+    }
+}
+
+async fn respond(stream: &mut TcpStream, response: Response) -> std::io::Result<()> {
+    let mut message = format!(
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
+        response.status,
+        response.content_type,
+        response.body.len(),
+        if response.allow {
+            "Allow: GET, HEAD\r\n"
+        } else {
+            ""
+        },
+    );
+    if !response.head_only {
+        message.push_str(&response.body);
+    }
+    stream.write_all(message.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The metric names the sources record: each `"plurnk_mcp_…"` literal that opens a
+    /// `metrics` macro call (`counter!(`, `gauge!(`, `histogram!(`).
+    fn recorded() -> std::collections::BTreeSet<String> {
+        fn walk(dir: &std::path::Path, found: &mut std::collections::BTreeSet<String>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, found);
+                    continue;
+                }
+                if path.extension().is_none_or(|ext| ext != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                for (at, _) in text.match_indices("\"plurnk_mcp_") {
+                    if !text[..at].trim_end().ends_with("!(") {
+                        continue;
+                    }
+                    let name: String = text[at + 1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect();
+                    found.insert(name);
+                }
+            }
+        }
+        let mut found = std::collections::BTreeSet::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        found
+    }
+
+    #[test]
+    fn every_recorded_metric_is_described_and_documented() {
+        let described: std::collections::BTreeSet<String> =
+            METRICS.iter().map(|m| m.name.to_owned()).collect();
+        assert_eq!(
+            recorded(),
+            described,
+            "the metrics the sources record and the ones described here differ"
+        );
+        let readme = include_str!("../README.md");
+        for metric in &METRICS {
+            assert!(
+                readme.contains(metric.name),
+                "README.md does not list {}",
+                metric.name
+            );
+        }
+    }
+}
