@@ -61,7 +61,7 @@ pub use model::{
     Authored, CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer,
     InProcessConnector, Interaction, InteractionHandler, Limits, Negotiated, Operation, Problem,
     Progress, ProgressSink, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot,
-    ServerState, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
+    ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
 pub use store::{
     MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord,
