@@ -471,6 +471,37 @@ pub(crate) async fn call(
     code
 }
 
+/// `plurnk-mcp exec '<op>'`: the op's result as JSON, exiting as [`call`] does. An op that
+/// cannot be read is refused before any server is started.
+pub(crate) async fn exec(global: &Global, op: &str) -> ExitCode {
+    if let Err(error) = plurnk_mcp::exec::parse(op) {
+        return fail(error);
+    }
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let code = match plurnk_mcp::exec::run(&workspace, op, CallOptions::default()).await {
+        Ok(value) => print_json(&value),
+        Err(plurnk_mcp::exec::ExecError::ToolError {
+            server,
+            tool,
+            result,
+            ..
+        }) => match serde_json::to_string_pretty(&result) {
+            Ok(text) => {
+                outln!("{text}");
+                errln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
+                ExitCode::from(1)
+            }
+            Err(error) => fail(error),
+        },
+        Err(error) => fail(error),
+    };
+    finish(&host).await;
+    code
+}
+
 /// Parses optional JSON arguments that must form an object.
 fn arguments(text: Option<&str>) -> Result<serde_json::Value, ExitCode> {
     match text {

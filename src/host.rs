@@ -157,6 +157,7 @@ struct Shared {
     settings: Arc<Settings>,
     closed: Arc<AtomicBool>,
     interaction: Option<InteractionHandler>,
+    events: broadcast::Sender<HostEvent>,
 }
 
 struct HostInner {
@@ -308,6 +309,7 @@ impl Host {
             settings: settings.clone(),
             closed: closed.clone(),
             interaction: options.interaction.clone(),
+            events: events.clone(),
         };
         for name in names {
             let mut definitions = seeds
@@ -634,6 +636,7 @@ async fn open_workspace(
         default_timeout: shared.settings.request_timeout,
         interaction: shared.interaction.clone(),
         closed: shared.closed.clone(),
+        events: shared.events.clone(),
     };
     Ok((workspace, fresh))
 }
@@ -650,6 +653,9 @@ pub struct Workspace {
     default_timeout: Duration,
     interaction: Option<InteractionHandler>,
     closed: Arc<AtomicBool>,
+    /// The host's event stream, for what a handle itself reports ([`crate::exec`]'s
+    /// telemetry).
+    events: broadcast::Sender<HostEvent>,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -664,6 +670,12 @@ impl Workspace {
     /// The workspace name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Sends `event` on the host's event stream; nobody listening is not a failure. The
+    /// caller scrubs what it puts in the event.
+    pub(crate) fn emit(&self, event: HostEvent) {
+        let _ = self.events.send(event);
     }
 
     /// The current snapshot: every server, its state and its enabled tools with effects.

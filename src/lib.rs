@@ -10,6 +10,8 @@
 //! - `actors`: the supervision tree — a supervisor, a workspace actor per workspace, an
 //!   attachment actor per (workspace, enabled server) — and the restart policy.
 //! - [`host`]: the embedding API, a cheap-to-clone [`Host`] handle over the actors.
+//! - [`exec`]: the EXEC bridge above it: `<<EXEC[server](tool):{…}:EXEC` parsed, validated
+//!   against one snapshot, classified and run, every failure a telemetry event.
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
@@ -40,6 +42,7 @@
 pub mod actors;
 pub mod capabilities;
 pub mod config;
+pub mod exec;
 pub mod host;
 pub mod model;
 pub mod projection;
@@ -64,7 +67,7 @@ pub use model::{
     Authored, CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer,
     InProcessConnector, Interaction, InteractionHandler, Limits, Negotiated, Operation, Problem,
     Progress, ProgressSink, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot,
-    ServerState, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
+    ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
 pub use prometheus::PrometheusError;
 pub use store::{

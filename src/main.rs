@@ -1,5 +1,5 @@
-//! The `plurnk-mcp` command line: `demo`, `status`, `tools`, `call`, and the hidden `fixture`
-//! server the demo and the tests spawn.
+//! The `plurnk-mcp` command line: `demo`, `status`, `tools`, `call`, `exec`, and the hidden
+//! `fixture` server the demo and the tests spawn.
 
 mod cli;
 
@@ -104,6 +104,15 @@ enum Command {
         tool: String,
         /// The arguments, a JSON object.
         arguments: Option<String>,
+    },
+    /// Run one EXEC op and print its result as JSON.
+    ///
+    /// `<<EXEC[server](tool):{"name":"value"}:EXEC` calls a tool; `<<EXEC[server]:?:EXEC`
+    /// prints the server's tools. Exits like `call`: 0 for a result, 1 for a result the tool
+    /// flagged `isError`, 2 for a failure.
+    Exec {
+        /// The op.
+        op: String,
     },
     /// List a server's resources and resource templates.
     Resources {
@@ -287,6 +296,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 tool,
                 arguments,
             } => cli::call(global, &server, &tool, arguments.as_deref()).await,
+            Command::Exec { op } => cli::exec(global, &op).await,
             Command::Fixture {
                 legacy,
                 name,

@@ -1028,6 +1028,62 @@ pub enum HostEvent {
         /// How many.
         count: u64,
     },
+    /// An EXEC op failed ([`crate::exec::run`]): what kind of failure, for the embedder's
+    /// telemetry. Its strings are scrubbed.
+    Telemetry {
+        /// `exec:<server>`.
+        source: String,
+        /// What failed.
+        event: TelemetryEvent,
+        /// The HTTP-like status of the failure (`404`, `422`, `503`, …).
+        status: u16,
+        /// The failure's message, bounded.
+        detail: String,
+    },
+}
+
+/// The kind of an EXEC failure a [`HostEvent::Telemetry`] reports; shown (and serialized)
+/// as `mcp_not_configured`, `mcp_unreachable`, ….
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum TelemetryEvent {
+    /// `mcp_not_configured`: the op names a server or tool this workspace does not offer.
+    #[serde(rename = "mcp_not_configured")]
+    NotConfigured,
+    /// `mcp_unreachable`: the server is not ready, or was lost during the call.
+    #[serde(rename = "mcp_unreachable")]
+    Unreachable,
+    /// `mcp_list_failed`: the server's catalog could not be listed (whole or in part).
+    #[serde(rename = "mcp_list_failed")]
+    ListFailed,
+    /// `mcp_bad_arguments`: the op could not be read, or its arguments fail the schema.
+    #[serde(rename = "mcp_bad_arguments")]
+    BadArguments,
+    /// `mcp_tool_error`: the tool reported `isError`, or the server answered with an error.
+    #[serde(rename = "mcp_tool_error")]
+    ToolError,
+    /// `mcp_auth_required`: the server needs authorization the host does not have.
+    #[serde(rename = "mcp_auth_required")]
+    AuthRequired,
+}
+
+impl TelemetryEvent {
+    /// The event's wire name, such as `mcp_bad_arguments`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotConfigured => "mcp_not_configured",
+            Self::Unreachable => "mcp_unreachable",
+            Self::ListFailed => "mcp_list_failed",
+            Self::BadArguments => "mcp_bad_arguments",
+            Self::ToolError => "mcp_tool_error",
+            Self::AuthRequired => "mcp_auth_required",
+        }
+    }
+}
+
+impl fmt::Display for TelemetryEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One available server as the `list` action shows it; never carries a credential value.

@@ -328,6 +328,54 @@ fn status_tools_and_call_on_fixture_servers() {
 }
 
 #[test]
+fn exec_prints_the_result_and_exits_as_call_does() {
+    let mut pairs = fixture("fx", &[]);
+    pairs.push(("PLURNK_MCP_ENABLED".into(), json!(["fx"]).to_string()));
+    let env: BTreeMap<String, String> = pairs.into_iter().collect();
+
+    let output = run(&["exec", r#"<<EXEC[fx](add):{"a":2,"b":40}:EXEC"#], &env);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON result");
+    assert_eq!(result["content"][0]["text"], "42");
+
+    let output = run(&["exec", "<<EXEC[fx]:?:EXEC"], &env);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let catalog: Value = serde_json::from_slice(&output.stdout).expect("JSON catalog");
+    assert_eq!(catalog["server"], "fx");
+    assert!(
+        catalog["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["name"] == "echo")),
+        "{catalog}"
+    );
+
+    let output = run(&["exec", "<<EXEC[fx](fail):EXEC"], &env);
+    assert_eq!(output.status.code(), Some(1), "isError exits 1");
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON result");
+    assert_eq!(result["isError"], true);
+    assert!(text(&output.stderr).contains("fx/fail reported a tool error"));
+
+    for (op, says) in [
+        ("<<EXEC[fx](nope):EXEC", "no enabled tool \"nope\""),
+        (
+            r#"<<EXEC[fx](add):{"a":"x","b":1}:EXEC"#,
+            "/a: \"x\" is not of type",
+        ),
+        // Refused before any server is started.
+        ("<<EXEC[fx](echo):{", "not closed"),
+    ] {
+        let output = run(&["exec", op], &env);
+        assert_eq!(output.status.code(), Some(2), "{op}");
+        assert!(
+            text(&output.stderr).contains(says),
+            "{op}: {}",
+            text(&output.stderr)
+        );
+        assert!(output.stdout.is_empty(), "{op}");
+    }
+}
+
+#[test]
 fn demo_runs_to_exit_0() {
     let output = run(&["demo"], &BTreeMap::new());
     let stdout = text(&output.stdout);

@@ -345,3 +345,136 @@ fn the_schema_zoos_documents_match_their_golden_file() {
     assert_eq!(document(&snapshot, &family_uri("off")), None);
     golden("zoo", &text);
 }
+
+/// Fills a signature's required properties with values of their type, as a model would
+/// from the tool document: the first literal of a literal union, a word for a string, 2 for
+/// a number, `true`, `[]`, `{}`. Optional properties are left out.
+fn fill(signature: &str) -> Value {
+    let inner = signature
+        .strip_prefix('{')
+        .and_then(|rest| rest.strip_suffix('}'))
+        .expect("a signature is an object");
+    let mut out = serde_json::Map::new();
+    let mut rest = inner;
+    while !rest.is_empty() {
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+        let key = stream.next().expect("a name").expect("a JSON string");
+        rest = &rest[stream.byte_offset()..];
+        let (required, after) = match rest.strip_prefix("?: ") {
+            Some(after) => (false, after),
+            None => (true, rest.strip_prefix(": ").expect("a colon")),
+        };
+        let (mut depth, mut in_string, mut escaped, mut end) = (0i32, false, false, after.len());
+        for (at, c) in after.char_indices() {
+            if in_string {
+                match (escaped, c) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                '"' => in_string = true,
+                '{' | '[' | '(' => depth += 1,
+                '}' | ']' | ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    end = at;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let kind = &after[..end];
+        if required {
+            let first = kind.split(" | ").next().unwrap_or(kind);
+            let value = match first {
+                "string" => json!("hello"),
+                "number" | "integer" => json!(2),
+                "boolean" => json!(true),
+                "null" => Value::Null,
+                literal if literal.starts_with('[') => json!([]),
+                literal if literal.starts_with('{') => fill(literal),
+                literal => serde_json::from_str(literal).unwrap_or(Value::Null),
+            };
+            out.insert(key, value);
+        }
+        rest = after[end..].strip_prefix(", ").unwrap_or("");
+    }
+    Value::Object(out)
+}
+
+/// What a model does with no other help: reads the survey, follows it to the server's family
+/// document, copies the op line of `tool` from it, fills the body from the tool document's
+/// signature, and runs it.
+async fn model_free_call(workspace: &plurnk_mcp::Workspace, server: &str, tool: &str) -> Value {
+    let snapshot = workspace.snapshot();
+    let survey = survey(&snapshot);
+    let family = family_uri(server);
+    assert!(survey.contains(&format!("]({family})")), "{survey}");
+    let family_text = document(&snapshot, &family).expect("the family document");
+    let heading = format!("## EXEC [{server}] ({tool}) <!--");
+    let mut lines = family_text.lines();
+    lines
+        .find(|line| line.starts_with(&heading))
+        .unwrap_or_else(|| panic!("no heading for {tool} in\n{family_text}"));
+    let op_line = lines.next().expect("the op line under the heading");
+    let prefix = format!("<<EXEC[{server}]({tool}):");
+    let shape = op_line
+        .strip_prefix(&prefix)
+        .and_then(|rest| rest.strip_suffix(":EXEC"))
+        .unwrap_or_else(|| panic!("an op line: {op_line}"));
+    let tool_text = document(&snapshot, &tool_uri(server, tool)).expect("the tool document");
+    let signature = tool_text
+        .lines()
+        .skip_while(|line| *line != "## Invocation")
+        .nth(1)
+        .and_then(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.strip_suffix(":EXEC"))
+        .expect("the tool document's invocation");
+    assert_eq!(signature, shape, "the family and the tool document agree");
+    let op = format!("{prefix}{}:EXEC", fill(signature));
+    plurnk_mcp::exec::run(workspace, &op, plurnk_mcp::CallOptions::default())
+        .await
+        .unwrap_or_else(|error| panic!("{op} failed: {error}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_free_reader_calls_a_tool_from_the_documents_on_each_server() {
+    let peers = peers();
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_FIXTURE", EXE.to_owned()),
+        ("PLURNK_MCP_FIXTURE_ARGS", json!(["fixture"]).to_string()),
+        ("PLURNK_MCP_EVERYTHING", peers.node.clone()),
+        (
+            "PLURNK_MCP_EVERYTHING_ARGS",
+            json!([peers.everything, "stdio"]).to_string(),
+        ),
+        ("PLURNK_MCP_PY", peers.python.clone()),
+        (
+            "PLURNK_MCP_PY_ARGS",
+            json!([peer_script("python_surfaces.py")]).to_string(),
+        ),
+        (
+            "PLURNK_MCP_ENABLED",
+            json!(["fixture", "everything", "py"]).to_string(),
+        ),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let text = |result: &Value| {
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let echoed = model_free_call(&workspace, "fixture", "echo").await;
+    assert_eq!(text(&echoed), "hello", "{echoed}");
+    let everything = model_free_call(&workspace, "everything", "echo").await;
+    assert!(text(&everything).contains("hello"), "{everything}");
+    let slow = model_free_call(&workspace, "py", "slow").await;
+    assert!(text(&slow).starts_with("done after"), "{slow}");
+    shutdown_clean(host).await;
+}
