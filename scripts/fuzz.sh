@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzing with cargo-fuzz (libFuzzer, nightly): the environment parser, definition JSON,
-# stdio framing, the redactor and the signature renderer (fuzz/fuzz_targets/).
+# stdio framing, the redactor, the signature renderer and EXEC ops (fuzz/fuzz_targets/).
 #
 #   scripts/fuzz.sh                          # every target for FUZZ_SECONDS (default 10)
 #   FUZZ_SECONDS=600 scripts/fuzz.sh redactor   # one target, longer
@@ -17,7 +17,7 @@ FUZZ_VERSION="0.13.2"
 CACHE="$ROOT/.cache"
 WORK="$CACHE/fuzz"
 SECONDS_EACH="${FUZZ_SECONDS:-10}"
-TARGETS=(env_config definition_json framing redactor signature)
+TARGETS=(env_config definition_json framing redactor signature exec_op)
 [[ $# -gt 0 ]] && TARGETS=("$@")
 
 log() { echo "fuzz: $*" >&2; }
