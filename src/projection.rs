@@ -401,6 +401,67 @@ pub fn signature(schema: &Value) -> String {
     object_signature(schema, schema, 0)
 }
 
+/// One property of a signature, as [`read_signature`] reads it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureField {
+    /// The property name, unquoted.
+    pub name: String,
+    /// Whether it has no `?`.
+    pub required: bool,
+    /// Its type expression, as written (`string`, `"r" | "w"`, `[{"x": number}]`, …).
+    pub kind: String,
+}
+
+/// Reads the top level of a [`signature`] back into its properties, in order; `None` when
+/// `text` is not one.
+pub fn read_signature(text: &str) -> Option<Vec<SignatureField>> {
+    let inner = text.strip_prefix('{')?.strip_suffix('}')?;
+    let mut out = Vec::new();
+    let mut rest = inner;
+    while !rest.is_empty() {
+        let mut names = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+        let name = names.next()?.ok()?;
+        rest = &rest[names.byte_offset()..];
+        let (required, after) = match rest.strip_prefix("?: ") {
+            Some(after) => (false, after),
+            None => (true, rest.strip_prefix(": ")?),
+        };
+        // The type runs to the next ", " outside brackets, braces and string literals.
+        let (mut depth, mut in_string, mut escaped, mut end) = (0i32, false, false, after.len());
+        for (at, c) in after.char_indices() {
+            if in_string {
+                match (escaped, c) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                '"' => in_string = true,
+                '{' | '[' | '(' => depth += 1,
+                '}' | ']' | ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    end = at;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        out.push(SignatureField {
+            name,
+            required,
+            kind: after[..end].to_owned(),
+        });
+        rest = match &after[end..] {
+            "" => "",
+            more => more.strip_prefix(", ")?,
+        };
+    }
+    Some(out)
+}
+
 fn object_signature(schema: &Value, root: &Value, depth: usize) -> String {
     let properties = properties_of(schema, root);
     if properties.is_empty() {
@@ -879,49 +940,11 @@ mod tests {
 
     /// Reads a signature's top level back: each property's name and whether it is required.
     fn parse_back(text: &str) -> Vec<(String, bool)> {
-        let inner = text
-            .strip_prefix('{')
-            .and_then(|rest| rest.strip_suffix('}'))
-            .expect("an object");
-        let mut out = Vec::new();
-        let mut rest = inner;
-        while !rest.is_empty() {
-            // The name: one JSON string.
-            let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<String>();
-            let key = stream.next().expect("a name").expect("a JSON string");
-            rest = &rest[stream.byte_offset()..];
-            let (required, after) = match rest.strip_prefix("?: ") {
-                Some(after) => (false, after),
-                None => (true, rest.strip_prefix(": ").expect("a colon")),
-            };
-            // The type: up to the next ", " outside brackets, braces and strings.
-            let (mut depth, mut in_string, mut escaped, mut end) =
-                (0i32, false, false, after.len());
-            for (at, c) in after.char_indices() {
-                if in_string {
-                    match (escaped, c) {
-                        (true, _) => escaped = false,
-                        (false, '\\') => escaped = true,
-                        (false, '"') => in_string = false,
-                        _ => {}
-                    }
-                    continue;
-                }
-                match c {
-                    '"' => in_string = true,
-                    '{' | '[' | '(' => depth += 1,
-                    '}' | ']' | ')' => depth -= 1,
-                    ',' if depth == 0 => {
-                        end = at;
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            out.push((key, required));
-            rest = after[end..].strip_prefix(", ").unwrap_or("");
-        }
-        out
+        read_signature(text)
+            .expect("a signature")
+            .into_iter()
+            .map(|field| (field.name, field.required))
+            .collect()
     }
 
     #[test]

@@ -17,6 +17,10 @@ use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+#[path = "support/scrape.rs"]
+mod scrape;
+use scrape::{http_get, sample};
+
 #[path = "support/calls.rs"]
 mod calls;
 #[path = "support/processes.rs"]
@@ -2786,38 +2790,6 @@ async fn a_definition_change_under_load_swaps_with_no_lost_call_and_no_gap() {
     shutdown_clean(host).await;
 }
 
-/// A raw HTTP/1.1 GET of `path` on `address`, bounded: the status line and the body.
-async fn http_get(address: std::net::SocketAddr, path: &str) -> (String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await?;
-        std::io::Result::Ok(String::from_utf8_lossy(&response).into_owned())
-    };
-    let response = tokio::time::timeout(BOUND, exchange)
-        .await
-        .expect("the endpoint answers in time")
-        .expect("the endpoint answers");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
-    let status = head.lines().next().unwrap_or_default().to_owned();
-    (status, body.to_owned())
-}
-
-/// The value of the sample `series` (its name and labels as rendered) in a scrape.
-fn sample(scrape: &str, series: &str) -> Option<f64> {
-    scrape.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
 // The one test of this binary that installs the process's recorder: the other tests run
 // beside it and count into it too, so each value is asserted as a floor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2878,7 +2850,10 @@ async fn the_prometheus_endpoint_counts_calls_errors_commits_and_a_reconnect() {
         back.server("metered")
     );
 
-    let (status, scrape) = http_get(address, "/metrics").await;
+    let (status, scrape) =
+        tokio::task::spawn_blocking(move || http_get(&address.to_string(), "/metrics"))
+            .await
+            .expect("the scrape did not panic");
     assert_eq!(status, "HTTP/1.1 200 OK", "{scrape}");
     for (series, floor) in [
         (r#"plurnk_mcp_calls_total{outcome="ok"}"#, 1.0),

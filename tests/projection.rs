@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use plurnk_mcp::projection::{
-    document, family_uri, prompt_facet, resource_facet, survey, tool_uri,
+    document, family_uri, prompt_facet, read_signature, resource_facet, survey, tool_uri,
 };
 use plurnk_mcp::{
     Authored, Catalog, Effect, Host, HostConfig, ServerSnapshot, ServerState, ToolInfo,
@@ -350,57 +350,20 @@ fn the_schema_zoos_documents_match_their_golden_file() {
 /// from the tool document: the first literal of a literal union, a word for a string, 2 for
 /// a number, `true`, `[]`, `{}`. Optional properties are left out.
 fn fill(signature: &str) -> Value {
-    let inner = signature
-        .strip_prefix('{')
-        .and_then(|rest| rest.strip_suffix('}'))
-        .expect("a signature is an object");
+    let fields = read_signature(signature).expect("a signature");
     let mut out = serde_json::Map::new();
-    let mut rest = inner;
-    while !rest.is_empty() {
-        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<String>();
-        let key = stream.next().expect("a name").expect("a JSON string");
-        rest = &rest[stream.byte_offset()..];
-        let (required, after) = match rest.strip_prefix("?: ") {
-            Some(after) => (false, after),
-            None => (true, rest.strip_prefix(": ").expect("a colon")),
+    for field in fields.into_iter().filter(|field| field.required) {
+        let first = field.kind.split(" | ").next().unwrap_or_default();
+        let value = match first {
+            "string" => json!("hello"),
+            "number" | "integer" => json!(2),
+            "boolean" => json!(true),
+            "null" => Value::Null,
+            literal if literal.starts_with('[') => json!([]),
+            literal if literal.starts_with('{') => fill(literal),
+            literal => serde_json::from_str(literal).unwrap_or(Value::Null),
         };
-        let (mut depth, mut in_string, mut escaped, mut end) = (0i32, false, false, after.len());
-        for (at, c) in after.char_indices() {
-            if in_string {
-                match (escaped, c) {
-                    (true, _) => escaped = false,
-                    (false, '\\') => escaped = true,
-                    (false, '"') => in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
-            match c {
-                '"' => in_string = true,
-                '{' | '[' | '(' => depth += 1,
-                '}' | ']' | ')' => depth -= 1,
-                ',' if depth == 0 => {
-                    end = at;
-                    break;
-                }
-                _ => {}
-            }
-        }
-        let kind = &after[..end];
-        if required {
-            let first = kind.split(" | ").next().unwrap_or(kind);
-            let value = match first {
-                "string" => json!("hello"),
-                "number" | "integer" => json!(2),
-                "boolean" => json!(true),
-                "null" => Value::Null,
-                literal if literal.starts_with('[') => json!([]),
-                literal if literal.starts_with('{') => fill(literal),
-                literal => serde_json::from_str(literal).unwrap_or(Value::Null),
-            };
-            out.insert(key, value);
-        }
-        rest = after[end..].strip_prefix(", ").unwrap_or("");
+        out.insert(field.name, value);
     }
     Value::Object(out)
 }
