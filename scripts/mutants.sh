@@ -2,7 +2,7 @@
 # Mutation testing of the code that enforces the host's invariants (TESTING.md names it).
 #
 #   scripts/mutants.sh                 # every group, every shard, one after another
-#   scripts/mutants.sh GROUP [k/n]     # one group (actors, calls, catalog, secrets), one shard
+#   scripts/mutants.sh GROUP [k/n]     # one group (actors, calls, catalog, secrets, model), one shard
 #   scripts/mutants.sh --list [GROUP]  # the mutants each group would try, nothing built
 #   MUTANTS_SLOT=b scripts/mutants.sh GROUP   # beside another run (own tree and target)
 #   scripts/mutants.sh --recheck GROUP # the group's last missed mutants again, on this commit
@@ -41,6 +41,7 @@ group_files() {
     calls) echo "src/protocol/call.rs src/protocol/session.rs src/host.rs" ;;
     catalog) echo "src/protocol/catalog.rs src/protocol/stdio.rs" ;;
     secrets) echo "src/redact.rs src/config/prepared.rs src/model.rs" ;;
+    model) echo "src/projection.rs src/exec.rs" ;;
     *) return 1 ;;
   esac
 }
@@ -50,6 +51,7 @@ group_shards() {
     calls) echo 3 ;;
     catalog) echo 2 ;;
     secrets) echo 2 ;;
+    model) echo 8 ;;
   esac
 }
 # Functions excluded from a group (regexes over cargo-mutants' mutant names): Debug output
@@ -61,6 +63,7 @@ group_excludes() {
     calls) printf '%s\n' "${common[@]}" ;;
     catalog) printf '%s\n' "${common[@]}" 'describe_exit' ;;
     secrets) printf '%s\n' "${common[@]}" 'src/config/prepared.rs:.*(prepare_oauth|prepare_client_credentials|non_empty|header_value)' ;;
+    model) printf '%s\n' "${common[@]}" ;;
   esac
 }
 # Functions a group is limited to (a regex over mutant names), when not whole files: in
@@ -79,6 +82,7 @@ group_tests() {
     calls) echo "--lib --test=host --test=surfaces --test=sealed --test=workspaces" ;;
     catalog) echo "--lib --test=host --test=surfaces --test=sealed" ;;
     secrets) echo "--lib --test=sealed" ;;
+    model) echo "--lib --test=projection --test=surfaces --test=cli" ;;
   esac
 }
 # How long one mutant's tests may run before it counts as caught by hanging: several times
@@ -91,7 +95,7 @@ group_timeout() {
     *) echo 90 ;;
   esac
 }
-ALL_GROUPS=(actors calls catalog secrets)
+ALL_GROUPS=(actors calls catalog secrets model)
 
 install() {
   if [[ -x "$BIN/cargo-mutants" ]] && grep -qF "cargo-mutants $MUTANTS_VERSION " "$CACHE/cargo-mutants/.crates.toml" 2>/dev/null; then
