@@ -1808,6 +1808,17 @@ mod tests {
             &message,
             &["its enabled tools are echo, add, ping, broken, remote, local, legacy"],
         );
+        assert!(!message.contains("more"), "all seven are listed: {message}");
+        // A long list is cut, and says by how much.
+        let many: Vec<ToolInfo> = (0..LISTED_TOOLS + 5)
+            .map(|n| tool(&format!("t{n:02}"), json!({"type": "object"}), Effect::Host))
+            .collect();
+        let hint = tool_hint(&server("big", ServerState::Ready, many), "zzzzzzzz");
+        assert!(
+            hint.starts_with("its enabled tools are t00, t01,"),
+            "{hint}"
+        );
+        assert!(hint.ends_with(" and 5 more"), "{hint}");
         assert_eq!(
             rejected(call("fx", "zz", json!({}))).0.telemetry(),
             Some(TelemetryEvent::NotConfigured)
