@@ -51,14 +51,17 @@ pub(crate) fn init_logging(default: &str) {
         .try_init();
 }
 
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    // A message can quote a server (its stderr, its error): no escape sequence reaches the
-    // terminal; line breaks stay.
-    let message: String = message
-        .to_string()
-        .chars()
+/// Text a server wrote, made safe for a terminal: no escape sequence gets through; line
+/// breaks stay.
+fn printable(text: &str) -> String {
+    text.chars()
         .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
-        .collect();
+        .collect()
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    // A message can quote a server (its stderr, its error).
+    let message = printable(&message.to_string());
     errln!("plurnk-mcp: {message}");
     ExitCode::from(2)
 }
@@ -370,7 +373,7 @@ pub(crate) async fn docs(global: &Global, server: &str, tool: Option<&str>) -> E
     };
     let code = match document {
         Some(text) => {
-            out!("{text}");
+            out!("{}", printable(&text));
             ExitCode::SUCCESS
         }
         None => fail(missing_document(&snapshot, server, tool, is_address)),
@@ -430,7 +433,10 @@ pub(crate) async fn survey(global: &Global) -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
-    out!("{}", plurnk_mcp::projection::survey(&workspace.snapshot()));
+    out!(
+        "{}",
+        printable(&plurnk_mcp::projection::survey(&workspace.snapshot()))
+    );
     finish(&host).await;
     ExitCode::SUCCESS
 }

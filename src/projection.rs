@@ -734,9 +734,15 @@ fn quoted(name: &str) -> String {
     Value::String(name.to_owned()).to_string()
 }
 
-/// Whitespace collapsed to single spaces; `None` when nothing is left.
+/// Whitespace collapsed to single spaces and other control characters (a server's escape
+/// sequences) dropped; `None` when nothing is left.
 fn normalized(text: &str) -> Option<String> {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let joined = text
+        .split_whitespace()
+        .map(|word| word.chars().filter(|c| !c.is_control()).collect::<String>())
+        .filter(|word| !word.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
     (!joined.is_empty()).then_some(joined)
 }
 
@@ -821,6 +827,10 @@ mod tests {
             Some("Version 1.5 is fine.")
         );
         assert_eq!(first_sentence("  \n "), None);
+        assert_eq!(
+            first_sentence("Red \u{1b}[31mtext\u{7}.").as_deref(),
+            Some("Red [31mtext.")
+        );
         let long = "word ".repeat(100);
         let capped = first_sentence(&long).expect("a line");
         assert!(capped.chars().count() <= ONE_LINER_MAX, "{capped}");

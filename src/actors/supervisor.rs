@@ -567,7 +567,8 @@ impl SupervisorState {
         else {
             return;
         };
-        let error = crate::redact::scrub(error).into_owned();
+        // An actor's failure text is the host's own, but bound it all the same.
+        let error: String = crate::redact::scrub(error).chars().take(500).collect();
         tracing::error!(workspace = %name, %error, "a workspace actor failed; its servers' connections were dropped with it");
         metrics::counter!("plurnk_mcp_workspace_failures_total").increment(1);
         let restart = self.args.restart;
