@@ -906,6 +906,117 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
     code
 }
 
+/// How `plurnk-mcp serve` is asked to serve.
+pub(crate) struct ServeArgs {
+    /// Streamable HTTP on this address, instead of stdio.
+    pub http: Option<std::net::SocketAddr>,
+    /// Serve the one enabled server's names as they are.
+    pub unprefixed: bool,
+    /// The environment variable holding the bearer token HTTP requests must carry.
+    pub bearer_env: Option<String>,
+    /// `Host` names accepted besides the loopback ones.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted besides the loopback ones.
+    pub allowed_origins: Vec<String>,
+}
+
+/// `plurnk-mcp serve`: the workspace's merged namespace as one MCP server, on stdio (until
+/// the client closes stdin) or Streamable HTTP at `/mcp` (until a signal). Over stdio,
+/// stdout carries protocol messages only.
+pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
+    use plurnk_mcp::gateway::{Gateway, HttpOptions, Naming};
+    let bearer = match &args.bearer_env {
+        None => None,
+        Some(name) => match std::env::var(name) {
+            Ok(token) if !token.trim().is_empty() => Some(token),
+            _ => {
+                return fail(format!(
+                    "--bearer-env {name}: the variable is not set (or empty); export the token in it"
+                ));
+            }
+        },
+    };
+    if let Some(token) = &bearer {
+        // Registered before any server starts, so nothing the host says can carry it.
+        plurnk_mcp::redact::register([token.clone()]);
+    }
+    if args.http.is_none()
+        && (bearer.is_some() || !args.allowed_hosts.is_empty() || !args.allowed_origins.is_empty())
+    {
+        return fail(
+            "--bearer-env, --allow-host and --allow-origin apply to --transport http only",
+        );
+    }
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let naming = if args.unprefixed {
+        let snapshot = workspace.snapshot();
+        let enabled: Vec<&str> = snapshot
+            .servers
+            .values()
+            .filter(|server| server.state != ServerState::Disabled)
+            .map(|server| server.alias.as_str())
+            .collect();
+        match enabled.as_slice() {
+            [only] => Naming::Unprefixed((*only).to_owned()),
+            _ => {
+                finish(&host).await;
+                return fail(format!(
+                    "--unprefixed serves a workspace of exactly one enabled server; workspace \"{}\" has {} ({}): leave --unprefixed out to serve them as <server>_<tool>",
+                    workspace.name(),
+                    enabled.len(),
+                    enabled.join(", ")
+                ));
+            }
+        }
+    } else {
+        Naming::Prefixed
+    };
+    let gateway = Gateway::new(workspace.clone(), naming);
+    let result = match args.http {
+        None => {
+            gateway
+                .serve_io(tokio::io::stdin(), tokio::io::stdout())
+                .await
+        }
+        Some(address) => {
+            let listener = match tokio::net::TcpListener::bind(address).await {
+                Ok(listener) => listener,
+                Err(error) => {
+                    finish(&host).await;
+                    return fail(format!(
+                        "could not listen on {address}: {error}; pick a free port (0 for any)"
+                    ));
+                }
+            };
+            match listener.local_addr() {
+                Ok(bound) => errln!(
+                    "plurnk-mcp: serving workspace \"{}\" at http://{bound}/mcp",
+                    workspace.name()
+                ),
+                Err(error) => {
+                    finish(&host).await;
+                    return fail(error);
+                }
+            }
+            let options = HttpOptions {
+                bearer,
+                allowed_hosts: args.allowed_hosts,
+                allowed_origins: args.allowed_origins,
+            };
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            plurnk_mcp::gateway::serve_http(gateway, listener, options, shutdown).await
+        }
+    };
+    finish(&host).await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

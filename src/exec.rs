@@ -1623,6 +1623,8 @@ mod tests {
             title: None,
             description: Some(format!("The {name} tool. It does things.")),
             input_schema: schema,
+            output_schema: None,
+            annotations: None,
             effect,
         }
     }

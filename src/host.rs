@@ -50,6 +50,23 @@ pub struct CallOptions {
     /// Answers the server's input requests (elicitation) for this call; the host's
     /// [`HostOptions::interaction`] when `None`, and a decline when neither is set.
     pub interaction: Option<InteractionHandler>,
+    /// Relays `input_required` rounds to the caller instead of answering them: the request
+    /// carries these answers and state, and an `input_required` answer settles the call as
+    /// a [`ToolResult`] holding that answer ([`ToolResult::is_input_required`]). For a
+    /// caller whose own client answers, such as the gateway.
+    pub relay: Option<InputRelay>,
+}
+
+/// What a relayed request carries from the caller's previous `input_required` round.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InputRelay {
+    /// The caller's `inputResponses`, by the keys the server gave.
+    pub input_responses: Option<serde_json::Map<String, Value>>,
+    /// The server's `requestState`, echoed byte for byte.
+    pub request_state: Option<String>,
+    /// The capabilities the caller's client declared, sent to the server in the request's
+    /// `_meta` in place of the host's own, so it asks only for input that client can give.
+    pub client_capabilities: Option<serde_json::Map<String, Value>>,
 }
 
 impl std::fmt::Debug for CallOptions {
@@ -60,6 +77,7 @@ impl std::fmt::Debug for CallOptions {
             .field("cancel", &self.cancel.is_some())
             .field("progress", &self.progress.is_some())
             .field("interaction", &self.interaction.is_some())
+            .field("relay", &self.relay.is_some())
             .finish()
     }
 }
@@ -855,6 +873,7 @@ impl Workspace {
             cancel: options.cancel,
             progress: options.progress,
             interaction: options.interaction.or_else(|| self.interaction.clone()),
+            relay: options.relay,
         };
         Ok((route, context))
     }

@@ -43,6 +43,7 @@ pub mod actors;
 pub mod capabilities;
 pub mod config;
 pub mod exec;
+pub mod gateway;
 pub mod host;
 pub mod model;
 pub mod projection;
@@ -61,7 +62,8 @@ pub use actors::restart::{RestartPolicy, Verdict, WorkspaceRestart};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
 pub use host::{
     ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host, HostEvent,
-    HostMsg, HostOptions, ServerSummary, ShutdownReport, SnapshotWatch, StartError, Workspace,
+    HostMsg, HostOptions, InputRelay, ServerSummary, ShutdownReport, SnapshotWatch, StartError,
+    Workspace,
 };
 pub use model::{
     Authored, CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer,

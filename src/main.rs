@@ -158,6 +158,32 @@ enum Command {
     /// Print the tools survey: one row per enabled server, and the tool tree of each
     /// PLURNK_MCP_EXPANDED server.
     Survey,
+    /// Serve the workspace's enabled servers as one MCP server: every tool and prompt as
+    /// <server>_<name>, resources under their own URIs. Over stdio until stdin closes, or
+    /// Streamable HTTP at http://ADDRESS/mcp until a signal.
+    Serve {
+        /// stdio or http.
+        #[arg(long, default_value = "stdio", value_parser = ["stdio", "http"])]
+        transport: String,
+        /// With --transport http: the address to listen on (loopback unless told otherwise;
+        /// port 0 picks a free port). The URL is printed to stderr.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Serve the workspace's one enabled server with its names as they are.
+        #[arg(long)]
+        unprefixed: bool,
+        /// HTTP: every request must carry `Authorization: Bearer <the value of this
+        /// variable>`; required to listen anywhere but loopback.
+        #[arg(long, value_name = "NAME")]
+        bearer_env: Option<String>,
+        /// HTTP: a Host name accepted besides localhost, 127.0.0.1 and ::1 (repeatable).
+        #[arg(long = "allow-host", value_name = "HOST")]
+        allowed_hosts: Vec<String>,
+        /// HTTP: a browser Origin accepted besides the loopback ones, as
+        /// scheme://host:port or scheme://host:* (repeatable).
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
+    },
     /// Serve the fixture MCP server (used by the demo and the tests).
     #[command(hide = true)]
     Fixture {
@@ -297,6 +323,23 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 arguments,
             } => cli::call(global, &server, &tool, arguments.as_deref()).await,
             Command::Exec { op } => cli::exec(global, &op).await,
+            Command::Serve {
+                transport,
+                listen,
+                unprefixed,
+                bearer_env,
+                allowed_hosts,
+                allowed_origins,
+            } => {
+                let args = cli::ServeArgs {
+                    http: (transport == "http").then_some(listen),
+                    unprefixed,
+                    bearer_env,
+                    allowed_hosts,
+                    allowed_origins,
+                };
+                cli::serve(global, args).await
+            }
             Command::Fixture {
                 legacy,
                 name,

@@ -181,6 +181,13 @@ pub struct ToolInfo {
     pub description: Option<String>,
     /// The JSON Schema of the arguments, as the server sent it.
     pub input_schema: Value,
+    /// The JSON Schema of its structured result, as the server sent it, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// The server's annotations (hints such as `readOnlyHint`), as it sent them, if any;
+    /// never consulted for the effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
     /// The tool's effect from `_READ`.
     pub effect: Effect,
 }
@@ -336,6 +343,8 @@ impl ServerSnapshot {
             tool.title.iter_mut().for_each(scrub_in_place);
             tool.description.iter_mut().for_each(scrub_in_place);
             scrub_json(&mut tool.input_schema);
+            tool.output_schema.iter_mut().for_each(scrub_json);
+            tool.annotations.iter_mut().for_each(scrub_json);
         });
         rebuild_if_dirty(&mut self.catalog.resources, |resource| {
             scrub_in_place(&mut resource.uri);
@@ -418,6 +427,13 @@ impl ToolResult {
     pub(crate) fn scrubbed(mut self) -> Self {
         crate::redact::scrub_json(&mut self.result);
         self
+    }
+
+    /// Whether the server answered `input_required` to a relayed request
+    /// ([`crate::CallOptions::relay`]): `result` is then that answer, for the caller's own
+    /// client to fulfil and send again.
+    pub fn is_input_required(&self) -> bool {
+        self.result.get("resultType").and_then(Value::as_str) == Some("input_required")
     }
 
     /// The concatenated text of the result's text content blocks.
@@ -1159,6 +1175,8 @@ mod tests {
             title: None,
             description: Some(description.to_owned()),
             input_schema: serde_json::json!({"description": description}),
+            output_schema: None,
+            annotations: None,
             effect: Effect::Host,
         };
         let clean_tools: Arc<[ToolInfo]> = Arc::from([tool("plain", "nothing here")]);

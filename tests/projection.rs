@@ -198,6 +198,8 @@ fn tool(name: &str, description: Option<&str>, schema: Value) -> ToolInfo {
         title: None,
         description: description.map(str::to_owned),
         input_schema: schema,
+        output_schema: None,
+        annotations: None,
         effect: Effect::Host,
     }
 }

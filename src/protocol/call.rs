@@ -30,6 +30,9 @@ use crate::model::{
     Progress, ProgressSink, ToolResult,
 };
 
+/// The request `_meta` key of the client's capabilities (2026-07-28).
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
 /// How many `input_required` rounds one operation may take before it is abandoned.
 pub(crate) const MAX_INPUT_ROUNDS: usize = 10;
 
@@ -110,6 +113,9 @@ pub(crate) struct CallContext {
     pub progress: Option<ProgressSink>,
     /// Who answers input requests; `None` declines them.
     pub interaction: Option<InteractionHandler>,
+    /// Relay `input_required` to the caller: what the first request carries, and the
+    /// caller answers the next round itself.
+    pub relay: Option<crate::host::InputRelay>,
 }
 
 impl CallContext {
@@ -220,21 +226,41 @@ impl CallPeer {
         context: &CallContext,
     ) -> Result<ToolResult, CallError> {
         let label = operation.label();
-        let mut responses: Option<InputResponses> = None;
-        let mut state: Option<String> = None;
+        let (mut responses, mut state): (Option<InputResponses>, Option<String>) =
+            match &context.relay {
+                Some(relay) => (
+                    relay
+                        .input_responses
+                        .as_ref()
+                        .map(|answers| answers.clone().into_iter().collect()),
+                    relay.request_state.clone(),
+                ),
+                None => (None, None),
+            };
         let mut state_only_rounds = 0u32;
         for round in 0..MAX_INPUT_ROUNDS {
+            // Only a read that answers no input round may come from the cache.
+            let plain = responses.is_none() && state.is_none();
             let request = self.build(operation, responses.take(), state.take(), &label)?;
             let answer = match (&request, round) {
                 // A plain read goes through rmcp's response cache (ttlMs, cacheScope). Boxed,
                 // like the Task loop below: the future of every call is as large as its
                 // largest branch, and it is moved at each layer between the caller and here.
-                (ClientRequest::ReadResourceRequest(read), 0) => {
+                (ClientRequest::ReadResourceRequest(read), 0) if plain => {
                     Box::pin(self.read_cached(read.params.clone(), context, &label)).await?
                 }
                 _ => self.send(request, context, &label).await?,
             };
             match answer {
+                ServerResult::InputRequiredResult(input) if context.relay.is_some() => {
+                    let result = serde_json::to_value(&input).map_err(|error| {
+                        self.protocol(&label, &format!("input_required unreadable: {error}"))
+                    })?;
+                    return Ok(ToolResult {
+                        is_error: false,
+                        result,
+                    });
+                }
                 ServerResult::InputRequiredResult(input) => {
                     let had_requests = input
                         .input_requests
@@ -545,6 +571,16 @@ impl CallPeer {
                 .with_max_total_timeout(max_total),
             None => PeerRequestOptions::no_options(),
         };
+        let mut options = options;
+        if let Some(capabilities) = context
+            .relay
+            .as_ref()
+            .and_then(|relay| relay.client_capabilities.clone())
+        {
+            let mut meta = serde_json::Map::new();
+            meta.insert(CLIENT_CAPABILITIES.into(), Value::Object(capabilities));
+            options.meta = Some(meta.into());
+        }
         // The same deadline bounds handing the request over and waiting for its answer: a
         // server that stops reading its input blocks the write, and with it everything
         // queued behind.

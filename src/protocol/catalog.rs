@@ -386,6 +386,14 @@ pub(crate) fn apply_policy(
                     .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone())),
                 description: tool.description.as_ref().map(|d| d.to_string()),
                 input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                output_schema: tool
+                    .output_schema
+                    .as_ref()
+                    .map(|schema| serde_json::Value::Object((**schema).clone())),
+                annotations: tool
+                    .annotations
+                    .as_ref()
+                    .and_then(|annotations| serde_json::to_value(annotations).ok()),
                 effect,
             }
         })

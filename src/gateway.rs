@@ -1,0 +1,902 @@
+//! The gateway: one workspace's merged namespace served as one MCP server.
+//!
+//! [`Gateway`] is an rmcp [`ServerHandler`] over a [`Workspace`] handle. It answers from the
+//! workspace's published snapshot (never from a server directly) and routes every request
+//! through the host's call path, so each bound, deadline and redaction of the host applies
+//! to the gateway's clients too. It speaks 2026-07-28 (stateless, `server/discover`,
+//! `subscriptions/listen`, caching hints) and 2025-11-25 (`initialize`, sessions).
+//!
+//! **Names.** Tools and prompts of every ready server are served as `<server>_<name>`:
+//! an alias never holds `_` (aliases are `[a-z][a-z0-9-]*`), so the first `_` always splits
+//! a served name back into its server and its own name, whatever the name holds.
+//! [`Naming::Unprefixed`] serves one server's names as they are, and only that server.
+//! Resources keep their URIs (a URI is already global); a read goes to the server that
+//! lists the URI, else to the server whose template's literal prefix matches it longest.
+//!
+//! **Changes.** A server that goes `unavailable` leaves `tools/list` and comes back when it
+//! is ready again; the gateway tells its clients with `notifications/tools/list_changed`
+//! (and the prompts and resources counterparts) on each `subscriptions/listen` stream and
+//! on each legacy session, whenever what it serves changed.
+//!
+//! **Input.** A 2026-07-28 client's `input_required` rounds are relayed both ways
+//! unchanged: the server's `inputRequests` and `requestState` reach the client, and the
+//! client's `inputResponses` and `requestState` reach the server ([`CallOptions::relay`]).
+//! A 2025-11-25 client is asked through `elicitation/create` on its session, when it
+//! declared elicitation, and the answers go back to the server. Progress and cancellation
+//! pass through in both revisions.
+
+mod http;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+        ElicitRequestParams, GetPromptRequestParams, GetPromptResponse, Implementation,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+        SubscriptionFilter,
+    },
+    service::{NotificationContext, RequestContext, SubscriptionContext},
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::host::{CallOptions, InputRelay, Workspace};
+use crate::model::{
+    CallError, Elicitation, ElicitationAnswer, Interaction, InteractionHandler, Operation,
+    Progress, ServerState, WorkspaceSnapshot,
+};
+
+pub use http::{HttpOptions, ServeError, serve_http};
+
+/// The character between a server's alias and a tool's or prompt's own name.
+pub const SEPARATOR: char = '_';
+
+/// The request `_meta` key of the client's capabilities (2026-07-28), relayed upstream.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// How the gateway names what it serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Naming {
+    /// Every ready server, names as `<server>_<name>`.
+    Prefixed,
+    /// This one server only, names as the server gave them.
+    Unprefixed(String),
+}
+
+/// The served name of `name` of server `alias`.
+pub fn served_name(naming: &Naming, alias: &str, name: &str) -> String {
+    match naming {
+        Naming::Prefixed => format!("{alias}{SEPARATOR}{name}"),
+        Naming::Unprefixed(_) => name.to_owned(),
+    }
+}
+
+/// The server and own name a served name stands for, if it can stand for one.
+pub fn route_name<'a>(naming: &'a Naming, served: &'a str) -> Option<(&'a str, &'a str)> {
+    match naming {
+        Naming::Prefixed => served
+            .split_once(SEPARATOR)
+            .filter(|(alias, name)| !alias.is_empty() && !name.is_empty()),
+        Naming::Unprefixed(alias) => Some((alias.as_str(), served)),
+    }
+}
+
+/// What the gateway serves at one snapshot version: the merged lists, each already in the
+/// wire shape, and the routes back.
+#[derive(Debug, Default)]
+struct View {
+    version: u64,
+    tools: Vec<Value>,
+    prompts: Vec<Value>,
+    resources: Vec<Value>,
+    templates: Vec<Value>,
+    /// Listed resource URI → alias.
+    resource_owner: BTreeMap<String, String>,
+    /// (the template's literal prefix, its URI template, alias).
+    template_owner: Vec<(String, String, String)>,
+}
+
+impl View {
+    fn of(snapshot: &WorkspaceSnapshot, naming: &Naming) -> Self {
+        let mut view = View {
+            version: snapshot.version,
+            ..View::default()
+        };
+        for server in snapshot.servers.values() {
+            if server.state != ServerState::Ready {
+                continue;
+            }
+            if let Naming::Unprefixed(only) = naming
+                && server.alias != *only
+            {
+                continue;
+            }
+            let alias = server.alias.as_str();
+            for tool in server.tools.iter() {
+                let mut served = json!({
+                    "name": served_name(naming, alias, &tool.name),
+                    "inputSchema": tool.input_schema,
+                });
+                if let Some(title) = &tool.title {
+                    served["title"] = json!(title);
+                }
+                if let Some(description) = &tool.description {
+                    served["description"] = json!(description);
+                }
+                if let Some(schema) = &tool.output_schema {
+                    served["outputSchema"] = schema.clone();
+                }
+                if let Some(annotations) = &tool.annotations {
+                    served["annotations"] = annotations.clone();
+                }
+                view.tools.push(served);
+            }
+            for prompt in server.catalog.prompts.iter() {
+                let mut served = prompt.definition.clone();
+                served["name"] = json!(served_name(naming, alias, &prompt.name));
+                view.prompts.push(served);
+            }
+            for resource in server.catalog.resources.iter() {
+                view.resources.push(resource.definition.clone());
+                view.resource_owner
+                    .entry(resource.uri.clone())
+                    .or_insert_with(|| alias.to_owned());
+            }
+            for template in server.catalog.templates.iter() {
+                view.templates.push(template.definition.clone());
+                let prefix = template
+                    .uri_template
+                    .split('{')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                view.template_owner
+                    .push((prefix, template.uri_template.clone(), alias.to_owned()));
+            }
+        }
+        view
+    }
+
+    /// What a client is told changed between two views.
+    fn changes(&self, next: &View) -> [bool; 3] {
+        [
+            self.tools != next.tools,
+            self.prompts != next.prompts,
+            self.resources != next.resources || self.templates != next.templates,
+        ]
+    }
+
+    /// The server a URI belongs to: the one that lists it, else the one whose template's
+    /// literal prefix matches it longest, else the only server offering resources.
+    fn resource_route(&self, uri: &str) -> Option<&str> {
+        if let Some(alias) = self.resource_owner.get(uri) {
+            return Some(alias);
+        }
+        let by_template = self
+            .template_owner
+            .iter()
+            .filter(|(prefix, _, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _, _)| prefix.len())
+            .map(|(_, _, alias)| alias.as_str());
+        by_template.or_else(|| {
+            let mut owners = self
+                .resource_owner
+                .values()
+                .chain(self.template_owner.iter().map(|(_, _, alias)| alias));
+            let first = owners.next()?;
+            owners.all(|alias| alias == first).then_some(first.as_str())
+        })
+    }
+
+    fn template_route(&self, uri_template: &str) -> Option<&str> {
+        self.template_owner
+            .iter()
+            .find(|(_, template, _)| template == uri_template)
+            .map(|(_, _, alias)| alias.as_str())
+    }
+}
+
+/// One workspace served as one MCP server. Cheap to clone: every clone serves the same
+/// workspace (rmcp makes one per HTTP session or stateless request).
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    workspace: Workspace,
+    naming: Naming,
+    /// The view of the last snapshot version asked for, rebuilt when the version moves.
+    view: Mutex<Arc<View>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("workspace", &self.inner.workspace.name())
+            .field("naming", &self.inner.naming)
+            .finish()
+    }
+}
+
+impl Gateway {
+    /// A gateway over `workspace`, naming what it serves by `naming`.
+    pub fn new(workspace: Workspace, naming: Naming) -> Self {
+        let view = View::of(&workspace.snapshot(), &naming);
+        Self {
+            inner: Arc::new(Inner {
+                workspace,
+                naming,
+                view: Mutex::new(Arc::new(view)),
+            }),
+        }
+    }
+
+    /// The workspace it serves.
+    pub fn workspace(&self) -> &Workspace {
+        &self.inner.workspace
+    }
+
+    /// Serves one client over a byte stream pair (newline-delimited JSON-RPC) until it
+    /// closes; `serve_io(tokio::io::stdin(), tokio::io::stdout())` is the stdio transport.
+    pub async fn serve_io<R, W>(self, reader: R, writer: W) -> Result<(), ServeError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        match self.serve((reader, writer)).await {
+            Ok(running) => running
+                .waiting()
+                .await
+                .map(drop)
+                .map_err(|error| ServeError::Session(error.to_string())),
+            // A client that leaves before its first message is no failure.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => Ok(()),
+            Err(error) => Err(ServeError::Session(error.to_string())),
+        }
+    }
+
+    fn view(&self) -> Arc<View> {
+        let snapshot = self.inner.workspace.snapshot();
+        let mut view = self
+            .inner
+            .view
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if view.version != snapshot.version {
+            *view = Arc::new(View::of(&snapshot, &self.inner.naming));
+        }
+        view.clone()
+    }
+
+    /// Waits until what the gateway serves changed, then says which lists did; `None` when
+    /// the workspace is gone (the host shut down).
+    async fn next_change(
+        &self,
+        watch: &mut crate::host::SnapshotWatch,
+        seen: &mut Arc<View>,
+    ) -> Option<[bool; 3]> {
+        loop {
+            let snapshot = watch.changed().await?;
+            let next = Arc::new(View::of(&snapshot, &self.inner.naming));
+            let changes = seen.changes(&next);
+            *seen = next;
+            if changes.iter().any(|changed| *changed) {
+                return Some(changes);
+            }
+        }
+    }
+
+    fn not_found(&self, what: &str, name: &str) -> McpError {
+        let hint = match &self.inner.naming {
+            Naming::Prefixed => format!(
+                "names are <server>{SEPARATOR}<name>; the list request names every one served"
+            ),
+            Naming::Unprefixed(alias) => {
+                format!(
+                    "this gateway serves server \"{alias}\" only; the list request names every one"
+                )
+            }
+        };
+        McpError::invalid_params(format!("unknown {what} \"{name}\": {hint}"), None)
+    }
+
+    /// The call options of one request: its cancellation, its progress reports, and how its
+    /// input rounds reach the client.
+    fn options(
+        &self,
+        context: &RequestContext<RoleServer>,
+        relay: InputRelay,
+    ) -> (CallOptions, Option<ProgressForwarder>) {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let forwarder = context
+            .meta
+            .get_progress_token()
+            .map(|token| ProgressForwarder::start(context.peer.clone(), token));
+        let relay = InputRelay {
+            client_capabilities: serde_json::to_value(&context.meta)
+                .ok()
+                .and_then(|meta| meta.get(CLIENT_CAPABILITIES)?.as_object().cloned()),
+            ..relay
+        };
+        let options = CallOptions {
+            cancel: Some(context.ct.clone()),
+            progress: forwarder.as_ref().map(ProgressForwarder::sink),
+            relay: modern.then_some(relay),
+            interaction: (!modern).then(|| ask_over_session(context.peer.clone())),
+            ..CallOptions::default()
+        };
+        (options, forwarder)
+    }
+}
+
+/// The server's progress reports of one request, sent on to the client in order and all
+/// before the request's result.
+struct ProgressForwarder {
+    sender: tokio::sync::mpsc::UnboundedSender<Progress>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressForwarder {
+    fn start(peer: rmcp::Peer<RoleServer>, token: rmcp::model::ProgressToken) -> Self {
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+        let task = tokio::spawn(async move {
+            while let Some(progress) = receiver.recv().await {
+                let mut param = ProgressNotificationParam::new(token.clone(), progress.progress);
+                if let Some(total) = progress.total {
+                    param = param.with_total(total);
+                }
+                if let Some(message) = progress.message {
+                    param = param.with_message(message);
+                }
+                if peer.notify_progress(param).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Self { sender, task }
+    }
+
+    fn sink(&self) -> crate::model::ProgressSink {
+        let sender = self.sender.clone();
+        Arc::new(move |progress| {
+            let _ = sender.send(progress);
+        })
+    }
+
+    /// Every report sent (briefly bounded: a client that stopped reading costs no more).
+    async fn flush(self) {
+        drop(self.sender);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+    }
+}
+
+/// Asks a legacy client's session with `elicitation/create`, one request per input request,
+/// when the client declared elicitation; declines otherwise.
+fn ask_over_session(peer: rmcp::Peer<RoleServer>) -> InteractionHandler {
+    Arc::new(move |interaction: Interaction| {
+        let peer = peer.clone();
+        Box::pin(async move {
+            let can_elicit = peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some());
+            let mut answers = BTreeMap::new();
+            for (key, request) in interaction.requests {
+                let answer = if can_elicit {
+                    elicit(&peer, request).await
+                } else {
+                    ElicitationAnswer::Decline
+                };
+                answers.insert(key, answer);
+            }
+            answers
+        })
+    })
+}
+
+/// How long a legacy client's user has to answer one elicitation.
+const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
+
+async fn elicit(peer: &rmcp::Peer<RoleServer>, request: Elicitation) -> ElicitationAnswer {
+    let params = match request {
+        Elicitation::Form { message, schema } => {
+            json!({"mode": "form", "message": message, "requestedSchema": schema})
+        }
+        Elicitation::Url {
+            message,
+            url,
+            elicitation_id,
+        } => {
+            json!({"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id})
+        }
+    };
+    let Ok(params) = serde_json::from_value::<ElicitRequestParams>(params) else {
+        return ElicitationAnswer::Decline;
+    };
+    match peer
+        .create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT))
+        .await
+    {
+        Ok(result) => match serde_json::to_value(&result) {
+            Ok(answer) => match answer["action"].as_str() {
+                Some("accept") => ElicitationAnswer::Accept {
+                    content: answer.get("content").and_then(Value::as_object).cloned(),
+                },
+                Some("decline") => ElicitationAnswer::Decline,
+                _ => ElicitationAnswer::Cancel,
+            },
+            Err(_) => ElicitationAnswer::Cancel,
+        },
+        Err(_) => ElicitationAnswer::Cancel,
+    }
+}
+
+/// A host call error as the gateway's client sees it: a server's JSON-RPC error keeps its
+/// code, message and data; a call the gateway refused is invalid params; anything else is
+/// an internal error that says what happened (already scrubbed by the host).
+fn to_mcp(error: CallError) -> McpError {
+    match error {
+        CallError::Remote {
+            code,
+            message,
+            data,
+            ..
+        } => McpError::new(rmcp::model::ErrorCode(code), message, data),
+        CallError::UnknownTool { .. }
+        | CallError::UnknownPrompt { .. }
+        | CallError::InvalidArguments { .. }
+        | CallError::UnknownServer(_) => McpError::invalid_params(error.to_string(), None),
+        other => McpError::internal_error(other.to_string(), Some(json!({ "kind": other.kind() }))),
+    }
+}
+
+fn from_wire<T: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result<T, McpError> {
+    serde_json::from_value(value).map_err(|error| {
+        McpError::internal_error(
+            format!("the upstream {what} could not be passed on: {error}"),
+            None,
+        )
+    })
+}
+
+/// A completed result as a 2026-07-28 client must see it: `resultType` present even when
+/// the upstream (an older server) left it out.
+fn complete<T: serde::de::DeserializeOwned>(mut value: Value, what: &str) -> Result<T, McpError> {
+    if let Some(object) = value.as_object_mut() {
+        object
+            .entry("resultType")
+            .or_insert_with(|| Value::String("complete".into()));
+    }
+    from_wire(value, what)
+}
+
+fn page<T: serde::de::DeserializeOwned>(key: &str, items: &[Value]) -> Result<T, McpError> {
+    // Cache hints: what the gateway serves changes only with the snapshot, and every change
+    // is announced; a client still asks again rather than trust a stale list.
+    from_wire(
+        json!({ key: items, "resultType": "complete", "ttlMs": 0, "cacheScope": "private" }),
+        "list",
+    )
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_completions()
+            .build();
+        if let Some(resources) = capabilities.resources.as_mut() {
+            resources.subscribe = None;
+        }
+        let workspace = self.inner.workspace.name();
+        let instructions = match &self.inner.naming {
+            Naming::Prefixed => format!(
+                "The MCP servers of plurnk-mcp workspace \"{workspace}\" as one server: each \
+                 tool and prompt is named <server>{SEPARATOR}<name>."
+            ),
+            Naming::Unprefixed(alias) => format!(
+                "Server \"{alias}\" of plurnk-mcp workspace \"{workspace}\", through the host."
+            ),
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(
+                Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"))
+                    .with_title(format!("plurnk-mcp gateway: {workspace}"))
+                    .with_description("One plurnk-mcp workspace's MCP servers as one server"),
+            )
+            .with_instructions(instructions)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        page("tools", &self.view().tools)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let naming = &self.inner.naming;
+        let Some((alias, tool)) = route_name(naming, &request.name) else {
+            return Err(self.not_found("tool", &request.name));
+        };
+        let relay = InputRelay {
+            input_responses: request
+                .input_responses
+                .map(|answers| answers.into_iter().collect()),
+            request_state: request.request_state,
+            client_capabilities: None,
+        };
+        let (options, forwarder) = self.options(&context, relay);
+        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let result = self
+            .inner
+            .workspace
+            .call_tool(alias, tool, arguments, options)
+            .await;
+        if let Some(forwarder) = forwarder {
+            forwarder.flush().await;
+        }
+        let result = result.map_err(|error| match error {
+            CallError::UnknownTool { .. } | CallError::UnknownServer(_) => {
+                self.not_found("tool", &request.name)
+            }
+            other => to_mcp(other),
+        })?;
+        if result.is_input_required() {
+            return Ok(CallToolResponse::InputRequired(from_wire(
+                result.result,
+                "input request",
+            )?));
+        }
+        Ok(CallToolResponse::Complete(complete(
+            result.result,
+            "tool result",
+        )?))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        page("prompts", &self.view().prompts)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let Some((alias, name)) = route_name(&self.inner.naming, &request.name) else {
+            return Err(self.not_found("prompt", &request.name));
+        };
+        let relay = InputRelay {
+            input_responses: request
+                .input_responses
+                .map(|answers| answers.into_iter().collect()),
+            request_state: request.request_state,
+            client_capabilities: None,
+        };
+        let (options, forwarder) = self.options(&context, relay);
+        let arguments = request
+            .arguments
+            .map(|arguments| {
+                Value::Object(
+                    arguments
+                        .into_iter()
+                        .map(|(key, value)| (key, json!(value)))
+                        .collect(),
+                )
+            })
+            .unwrap_or_default();
+        let operation = Operation::GetPrompt {
+            name: name.to_owned(),
+            arguments: arguments.as_object().cloned().unwrap_or_default(),
+        };
+        let result = self.inner.workspace.run(alias, operation, options).await;
+        if let Some(forwarder) = forwarder {
+            forwarder.flush().await;
+        }
+        let result = result.map_err(to_mcp)?;
+        if result.is_input_required() {
+            return Ok(GetPromptResponse::InputRequired(from_wire(
+                result.result,
+                "input request",
+            )?));
+        }
+        Ok(GetPromptResponse::Complete(complete(
+            result.result,
+            "prompt",
+        )?))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        page("resources", &self.view().resources)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        page("resourceTemplates", &self.view().templates)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let view = self.view();
+        let Some(alias) = view.resource_route(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no server of this gateway offers resource \"{}\": resources/list and \
+                     resources/templates/list name what it serves",
+                    request.uri
+                ),
+                Some(json!({ "uri": request.uri })),
+            ));
+        };
+        let relay = InputRelay {
+            input_responses: request
+                .input_responses
+                .map(|answers| answers.into_iter().collect()),
+            request_state: request.request_state,
+            client_capabilities: None,
+        };
+        let (options, forwarder) = self.options(&context, relay);
+        let operation = Operation::ReadResource {
+            uri: request.uri.clone(),
+        };
+        let result = self.inner.workspace.run(alias, operation, options).await;
+        if let Some(forwarder) = forwarder {
+            forwarder.flush().await;
+        }
+        let result = result.map_err(to_mcp)?;
+        if result.is_input_required() {
+            return Ok(ReadResourceResponse::InputRequired(from_wire(
+                result.result,
+                "input request",
+            )?));
+        }
+        Ok(ReadResourceResponse::Complete(complete(
+            result.result,
+            "resource",
+        )?))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let wire = serde_json::to_value(&request).map_err(|error| {
+            McpError::invalid_params(format!("unreadable completion request: {error}"), None)
+        })?;
+        let (alias, reference) = match wire["ref"]["type"].as_str() {
+            Some("ref/prompt") => {
+                let served = wire["ref"]["name"].as_str().unwrap_or_default();
+                let Some((alias, name)) = route_name(&self.inner.naming, served) else {
+                    return Err(self.not_found("prompt", served));
+                };
+                (
+                    alias.to_owned(),
+                    crate::model::CompletionRef::Prompt {
+                        name: name.to_owned(),
+                    },
+                )
+            }
+            Some("ref/resource") => {
+                let uri = wire["ref"]["uri"].as_str().unwrap_or_default();
+                let view = self.view();
+                let Some(alias) = view
+                    .template_route(uri)
+                    .or_else(|| view.resource_route(uri))
+                else {
+                    return Err(McpError::invalid_params(
+                        format!("no server of this gateway offers resource template \"{uri}\""),
+                        None,
+                    ));
+                };
+                (
+                    alias.to_owned(),
+                    crate::model::CompletionRef::Resource {
+                        uri: uri.to_owned(),
+                    },
+                )
+            }
+            _ => {
+                return Err(McpError::invalid_params(
+                    "a completion names ref/prompt or ref/resource",
+                    None,
+                ));
+            }
+        };
+        let context = wire["context"]["arguments"]
+            .as_object()
+            .map(|arguments| {
+                arguments
+                    .iter()
+                    .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let operation = Operation::Complete {
+            reference,
+            argument: wire["argument"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            value: wire["argument"]["value"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            context,
+        };
+        let result = self
+            .inner
+            .workspace
+            .run(&alias, operation, CallOptions::default())
+            .await
+            .map_err(to_mcp)?;
+        complete(result.result, "completion")
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let _ = requested;
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .resources_list_changed()
+                .build(),
+        )
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let accepted = subscription.accepted().clone();
+        let mut watch = self.inner.workspace.watch();
+        let mut seen = self.view();
+        loop {
+            let changes = tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                changes = self.next_change(&mut watch, &mut seen) => changes,
+            };
+            // The host is shutting down: end the stream gracefully.
+            let Some([tools, prompts, resources]) = changes else {
+                return Ok(());
+            };
+            let sink = subscription.sink();
+            let sent = async {
+                if tools && accepted.tools_list_changed == Some(true) {
+                    sink.notify_tool_list_changed().await?;
+                }
+                if prompts && accepted.prompts_list_changed == Some(true) {
+                    sink.notify_prompt_list_changed().await?;
+                }
+                if resources && accepted.resources_list_changed == Some(true) {
+                    sink.notify_resource_list_changed().await?;
+                }
+                Ok::<(), rmcp::service::SubscriptionSendError>(())
+            };
+            if sent.await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A legacy session hears list changes as plain notifications, for as long as it
+        // lasts (a failed send means the client is gone).
+        let gateway = self.clone();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut watch = gateway.inner.workspace.watch();
+            let mut seen = gateway.view();
+            while let Some([tools, prompts, resources]) =
+                gateway.next_change(&mut watch, &mut seen).await
+            {
+                let sent = async {
+                    if tools {
+                        peer.notify_tool_list_changed().await?;
+                    }
+                    if prompts {
+                        peer.notify_prompt_list_changed().await?;
+                    }
+                    if resources {
+                        peer.notify_resource_list_changed().await?;
+                    }
+                    Ok::<(), rmcp::service::ServiceError>(())
+                };
+                if sent.await.is_err() || peer.is_transport_closed() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_name_splits_back_at_the_first_separator_whatever_the_name_holds() {
+        let naming = Naming::Prefixed;
+        for (alias, name) in [
+            ("fixture", "echo"),
+            ("my-server", "snake_case_tool"),
+            ("a", "_leading"),
+            ("b", "trailing_"),
+            ("c2", "dots.and-dashes"),
+        ] {
+            let served = served_name(&naming, alias, name);
+            assert_eq!(
+                route_name(&naming, &served),
+                Some((alias, name)),
+                "{served}"
+            );
+        }
+        assert_eq!(route_name(&naming, "noseparator"), None);
+        assert_eq!(route_name(&naming, "_tool"), None);
+        assert_eq!(route_name(&naming, "server_"), None);
+    }
+
+    #[test]
+    fn unprefixed_names_stay_as_the_server_gave_them() {
+        let naming = Naming::Unprefixed("only".into());
+        assert_eq!(
+            served_name(&naming, "only", "test_simple_text"),
+            "test_simple_text"
+        );
+        assert_eq!(
+            route_name(&naming, "test_simple_text"),
+            Some(("only", "test_simple_text"))
+        );
+    }
+
+    #[test]
+    fn a_uri_goes_to_the_server_listing_it_then_the_longest_template_prefix() {
+        let view = View {
+            resource_owner: [("test://static".to_owned(), "a".to_owned())].into(),
+            template_owner: vec![
+                ("test://".into(), "test://{x}".into(), "b".into()),
+                ("test://deep/".into(), "test://deep/{y}".into(), "c".into()),
+            ],
+            ..View::default()
+        };
+        assert_eq!(view.resource_route("test://static"), Some("a"));
+        assert_eq!(view.resource_route("test://deep/1"), Some("c"));
+        assert_eq!(view.resource_route("test://other"), Some("b"));
+        assert_eq!(view.resource_route("file:///etc"), None);
+        assert_eq!(view.template_route("test://deep/{y}"), Some("c"));
+    }
+}

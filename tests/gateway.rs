@@ -1,0 +1,616 @@
+//! The gateway (`plurnk-mcp serve`, `plurnk_mcp::gateway`): a workspace's merged namespace
+//! served as one MCP server, used by plurnk-mcp's own host, by the official TypeScript v2
+//! client and by the Python SDK client (both revisions), over stdio and Streamable HTTP;
+//! upstream servers going away and coming back while clients watch.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use plurnk_mcp::gateway::{Gateway, HttpOptions, Naming};
+use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, ServerState, WorkspaceSnapshot};
+use serde_json::{Value, json};
+
+#[path = "support/peers.rs"]
+mod support;
+use support::{peer_script, peers};
+
+#[path = "support/calls.rs"]
+mod calls;
+use calls::{BOUND, shutdown_clean};
+
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+fn config(pairs: &[(&str, String)]) -> HostConfig {
+    let mut map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), value.clone()))
+        .collect();
+    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "30000".into());
+    match HostConfig::from_env(map) {
+        Ok(config) => config,
+        Err(errors) => panic!("test configuration is invalid: {errors}"),
+    }
+}
+
+/// The environment of fixture server `alias` (stdio).
+fn fixture(alias: &str, extra: &[&str]) -> Vec<(String, String)> {
+    let upper = alias.to_ascii_uppercase().replace('-', "_");
+    let mut args = vec!["fixture", "--name", alias];
+    args.extend_from_slice(extra);
+    vec![
+        (format!("PLURNK_MCP_{upper}"), EXE.to_owned()),
+        (format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string()),
+    ]
+}
+
+fn pairs(list: &[(String, String)]) -> Vec<(&str, String)> {
+    list.iter()
+        .map(|(key, value)| (key.as_str(), value.clone()))
+        .collect()
+}
+
+/// The served tool names of `alias` in a snapshot of a host attached to a gateway.
+fn tool_names(snapshot: &WorkspaceSnapshot, alias: &str) -> Vec<String> {
+    snapshot
+        .server(alias)
+        .filter(|server| server.state == ServerState::Ready)
+        .map(|server| server.tools.iter().map(|tool| tool.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// An in-process host on two fixture servers, its default workspace served over HTTP on
+/// loopback, and a second host attached to that gateway as server `gw`.
+struct Pair {
+    inner: Host,
+    outer: Host,
+    shutdown: tokio_util::sync::CancellationToken,
+    url: String,
+}
+
+impl Pair {
+    async fn start() -> Self {
+        let mut env = fixture("alpha", &[]);
+        env.extend(fixture("beta", &[]));
+        env.push((
+            "PLURNK_MCP_ENABLED".into(),
+            json!(["alpha", "beta"]).to_string(),
+        ));
+        let inner = Host::start(config(&pairs(&env))).await.expect("inner host");
+        let workspace = inner.default_workspace();
+        let ready = workspace
+            .wait_for(BOUND, |snapshot| {
+                ["alpha", "beta"].iter().all(|alias| {
+                    snapshot
+                        .server(alias)
+                        .is_some_and(|server| server.state == ServerState::Ready)
+                })
+            })
+            .await;
+        assert!(ready.is_settled(), "the upstream servers connect");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let gateway = Gateway::new(workspace, Naming::Prefixed);
+        tokio::spawn(plurnk_mcp::gateway::serve_http(
+            gateway,
+            listener,
+            HttpOptions::default(),
+            shutdown.clone(),
+        ));
+        let outer = Host::start(config(&[
+            ("PLURNK_MCP_GW", url.clone()),
+            ("PLURNK_MCP_ENABLED", json!(["gw"]).to_string()),
+        ]))
+        .await
+        .expect("outer host");
+        Self {
+            inner,
+            outer,
+            shutdown,
+            url,
+        }
+    }
+
+    async fn stop(self) {
+        shutdown_clean(self.outer).await;
+        self.shutdown.cancel();
+        shutdown_clean(self.inner).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plurnk_mcp_attaches_to_a_gateway_and_reaches_every_upstream_through_it() {
+    let pair = Pair::start().await;
+    let outer = pair.outer.default_workspace();
+    let snapshot = outer
+        .wait_for(BOUND, |snapshot| tool_names(snapshot, "gw").len() >= 24)
+        .await;
+    let gw = snapshot.server("gw").expect("gw is configured");
+    assert_eq!(gw.state, ServerState::Ready, "{:?}", gw.problem);
+    let negotiated = gw.negotiated.as_ref().expect("negotiated");
+    assert_eq!(negotiated.revision, "2026-07-28");
+    assert!(negotiated.modern, "the gateway answers server/discover");
+    assert_eq!(negotiated.name.as_deref(), Some("plurnk-mcp"));
+    let names = tool_names(&snapshot, "gw");
+    for expected in ["alpha_echo", "alpha_sleep", "beta_echo", "beta_add"] {
+        assert!(
+            names.iter().any(|name| name == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    assert!(
+        names
+            .iter()
+            .all(|name| name.starts_with("alpha_") || name.starts_with("beta_")),
+        "every served name is <server>_<tool>: {names:?}"
+    );
+    // Descriptions and schemas pass through unchanged.
+    let echo = gw
+        .tools
+        .iter()
+        .find(|tool| tool.name == "alpha_echo")
+        .expect("alpha_echo");
+    assert_eq!(
+        echo.description.as_deref(),
+        Some("Return the given text unchanged.")
+    );
+    assert_eq!(echo.input_schema["required"], json!(["text"]));
+
+    let answer = outer
+        .call_tool(
+            "gw",
+            "alpha_echo",
+            json!({"text": "through"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("alpha_echo");
+    assert_eq!(answer.text(), "through");
+    let sum = outer
+        .call_tool(
+            "gw",
+            "beta_add",
+            json!({"a": 2, "b": 3}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("beta_add");
+    assert_eq!(sum.text(), "5");
+    // A tool error is a result, flagged, not a failure.
+    let failed = outer
+        .call_tool(
+            "gw",
+            "beta_fail",
+            json!({"message": "no"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("beta_fail settles");
+    assert!(failed.is_error);
+    assert_eq!(failed.text(), "no");
+
+    // Progress crosses both hops, in order, before the result.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let options = CallOptions {
+        progress: Some(Arc::new(move |progress: plurnk_mcp::Progress| {
+            sink_seen.lock().expect("progress").push(progress.progress);
+        })),
+        ..CallOptions::default()
+    };
+    let counted = outer
+        .call_tool(
+            "gw",
+            "alpha_count",
+            json!({"steps": 3, "delay_ms": 20}),
+            options,
+        )
+        .await
+        .expect("alpha_count");
+    assert_eq!(counted.text(), "counted 3");
+    assert_eq!(*seen.lock().expect("progress"), vec![1.0, 2.0, 3.0]);
+
+    // Resources keep their URIs; the read reaches the server that lists it.
+    let resources = &gw.catalog.resources;
+    assert!(
+        resources
+            .iter()
+            .any(|resource| resource.uri == "fixture://counter"),
+        "{resources:?}"
+    );
+    let read = outer
+        .read_resource("gw", "fixture://counter", CallOptions::default())
+        .await
+        .expect("read through the gateway");
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("reads: ")),
+        "{read}"
+    );
+
+    // A name that routes nowhere is the client's error, and says how names are made.
+    match outer
+        .call_tool(
+            "gw",
+            "gamma_echo",
+            json!({"text": "x"}),
+            CallOptions::default(),
+        )
+        .await
+    {
+        Err(CallError::UnknownTool { .. }) => {}
+        other => panic!("a tool the gateway does not list is refused by the host: {other:?}"),
+    }
+    let raw = post_json(
+        &pair.url,
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "gamma_echo", "arguments": {}, "_meta": modern_meta()}}),
+    );
+    assert_eq!(raw["error"]["code"], -32602, "{raw}");
+    let message = raw["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("gamma_echo") && message.contains("<server>_<name>"),
+        "{message}"
+    );
+    pair.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_dies_mid_call_fails_the_call_and_its_tools_leave_and_come_back() {
+    let pair = Pair::start().await;
+    let outer = pair.outer.default_workspace();
+    outer
+        .wait_for(BOUND, |snapshot| tool_names(snapshot, "gw").len() >= 24)
+        .await;
+
+    // A disabled upstream leaves tools/list, and the client hears of it.
+    let inner = pair.inner.default_workspace();
+    inner.disable("beta").await.expect("disable beta");
+    let gone = outer
+        .wait_for(BOUND, |snapshot| {
+            !tool_names(snapshot, "gw")
+                .iter()
+                .any(|name| name.starts_with("beta_"))
+        })
+        .await;
+    let names = tool_names(&gone, "gw");
+    assert!(
+        !names.is_empty() && names.iter().all(|name| name.starts_with("alpha_")),
+        "{names:?}"
+    );
+    inner.enable("beta").await.expect("enable beta");
+    let back = outer
+        .wait_for(BOUND, |snapshot| {
+            tool_names(snapshot, "gw").contains(&"beta_echo".to_owned())
+        })
+        .await;
+    assert!(tool_names(&back, "gw").contains(&"beta_echo".to_owned()));
+
+    // Killed under a call: the client gets a JSON-RPC error at once, not a hang.
+    let pid = outer
+        .call_tool("gw", "alpha_pid", json!({}), CallOptions::default())
+        .await
+        .expect("alpha_pid")
+        .text();
+    let pid: i32 = pid.parse().expect("a pid");
+    let started = Instant::now();
+    let call = tokio::spawn({
+        let outer = outer.clone();
+        async move {
+            outer
+                .call_tool(
+                    "gw",
+                    "alpha_sleep",
+                    json!({"ms": 60_000}),
+                    CallOptions::default(),
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // SAFETY: kill(2) with a pid read from the server itself; no memory is involved.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "kill {pid}");
+    let settled = tokio::time::timeout(BOUND, call)
+        .await
+        .expect("the call settles long before its deadline")
+        .expect("the call task");
+    match settled {
+        Err(CallError::Remote { code, message, .. }) => {
+            assert_eq!(code, -32603, "{message}");
+            assert!(
+                message.contains("alpha") && message.contains("connection"),
+                "{message}"
+            );
+        }
+        other => panic!("a JSON-RPC error reaches the client: {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    // The server comes back by itself, and its tools with it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = outer
+            .call_tool(
+                "gw",
+                "alpha_echo",
+                json!({"text": "again"}),
+                CallOptions::default(),
+            )
+            .await;
+        if let Ok(answer) = answer {
+            assert_eq!(answer.text(), "again");
+            break;
+        }
+        assert!(Instant::now() < deadline, "alpha came back: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    pair.stop().await;
+}
+
+/// The `_meta` a 2026-07-28 request carries.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "gateway-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+/// POSTs one 2026-07-28 JSON-RPC request and returns the response message (from a JSON
+/// body or the first SSE `data:` event that is one).
+fn post_json(url: &str, message: Value) -> Value {
+    let method = message["method"].as_str().unwrap_or_default().to_owned();
+    let name = message["params"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut headers = vec![("Mcp-Method", method.as_str())];
+    if !name.is_empty() {
+        headers.push(("Mcp-Name", name.as_str()));
+    }
+    let response = raw_post(url, &message, &headers);
+    let body = response.1;
+    if let Ok(value) = serde_json::from_str::<Value>(&body) {
+        return value;
+    }
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|value| value.get("id").is_some())
+        .unwrap_or_else(|| panic!("no response in {body}"))
+}
+
+/// POSTs `message` with extra headers; (status, body).
+fn raw_post(url: &str, message: &Value, headers: &[(&str, &str)]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (authority, path) = rest.split_once('/').expect("a path");
+    let body = message.to_string();
+    let mut request = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Connection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    let mut stream = std::net::TcpStream::connect(authority).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// `plurnk-mcp serve` as a child process.
+struct Served {
+    child: Child,
+    url: Option<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Served {
+    /// Starts `plurnk-mcp --state <fresh> serve <args>` with exactly `vars` (plus PATH and
+    /// HOME); for HTTP, waits for the URL it prints.
+    fn start(args: &[&str], vars: &[(String, String)], http: bool) -> Self {
+        let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "gateway-{}-{}.sqlite",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_file(&state);
+        let mut command = Command::new(EXE);
+        command
+            .arg("--state")
+            .arg(&state)
+            .arg("serve")
+            .args(args)
+            .env_clear()
+            .envs(vars.iter().cloned())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for key in ["PATH", "HOME"] {
+            if let Ok(value) = std::env::var(key) {
+                command.env(key, value);
+            }
+        }
+        let mut child = command.spawn().expect("plurnk-mcp serve starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (found, url) = std::sync::mpsc::channel();
+        let lines = BufReader::new(child.stderr.take().expect("stderr"));
+        let kept = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                if let Some(url) = line
+                    .split_whitespace()
+                    .find(|word| word.starts_with("http://"))
+                {
+                    let _ = found.send(url.to_owned());
+                }
+                kept.lock().expect("stderr").push_str(&format!("{line}\n"));
+            }
+        });
+        let url = http.then(|| {
+            url.recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!("serve printed no URL: {}", stderr.lock().expect("stderr"))
+                })
+        });
+        Self { child, url, stderr }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr").clone()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[test]
+fn off_loopback_the_gateway_needs_a_bearer_token_and_checks_it_without_showing_it() {
+    let mut env = fixture("solo", &[]);
+    env.push(("PLURNK_MCP_ENABLED".into(), json!(["solo"]).to_string()));
+    // Off loopback without a token: refused before anything listens.
+    let output = Command::new(EXE)
+        .args(["--state"])
+        .arg(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("gateway-refused.sqlite"))
+        .args(["serve", "--transport", "http", "--listen", "0.0.0.0:0"])
+        .env_clear()
+        .envs(env.iter().cloned())
+        .output()
+        .expect("serve runs");
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("not loopback") && said.contains("--bearer-env"),
+        "{said}"
+    );
+
+    // With a token: a request without it is 401, with it answered; the token is never shown.
+    let token = "gateway-sentinel-token-7a1c9e";
+    let mut vars = env.clone();
+    vars.push(("GATEWAY_TOKEN".into(), token.into()));
+    let served = Served::start(
+        &[
+            "--transport",
+            "http",
+            "--listen",
+            "127.0.0.1:0",
+            "--bearer-env",
+            "GATEWAY_TOKEN",
+        ],
+        &vars,
+        true,
+    );
+    let url = served.url.clone().expect("url");
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                      "params": {"_meta": modern_meta()}});
+    let (status, body) = raw_post(&url, &list, &[("Mcp-Method", "tools/list")]);
+    assert_eq!(status, 401, "{body}");
+    assert!(!body.contains(token));
+    let (status, _) = raw_post(
+        &url,
+        &list,
+        &[
+            ("Mcp-Method", "tools/list"),
+            ("Authorization", "Bearer wrong-token-000000"),
+        ],
+    );
+    assert_eq!(status, 401);
+    let bearer = format!("Bearer {token}");
+    let (status, body) = raw_post(
+        &url,
+        &list,
+        &[
+            ("Mcp-Method", "tools/list"),
+            ("Authorization", bearer.as_str()),
+        ],
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("solo_echo"), "{body}");
+    // A page a browser was tricked into sending is refused (DNS rebinding).
+    let (status, _) = raw_post(
+        &url,
+        &list,
+        &[
+            ("Mcp-Method", "tools/list"),
+            ("Authorization", bearer.as_str()),
+            ("Origin", "http://evil.example.com"),
+        ],
+    );
+    assert_eq!(status, 403);
+    assert!(!served.stderr().contains(token), "{}", served.stderr());
+}
+
+#[test]
+fn unprefixed_serving_needs_exactly_one_enabled_server() {
+    let mut env = fixture("one", &[]);
+    env.extend(fixture("two", &[]));
+    env.push((
+        "PLURNK_MCP_ENABLED".into(),
+        json!(["one", "two"]).to_string(),
+    ));
+    let output = Command::new(EXE)
+        .args(["--state"])
+        .arg(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("gateway-unprefixed.sqlite"))
+        .args(["serve", "--unprefixed"])
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(Stdio::null())
+        .output()
+        .expect("serve runs");
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("exactly one") && said.contains("one, two"),
+        "{said}"
+    );
+}
+
+#[allow(dead_code)]
+fn peers_in_use() -> (String, String) {
+    (peers().node.clone(), peer_script("gateway_client.py"))
+}
