@@ -6,17 +6,22 @@
 #
 # Installs (only from the package registries, by name, exact versions):
 #   .cache/node22  Node 22 from npm (`node` package), for the conformance CLI (needs fs.globSync)
-#   .cache/npm     @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance
+#   .cache/npm     @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
+#                  @modelcontextprotocol/client (the TypeScript v2 client, tests/peers/gateway_client.mjs)
 #   .cache/venv    Python venv with the MCP Python SDK (tests/peers/python_server.py)
 # and writes .cache/peers.env with absolute paths: NODE22, SERVER_EVERYTHING, CONFORMANCE,
-# PYTHON_MCP. Each part has a stamp file holding its version spec, so a second run only
-# checks stamps and files (well under a second). Source peers.env in tests/CI:
+# TS_CLIENT_DIR (the npm prefix holding node_modules/@modelcontextprotocol/client), PYTHON_MCP,
+# and the peer scripts PYTHON_PEER, PYTHON_SURFACES, GATEWAY_TS_CLIENT, GATEWAY_PY_CLIENT.
+# Each part has a stamp file holding its version spec, so a second run only checks stamps and
+# files (well under a second). Source peers.env in tests/CI:
 #   . .cache/peers.env
 set -euo pipefail
 
 NODE22_VERSION="22.23.3"
 SERVER_EVERYTHING_VERSION="2026.8.31"
 CONFORMANCE_VERSION="0.2.0-alpha.11"
+# The same client version scripts/bench.sh installs into .cache/bench-npm.
+TS_CLIENT_VERSION="2.4.0"
 PY_MCP_VERSION="2.3.0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +30,7 @@ FORCE=0
 case "${1:-}" in
   --force) FORCE=1 ;;
   "") ;;
-  -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
   *) echo "usage: $0 [--force]" >&2; exit 2 ;;
 esac
 
@@ -69,9 +74,10 @@ fi
 NPM_DIR="$CACHE/npm"
 SE_DIR="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything"
 CF_DIR="$NPM_DIR/node_modules/@modelcontextprotocol/conformance"
+TS_CLIENT_PKG="$NPM_DIR/node_modules/@modelcontextprotocol/client/package.json"
 SERVER_EVERYTHING="$SE_DIR/dist/index.js"
-spec="@modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION @modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
-if up_to_date "$CACHE/npm.stamp" "$spec" "$SERVER_EVERYTHING" "$CF_DIR/package.json"; then
+spec="@modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION @modelcontextprotocol/conformance@$CONFORMANCE_VERSION @modelcontextprotocol/client@$TS_CLIENT_VERSION"
+if up_to_date "$CACHE/npm.stamp" "$spec" "$SERVER_EVERYTHING" "$CF_DIR/package.json" "$TS_CLIENT_PKG"; then
   log "npm peers ok"
 else
   log "installing $spec into .cache/npm"
@@ -80,6 +86,8 @@ else
   # shellcheck disable=SC2086
   npm install --prefix "$NPM_DIR" "${NPM_FLAGS[@]}" $spec >&2
   [[ -f "$SERVER_EVERYTHING" ]] || { log "missing $SERVER_EVERYTHING"; exit 1; }
+  got="$("$NODE22" -p 'require(process.argv[1]).version' "$TS_CLIENT_PKG")"
+  [[ "$got" == "$TS_CLIENT_VERSION" ]] || { log "expected client $TS_CLIENT_VERSION, got '$got'"; exit 1; }
   echo "$spec" > "$CACHE/npm.stamp"
 fi
 # The conformance CLI entry point, from its package.json "bin".
@@ -114,9 +122,12 @@ tmp="$CACHE/peers.env.tmp.$$"
   printf 'NODE22=%q\n' "$NODE22"
   printf 'SERVER_EVERYTHING=%q\n' "$SERVER_EVERYTHING"
   printf 'CONFORMANCE=%q\n' "$CONFORMANCE"
+  printf 'TS_CLIENT_DIR=%q\n' "$NPM_DIR"
   printf 'PYTHON_MCP=%q\n' "$PYTHON_MCP"
   printf 'PYTHON_PEER=%q\n' "$ROOT/tests/peers/python_server.py"
   printf 'PYTHON_SURFACES=%q\n' "$ROOT/tests/peers/python_surfaces.py"
+  printf 'GATEWAY_TS_CLIENT=%q\n' "$ROOT/tests/peers/gateway_client.mjs"
+  printf 'GATEWAY_PY_CLIENT=%q\n' "$ROOT/tests/peers/gateway_client.py"
 } > "$tmp"
 mv "$tmp" "$CACHE/peers.env"
 log "wrote .cache/peers.env"
