@@ -404,6 +404,9 @@ fn ask_over_session(peer: rmcp::Peer<RoleServer>) -> InteractionHandler {
     })
 }
 
+/// How often a legacy session's list-change task checks that its client is still there.
+const SESSION_CHECK: Duration = Duration::from_secs(5);
+
 /// How long a legacy client's user has to answer one elicitation.
 const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -821,9 +824,21 @@ impl ServerHandler for Gateway {
         tokio::spawn(async move {
             let mut watch = gateway.inner.workspace.watch();
             let mut seen = gateway.view();
-            while let Some([tools, prompts, resources]) =
-                gateway.next_change(&mut watch, &mut seen).await
-            {
+            let mut alive = tokio::time::interval(SESSION_CHECK);
+            loop {
+                // A session that ended without a change since is noticed within the check.
+                let change = tokio::select! {
+                    change = gateway.next_change(&mut watch, &mut seen) => change,
+                    _ = alive.tick() => {
+                        if peer.is_transport_closed() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let Some([tools, prompts, resources]) = change else {
+                    break;
+                };
                 let sent = async {
                     if tools {
                         peer.notify_tool_list_changed().await?;

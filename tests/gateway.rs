@@ -356,6 +356,52 @@ async fn an_upstream_that_dies_mid_call_fails_the_call_and_its_tools_leave_and_c
     pair.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plurnk_mcp_attaches_to_a_gateway_it_starts_over_stdio() {
+    let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gateway-attach-{}.sqlite", std::process::id()));
+    let _ = std::fs::remove_file(&state);
+    let upstream = json!({
+        "PLURNK_MCP_FX": EXE,
+        "PLURNK_MCP_FX_ARGS": json!(["fixture", "--name", "fx"]).to_string(),
+        "PLURNK_MCP_ENABLED": json!(["fx"]).to_string(),
+    });
+    let outer = Host::start(config(&[
+        ("PLURNK_MCP_GW", EXE.to_owned()),
+        (
+            "PLURNK_MCP_GW_ARGS",
+            json!(["--state", state, "serve"]).to_string(),
+        ),
+        ("PLURNK_MCP_GW_ENV", upstream.to_string()),
+        ("PLURNK_MCP_ENABLED", json!(["gw"]).to_string()),
+    ]))
+    .await
+    .expect("outer host");
+    let workspace = outer.default_workspace();
+    let snapshot = workspace
+        .wait_for(BOUND, |snapshot| !tool_names(snapshot, "gw").is_empty())
+        .await;
+    let gw = snapshot.server("gw").expect("gw");
+    assert_eq!(gw.state, ServerState::Ready, "{:?}", gw.problem);
+    assert_eq!(
+        gw.negotiated.as_ref().map(|n| n.revision.as_str()),
+        Some("2026-07-28")
+    );
+    let names = tool_names(&snapshot, "gw");
+    assert!(names.contains(&"fx_echo".to_owned()), "{names:?}");
+    let answer = workspace
+        .call_tool(
+            "gw",
+            "fx_echo",
+            json!({"text": "over stdio"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("fx_echo");
+    assert_eq!(answer.text(), "over stdio");
+    shutdown_clean(outer).await;
+}
+
 /// The `_meta` a 2026-07-28 request carries.
 fn modern_meta() -> Value {
     json!({
