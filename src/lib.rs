@@ -12,6 +12,8 @@
 //! - [`host`]: the embedding API, a cheap-to-clone [`Host`] handle over the actors.
 //! - [`exec`]: the EXEC bridge above it: `<<EXEC[server](tool):{…}:EXEC` parsed, validated
 //!   against one snapshot, classified and run, every failure a telemetry event.
+//! - [`gateway`]: the host as an MCP server too: one workspace's merged namespace served over
+//!   stdio or Streamable HTTP (`plurnk-mcp serve`), every request routed through [`host`].
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
