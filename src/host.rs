@@ -29,7 +29,7 @@ use crate::protocol::{self, CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
 pub use crate::actors::supervisor::{ActionAnswer, HostMsg, SnapshotWatch};
-pub use crate::model::{CloseFailure, Customize, HostEvent, ServerSummary};
+pub use crate::model::{CloseFailure, Customize, HostEvent, InputRelay, ServerSummary};
 
 /// The name of the workspace [`Host::start`] hydrates from the service configuration.
 pub const DEFAULT_WORKSPACE: &str = "default";
@@ -55,18 +55,6 @@ pub struct CallOptions {
     /// a [`ToolResult`] holding that answer ([`ToolResult::is_input_required`]). For a
     /// caller whose own client answers, such as the gateway.
     pub relay: Option<InputRelay>,
-}
-
-/// What a relayed request carries from the caller's previous `input_required` round.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct InputRelay {
-    /// The caller's `inputResponses`, by the keys the server gave.
-    pub input_responses: Option<serde_json::Map<String, Value>>,
-    /// The server's `requestState`, echoed byte for byte.
-    pub request_state: Option<String>,
-    /// The capabilities the caller's client declared, sent to the server in the request's
-    /// `_meta` in place of the host's own, so it asks only for input that client can give.
-    pub client_capabilities: Option<serde_json::Map<String, Value>>,
 }
 
 impl std::fmt::Debug for CallOptions {

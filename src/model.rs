@@ -410,6 +410,18 @@ impl WorkspaceSnapshot {
     }
 }
 
+/// What a relayed request carries from the caller's previous `input_required` round.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InputRelay {
+    /// The caller's `inputResponses`, by the keys the server gave.
+    pub input_responses: Option<serde_json::Map<String, Value>>,
+    /// The server's `requestState`, echoed byte for byte.
+    pub request_state: Option<String>,
+    /// The capabilities the caller's client declared, sent to the server in the request's
+    /// `_meta` in place of the host's own, so it asks only for input that client can give.
+    pub client_capabilities: Option<serde_json::Map<String, Value>>,
+}
+
 /// A settled `tools/call`: the server answered with a result.
 ///
 /// A tool-level `isError: true` is a completed result, not a failure: `is_error` tells it.

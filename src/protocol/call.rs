@@ -115,7 +115,7 @@ pub(crate) struct CallContext {
     pub interaction: Option<InteractionHandler>,
     /// Relay `input_required` to the caller: what the first request carries, and the
     /// caller answers the next round itself.
-    pub relay: Option<crate::host::InputRelay>,
+    pub relay: Option<crate::model::InputRelay>,
 }
 
 impl CallContext {
