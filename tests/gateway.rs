@@ -23,6 +23,9 @@ use calls::{BOUND, shutdown_clean};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
+/// A credential an upstream is given, and must never reach a gateway client.
+const SECRET: &str = "gateway-upstream-secret-5f2e81";
+
 fn config(pairs: &[(&str, String)]) -> HostConfig {
     let mut map: BTreeMap<String, String> = pairs
         .iter()
@@ -78,6 +81,13 @@ impl Pair {
             "PLURNK_MCP_ENABLED".into(),
             json!(["alpha", "beta"]).to_string(),
         ));
+        // Alpha holds a credential it will reveal when asked: the gateway's clients see it
+        // scrubbed, as the host's own callers do.
+        env.push((
+            "PLURNK_MCP_ALPHA_ENV".into(),
+            json!({"API_KEY": "${GATEWAY_SECRET}"}).to_string(),
+        ));
+        env.push(("GATEWAY_SECRET".into(), SECRET.into()));
         let inner = Host::start(config(&pairs(&env))).await.expect("inner host");
         let workspace = inner.default_workspace();
         let ready = workspace
@@ -233,6 +243,26 @@ async fn plurnk_mcp_attaches_to_a_gateway_and_reaches_every_upstream_through_it(
             .is_some_and(|text| text.starts_with("reads: ")),
         "{read}"
     );
+
+    // A credential an upstream reflects reaches no client of the gateway.
+    let revealed = outer
+        .call_tool(
+            "gw",
+            "alpha_reveal",
+            json!({"name": "API_KEY", "to": "text"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("alpha_reveal");
+    assert_eq!(revealed.text(), "API_KEY=<redacted>");
+    let raw = post_json(
+        &pair.url,
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+               "params": {"name": "alpha_reveal", "arguments": {"name": "API_KEY", "to": "error"},
+                          "_meta": modern_meta()}}),
+    );
+    assert!(!raw.to_string().contains(SECRET), "{raw}");
+    assert!(raw.to_string().contains("<redacted>"), "{raw}");
 
     // A name that routes nowhere is the client's error, and says how names are made.
     match outer
