@@ -483,13 +483,37 @@ fn complete<T: serde::de::DeserializeOwned>(mut value: Value, what: &str) -> Res
     from_wire(value, what)
 }
 
-fn page<T: serde::de::DeserializeOwned>(key: &str, items: &[Value]) -> Result<T, McpError> {
+/// How many items one list page holds: a workspace of hundreds of servers is listed in
+/// pages a client can take.
+const PAGE_ITEMS: usize = 500;
+
+/// One page of `items` from `cursor` (the offset of its first item, as the previous page
+/// said). A list that changed between pages is announced; a cursor past its end is an
+/// empty last page.
+fn page<T: serde::de::DeserializeOwned>(
+    key: &str,
+    items: &[Value],
+    request: Option<PaginatedRequestParams>,
+) -> Result<T, McpError> {
+    let start = match request.and_then(|request| request.cursor) {
+        None => 0,
+        Some(cursor) => cursor.parse::<usize>().map_err(|_| {
+            McpError::invalid_params(
+                format!("unknown cursor \"{cursor}\": pass the nextCursor of the previous page"),
+                None,
+            )
+        })?,
+    };
+    let end = start.saturating_add(PAGE_ITEMS).min(items.len());
+    let slice = items.get(start..end).unwrap_or_default();
     // Cache hints: what the gateway serves changes only with the snapshot, and every change
     // is announced; a client still asks again rather than trust a stale list.
-    from_wire(
-        json!({ key: items, "resultType": "complete", "ttlMs": 0, "cacheScope": "private" }),
-        "list",
-    )
+    let mut page =
+        json!({ key: slice, "resultType": "complete", "ttlMs": 0, "cacheScope": "private" });
+    if end < items.len() {
+        page["nextCursor"] = json!(end.to_string());
+    }
+    from_wire(page, "list")
 }
 
 impl ServerHandler for Gateway {
@@ -527,10 +551,10 @@ impl ServerHandler for Gateway {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        page("tools", &self.view().tools)
+        page("tools", &self.view().tools, request)
     }
 
     async fn call_tool(
@@ -579,10 +603,10 @@ impl ServerHandler for Gateway {
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        page("prompts", &self.view().prompts)
+        page("prompts", &self.view().prompts, request)
     }
 
     async fn get_prompt(
@@ -635,18 +659,18 @@ impl ServerHandler for Gateway {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        page("resources", &self.view().resources)
+        page("resources", &self.view().resources, request)
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        page("resourceTemplates", &self.view().templates)
+        page("resourceTemplates", &self.view().templates, request)
     }
 
     async fn read_resource(
@@ -883,6 +907,36 @@ mod tests {
         assert_eq!(route_name(&naming, "noseparator"), None);
         assert_eq!(route_name(&naming, "_tool"), None);
         assert_eq!(route_name(&naming, "server_"), None);
+    }
+
+    #[test]
+    fn a_long_list_comes_in_pages_that_add_up_to_it() {
+        let items: Vec<Value> = (0..1_234)
+            .map(|n| json!({ "name": format!("t{n}") }))
+            .collect();
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let request = cursor.take().map(|cursor| {
+                serde_json::from_value::<PaginatedRequestParams>(json!({ "cursor": cursor }))
+                    .expect("params")
+            });
+            let listed: ListToolsResult = match page("tools", &items, request) {
+                Ok(listed) => listed,
+                Err(error) => panic!("a page: {error:?}"),
+            };
+            assert!(listed.tools.len() <= PAGE_ITEMS);
+            seen.extend(listed.tools.iter().map(|tool| tool.name.to_string()));
+            match listed.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let expected: Vec<String> = (0..1_234).map(|n| format!("t{n}")).collect();
+        assert_eq!(seen, expected);
+        let bad = serde_json::from_value::<PaginatedRequestParams>(json!({ "cursor": "x" }))
+            .expect("params");
+        assert!(page::<ListToolsResult>("tools", &items, Some(bad)).is_err());
     }
 
     #[test]
