@@ -912,7 +912,7 @@ mod tests {
     #[test]
     fn a_long_list_comes_in_pages_that_add_up_to_it() {
         let items: Vec<Value> = (0..1_234)
-            .map(|n| json!({ "name": format!("t{n}") }))
+            .map(|n| json!({ "name": format!("t{n}"), "inputSchema": {"type": "object"} }))
             .collect();
         let mut seen = Vec::new();
         let mut cursor: Option<String> = None;
