@@ -12,6 +12,8 @@
 //! - [`host`]: the embedding API, a cheap-to-clone [`Host`] handle over the actors.
 //! - [`exec`]: the EXEC bridge above it: `<<EXEC[server](tool):{…}:EXEC` parsed, validated
 //!   against one snapshot, classified and run, every failure a telemetry event.
+//! - [`import`]: another client's server list (Claude Desktop, Cursor, VS Code, Codex) read
+//!   into definitions to add, with a reason for each entry that cannot be carried over.
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
@@ -44,6 +46,7 @@ pub mod capabilities;
 pub mod config;
 pub mod exec;
 pub mod host;
+pub mod import;
 pub mod model;
 pub mod projection;
 pub mod prometheus;
