@@ -107,11 +107,7 @@ impl Global {
 /// Starts the host on the environment's configuration and the state file, and opens the
 /// chosen workspace.
 async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
-    // Non-UTF-8 variables cannot be PLURNK_MCP settings or `${NAME}` targets: skip them
-    // rather than panic the way `std::env::vars` would.
-    let vars = std::env::vars_os()
-        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
-    let config = HostConfig::from_env(vars).map_err(|errors| {
+    let config = HostConfig::from_env(environment()).map_err(|errors| {
         errln!(
             "plurnk-mcp: the configuration has {} problem(s):",
             errors.errors().len()
@@ -135,6 +131,13 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
             Err(fail(problem))
         }
     }
+}
+
+/// The process environment. Non-UTF-8 variables cannot be PLURNK_MCP settings or `${NAME}`
+/// targets: they are skipped rather than panic the way `std::env::vars` would.
+fn environment() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)))
 }
 
 /// The host the running command started, for a signal to shut down.
@@ -904,6 +907,233 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
     };
     finish(&host).await;
     code
+}
+
+// === import ===
+
+/// What became of one planned server.
+enum Imported {
+    /// `--dry-run`: nothing was tried.
+    Would,
+    /// Added, and enabled or disabled as the file had it.
+    Done,
+    /// The action's Problem.
+    Refused(plurnk_mcp::Problem),
+    /// Added, but the disable the file asked for was refused.
+    NotDisabled(plurnk_mcp::Problem),
+}
+
+/// `plurnk-mcp import <file> [--format F] [--dry-run]`: every server of another client's
+/// file added through `Workspace::add`, as `add` adds one; a disabled entry is disabled
+/// right after. Exit 0 when all were imported, 1 when some were skipped or refused, 2 when
+/// the file cannot be read or the host cannot start.
+pub(crate) async fn import(
+    global: &Global,
+    file: &std::path::Path,
+    format: Option<&str>,
+    dry_run: bool,
+) -> ExitCode {
+    use plurnk_mcp::import::Format;
+    let path = printable(&file.display().to_string());
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(error) => {
+            return fail(format!(
+                "cannot read {path}: {error}: give the path of a Claude Desktop, Cursor, VS Code or Codex configuration file"
+            ));
+        }
+    };
+    let format = match format {
+        None => Format::detect(&file.to_string_lossy(), &text),
+        Some(name) => match Format::from_name(name) {
+            Some(format) => format,
+            None => {
+                return fail(format!(
+                    "--format {:?} is not a format: use claude-desktop, cursor, vscode or codex",
+                    printable(name)
+                ));
+            }
+        },
+    };
+    let plan = match plurnk_mcp::import::plan(&text, format) {
+        Ok(plan) => plan,
+        Err(error) => return fail(format!("cannot import {path} as {format}: {error}")),
+    };
+    let outcomes = if dry_run || plan.servers.is_empty() {
+        plan.servers.iter().map(|_| Imported::Would).collect()
+    } else {
+        let (host, workspace) = match start(global).await {
+            Ok(started) => started,
+            Err(code) => return code,
+        };
+        // Each add connects its candidate (within the connect timeout): all at once.
+        let adds = plan.servers.iter().map(|server| {
+            let workspace = workspace.clone();
+            async move {
+                if let Err(problem) = workspace.add(server.definition.clone()).await {
+                    return Imported::Refused(problem);
+                }
+                if server.enabled {
+                    return Imported::Done;
+                }
+                match workspace.disable(server.alias()).await {
+                    Ok(_) => Imported::Done,
+                    Err(problem) => Imported::NotDisabled(problem),
+                }
+            }
+        });
+        let outcomes: Vec<Imported> = futures::future::join_all(adds).await;
+        finish(&host).await;
+        outcomes
+    };
+    let verb = if dry_run {
+        "would add"
+    } else {
+        "added what connects of"
+    };
+    outln!(
+        "{path}: read as {format}; {verb} {} server(s) into workspace \"{}\", {} skipped",
+        plan.servers.len(),
+        global.workspace,
+        plan.skipped.len()
+    );
+    out!("{}", import_table(&plan, &outcomes));
+    for skipped in &plan.skipped {
+        outln!(
+            "{}",
+            printable(&format!("skipped {:?}: {}", skipped.source, skipped.reason))
+        );
+    }
+    for server in &plan.servers {
+        for note in &server.notes {
+            outln!(
+                "{}",
+                printable(&format!("note {:?}: {note}", server.source))
+            );
+        }
+    }
+    print_variables(&plan, dry_run);
+    let failed = plan.skipped.len()
+        + outcomes
+            .iter()
+            .filter(|outcome| matches!(outcome, Imported::Refused(_) | Imported::NotDisabled(_)))
+            .count();
+    if failed == 0 {
+        return ExitCode::SUCCESS;
+    }
+    let total = plan.skipped.len() + plan.servers.len();
+    let was = if dry_run { "would not be" } else { "were not" };
+    errln!(
+        "plurnk-mcp: {failed} of {total} entries of {path} {was} imported as they are: see the reasons above"
+    );
+    ExitCode::from(1)
+}
+
+fn import_table(plan: &plurnk_mcp::import::Plan, outcomes: &[Imported]) -> String {
+    let mut rows = vec![
+        [
+            "SERVER",
+            "FROM",
+            "TRANSPORT",
+            "ENABLED",
+            "TARGET",
+            "REFERENCES",
+            "RESULT",
+        ]
+        .map(str::to_owned),
+    ];
+    for (server, outcome) in plan.servers.iter().zip(outcomes) {
+        let references: Vec<String> = server
+            .introduced
+            .iter()
+            .map(|introduced| format!("${{{}}}", introduced.variable))
+            .collect();
+        let result = match outcome {
+            Imported::Would => "would be added".to_owned(),
+            Imported::Done => "added".to_owned(),
+            Imported::Refused(problem) => format!("refused: {problem}"),
+            Imported::NotDisabled(problem) => {
+                format!("added, but still enabled: the disable was refused: {problem}")
+            }
+        };
+        rows.push([
+            server.alias().to_owned(),
+            server.source.clone(),
+            server.transport().to_string(),
+            if server.enabled { "yes" } else { "no" }.to_owned(),
+            server.target(),
+            if references.is_empty() {
+                "-".to_owned()
+            } else {
+                references.join(", ")
+            },
+            result,
+        ]);
+    }
+    if rows.len() == 1 {
+        return String::new();
+    }
+    render_table(&rows)
+}
+
+/// The variables the planned servers refer to: names, whether each is set and handed to
+/// workspaces, and where a moved secret came from. Never a value.
+fn print_variables(plan: &plurnk_mcp::import::Plan, dry_run: bool) {
+    let variables = plan.variables();
+    if variables.is_empty() {
+        return;
+    }
+    let config = HostConfig::from_env(environment()).ok();
+    let handed = |name: &str| {
+        config
+            .as_ref()
+            .is_some_and(|config| config.workspace_env().contains(name))
+    };
+    let mut rows = vec![["VARIABLE", "SET", "IN WORKSPACE_ENV", "FROM"].map(str::to_owned)];
+    let mut missing = false;
+    for name in &variables {
+        let set = std::env::var_os(name).is_some();
+        missing |= !set || !handed(name);
+        let moved: Vec<String> = plan
+            .servers
+            .iter()
+            .flat_map(|server| {
+                server
+                    .introduced
+                    .iter()
+                    .filter(|introduced| &introduced.variable == name)
+                    .map(|introduced| {
+                        format!("moved out of {}'s {}", server.alias(), introduced.from)
+                    })
+            })
+            .collect();
+        let from = if moved.is_empty() {
+            "a reference in the file".to_owned()
+        } else {
+            moved.join("; ")
+        };
+        rows.push([
+            name.clone(),
+            if set { "yes" } else { "no" }.to_owned(),
+            if handed(name) { "yes" } else { "no" }.to_owned(),
+            from,
+        ]);
+    }
+    outln!("variables the servers refer to (their values are never shown):");
+    out!("{}", render_table(&rows));
+    let allowed = config
+        .as_ref()
+        .is_some_and(HostConfig::allows_runtime_servers);
+    if missing || !allowed {
+        let when = if dry_run {
+            "before importing"
+        } else {
+            "and import again"
+        };
+        outln!(
+            "set each variable, list it in PLURNK_MCP_WORKSPACE_ENV and set PLURNK_MCP_ALLOW_ADD=true {when}: a server is added only once it connects"
+        );
+    }
 }
 
 /// How `plurnk-mcp serve` is asked to serve.

@@ -163,6 +163,7 @@ pub(crate) use prepared::is_credential_name;
 pub use prepared::{PreparedServer, PreparedTransport};
 pub use secret::Secret;
 pub use target::TransportKind;
+pub(crate) use target::redact_url;
 pub use wire::{
     McpAuthorization, McpHttpDefinition, McpServerDefinition, McpServerOptions, McpStdioDefinition,
 };

@@ -14,6 +14,8 @@
 //!   against one snapshot, classified and run, every failure a telemetry event.
 //! - [`gateway`]: the host as an MCP server too: one workspace's merged namespace served over
 //!   stdio or Streamable HTTP (`plurnk-mcp serve`), every request routed through [`host`].
+//! - [`import`]: another client's server list (Claude Desktop, Cursor, VS Code, Codex) read
+//!   into definitions to add, with a reason for each entry that cannot be carried over.
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
@@ -47,6 +49,7 @@ pub mod config;
 pub mod exec;
 pub mod gateway;
 pub mod host;
+pub mod import;
 pub mod model;
 pub mod projection;
 pub mod prometheus;

@@ -50,6 +50,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Import the servers of another client's configuration file into the workspace.
+    ///
+    /// Reads Claude Desktop's claude_desktop_config.json, Cursor's and VS Code's mcp.json
+    /// and Codex's config.toml. Each server is added as `add` would add it; literal
+    /// secrets become ${NAME} references (the variables to set are printed, never their
+    /// values); entries that cannot be carried over are reported with the reason. Exits 0
+    /// when every entry was imported, 1 when some were skipped or refused, 2 when the file
+    /// cannot be read.
+    Import {
+        /// The configuration file.
+        file: std::path::PathBuf,
+        /// Read it as this format instead of detecting it: claude-desktop, cursor, vscode
+        /// or codex.
+        #[arg(long)]
+        format: Option<String>,
+        /// Print what would be imported, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Enable a server in the workspace (optionally customized).
     Enable {
         /// The alias.
@@ -298,6 +317,11 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 };
                 cli::action(global, action, json).await
             }
+            Command::Import {
+                file,
+                format,
+                dry_run,
+            } => cli::import(global, &file, format.as_deref(), dry_run).await,
             Command::Disable { alias, json } => {
                 cli::action(global, cli::Action::Disable { alias }, json).await
             }

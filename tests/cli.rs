@@ -558,9 +558,15 @@ struct HttpChild {
 
 impl HttpChild {
     fn start() -> Self {
+        Self::with(&[])
+    }
+
+    /// The fixture with `extra` arguments, such as `--bearer TOKEN`.
+    fn with(extra: &[&str]) -> Self {
         use std::io::BufRead;
         let mut child = Command::new(EXE)
             .args(["fixture", "--name", "web", "--http", "127.0.0.1:0"])
+            .args(extra)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -917,4 +923,472 @@ fn a_metrics_address_that_is_none_or_is_taken_is_refused_by_name() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
+}
+
+// === import ===
+
+/// One client's file imported into workspace `team` of a fresh state file.
+struct Import {
+    state: String,
+    file: std::path::PathBuf,
+    env: BTreeMap<String, String>,
+    /// Every output so far, for the check that no literal secret of the file shows.
+    seen: String,
+}
+
+impl Import {
+    /// Writes `contents` at `<scratch>/<relative>` (the name is part of format detection);
+    /// `env` is the operator's: the gate opened for `handed`, each set to its value.
+    fn new(relative: &str, contents: &str, handed: &[(&str, &str)]) -> Self {
+        let state = scratch_state();
+        let dir = std::path::PathBuf::from(format!("{state}.files"));
+        let file = dir.join(relative);
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("the folder");
+        std::fs::write(&file, contents).expect("the file is written");
+        let names: Vec<&str> = handed.iter().map(|(name, _)| *name).collect();
+        let mut env = vars(&[
+            ("PLURNK_MCP_ALLOW_ADD", "true".into()),
+            ("PLURNK_MCP_WORKSPACE_ENV", json!(names).to_string()),
+        ]);
+        for (name, value) in handed {
+            env.insert((*name).to_owned(), (*value).to_owned());
+        }
+        Self {
+            state,
+            file,
+            env,
+            seen: String::new(),
+        }
+    }
+
+    fn run(&mut self, args: &[&str]) -> Output {
+        let mut all = vec!["--state", self.state.as_str(), "--workspace", "team"];
+        all.extend_from_slice(args);
+        let output = run(&all, &self.env);
+        self.seen.push_str(&text(&output.stdout));
+        self.seen.push_str(&text(&output.stderr));
+        output
+    }
+
+    fn import(&mut self, extra: &[&str]) -> Output {
+        let file = self.file.to_string_lossy().into_owned();
+        let mut args = vec!["import", file.as_str()];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+
+    /// `list --json`, by alias.
+    fn list(&mut self) -> BTreeMap<String, Value> {
+        let output = self.run(&["list", "--json"]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let list: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        list.as_array()
+            .expect("an array")
+            .iter()
+            .map(|summary| {
+                (
+                    summary["alias"].as_str().unwrap_or_default().to_owned(),
+                    summary.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// A dry run changes nothing: no state file is even created.
+    fn dry_run(&mut self) -> String {
+        let output = self.import(&["--dry-run"]);
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+        assert!(
+            !std::path::Path::new(&self.state).exists(),
+            "a dry run wrote the state file"
+        );
+        text(&output.stdout)
+    }
+
+    /// The import itself; exit 1 as one entry of each file cannot be carried over.
+    fn apply(&mut self) -> String {
+        let output = self.import(&[]);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{}{}",
+            text(&output.stdout),
+            text(&output.stderr)
+        );
+        assert!(
+            text(&output.stderr).contains("were not imported"),
+            "{}",
+            text(&output.stderr)
+        );
+        text(&output.stdout)
+    }
+
+    /// The state file holds each of `fragments` (a definition's JSON as stored).
+    fn assert_stored(&self, fragments: &[&str]) {
+        let bytes = std::fs::read(&self.state).expect("the state file");
+        let stored = String::from_utf8_lossy(&bytes);
+        for fragment in fragments {
+            assert!(stored.contains(fragment), "{fragment} is not stored");
+        }
+    }
+
+    /// No literal secret of the file shows in any output, in any case, or in the state file.
+    fn assert_secrets_stayed_out(&self, secrets: &[&str]) {
+        let bytes = std::fs::read(&self.state).expect("the state file");
+        let stored = String::from_utf8_lossy(&bytes).to_ascii_lowercase();
+        let seen = self.seen.to_ascii_lowercase();
+        for secret in secrets {
+            let secret = secret.to_ascii_lowercase();
+            assert!(
+                !seen.contains(&secret),
+                "a secret was shown:\n{}",
+                self.seen
+            );
+            assert!(!stored.contains(&secret), "a secret was stored");
+        }
+    }
+}
+
+/// The names of a map the list shows (its values are shown `<redacted>`).
+fn assert_env_keys(map: &Value, keys: &[&str]) {
+    let shown: Vec<&str> = map
+        .as_object()
+        .map(|map| map.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(shown, keys, "{map:#}");
+}
+
+/// The server is in the list, enabled or not as asked, and (when enabled) connected.
+fn assert_imported(list: &BTreeMap<String, Value>, alias: &str, enabled: bool) {
+    let summary = list
+        .get(alias)
+        .unwrap_or_else(|| panic!("{alias} was imported: {list:#?}"));
+    assert_eq!(summary["source"], "workspace", "{summary:#}");
+    assert_eq!(summary["enabled"], enabled, "{summary:#}");
+    let state = if enabled { "ready" } else { "disabled" };
+    assert_eq!(summary["state"], state, "{summary:#}");
+}
+
+/// The stdio fixture's arguments, as a JSON array.
+fn fixture_args(name: &str) -> Value {
+    json!(["fixture", "--name", name])
+}
+
+#[test]
+fn import_of_a_claude_desktop_file_connects_its_servers() {
+    const ENV_SECRET: &str = "claude-env-SeCrEt-5b1e";
+    const BEARER: &str = "claude-bearer-SeCrEt-7c2d";
+    let web = HttpChild::with(&["--bearer", BEARER]);
+    // The shape of Claude Desktop's documented examples: stdio servers with args and env.
+    let file = json!({
+        "mcpServers": {
+            "Local_Files": {
+                "command": EXE,
+                "args": fixture_args("files"),
+                "env": {"API_KEY": ENV_SECRET, "LOG_LEVEL": "debug"}
+            },
+            "remote": {
+                "url": web.url,
+                "headers": {"Authorization": format!("Bearer {BEARER}"), "X-Client": "claude"}
+            },
+            "1password": {"command": EXE, "args": fixture_args("op")}
+        },
+        "globalShortcut": ""
+    });
+    let mut import = Import::new(
+        "Claude/claude_desktop_config.json",
+        &serde_json::to_string_pretty(&file).expect("JSON"),
+        &[("API_KEY", ENV_SECRET), ("REMOTE_TOKEN", BEARER)],
+    );
+    let plan = import.dry_run();
+    assert!(plan.contains("read as claude-desktop"), "{plan}");
+    assert!(
+        plan.lines().any(|l| l.starts_with("local-files")
+            && l.contains("Local_Files")
+            && l.contains("${API_KEY}")
+            && l.contains("would be added")),
+        "{plan}"
+    );
+    assert!(
+        plan.lines()
+            .any(|l| l.starts_with("remote") && l.contains("${REMOTE_TOKEN}")),
+        "{plan}"
+    );
+    assert!(plan.contains("skipped \"1password\""), "{plan}");
+    assert!(
+        plan.contains("moved out of remote's header Authorization"),
+        "{plan}"
+    );
+
+    let report = import.apply();
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("local-files") && l.contains("added")),
+        "{report}"
+    );
+    let list = import.list();
+    assert_imported(&list, "local-files", true);
+    assert_imported(&list, "remote", true);
+    assert!(!list.contains_key("1password"), "{list:#?}");
+    assert_env_keys(
+        &list["local-files"]["definition"]["env"],
+        &["API_KEY", "LOG_LEVEL"],
+    );
+    import.assert_stored(&[r#""API_KEY":"${API_KEY}""#, r#""LOG_LEVEL":"debug""#]);
+    assert_eq!(
+        list["remote"]["definition"]["authorization"],
+        json!({"type": "bearer", "token": "${REMOTE_TOKEN}"})
+    );
+    // The moved variable reached the server (and what it reflects is scrubbed).
+    let output = import.run(&[
+        "call",
+        "local-files",
+        "reveal",
+        r#"{"name":"API_KEY","to":"text"}"#,
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("API_KEY=<redacted>"));
+    import.assert_secrets_stayed_out(&[ENV_SECRET, BEARER]);
+}
+
+#[test]
+fn import_of_a_cursor_file_keeps_disabled_entries_disabled() {
+    const ENV_SECRET: &str = "cursor-env-SeCrEt-11aa";
+    const BEARER: &str = "cursor-bearer-SeCrEt-22bb";
+    const HEADER: &str = "cursor-header-SeCrEt-33cc";
+    let web = HttpChild::with(&["--bearer", BEARER]);
+    // Cursor's documented shapes: stdio, a typed remote with headers and ${env:NAME},
+    // `disabled`, and an SSE server.
+    let file = json!({
+        "mcpServers": {
+            "local": {"command": EXE, "args": fixture_args("local"), "env": {"GITHUB_TOKEN": ENV_SECRET}},
+            "web": {
+                "type": "streamable-http",
+                "url": web.url,
+                "headers": {"Authorization": "Bearer ${env:CURSOR_WEB_TOKEN}", "X-Api-Key": HEADER}
+            },
+            "resting": {"command": EXE, "args": fixture_args("resting"), "disabled": true},
+            "old-sse": {"type": "sse", "url": "http://127.0.0.1:9/sse"}
+        }
+    });
+    let mut import = Import::new(
+        ".cursor/mcp.json",
+        &serde_json::to_string_pretty(&file).expect("JSON"),
+        &[
+            ("GITHUB_TOKEN", ENV_SECRET),
+            ("CURSOR_WEB_TOKEN", BEARER),
+            ("WEB_X_API_KEY", HEADER),
+        ],
+    );
+    let plan = import.dry_run();
+    assert!(plan.contains("read as cursor"), "{plan}");
+    assert!(
+        plan.contains("skipped \"old-sse\": it uses the SSE-only transport"),
+        "{plan}"
+    );
+    assert!(
+        plan.lines()
+            .any(|l| l.starts_with("web") && l.contains("${WEB_X_API_KEY}")),
+        "{plan}"
+    );
+    import.apply();
+    let list = import.list();
+    assert_imported(&list, "local", true);
+    assert_imported(&list, "web", true);
+    assert_imported(&list, "resting", false);
+    assert!(!list.contains_key("old-sse"));
+    assert_env_keys(&list["web"]["definition"]["headers"], &["X-Api-Key"]);
+    import.assert_stored(&[
+        r#""X-Api-Key":"${WEB_X_API_KEY}""#,
+        r#""GITHUB_TOKEN":"${GITHUB_TOKEN}""#,
+        r#""token":"${CURSOR_WEB_TOKEN}""#,
+    ]);
+    // The moved header arrives with its value: the fixture reflects it reversed, a spelling
+    // no scrubber knows.
+    let output = import.run(&["call", "web", "headers", "{}"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let reversed: String = HEADER.chars().rev().collect();
+    assert!(
+        text(&output.stdout).contains(&reversed),
+        "{}",
+        text(&output.stdout)
+    );
+    import.assert_secrets_stayed_out(&[ENV_SECRET, BEARER, HEADER]);
+}
+
+#[test]
+fn import_of_a_vscode_file_reports_inputs_and_env_files() {
+    const ENV_SECRET: &str = "vscode-env-SeCrEt-44dd";
+    const BEARER: &str = "vscode-bearer-SeCrEt-55ee";
+    let web = HttpChild::with(&["--bearer", BEARER]);
+    let exe = serde_json::to_string(EXE).expect("JSON");
+    let url = serde_json::to_string(&web.url).expect("JSON");
+    // VS Code's reference: typed servers, `inputs`, comments and a trailing comma.
+    let file = format!(
+        r#"{{
+  // Prompted for by VS Code; plurnk-mcp cannot ask.
+  "inputs": [
+    {{ "type": "promptString", "id": "api-key", "description": "API key", "password": true }}
+  ],
+  "servers": {{
+    "fixture": {{
+      "type": "stdio",
+      "command": {exe},
+      "args": ["fixture", "--name", "fixture"],
+      "env": {{ "SERVICE_PASSWORD": "{ENV_SECRET}", "MODE": "fast" }}
+    }},
+    "web": {{ "type": "http", "url": {url}, "headers": {{ "Authorization": "Bearer {BEARER}" }} }},
+    "asks": {{ "type": "stdio", "command": {exe}, "env": {{ "API_KEY": "${{input:api-key}}" }} }},
+    "dotenv": {{ "type": "stdio", "command": {exe}, "envFile": "${{workspaceFolder}}/.env" }},
+  }}
+}}"#
+    );
+    let mut import = Import::new(
+        ".vscode/mcp.json",
+        &file,
+        &[("SERVICE_PASSWORD", ENV_SECRET), ("WEB_TOKEN", BEARER)],
+    );
+    let plan = import.dry_run();
+    assert!(plan.contains("read as vscode"), "{plan}");
+    assert!(
+        plan.contains("skipped \"asks\": \"env.API_KEY\" uses ${input:api-key}"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("skipped \"dotenv\": it reads \"envFile\""),
+        "{plan}"
+    );
+    import.apply();
+    let list = import.list();
+    assert_imported(&list, "fixture", true);
+    assert_imported(&list, "web", true);
+    assert!(!list.contains_key("asks") && !list.contains_key("dotenv"));
+    assert_env_keys(
+        &list["fixture"]["definition"]["env"],
+        &["MODE", "SERVICE_PASSWORD"],
+    );
+    import.assert_stored(&[
+        r#""SERVICE_PASSWORD":"${SERVICE_PASSWORD}""#,
+        r#""token":"${WEB_TOKEN}""#,
+    ]);
+    import.assert_secrets_stayed_out(&[ENV_SECRET, BEARER]);
+}
+
+#[test]
+fn import_of_a_codex_file_carries_its_references_and_tool_lists() {
+    const ENV_SECRET: &str = "codex-env-SeCrEt-66ff";
+    const BEARER: &str = "codex-bearer-SeCrEt-77aa";
+    const HEADER: &str = "codex-header-SeCrEt-88bb";
+    let web = HttpChild::with(&["--bearer", BEARER]);
+    let exe = serde_json::to_string(EXE).expect("a TOML basic string");
+    let url = serde_json::to_string(&web.url).expect("a TOML basic string");
+    // Codex's `[mcp_servers.<id>]` keys, as its configuration reference lists them.
+    let file = format!(
+        r#"model = "gpt-5"
+
+[mcp_servers.local]
+command = {exe}
+args = ["fixture", "--name", "local"]
+startup_timeout_sec = 20
+enabled_tools = ["echo", "reveal", "crash"]
+disabled_tools = ["crash"]
+
+[mcp_servers.local.env]
+DEPLOY_TOKEN = "{ENV_SECRET}"
+
+[mcp_servers.web]
+url = {url}
+bearer_token_env_var = "CODEX_WEB_TOKEN"
+http_headers = {{ "X-Region" = "eu", "X-Api-Key" = "{HEADER}" }}
+tool_timeout_sec = 30
+
+[mcp_servers.resting]
+command = {exe}
+args = ["fixture", "--name", "resting"]
+enabled = false
+
+[mcp_servers.linear]
+url = "https://mcp.linear.test/mcp"
+scopes = ["read"]
+"#
+    );
+    let mut import = Import::new(
+        ".codex/config.toml",
+        &file,
+        &[
+            ("DEPLOY_TOKEN", ENV_SECRET),
+            ("CODEX_WEB_TOKEN", BEARER),
+            ("WEB_X_API_KEY", HEADER),
+        ],
+    );
+    let plan = import.dry_run();
+    assert!(plan.contains("read as codex"), "{plan}");
+    assert!(
+        plan.contains("skipped \"linear\": it configures OAuth (\"scopes\")"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("note \"local\": startup_timeout_sec"),
+        "{plan}"
+    );
+    import.apply();
+    let list = import.list();
+    assert_imported(&list, "local", true);
+    assert_imported(&list, "web", true);
+    assert_imported(&list, "resting", false);
+    assert!(!list.contains_key("linear"));
+    assert_eq!(list["local"]["tools"], json!(["echo", "reveal"]));
+    assert_env_keys(
+        &list["web"]["definition"]["headers"],
+        &["X-Api-Key", "X-Region"],
+    );
+    import.assert_stored(&[
+        r#""DEPLOY_TOKEN":"${DEPLOY_TOKEN}""#,
+        r#""X-Api-Key":"${WEB_X_API_KEY}""#,
+        r#""X-Region":"eu""#,
+        r#""token":"${CODEX_WEB_TOKEN}""#,
+    ]);
+    import.assert_secrets_stayed_out(&[ENV_SECRET, BEARER, HEADER]);
+}
+
+#[test]
+fn import_refuses_an_unreadable_file_by_name_and_line() {
+    let mut import = Import::new(
+        "claude_desktop_config.json",
+        "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",},\n    \"b\": {\"command\": \"x\" \"args\": []}\n  }\n}",
+        &[],
+    );
+    // A trailing comma passes (as VS Code allows it); a missing one does not.
+    let output = import.import(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("claude_desktop_config.json") && stderr.contains("at line 4, column 26"),
+        "{stderr}"
+    );
+    let output = import.run(&["import", "/nonexistent/mcp.json"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("/nonexistent/mcp.json"));
+    let file = import.file.to_string_lossy().into_owned();
+    let output = import.run(&["import", &file, "--format", "zed"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("claude-desktop, cursor, vscode or codex"));
+}
+
+#[test]
+fn import_without_the_install_gate_reports_each_refusal() {
+    let file = json!({"mcpServers": {"local": {"command": EXE, "args": fixture_args("local")}}});
+    let mut import = Import::new("claude_desktop_config.json", &file.to_string(), &[]);
+    import.env.remove("PLURNK_MCP_ALLOW_ADD");
+    let output = import.import(&[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("local") && l.contains("refused") && l.contains("403")),
+        "{stdout}"
+    );
+    assert!(import.list().is_empty());
 }

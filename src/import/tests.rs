@@ -1,0 +1,435 @@
+//! The readers against files written from each client's documentation.
+
+use super::*;
+use crate::config::Transport;
+
+/// A literal credential that must leave the plan only as a `${NAME}` reference.
+const SECRET: &str = "ghp_SeNtInEl4d8f2a";
+const OTHER_SECRET: &str = "sk-OtHeRsEcReT-91c3";
+
+fn planned<'a>(plan: &'a Plan, alias: &str) -> &'a Planned {
+    plan.servers
+        .iter()
+        .find(|server| server.alias() == alias)
+        .unwrap_or_else(|| panic!("{alias} is planned: {plan:#?}"))
+}
+
+fn reason<'a>(plan: &'a Plan, source: &str) -> &'a NotCarried {
+    &plan
+        .skipped
+        .iter()
+        .find(|skipped| skipped.source == source)
+        .unwrap_or_else(|| panic!("{source} is skipped: {plan:#?}"))
+        .reason
+}
+
+fn wire(server: &Planned) -> McpServerDefinition {
+    McpServerDefinition::try_from(&server.definition).expect("a wire form")
+}
+
+/// Nothing the plan shows (Debug, reasons, notes, the wire forms it stores) holds a secret.
+fn assert_no_secret(plan: &Plan) {
+    let mut shown = format!("{plan:?}");
+    for server in &plan.servers {
+        shown.push_str(&serde_json::to_string(&wire(server)).expect("JSON"));
+    }
+    for skipped in &plan.skipped {
+        shown.push_str(&skipped.reason.to_string());
+    }
+    for secret in [SECRET, OTHER_SECRET] {
+        assert!(!shown.contains(secret), "a secret is shown:\n{shown}");
+    }
+}
+
+#[test]
+fn claude_desktop_moves_literal_secrets_out_and_keeps_the_rest() {
+    // The shape of the quickstart's examples: stdio servers with args and env.
+    let text = format!(
+        r#"{{
+  "mcpServers": {{
+    "github": {{
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-github"],
+      "env": {{ "GITHUB_PERSONAL_ACCESS_TOKEN": "{SECRET}", "LOG_LEVEL": "debug" }}
+    }},
+    "filesystem": {{
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/Users/you/projects"],
+      "cwd": "/Users/you"
+    }},
+    "remote": {{ "url": "https://mcp.example.test/mcp", "headers": {{ "Authorization": "Bearer {OTHER_SECRET}" }} }}
+  }},
+  "globalShortcut": "Ctrl+Space"
+}}"#
+    );
+    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    assert!(plan.skipped.is_empty(), "{plan:#?}");
+    let github = planned(&plan, "github");
+    assert!(github.enabled);
+    let McpServerDefinition::Stdio(stdio) = wire(github) else {
+        panic!("stdio");
+    };
+    assert_eq!(stdio.command, "npx");
+    assert_eq!(
+        stdio.env["GITHUB_PERSONAL_ACCESS_TOKEN"],
+        "${GITHUB_PERSONAL_ACCESS_TOKEN}"
+    );
+    assert_eq!(stdio.env["LOG_LEVEL"], "debug");
+    assert_eq!(
+        github.introduced,
+        vec![Introduced {
+            variable: "GITHUB_PERSONAL_ACCESS_TOKEN".into(),
+            from: "env GITHUB_PERSONAL_ACCESS_TOKEN".into(),
+        }]
+    );
+    let filesystem = planned(&plan, "filesystem");
+    assert!(filesystem.introduced.is_empty());
+    assert!(
+        matches!(filesystem.definition.transport(), Transport::Stdio(s) if s.cwd.as_deref() == Some("/Users/you"))
+    );
+    // A literal bearer header becomes the bearer authorization, named after the alias.
+    let McpServerDefinition::Http(http) = wire(planned(&plan, "remote")) else {
+        panic!("http");
+    };
+    assert!(http.headers.is_empty());
+    assert_eq!(
+        http.authorization,
+        Some(McpAuthorization::Bearer {
+            token: "${REMOTE_TOKEN}".into()
+        })
+    );
+    assert_eq!(
+        plan.variables(),
+        BTreeSet::from([
+            "GITHUB_PERSONAL_ACCESS_TOKEN".to_owned(),
+            "REMOTE_TOKEN".to_owned()
+        ])
+    );
+    assert_eq!(
+        planned(&plan, "remote").target(),
+        "https://mcp.example.test/<redacted>"
+    );
+    assert_no_secret(&plan);
+}
+
+#[test]
+fn cursor_carries_env_references_disabled_entries_and_reports_sse() {
+    let text = format!(
+        r#"{{
+  "mcpServers": {{
+    "userjot": {{
+      "url": "https://api.userjot.test/v1/mcp",
+      "headers": {{ "Authorization": "Bearer ${{env:USERJOT_API_TOKEN}}", "X-Client": "cursor" }}
+    }},
+    "holistics": {{
+      "type": "streamable-http",
+      "url": "https://holistics.test/mcp",
+      "headers": {{ "X-Holistics-Key": "{SECRET}" }}
+    }},
+    "server-name": {{ "command": "npx", "args": ["-y", "mcp-server"], "env": {{ "API_KEY": "value-of-it" }}, "disabled": true }},
+    "old-sse": {{ "type": "sse", "url": "http://example.test:8000/sse" }},
+    "signed-in": {{ "url": "https://oauth.test/mcp", "auth": {{ "CLIENT_ID": "abc" }} }}
+  }}
+}}"#
+    );
+    assert_eq!(
+        Format::detect("/home/u/.cursor/mcp.json", &text),
+        Format::Cursor
+    );
+    let plan = plan(&text, Format::Cursor).expect("a plan");
+    let McpServerDefinition::Http(userjot) = wire(planned(&plan, "userjot")) else {
+        panic!("http");
+    };
+    assert_eq!(
+        userjot.authorization,
+        Some(McpAuthorization::Bearer {
+            token: "${USERJOT_API_TOKEN}".into()
+        })
+    );
+    assert_eq!(userjot.headers["X-Client"], "cursor");
+    assert!(planned(&plan, "userjot").introduced.is_empty());
+    let McpServerDefinition::Http(holistics) = wire(planned(&plan, "holistics")) else {
+        panic!("http");
+    };
+    assert_eq!(
+        holistics.headers["X-Holistics-Key"],
+        "${HOLISTICS_X_HOLISTICS_KEY}"
+    );
+    let disabled = planned(&plan, "server-name");
+    assert!(!disabled.enabled);
+    assert_eq!(disabled.introduced[0].variable, "API_KEY");
+    assert_eq!(reason(&plan, "old-sse"), &NotCarried::Sse);
+    assert!(matches!(reason(&plan, "signed-in"), NotCarried::OAuth { field } if field == "auth"));
+    assert_no_secret(&plan);
+}
+
+#[test]
+fn vscode_reads_jsonc_and_reports_inputs_env_files_and_editor_variables() {
+    // The reference's shapes: typed servers, an `inputs` array, comments, a trailing comma.
+    let text = r#"{
+  // Servers of this workspace.
+  "inputs": [
+    { "type": "promptString", "id": "perplexity-key", "description": "Perplexity API Key", "password": true }
+  ],
+  "servers": {
+    "Perplexity": {
+      "type": "stdio",
+      "command": "npx",
+      "args": ["-y", "server-perplexity-ask"],
+      "env": { "PERPLEXITY_API_KEY": "${input:perplexity-key}" }
+    },
+    "fetch": { "type": "stdio", "command": "uvx", "args": ["mcp-server-fetch"], "envFile": "${workspaceFolder}/.env" },
+    "github": { "type": "http", "url": "https://api.githubcopilot.test/mcp", "headers": { "Authorization": "Bearer ${env:GITHUB_TOKEN}" } },
+    "memory": { "type": "stdio", "command": "npx", "args": ["-y", "server-memory"], "env": { "MEMORY_FILE_PATH": "${userHome}/memory.json" } },
+    "here": { "type": "stdio", "command": "node", "args": ["${workspaceFolder}/build/index.js"] },
+    /* a trailing comma, as VS Code allows */
+  },
+}"#;
+    assert_eq!(Format::detect("/p/.vscode/mcp.json", text), Format::VsCode);
+    let plan = plan(text, Format::VsCode).expect("a plan");
+    assert!(matches!(
+        reason(&plan, "Perplexity"),
+        NotCarried::InputVariable { field, id } if field == "env.PERPLEXITY_API_KEY" && id == "perplexity-key"
+    ));
+    assert_eq!(reason(&plan, "fetch"), &NotCarried::EnvFile);
+    assert!(matches!(
+        reason(&plan, "here"),
+        NotCarried::EditorVariable { variable, .. } if variable == "workspaceFolder"
+    ));
+    let McpServerDefinition::Http(github) = wire(planned(&plan, "github")) else {
+        panic!("http");
+    };
+    assert_eq!(
+        github.authorization,
+        Some(McpAuthorization::Bearer {
+            token: "${GITHUB_TOKEN}".into()
+        })
+    );
+    let McpServerDefinition::Stdio(memory) = wire(planned(&plan, "memory")) else {
+        panic!("stdio");
+    };
+    assert_eq!(memory.env["MEMORY_FILE_PATH"], "${HOME}/memory.json");
+    // A settings.json keeps the same list under "mcp".
+    let settings = r#"{"editor.fontSize": 14, "mcp": {"servers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}}"#;
+    assert_eq!(Format::detect("settings.json", settings), Format::VsCode);
+    assert_eq!(
+        super::plan(settings, Format::VsCode)
+            .expect("a plan")
+            .servers
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn codex_maps_its_fields_and_reports_what_it_cannot() {
+    // The reference's `[mcp_servers.<id>]` keys.
+    let text = format!(
+        r#"
+model = "gpt-5"
+
+[mcp_servers.docs]
+command = "npx"
+args = ["-y", "docs-mcp"]
+cwd = "/srv/docs"
+env_vars = ["HOME", {{ name = "DOCS_INDEX" }}]
+startup_timeout_sec = 20
+tool_timeout_sec = 45
+enabled_tools = ["search", "open", "delete"]
+disabled_tools = ["delete"]
+
+[mcp_servers.docs.env]
+DOCS_API_KEY = "{SECRET}"
+MODE = "fast"
+
+[mcp_servers.figma]
+url = "https://mcp.figma.test/mcp"
+bearer_token_env_var = "FIGMA_OAUTH_TOKEN"
+http_headers = {{ "X-Figma-Region" = "us-east-1", "X-Api-Key" = "{OTHER_SECRET}" }}
+env_http_headers = {{ "X-Org" = "FIGMA_ORG" }}
+enabled = false
+
+[mcp_servers.linear]
+url = "https://mcp.linear.test/mcp"
+scopes = ["read"]
+
+[mcp_servers.trimmed]
+command = "trimmed-mcp"
+disabled_tools = ["rm"]
+
+[mcp_servers.sandboxed]
+command = "x"
+experimental_sandbox = true
+"#
+    );
+    assert_eq!(
+        Format::detect("/home/u/.codex/config.toml", &text),
+        Format::Codex
+    );
+    let plan = plan(&text, Format::Codex).expect("a plan");
+    let docs = planned(&plan, "docs");
+    let McpServerDefinition::Stdio(stdio) = wire(docs) else {
+        panic!("stdio");
+    };
+    assert_eq!(stdio.env["DOCS_API_KEY"], "${DOCS_API_KEY}");
+    assert_eq!(stdio.env["HOME"], "${HOME}");
+    assert_eq!(stdio.env["DOCS_INDEX"], "${DOCS_INDEX}");
+    assert_eq!(stdio.env["MODE"], "fast");
+    assert_eq!(
+        stdio.tools,
+        Some(vec!["search".to_owned(), "open".to_owned()])
+    );
+    assert_eq!(docs.notes.len(), 2, "{:?}", docs.notes);
+    let figma = planned(&plan, "figma");
+    assert!(!figma.enabled);
+    let McpServerDefinition::Http(http) = wire(figma) else {
+        panic!("http");
+    };
+    assert_eq!(
+        http.authorization,
+        Some(McpAuthorization::Bearer {
+            token: "${FIGMA_OAUTH_TOKEN}".into()
+        })
+    );
+    assert_eq!(http.headers["X-Figma-Region"], "us-east-1");
+    assert_eq!(http.headers["X-Api-Key"], "${FIGMA_X_API_KEY}");
+    assert_eq!(http.headers["X-Org"], "${FIGMA_ORG}");
+    assert!(matches!(reason(&plan, "linear"), NotCarried::OAuth { field } if field == "scopes"));
+    assert_eq!(reason(&plan, "trimmed"), &NotCarried::ExcludedTools);
+    assert!(matches!(
+        reason(&plan, "sandboxed"),
+        NotCarried::UnknownField { field } if field == "experimental_sandbox"
+    ));
+    assert_no_secret(&plan);
+}
+
+#[test]
+fn names_fold_to_aliases_and_collisions_skip_every_claimant() {
+    let text = r#"{"mcpServers": {
+        "My_Server": {"command": "a"},
+        "GitHub": {"command": "a"},
+        "github": {"command": "a"},
+        "1password": {"command": "a"},
+        "github-tools": {"command": "a"},
+        "enabled": {"command": "a"},
+        "café": {"command": "a"},
+        "@scope/pkg": {"command": "a"}
+    }}"#;
+    let plan = plan(text, Format::ClaudeDesktop).expect("a plan");
+    let aliases: BTreeSet<&str> = plan.servers.iter().map(Planned::alias).collect();
+    assert_eq!(
+        aliases,
+        BTreeSet::from(["my-server", "scope-pkg"]),
+        "{plan:#?}"
+    );
+    for source in ["GitHub", "github"] {
+        assert!(
+            matches!(reason(&plan, source), NotCarried::Collision { alias, .. } if alias == "github")
+        );
+    }
+    for source in ["1password", "github-tools", "enabled", "café"] {
+        assert_eq!(reason(&plan, source), &NotCarried::Unfoldable, "{source}");
+    }
+}
+
+#[test]
+fn one_variable_name_with_two_values_is_told_apart_by_alias() {
+    let text = format!(
+        r#"{{"mcpServers": {{
+        "one": {{"command": "a", "env": {{"API_KEY": "{SECRET}"}}}},
+        "two": {{"command": "a", "env": {{"API_KEY": "{OTHER_SECRET}"}}}},
+        "three": {{"command": "a", "env": {{"API_KEY": "{SECRET}"}}}}
+    }}}}"#
+    );
+    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    let variable = |alias| planned(&plan, alias).introduced[0].variable.clone();
+    // serde_json keeps keys sorted: one, three, two.
+    assert_eq!(variable("one"), "API_KEY");
+    assert_eq!(variable("three"), "API_KEY");
+    assert_eq!(variable("two"), "TWO_API_KEY");
+    assert_no_secret(&plan);
+}
+
+#[test]
+fn unreadable_files_name_the_line_and_column() {
+    let broken = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\" \"args\": []}\n  }\n}";
+    let error = plan(broken, Format::ClaudeDesktop).expect_err("broken JSON");
+    assert!(
+        matches!(
+            error,
+            ImportError::Syntax {
+                language: "JSON",
+                line: Some(3),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("at line 3, column"), "{error}");
+    let broken = "[mcp_servers.a]\ncommand = \"x\"\nargs = [\"unterminated\n";
+    let error = plan(broken, Format::Codex).expect_err("broken TOML");
+    assert!(
+        matches!(
+            error,
+            ImportError::Syntax {
+                language: "TOML",
+                line: Some(3),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let error = plan(r#"{"servers": {}}"#, Format::ClaudeDesktop).expect_err("no mcpServers");
+    assert!(error.to_string().contains("\"mcpServers\""), "{error}");
+    assert!(error.to_string().contains("--format"), "{error}");
+}
+
+#[test]
+fn entries_with_wrong_shapes_are_skipped_with_the_field() {
+    let text = r#"{"mcpServers": {
+        "both": {"command": "a", "url": "https://x.test/mcp"},
+        "none": {"env": {}},
+        "args": {"command": "a", "args": "--fast"},
+        "odd": {"type": "websocket", "url": "wss://x.test"},
+        "mixed": {"url": "https://x.test/mcp", "env": {"A": "b"}},
+        "text": "npx server",
+        "bad-url": {"url": "https://"}
+    }}"#;
+    let plan = plan(text, Format::Cursor).expect("a plan");
+    assert!(plan.servers.is_empty(), "{plan:#?}");
+    assert_eq!(reason(&plan, "both"), &NotCarried::BothTargets);
+    assert_eq!(reason(&plan, "none"), &NotCarried::NoTarget);
+    assert!(
+        matches!(reason(&plan, "args"), NotCarried::WrongType { field, .. } if field == "args")
+    );
+    assert_eq!(reason(&plan, "odd"), &NotCarried::UnknownType);
+    assert!(
+        matches!(reason(&plan, "mixed"), NotCarried::WrongType { field, .. } if field == "env")
+    );
+    assert_eq!(reason(&plan, "text"), &NotCarried::NotAnObject);
+    assert!(matches!(reason(&plan, "bad-url"), NotCarried::Invalid(_)));
+}
+
+#[test]
+fn formats_are_named_and_detected() {
+    for format in Format::ALL {
+        assert_eq!(Format::from_name(format.name()), Some(format));
+    }
+    assert_eq!(Format::from_name("claude"), Some(Format::ClaudeDesktop));
+    assert_eq!(Format::from_name("zed"), None);
+    let claude = r#"{"mcpServers": {"a": {"command": "x"}}}"#;
+    assert_eq!(
+        Format::detect("claude_desktop_config.json", claude),
+        Format::ClaudeDesktop
+    );
+    let cursor = r#"{"mcpServers": {"a": {"command": "x", "disabled": true}}}"#;
+    assert_eq!(Format::detect("mcp.json", cursor), Format::Cursor);
+    assert_eq!(
+        Format::detect("config", "[mcp_servers.a]\ncommand = \"x\"\n"),
+        Format::Codex
+    );
+    assert_eq!(
+        Format::detect("/x/.vscode/mcp.json", "{ broken"),
+        Format::VsCode
+    );
+}
