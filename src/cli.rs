@@ -689,6 +689,35 @@ pub(crate) async fn fixture(
     }
 }
 
+/// `plurnk-mcp fixture --conformance [--http ADDR]`: the conformance fixture on stdio, or on
+/// `address` (printing the one `listening` line the fixture prints) until ctrl-c.
+pub(crate) async fn conformance_fixture(http: Option<std::net::SocketAddr>) -> ExitCode {
+    let result = match http {
+        None => plurnk_mcp_fixture::conformance::serve_stdio().await,
+        Some(address) => {
+            let listener = match tokio::net::TcpListener::bind(address).await {
+                Ok(listener) => listener,
+                Err(error) => return fail(format!("could not bind {address}: {error}")),
+            };
+            match listener.local_addr() {
+                Ok(bound) => outln!("listening http://{bound}/mcp"),
+                Err(error) => return fail(error),
+            }
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                stop.cancel();
+            });
+            plurnk_mcp_fixture::conformance::serve_http(listener, shutdown).await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(format!("fixture: {error:#}")),
+    }
+}
+
 /// `plurnk-mcp fixture --hostile MODE --http ADDR`: a hostile HTTP server on `address`, which
 /// prints the one `listening` line the good one prints and serves until it is killed.
 pub(crate) fn hostile_http(

@@ -209,6 +209,10 @@ enum Command {
         /// Be a legacy-only peer (answers server/discover with method-not-found).
         #[arg(long)]
         legacy: bool,
+        /// Serve the conformance fixture instead: the catalog the MCP conformance suite's
+        /// server scenarios call (only --http applies).
+        #[arg(long)]
+        conformance: bool,
         /// The server name.
         #[arg(long, default_value = "fixture")]
         name: String,
@@ -366,6 +370,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
             }
             Command::Fixture {
                 legacy,
+                conformance,
                 name,
                 http,
                 bearer,
@@ -377,6 +382,9 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 completions,
                 hostile,
             } => {
+                if conformance {
+                    return cli::conformance_fixture(http).await;
+                }
                 if let (Some(name), Some(address)) = (&hostile, http) {
                     let Some(mode) = plurnk_mcp_fixture::hostile_http::HttpMode::parse(name) else {
                         eprintln!(
