@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite (server leg) against an MCP server, at protocol 2026-07-28.
+# The official MCP conformance suite (server leg) against plurnk-mcp's gateway, at 2026-07-28.
 #
-#   scripts/conformance-server.sh                        # the conformance fixture, every scenario
-#   scripts/conformance-server.sh --url URL              # the server at URL (e.g. the gateway)
-#   scripts/conformance-server.sh [--url URL] NAME ...   # only these scenarios
+#   scripts/conformance-server.sh                        # the gateway, every scenario
+#   scripts/conformance-server.sh --fixture              # the conformance fixture itself
+#   scripts/conformance-server.sh --url URL              # any server at URL
+#   scripts/conformance-server.sh [...] NAME ...         # only these scenarios
 #
-# Without --url it builds plurnk-mcp, starts `plurnk-mcp fixture --conformance --http
-# 127.0.0.1:0` (the catalog the scenarios call, crates/fixture/src/conformance.rs), reads the
-# address it prints, and stops it on exit. Then it runs each scenario alone with
+# By default it builds plurnk-mcp and starts the gateway, `plurnk-mcp serve --transport http
+# --unprefixed`, on a workspace whose one server is the conformance fixture over stdio
+# (`plurnk-mcp fixture --conformance`: the catalog the scenarios call, under the suite's names,
+# crates/fixture/src/conformance.rs); the suite talks to the gateway only, and everything it
+# sees went through the host. With --fixture it starts the fixture over HTTP instead. It reads
+# the address the server prints and stops it on exit. Then it runs each scenario alone with
 #   conformance server --url <url> --scenario <name> --spec-version 2026-07-28 \
 #                      -o target/conformance-server/<name>
 # and fails unless, for every scenario, the run exited 0 and its checks.json exists, holds at
 # least one check, and has no FAILURE or WARNING check. One summary line per scenario; the
-# suite's own output is in target/conformance-server/<name>/run.log, the fixture's stderr in
-# target/conformance-server/fixture.stderr. Only loopback traffic.
+# suite's own output is in target/conformance-server/<name>/run.log, the server's stderr in
+# target/conformance-server/server.stderr. Only loopback traffic.
 #
 # The scenarios are the `server:` list the suite scores for 2026-07-28
-# (requirements/2026-07-28.yaml in the suite's package).
+# (requirements/2026-07-28.yaml in the suite's package): all 37 apply to a gateway.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -63,6 +67,7 @@ SCENARIOS=(
 )
 
 URL=""
+TARGET="gateway"
 picked=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -70,6 +75,7 @@ while [[ $# -gt 0 ]]; do
       [[ $# -ge 2 ]] || { echo "conformance-server: --url needs a value" >&2; exit 2; }
       URL="$2"; shift 2 ;;
     --url=*) URL="${1#--url=}"; shift ;;
+    --fixture) TARGET="fixture"; shift ;;
     -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "conformance-server: unknown option $1" >&2; exit 2 ;;
     *) picked+=("$1"); shift ;;
@@ -108,23 +114,33 @@ if [[ -z "$URL" ]]; then
   cargo build --quiet --bin plurnk-mcp
   BIN="$TARGET_DIR/debug/plurnk-mcp"
   [[ -x "$BIN" ]] || { log "missing $BIN after the build"; exit 1; }
-  # The fixture prints one line, `listening http://IP:PORT/mcp`, once it is bound.
-  "$BIN" fixture --conformance --http 127.0.0.1:0 >"$OUT/fixture.stdout" 2>"$OUT/fixture.stderr" &
+  # Each prints where it listens once it is bound: the fixture `listening http://IP:PORT/mcp`
+  # on stdout, the gateway `... at http://IP:PORT/mcp` on stderr.
+  if [[ "$TARGET" == "fixture" ]]; then
+    "$BIN" fixture --conformance --http 127.0.0.1:0 >"$OUT/server.stdout" 2>"$OUT/server.stderr" &
+    ANNOUNCED="$OUT/server.stdout"
+  else
+    rm -f "$OUT/gateway.sqlite"
+    env -i PATH="$PATH" HOME="${HOME:-/}" \
+      PLURNK_MCP_CONFORMANCE="$BIN" PLURNK_MCP_CONFORMANCE_ARGS='["fixture","--conformance"]' \
+      PLURNK_MCP_ENABLED='["conformance"]' \
+      "$BIN" --state "$OUT/gateway.sqlite" serve --transport http --listen 127.0.0.1:0 --unprefixed \
+      >"$OUT/server.stdout" 2>"$OUT/server.stderr" &
+    ANNOUNCED="$OUT/server.stderr"
+  fi
   FIXTURE_PID=$!
-  line=""
+  URL=""
   for _ in $(seq 300); do
-    line="$(head -n 1 "$OUT/fixture.stdout" 2>/dev/null || true)"
-    [[ "$line" == "listening http://"*"/mcp" ]] && break
+    URL="$(grep -o 'http://[^ ]*/mcp' "$ANNOUNCED" 2>/dev/null | head -n 1 || true)"
+    [[ -n "$URL" ]] && break
     kill -0 "$FIXTURE_PID" 2>/dev/null || break
     sleep 0.1
   done
-  [[ "$line" == "listening http://"*"/mcp" ]] || {
-    log "the fixture printed no address (${line:-nothing}; see ${OUT#"$ROOT"/}/fixture.stderr)"; exit 1; }
-  URL="${line#listening }"
-  log "conformance fixture at $URL"
+  [[ -n "$URL" ]] || {
+    log "the $TARGET printed no address (see ${OUT#"$ROOT"/}/server.stderr)"; exit 1; }
+  log "$TARGET at $URL"
 fi
 
-# count FILE -> "<checks> <success> <failure> <warning>" (or nothing if unreadable)
 count() {
   "$NODE22" -e '
     const checks = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));

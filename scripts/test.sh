@@ -6,7 +6,8 @@
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
 # Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace (the
 # short chaos run included), the doctests, the subtree example, the load benchmark at tiny
-# sizes, each fuzz target briefly, then the official conformance suite's client scenarios.
+# sizes, each fuzz target briefly, then the official conformance suite: its client scenarios
+# against the host, and its server scenarios against the gateway (`plurnk-mcp serve`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,3 +26,6 @@ BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick
 bash scripts/fuzz.sh
 # The official MCP conformance suite's client scenarios, one at a time, through our host.
 bash scripts/conformance.sh
+# The suite's server scenarios, one at a time, against `plurnk-mcp serve` over HTTP in front of
+# the conformance fixture.
+bash scripts/conformance-server.sh
