@@ -27,9 +27,26 @@
 //                         2026-07-28, a notification handler on 2025-11-25)
 //   --client-dir DIR      the npm prefix holding node_modules/@modelcontextprotocol/client
 //                         (default $TS_CLIENT_DIR, else <repo>/.cache/npm)
+//   --elicit '<json>'     answer every form elicitation with action "accept" and this JSON
+//                         object as its content: an `elicitation/create` request handler
+//                         (`client.setRequestHandler`), which serves a 2025-11-25 server's
+//                         elicitation/create request and, through the SDK's own multi-round-trip
+//                         driver (`inputRequired.autoFulfill`, on by default: it dispatches the
+//                         embedded requests to the same handler and retries the request with
+//                         inputResponses and the echoed requestState, up to 10 rounds), the
+//                         elicitation/create input requests of a 2026-07-28 input_required
+//                         result. The client then declares `capabilities: {elicitation: {form:
+//                         {}}}`; a url-mode elicitation is refused (-32602). Without --elicit
+//                         there is no handler and no elicitation capability: the SDK answers a
+//                         2025-11-25 elicitation/create with -32601 (method not found), and fails
+//                         the call on a 2026-07-28 input_required elicitation itself (an SdkError
+//                         CAPABILITY_NOT_SUPPORTED: "kind":"sdk" on the step's line).
 //
 // The stdio server inherits this process's whole environment (the SDK's default would pass only
 // a whitelist: HOME, PATH, ...) and its stderr.
+//
+// With --elicit every step's line (connected excepted) also has "elicited": the message of each
+// elicitation the client answered during that step, in order.
 //
 // Steps: {"op":"list_tools"} {"op":"call","tool":NAME,"arguments":{...}} {"op":"list_resources"}
 // {"op":"read","uri":URI} {"op":"list_prompts"} {"op":"get_prompt","name":N,"arguments":{...}}
@@ -75,6 +92,7 @@ function usage(message) {
   process.stderr.write(
     'usage: gateway_client.mjs [--plan JSON | --plan-file PATH] [--revision auto|2026-07-28|2025-11-25]\n' +
       '       [--timeout-ms N] [--stdio-probe sibling|inplace] [--listen auto|always] [--client-dir DIR]\n' +
+      '       [--elicit JSON]\n' +
       '       (--http URL | --stdio COMMAND [ARGS...])\n',
   );
   process.exit(2);
@@ -118,6 +136,16 @@ function parseArgs(argv) {
         break;
       case '--client-dir':
         opts.clientDir = value();
+        break;
+      case '--elicit':
+        try {
+          opts.elicit = JSON.parse(value());
+        } catch (error) {
+          usage(`--elicit is not JSON: ${error.message}`);
+        }
+        if (!opts.elicit || typeof opts.elicit !== 'object' || Array.isArray(opts.elicit)) {
+          usage('--elicit needs a JSON object');
+        }
         break;
       case '--http':
         opts.http = value();
@@ -275,6 +303,7 @@ const client = new Client(
   { name: 'plurnk-gateway-test-ts', version: pkg.version },
   {
     versionNegotiation,
+    ...(opts.elicit && { capabilities: { elicitation: { form: {} } } }),
     ...(opts.listen === 'auto' && {
       listChanged: {
         tools: { autoRefresh: false, debounceMs: 0, onChanged: () => onToolsChanged(viaOf(undefined)) },
@@ -291,6 +320,21 @@ client.onclose = () => {
 client.onerror = (error) => {
   process.stderr.write(`gateway_client.mjs: client error: ${error && error.message ? error.message : error}\n`);
 };
+
+// The messages of the elicitations answered during the current step (with --elicit).
+let elicited = [];
+if (opts.elicit) {
+  client.setRequestHandler('elicitation/create', async (request) => {
+    const params = request.params ?? {};
+    if (params.mode === 'url') {
+      process.stderr.write(`gateway_client.mjs: refusing a url-mode elicitation: ${JSON.stringify(params.message)}\n`);
+      throw new ProtocolError(-32602, 'url-mode elicitation is not supported');
+    }
+    elicited.push(params.message);
+    return { action: 'accept', content: opts.elicit };
+  });
+}
+const withElicited = (line) => (opts.elicit ? { ...line, elicited } : line);
 
 class InPlaceStdioClientTransport extends StdioClientTransport {}
 
@@ -381,6 +425,7 @@ async function runStep(step, signal, ms) {
 
 for (const step of opts.plan) {
   const op = step && step.op;
+  elicited = [];
   try {
     if (op === 'wait_tools_changed') {
       const ms = step.timeout_ms ?? opts.timeoutMs;
@@ -388,14 +433,14 @@ for (const step of opts.plan) {
       const result = await bounded(opts.timeoutMs, 'tools/list', (signal) =>
         client.listTools(undefined, { timeout: opts.timeoutMs, signal, cacheMode: 'refresh' }),
       );
-      emit({ op, ok: true, via, result });
+      emit(withElicited({ op, ok: true, via, result }));
       continue;
     }
     const ms = step.timeout_ms ?? (op === 'sleep' ? (step.ms ?? 0) + opts.timeoutMs : opts.timeoutMs);
     const result = await bounded(ms, String(op), (signal) => runStep(step, signal, ms));
-    emit({ op, ok: true, result });
+    emit(withElicited({ op, ok: true, result }));
   } catch (error) {
-    emit({ op, ok: false, error: describeError(error) });
+    emit(withElicited({ op, ok: false, error: describeError(error) }));
   }
 }
 

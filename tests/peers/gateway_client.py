@@ -27,9 +27,25 @@ Options:
                        tools when the server advertises tools.listChanged (what the TypeScript
                        SDK does on its own); always: open it whatever the server advertises.
                        2025-11-25 list_changed notifications arrive unsolicited either way.
+  --elicit '<json>'    answer every form elicitation with action "accept" and this JSON object
+                       as its content: the SDK's `Client(elicitation_callback=...)`, which serves
+                       both a 2025-11-25 server's elicitation/create request and the
+                       elicitation/create input requests of a 2026-07-28 input_required result
+                       (the SDK's own SEP-2322 driver answers them through the same callback and
+                       retries the request with inputResponses and the echoed requestState, up
+                       to 10 rounds). The client then declares the elicitation capability, form
+                       mode only (the SDK would declare form and url for any callback; the
+                       driver trims it to {"form":{}}); a url-mode elicitation is refused with
+                       the SDK's "Elicitation not supported" error. Without --elicit the client
+                       has no callback and declares no elicitation: the SDK's default refuses
+                       elicitation/create with -32600 "Elicitation not supported", and an
+                       input_required result's elicitation fails the call with that error.
 
 The stdio server inherits this process's whole environment (the SDK's default would pass only a
 whitelist) and its stderr.
+
+With --elicit every step's line (connected excepted) also has "elicited": the message of each
+elicitation the client answered during that step, in order.
 
 Steps: {"op":"list_tools"} {"op":"call","tool":NAME,"arguments":{...}} {"op":"list_resources"}
 {"op":"read","uri":URI} {"op":"list_prompts"} {"op":"get_prompt","name":N,"arguments":{...}}
@@ -83,7 +99,7 @@ REQUEST_TIMEOUT = -32001
 
 USAGE = (
     "usage: gateway_client.py [--plan JSON | --plan-file PATH] [--revision auto|2026-07-28|2025-11-25]\n"
-    "       [--no-discover] [--timeout-ms N] [--listen auto|always]\n"
+    "       [--no-discover] [--timeout-ms N] [--listen auto|always] [--elicit JSON]\n"
     "       (--http URL | --stdio COMMAND [ARGS...])\n"
 )
 
@@ -99,6 +115,7 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
         "timeout_ms": DEFAULT_TIMEOUT_MS,
         "listen": "auto",
         "discover": True,
+        "elicit": None,
         "http": None,
         "stdio": None,
     }
@@ -136,6 +153,13 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
             opts["listen"] = value()
             if opts["listen"] not in ("auto", "always"):
                 usage(f"unknown listen mode {opts['listen']}")
+        elif arg == "--elicit":
+            try:
+                opts["elicit"] = json.loads(value())
+            except ValueError as error:
+                usage(f"--elicit is not JSON: {error}")
+            if not isinstance(opts["elicit"], dict):
+                usage("--elicit needs a JSON object")
         elif arg == "--http":
             opts["http"] = value()
         elif arg == "--stdio":
@@ -180,6 +204,27 @@ def dump(model: Any) -> Any:
 
 class StepTimeout(Exception):
     pass
+
+
+def form_only_elicitation() -> None:
+    """Trim the SDK's elicitation capability ad to form mode.
+
+    mcp 2.3.0's ClientSession declares `{"form":{},"url":{}}` whenever an elicitation callback is
+    set; this driver answers form elicitations only, so the ad it sends (initialize, the
+    2026-07-28 `_meta` envelope, server/discover) says `{"form":{}}`.
+    """
+    from mcp.client.session import ClientSession
+
+    build = ClientSession._build_capabilities
+
+    def build_form_only(self: Any, version: str) -> types.ClientCapabilities:
+        caps = build(self, version)
+        if caps.elicitation is not None:
+            form = types.ElicitationCapability(form=types.FormElicitationCapability())
+            caps = caps.model_copy(update={"elicitation": form})
+        return caps
+
+    ClientSession._build_capabilities = build_form_only  # type: ignore[method-assign]
 
 
 def leaf(error: BaseException) -> BaseException:
@@ -231,7 +276,7 @@ class ToolsChanged:
 async def main(opts: dict[str, Any]) -> int:
     timeout = opts["timeout_ms"] / 1000
     changed = ToolsChanged()
-    state = {"modern": False, "lost": False, "connected": False}
+    state: dict[str, Any] = {"modern": False, "lost": False, "connected": False}
 
     async def on_message(message: Any) -> None:
         if isinstance(message, Exception):
@@ -244,6 +289,19 @@ async def main(opts: dict[str, Any]) -> int:
                 return  # a listen-stream event: the subscription iterator delivers it
             changed.push("unsolicited" if state["modern"] else "notification")
 
+    elicitation_callback = None
+    if opts["elicit"] is not None:
+        form_only_elicitation()
+        state["elicited"] = []
+        answer = opts["elicit"]
+
+        async def elicitation_callback(_context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
+            if isinstance(params, types.ElicitRequestURLParams) or getattr(params, "mode", None) == "url":
+                sys.stderr.write(f"gateway_client.py: refusing a url-mode elicitation: {params.message!r}\n")
+                return types.ErrorData(code=types.INVALID_REQUEST, message="Elicitation not supported")
+            state["elicited"].append(params.message)
+            return types.ElicitResult(action="accept", content=answer)
+
     mode = {"auto": "auto", "2025-11-25": "legacy", "2026-07-28": "2026-07-28"}[opts["revision"]]
     if opts["http"] is not None:
         server: Any = opts["http"]
@@ -255,6 +313,7 @@ async def main(opts: dict[str, Any]) -> int:
         mode=mode,
         read_timeout_seconds=timeout,
         message_handler=on_message,
+        elicitation_callback=elicitation_callback,
         client_info=types.Implementation(name="plurnk-gateway-test-py", version="2.3.0"),
     )
 
@@ -283,7 +342,7 @@ async def main(opts: dict[str, Any]) -> int:
     return exit_code
 
 
-async def run_plan(opts: dict[str, Any], client: Client, state: dict[str, bool], changed: ToolsChanged) -> int:
+async def run_plan(opts: dict[str, Any], client: Client, state: dict[str, Any], changed: ToolsChanged) -> int:
     timeout = opts["timeout_ms"] / 1000
     version = client.protocol_version
     state["modern"] = version in MODERN_PROTOCOL_VERSIONS
@@ -348,6 +407,8 @@ async def run_plan(opts: dict[str, Any], client: Client, state: dict[str, bool],
         for step in opts["plan"]:
             op = step.get("op") if isinstance(step, dict) else None
             line: dict[str, Any] = {"op": op}
+            if opts["elicit"] is not None:
+                state["elicited"] = []
             try:
                 if op == "wait_tools_changed":
                     via = await changed.wait(step.get("timeout_ms", opts["timeout_ms"]) / 1000)
@@ -384,6 +445,8 @@ async def run_plan(opts: dict[str, Any], client: Client, state: dict[str, bool],
                 if isinstance(error, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)):
                     state["lost"] = True
                 line.update(ok=False, error=describe_error(error))
+            if opts["elicit"] is not None:
+                line["elicited"] = state["elicited"]
             emit(line)
         tg.cancel_scope.cancel()
     if state["lost"]:
