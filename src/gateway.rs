@@ -323,17 +323,35 @@ impl Gateway {
             .meta
             .get_progress_token()
             .map(|token| ProgressForwarder::start(context.peer.clone(), token));
-        let relay = InputRelay {
-            client_capabilities: serde_json::to_value(&context.meta)
+        // The server asks only for what the client can give: a 2026-07-28 client's declared
+        // capabilities as they are (it answers every round itself); a session's elicitation
+        // only (the gateway asks it over the session, and can bridge nothing else).
+        let client_capabilities = if modern {
+            serde_json::to_value(&context.meta)
                 .ok()
-                .and_then(|meta| meta.get(CLIENT_CAPABILITIES)?.as_object().cloned()),
-            ..relay
+                .and_then(|meta| meta.get(CLIENT_CAPABILITIES)?.as_object().cloned())
+                .unwrap_or_default()
+        } else {
+            let declared = context
+                .peer
+                .peer_info()
+                .and_then(|info| serde_json::to_value(&info.capabilities).ok())
+                .unwrap_or_default();
+            declared
+                .get("elicitation")
+                .map(|elicitation| {
+                    let mut only = serde_json::Map::new();
+                    only.insert("elicitation".into(), elicitation.clone());
+                    only
+                })
+                .unwrap_or_default()
         };
         let options = CallOptions {
             cancel: Some(context.ct.clone()),
             progress: forwarder.as_ref().map(ProgressForwarder::sink),
             relay: modern.then_some(relay),
             interaction: (!modern).then(|| ask_over_session(context.peer.clone())),
+            client_capabilities: Some(client_capabilities),
             ..CallOptions::default()
         };
         (options, forwarder)
@@ -571,7 +589,6 @@ impl ServerHandler for Gateway {
                 .input_responses
                 .map(|answers| answers.into_iter().collect()),
             request_state: request.request_state,
-            client_capabilities: None,
         };
         let (options, forwarder) = self.options(&context, relay);
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
@@ -622,7 +639,6 @@ impl ServerHandler for Gateway {
                 .input_responses
                 .map(|answers| answers.into_iter().collect()),
             request_state: request.request_state,
-            client_capabilities: None,
         };
         let (options, forwarder) = self.options(&context, relay);
         let arguments = request
@@ -694,7 +710,6 @@ impl ServerHandler for Gateway {
                 .input_responses
                 .map(|answers| answers.into_iter().collect()),
             request_state: request.request_state,
-            client_capabilities: None,
         };
         let (options, forwarder) = self.options(&context, relay);
         let operation = Operation::ReadResource {

@@ -55,6 +55,10 @@ pub struct CallOptions {
     /// a [`ToolResult`] holding that answer ([`ToolResult::is_input_required`]). For a
     /// caller whose own client answers, such as the gateway.
     pub relay: Option<InputRelay>,
+    /// The client capabilities sent to a 2026-07-28 server in this request's `_meta` in
+    /// place of the host's own, so it asks only for input the caller's own client can give
+    /// (the gateway forwards its client's).
+    pub client_capabilities: Option<serde_json::Map<String, Value>>,
 }
 
 impl std::fmt::Debug for CallOptions {
@@ -66,6 +70,7 @@ impl std::fmt::Debug for CallOptions {
             .field("progress", &self.progress.is_some())
             .field("interaction", &self.interaction.is_some())
             .field("relay", &self.relay.is_some())
+            .field("client_capabilities", &self.client_capabilities.is_some())
             .finish()
     }
 }
@@ -862,6 +867,7 @@ impl Workspace {
             progress: options.progress,
             interaction: options.interaction.or_else(|| self.interaction.clone()),
             relay: options.relay,
+            client_capabilities: options.client_capabilities,
         };
         Ok((route, context))
     }

@@ -417,9 +417,6 @@ pub struct InputRelay {
     pub input_responses: Option<serde_json::Map<String, Value>>,
     /// The server's `requestState`, echoed byte for byte.
     pub request_state: Option<String>,
-    /// The capabilities the caller's client declared, sent to the server in the request's
-    /// `_meta` in place of the host's own, so it asks only for input that client can give.
-    pub client_capabilities: Option<serde_json::Map<String, Value>>,
 }
 
 /// A settled `tools/call`: the server answered with a result.

@@ -911,3 +911,79 @@ fn the_python_sdk_client_uses_the_gateway_at_both_revisions() {
         }
     }
 }
+
+#[test]
+fn elicitation_crosses_the_gateway_to_the_client_at_both_revisions() {
+    let peers = peers();
+    let mut env = vec![
+        ("PLURNK_MCP_PY".to_owned(), peers.python.clone()),
+        (
+            "PLURNK_MCP_PY_ARGS".to_owned(),
+            json!([peer_script("python_surfaces.py")]).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED".to_owned(), json!(["py"]).to_string()),
+    ];
+    env.push(("PLURNK_MCP_CONNECT_TIMEOUT".into(), "30000".into()));
+    let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gateway-elicit-{}.sqlite", std::process::id()));
+    let plan = json!([
+        {"op": "call", "tool": "py_ask_name"},
+        {"op": "call", "tool": "py_ask_name_raw"}
+    ])
+    .to_string();
+    for revision in ["2026-07-28", "2025-11-25"] {
+        for answer in [true, false] {
+            let mut args = vec![
+                peer_script("gateway_client.py"),
+                "--revision".into(),
+                revision.into(),
+                "--plan".into(),
+                plan.clone(),
+            ];
+            if answer {
+                args.extend(["--elicit".into(), json!({"name": "Ada"}).to_string()]);
+            }
+            args.extend([
+                "--stdio".into(),
+                EXE.into(),
+                "--state".into(),
+                state.to_string_lossy().into_owned(),
+                "serve".into(),
+            ]);
+            let lines = drive(&peers.python, &args, &env);
+            let label = format!("{revision}, answering: {answer}");
+            assert_eq!(lines[0]["protocolVersion"], revision, "{label}");
+            for (index, step) in lines[1..].iter().enumerate() {
+                if answer {
+                    // The upstream's question reached the client, and its answer the upstream.
+                    assert_eq!(step["ok"], true, "{label}: {step}");
+                    assert_eq!(
+                        step["result"]["content"][0]["text"], "hello, Ada",
+                        "{label}: {step}"
+                    );
+                    assert_eq!(
+                        step["elicited"],
+                        json!(["What is your name?"]),
+                        "{label}: {step}"
+                    );
+                } else if index == 0 {
+                    // A client that declared no elicitation: the upstream sees its capabilities
+                    // (not the host's) and refuses, as it does when asked directly.
+                    assert_eq!(step["ok"], false, "{label}: {step}");
+                    assert_eq!(step["error"]["code"], -32021, "{label}: {step}");
+                } else if revision == "2026-07-28" {
+                    // A raw input request reaches the client itself, which cannot answer it.
+                    assert_eq!(step["ok"], false, "{label}: {step}");
+                } else {
+                    // A session that cannot be asked is declined for: the upstream completes
+                    // with what a declined question gives.
+                    assert_eq!(step["ok"], true, "{label}: {step}");
+                    assert_eq!(
+                        step["result"]["content"][0]["text"], "no name given",
+                        "{label}: {step}"
+                    );
+                }
+            }
+        }
+    }
+}

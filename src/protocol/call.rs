@@ -116,6 +116,8 @@ pub(crate) struct CallContext {
     /// Relay `input_required` to the caller: what the first request carries, and the
     /// caller answers the next round itself.
     pub relay: Option<crate::model::InputRelay>,
+    /// Sent in the request's `_meta` in place of the host's own capabilities.
+    pub client_capabilities: Option<serde_json::Map<String, Value>>,
 }
 
 impl CallContext {
@@ -572,11 +574,7 @@ impl CallPeer {
             None => PeerRequestOptions::no_options(),
         };
         let mut options = options;
-        if let Some(capabilities) = context
-            .relay
-            .as_ref()
-            .and_then(|relay| relay.client_capabilities.clone())
-        {
+        if let Some(capabilities) = context.client_capabilities.clone() {
             let mut meta = serde_json::Map::new();
             meta.insert(CLIENT_CAPABILITIES.into(), Value::Object(capabilities));
             options.meta = Some(meta.into());
