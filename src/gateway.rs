@@ -358,6 +358,67 @@ impl Gateway {
     }
 }
 
+/// What an upstream answered a forwarded request.
+enum Forwarded {
+    /// It wants input first: the client answers and sends the request again.
+    InputRequired(Value),
+    /// Its result.
+    Complete(Value),
+}
+
+impl Forwarded {
+    /// As rmcp's response for the request: the input request, or the completed result
+    /// (`resultType` filled in).
+    fn into_response<T, R>(
+        self,
+        input: impl FnOnce(rmcp::model::InputRequiredResult) -> R,
+        done: impl FnOnce(T) -> R,
+        what: &str,
+    ) -> Result<R, McpError>
+    where
+        T: serde::de::DeserializeOwned,
+    {
+        Ok(match self {
+            Self::InputRequired(value) => input(from_wire(value, "input request")?),
+            Self::Complete(value) => done(complete(value, what)?),
+        })
+    }
+}
+
+impl Gateway {
+    /// Runs `operation` on `alias` for this request: its cancellation, progress, input
+    /// relay and capabilities; progress is all sent before the answer.
+    async fn forward(
+        &self,
+        alias: &str,
+        operation: Operation,
+        relay: InputRelay,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Forwarded, CallError> {
+        let (options, forwarder) = self.options(context, relay);
+        let result = self.inner.workspace.run(alias, operation, options).await;
+        if let Some(forwarder) = forwarder {
+            forwarder.flush().await;
+        }
+        let result = result?;
+        Ok(if result.is_input_required() {
+            Forwarded::InputRequired(result.result)
+        } else {
+            Forwarded::Complete(result.result)
+        })
+    }
+}
+
+fn relay_of(
+    input_responses: Option<rmcp::model::InputResponses>,
+    request_state: Option<String>,
+) -> InputRelay {
+    InputRelay {
+        input_responses: input_responses.map(|answers| answers.into_iter().collect()),
+        request_state,
+    }
+}
+
 /// The server's progress reports of one request, sent on to the client in order and all
 /// before the request's result.
 struct ProgressForwarder {
@@ -584,38 +645,24 @@ impl ServerHandler for Gateway {
         let Some((alias, tool)) = route_name(naming, &request.name) else {
             return Err(self.not_found("tool", &request.name));
         };
-        let relay = InputRelay {
-            input_responses: request
-                .input_responses
-                .map(|answers| answers.into_iter().collect()),
-            request_state: request.request_state,
+        let relay = relay_of(request.input_responses, request.request_state);
+        let operation = Operation::CallTool {
+            name: tool.to_owned(),
+            arguments: request.arguments.unwrap_or_default(),
         };
-        let (options, forwarder) = self.options(&context, relay);
-        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let result = self
-            .inner
-            .workspace
-            .call_tool(alias, tool, arguments, options)
-            .await;
-        if let Some(forwarder) = forwarder {
-            forwarder.flush().await;
-        }
-        let result = result.map_err(|error| match error {
-            CallError::UnknownTool { .. } | CallError::UnknownServer(_) => {
-                self.not_found("tool", &request.name)
-            }
-            other => to_mcp(other),
-        })?;
-        if result.is_input_required() {
-            return Ok(CallToolResponse::InputRequired(from_wire(
-                result.result,
-                "input request",
-            )?));
-        }
-        Ok(CallToolResponse::Complete(complete(
-            result.result,
-            "tool result",
-        )?))
+        self.forward(alias, operation, relay, &context)
+            .await
+            .map_err(|error| match error {
+                CallError::UnknownTool { .. } | CallError::UnknownServer(_) => {
+                    self.not_found("tool", &request.name)
+                }
+                other => to_mcp(other),
+            })?
+            .into_response(
+                CallToolResponse::InputRequired,
+                CallToolResponse::Complete,
+                "tool result",
+            )
     }
 
     async fn list_prompts(
@@ -634,43 +681,28 @@ impl ServerHandler for Gateway {
         let Some((alias, name)) = route_name(&self.inner.naming, &request.name) else {
             return Err(self.not_found("prompt", &request.name));
         };
-        let relay = InputRelay {
-            input_responses: request
-                .input_responses
-                .map(|answers| answers.into_iter().collect()),
-            request_state: request.request_state,
-        };
-        let (options, forwarder) = self.options(&context, relay);
+        let relay = relay_of(request.input_responses, request.request_state);
         let arguments = request
             .arguments
             .map(|arguments| {
-                Value::Object(
-                    arguments
-                        .into_iter()
-                        .map(|(key, value)| (key, json!(value)))
-                        .collect(),
-                )
+                arguments
+                    .into_iter()
+                    .map(|(key, value)| (key, json!(value)))
+                    .collect()
             })
             .unwrap_or_default();
         let operation = Operation::GetPrompt {
             name: name.to_owned(),
-            arguments: arguments.as_object().cloned().unwrap_or_default(),
+            arguments,
         };
-        let result = self.inner.workspace.run(alias, operation, options).await;
-        if let Some(forwarder) = forwarder {
-            forwarder.flush().await;
-        }
-        let result = result.map_err(to_mcp)?;
-        if result.is_input_required() {
-            return Ok(GetPromptResponse::InputRequired(from_wire(
-                result.result,
-                "input request",
-            )?));
-        }
-        Ok(GetPromptResponse::Complete(complete(
-            result.result,
-            "prompt",
-        )?))
+        self.forward(alias, operation, relay, &context)
+            .await
+            .map_err(to_mcp)?
+            .into_response(
+                GetPromptResponse::InputRequired,
+                GetPromptResponse::Complete,
+                "prompt",
+            )
     }
 
     async fn list_resources(
@@ -705,31 +737,18 @@ impl ServerHandler for Gateway {
                 Some(json!({ "uri": request.uri })),
             ));
         };
-        let relay = InputRelay {
-            input_responses: request
-                .input_responses
-                .map(|answers| answers.into_iter().collect()),
-            request_state: request.request_state,
-        };
-        let (options, forwarder) = self.options(&context, relay);
+        let relay = relay_of(request.input_responses, request.request_state);
         let operation = Operation::ReadResource {
             uri: request.uri.clone(),
         };
-        let result = self.inner.workspace.run(alias, operation, options).await;
-        if let Some(forwarder) = forwarder {
-            forwarder.flush().await;
-        }
-        let result = result.map_err(to_mcp)?;
-        if result.is_input_required() {
-            return Ok(ReadResourceResponse::InputRequired(from_wire(
-                result.result,
-                "input request",
-            )?));
-        }
-        Ok(ReadResourceResponse::Complete(complete(
-            result.result,
-            "resource",
-        )?))
+        self.forward(alias, operation, relay, &context)
+            .await
+            .map_err(to_mcp)?
+            .into_response(
+                ReadResourceResponse::InputRequired,
+                ReadResourceResponse::Complete,
+                "resource",
+            )
     }
 
     async fn complete(
