@@ -1,0 +1,131 @@
+//! Tool sources beyond MCP servers: anything that can list tools with JSON Schemas and call
+//! one — a command-line program (`cli`), a script (`script`) or an OpenAPI document
+//! (`openapi`) — served to the host as an in-process MCP server, so each is a namespace like
+//! any other: listed in the snapshot, projected into the model's documents, callable through
+//! the EXEC bridge and the gateway, enabled and disabled by the same actions.
+//!
+//! A source is declared (a JSON object with a `kind`), read by [`Declaration::parse`] with
+//! errors that name the field and the fix, and opened by [`Declaration::open`] into a
+//! [`ToolSource`]. [`SourceServer`] adapts any [`ToolSource`] to rmcp's `ServerHandler`.
+//! [`Declaration::check`] says what is missing on this machine (a binary, a runtime) and
+//! whether the installed version is the one the declaration was written against.
+
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+
+use serde_json::Value;
+
+/// One tool a source offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceTool {
+    /// Its exact name (`[A-Za-z0-9_.-]`, at most 64 characters).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: Option<String>,
+    /// The JSON Schema (an object schema) of its arguments.
+    pub input_schema: serde_json::Map<String, Value>,
+}
+
+/// What one call of a source's tool gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceResult {
+    /// The result's text (a program's standard output, an HTTP response body).
+    pub text: String,
+    /// Structured content, when the tool's output is JSON (`json` output, a JSON response).
+    pub structured: Option<Value>,
+    /// The tool ran and reported failure (a non-zero exit, an HTTP error status): a result
+    /// the model sees, not a failure of the call.
+    pub is_error: bool,
+}
+
+/// Why a call could not produce a result at all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// No tool of that name.
+    #[error("no tool \"{0}\" in this source")]
+    UnknownTool(String),
+    /// The arguments do not fit the tool's parameters; says which and how.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The call ran past its deadline; its process group was killed (for a program).
+    #[error("the call ran past its deadline of {timeout_ms} ms and was stopped")]
+    Timeout {
+        /// The deadline.
+        timeout_ms: u64,
+    },
+    /// The output passed its bound; the program was killed.
+    #[error("the output passed its bound of {limit} bytes and the call was stopped")]
+    OutputTooLarge {
+        /// The bound.
+        limit: usize,
+    },
+    /// The program could not be started, or the request not sent.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A boxed future of a call.
+pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
+
+/// Anything that can list tools with JSON Schemas and call one.
+pub trait ToolSource: Send + Sync + 'static {
+    /// Every tool, in a stable order.
+    fn tools(&self) -> Vec<SourceTool>;
+    /// Calls `tool` with `arguments` (an object), ending by `deadline`.
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: serde_json::Map<String, Value>,
+        deadline: Duration,
+    ) -> CallFuture<'a>;
+}
+
+/// A shared tool source.
+pub type SharedSource = Arc<dyn ToolSource>;
+
+/// A declaration that cannot be used: where, which field, what is wrong and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {field}: {problem}; {fix}")]
+pub struct DeclarationError {
+    /// The file (or `add` action) the declaration came from.
+    pub origin: String,
+    /// The field, as a JSON path (`tools[2].params[0].flag`).
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+    /// What to write instead.
+    pub fix: String,
+}
+
+impl DeclarationError {
+    /// An error at `field` of the declaration from `origin`.
+    pub fn new(
+        origin: impl Into<String>,
+        field: impl Into<String>,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            origin: origin.into(),
+            field: field.into(),
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+/// What `plurnk-mcp source check` found about one declaration on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// Everything it needs is here (what was checked, e.g. the resolved binary and version).
+    Ready(String),
+    /// A binary or runtime it needs is not installed, or a file it names is missing.
+    Missing(String),
+    /// The installed version is not the one the declaration was written against.
+    VersionDrift {
+        /// The `--version` output the declaration records.
+        declared: String,
+        /// The `--version` output of the binary installed now.
+        installed: String,
+    },
+}
