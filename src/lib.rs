@@ -55,6 +55,7 @@ pub mod projection;
 pub mod prometheus;
 mod protocol;
 pub mod redact;
+pub mod sources;
 pub mod store;
 
 /// Internal rules the fuzz targets (`fuzz/`) drive directly; not part of the API.
