@@ -157,13 +157,17 @@ pub use definition::{
     DefinitionParts, HttpDefinition, ServerDefinition, StdioDefinition, Transport,
 };
 pub use environment::Environment;
+pub(crate) use environment::{Piece, is_single_reference, pieces};
 pub use error::{ConfigError, ConfigErrors};
 pub use keys::{MAX_ALIAS_LEN, RESERVED_ALIASES, is_valid_alias, tool_summary_key};
 pub(crate) use prepared::is_credential_name;
 pub use prepared::{PreparedServer, PreparedTransport};
 pub use secret::Secret;
 pub use target::TransportKind;
-pub(crate) use target::redact_url;
+pub(crate) use target::{
+    invalid_header_name, is_absolute_http_url, is_reserved_header, is_valid_header_value,
+    redact_url,
+};
 pub use wire::{
     McpAuthorization, McpHttpDefinition, McpServerDefinition, McpServerOptions, McpStdioDefinition,
 };
