@@ -1,0 +1,1037 @@
+//! An OpenAPI 3.x document as a tool source: one tool per operation, called over HTTP.
+//!
+//! An [`OpenApiDeclaration`] names the document (a file or an `http(s)://` URL), the base URL
+//! of the API, the headers and bearer every request carries (credentials as `${NAME}`), the
+//! bounds of a call, and optionally which operations to offer. [`OpenApiDeclaration::open`]
+//! expands the credentials (registering each with [`crate::redact`]), reads the document
+//! (bounded in size and time; `document` resolves its local `$ref`s and builds the tools) and
+//! gives an [`OpenApiSource`], the [`ToolSource`]. [`OpenApiDeclaration::check`] says whether
+//! the document is there and whether it is the version the declaration was written against.
+//!
+//! The API is an adversary like any MCP server: a call ends by its deadline, its response is
+//! bounded, and redirects are followed only within the origin they started from (the
+//! transport's own policy), so the bearer and the declared headers never reach another host.
+//! What comes back — a body, a connection error that prints the URL — is scrubbed of every
+//! registered secret before it leaves the source. Only JSON documents are read (no YAML
+//! parser is among the crate's dependencies); a YAML document gets an error saying how to
+//! convert it.
+
+mod document;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio::io::AsyncReadExt;
+
+use self::document::{Document, Location, Operation, Required};
+use super::{
+    CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
+};
+use crate::config::{Piece, Secret};
+
+/// The default deadline of one request, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+/// The default bound of one response body.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The bound of the document itself, whether read from a file or fetched.
+pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long [`OpenApiDeclaration::check`] waits for a document URL.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The fields a declaration may have, for the unknown-field error.
+const FIELDS: [&str; 10] = [
+    "name",
+    "spec",
+    "baseUrl",
+    "headers",
+    "bearer",
+    "timeoutMs",
+    "maxResponseBytes",
+    "operations",
+    "version",
+    "kind",
+];
+
+/// A declared OpenAPI source, read by [`parse`](Self::parse).
+///
+/// `Debug` shows header names, never a header's value or the bearer (unless it is a
+/// `${NAME}` reference, which names where the secret lives).
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpenApiDeclaration {
+    /// The namespace's name (`[a-z][a-z0-9-]*`, as a server alias).
+    pub name: String,
+    /// The document: a file path (relative to the declaration's file) or an `http(s)://` URL.
+    pub spec: String,
+    /// The API's base URL; absent, the document's first `servers[].url`, resolved against
+    /// the document's URL when relative.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Headers every request carries; values may hold `${NAME}`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// A bearer credential, sent as `Authorization: Bearer …`: exactly one `${NAME}`.
+    #[serde(default, deserialize_with = "secret")]
+    pub bearer: Option<Secret>,
+    /// The deadline of one request, in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// The bound of one response body.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// The operationIds to offer; absent offers every operation.
+    #[serde(default)]
+    pub operations: Option<Vec<String>>,
+    /// The document's `info.version` this declaration was written against.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The file (or `add` action) the declaration came from, for errors and relative paths.
+    #[serde(skip)]
+    pub origin: String,
+}
+
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+fn default_max_response_bytes() -> usize {
+    DEFAULT_MAX_RESPONSE_BYTES
+}
+
+fn secret<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Secret>, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.map(Secret::new))
+}
+
+/// Where the document is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SpecLocation {
+    File(PathBuf),
+    Url(reqwest::Url),
+}
+
+/// An opened OpenAPI source: its operations and what every request carries.
+///
+/// `Debug` shows the tool names and header names, never a header's value.
+pub struct OpenApiSource {
+    /// The namespace's name, for messages.
+    name: String,
+    /// The document's `info.version`.
+    version: Option<String>,
+    /// The API's base URL, without a trailing `/`.
+    base_url: reqwest::Url,
+    /// Headers every request carries, expanded (the bearer included as `Authorization`).
+    headers: reqwest::header::HeaderMap,
+    /// The deadline of one request.
+    timeout: Duration,
+    /// The bound of one response body.
+    max_response_bytes: usize,
+    /// The operations by tool name.
+    operations: BTreeMap<String, Arc<Operation>>,
+    /// The client: same-origin redirects only, no deadline of its own (each call has one).
+    client: reqwest::Client,
+}
+
+// === impl OpenApiDeclaration ===
+
+impl OpenApiDeclaration {
+    /// Reads a declaration from `value`, which came from `origin` (a file, or an `add`
+    /// action). A `kind` field is allowed (the caller's dispatch), and ignored.
+    ///
+    /// # Errors
+    ///
+    /// Every fault at once: an unknown field, a field of the wrong type, a name that is not an
+    /// alias, a `spec` that is neither a path nor an `http(s)://` URL, a bad header, a literal
+    /// credential, a non-positive bound, an empty operation name.
+    pub fn parse(value: &Value, origin: &str) -> Result<Self, Vec<DeclarationError>> {
+        let mut faults = Faults {
+            origin,
+            list: Vec::new(),
+        };
+        let Some(object) = value.as_object() else {
+            faults.push(
+                "(declaration)",
+                "the declaration is not a JSON object",
+                "write an object such as {\"name\": \"pets\", \"spec\": \"pets.json\"}",
+            );
+            return Err(faults.list);
+        };
+        for key in object.keys() {
+            if !FIELDS.contains(&key.as_str()) {
+                faults.push(
+                    key,
+                    "unknown field",
+                    &format!("remove it; the fields are {}", FIELDS[..9].join(", ")),
+                );
+            }
+        }
+        let name: Option<String> = faults.field(object, "name", true, "a string such as \"pets\"");
+        let spec: Option<String> =
+            faults.field(object, "spec", true, "a file path or an http(s):// URL");
+        let base_url: Option<String> = faults.field(object, "baseUrl", false, "an http(s):// URL");
+        let headers: Option<BTreeMap<String, String>> = faults.field(
+            object,
+            "headers",
+            false,
+            "an object of header names to string values",
+        );
+        let bearer: Option<String> =
+            faults.field(object, "bearer", false, "a string such as \"${API_TOKEN}\"");
+        let timeout_ms: Option<u64> = faults.field(
+            object,
+            "timeoutMs",
+            false,
+            "a positive number of milliseconds",
+        );
+        let max_response_bytes: Option<usize> = faults.field(
+            object,
+            "maxResponseBytes",
+            false,
+            "a positive number of bytes",
+        );
+        let operations: Option<Vec<String>> =
+            faults.field(object, "operations", false, "an array of operationIds");
+        let version: Option<String> = faults.field(
+            object,
+            "version",
+            false,
+            "the document's info.version, a string",
+        );
+
+        if let Some(name) = &name
+            && !crate::config::is_valid_alias(name)
+        {
+            faults.push("name", &format!("{name:?} is not a valid name"), "write [a-z][a-z0-9-]*, not a reserved name such as \"enabled\" nor one ending in a companion word such as \"-tools\"");
+        }
+        if let Some(spec) = &spec {
+            if spec.trim().is_empty() {
+                faults.push(
+                    "spec",
+                    "the spec is empty",
+                    "write a file path or an http(s):// URL",
+                );
+            } else if looks_like_url(spec) && reqwest::Url::parse(spec).is_err() {
+                faults.push(
+                    "spec",
+                    "the spec is not a valid URL",
+                    "write an absolute http(s):// URL, or a file path",
+                );
+            }
+        }
+        if let Some(url) = &base_url
+            && !crate::config::is_absolute_http_url(url)
+        {
+            faults.push(
+                "baseUrl",
+                "not an absolute http(s):// URL",
+                "write the API's base URL, such as https://api.example.com/v1",
+            );
+        }
+        let headers = headers.unwrap_or_default();
+        let mut seen = std::collections::BTreeSet::new();
+        for (header, value) in &headers {
+            let field = format!("headers.{header}");
+            if crate::config::invalid_header_name(header).is_some() {
+                faults.push(
+                    &field,
+                    "not a valid HTTP header name",
+                    "write a header name of letters, digits and -",
+                );
+                continue;
+            }
+            let lower = header.to_ascii_lowercase();
+            if crate::config::is_reserved_header(header) {
+                faults.push(&field, "the request sets this header itself", "remove it");
+            }
+            if !seen.insert(lower.clone()) {
+                faults.push(
+                    &field,
+                    "the header is given twice (names ignore case)",
+                    "keep one of them",
+                );
+            }
+            if lower == "authorization" && bearer.is_some() {
+                faults.push(
+                    &field,
+                    "an Authorization header and a bearer both set Authorization",
+                    "keep one of them",
+                );
+            }
+            if !crate::config::is_valid_header_value(value) {
+                faults.push(
+                    &field,
+                    "the value holds a line break or control character",
+                    "write the value on one line",
+                );
+            }
+            match crate::config::pieces(value) {
+                Err(_) => faults.push(
+                    &field,
+                    "a malformed ${NAME} reference",
+                    "write references as ${NAME} with NAME of letters, digits and _",
+                ),
+                Ok(pieces) => {
+                    let referenced = pieces.iter().any(|p| matches!(p, Piece::Reference(_)));
+                    if crate::config::is_credential_name(header) && !referenced {
+                        faults.push(&field, "a credential is written literally in a credential-named header", "put the credential in the environment and write ${NAME} (for example \"Token ${API_TOKEN}\")");
+                    }
+                }
+            }
+        }
+        if let Some(bearer) = &bearer
+            && !crate::config::is_single_reference(bearer)
+        {
+            faults.push(
+                "bearer",
+                "the bearer is not exactly one ${NAME} reference",
+                "put the credential in the environment and write ${NAME}, such as \"${API_TOKEN}\"",
+            );
+        }
+        if timeout_ms == Some(0) {
+            faults.push(
+                "timeoutMs",
+                "the deadline is zero",
+                "write a positive number of milliseconds (default 30000)",
+            );
+        }
+        if max_response_bytes == Some(0) {
+            faults.push(
+                "maxResponseBytes",
+                "the bound is zero",
+                "write a positive number of bytes (default 4194304)",
+            );
+        }
+        for (i, id) in operations.iter().flatten().enumerate() {
+            if id.trim().is_empty() {
+                faults.push(
+                    &format!("operations[{i}]"),
+                    "an empty operationId",
+                    "name an operation by its operationId",
+                );
+            }
+        }
+        if !faults.list.is_empty() {
+            return Err(faults.list);
+        }
+        let (Some(name), Some(spec)) = (name, spec) else {
+            return Err(faults.list);
+        };
+        Ok(Self {
+            name,
+            spec,
+            base_url,
+            headers,
+            bearer: bearer.map(Secret::new),
+            timeout_ms: timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+            max_response_bytes: max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
+            operations,
+            version,
+            origin: origin.to_owned(),
+        })
+    }
+
+    /// Where the document is: a URL as written, a path relative to the declaration's file.
+    fn location(&self) -> Result<SpecLocation, DeclarationError> {
+        if looks_like_url(&self.spec) {
+            return reqwest::Url::parse(&self.spec)
+                .map(SpecLocation::Url)
+                .map_err(|_| {
+                    self.error(
+                        "spec",
+                        "the spec is not a valid URL",
+                        "write an absolute http(s):// URL, or a file path",
+                    )
+                });
+        }
+        let path = Path::new(&self.spec);
+        let path = match Path::new(&self.origin).parent() {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path.to_owned(),
+        };
+        Ok(SpecLocation::File(path))
+    }
+
+    fn error(&self, field: &str, problem: &str, fix: &str) -> DeclarationError {
+        DeclarationError::new(&self.origin, field, problem, fix)
+    }
+
+    /// Expands the credentials with `expand` (which resolves `${NAME}`) and reads the
+    /// document, giving the source. Every expanded credential is registered with
+    /// [`crate::redact::register`] before anything is sent.
+    ///
+    /// Expansion happens before this returns, so the future does not hold `expand`.
+    ///
+    /// # Errors
+    ///
+    /// A `${NAME}` that does not expand, a document that cannot be read or is not OpenAPI 3
+    /// JSON, a remote `$ref`, two operations with one tool name, an `operations` entry the
+    /// document does not have, no usable base URL — all at once where they can be found
+    /// together.
+    pub fn open(
+        &self,
+        expand: &dyn Fn(&str) -> Result<String, String>,
+    ) -> impl Future<Output = Result<OpenApiSource, Vec<DeclarationError>>> + Send + use<> {
+        let prepared = self.prepare(expand);
+        let declaration = self.clone();
+        async move {
+            let headers = prepared?;
+            declaration.open_prepared(headers).await
+        }
+    }
+
+    /// The headers every request carries, expanded, the bearer last as `Authorization`.
+    fn prepare(
+        &self,
+        expand: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<reqwest::header::HeaderMap, Vec<DeclarationError>> {
+        let mut faults = Vec::new();
+        let mut secrets = Vec::new();
+        let mut headers = reqwest::header::HeaderMap::new();
+        let fix = "set it in the environment the host reads, or correct the reference";
+        for (name, raw) in &self.headers {
+            let field = format!("headers.{name}");
+            // What each reference stands for is a secret wherever it appears.
+            for piece in crate::config::pieces(raw).unwrap_or_default() {
+                if let Piece::Reference(var) = piece
+                    && let Ok(value) = expand(&format!("${{{var}}}"))
+                {
+                    secrets.push(value);
+                }
+            }
+            let value = match expand(raw) {
+                Ok(value) => value,
+                Err(problem) => {
+                    faults.push(self.error(&field, &problem, fix));
+                    continue;
+                }
+            };
+            if crate::config::is_credential_name(name) {
+                push_credential(&mut secrets, &value);
+            }
+            match header(name, &value) {
+                Some((name, value)) => {
+                    headers.insert(name, value);
+                }
+                None => faults.push(self.error(
+                    &field,
+                    "the expanded value is not a valid header value",
+                    "make the variable hold one line of text",
+                )),
+            }
+        }
+        if let Some(bearer) = &self.bearer {
+            match expand(bearer.unexpanded()) {
+                Ok(token) if token.trim().is_empty() => {
+                    faults.push(self.error("bearer", "the bearer expands to nothing", fix));
+                }
+                Ok(token) => {
+                    let value = format!("Bearer {token}");
+                    secrets.push(token);
+                    secrets.push(value.clone());
+                    match header("Authorization", &value) {
+                        Some((name, value)) => {
+                            headers.insert(name, value);
+                        }
+                        None => faults.push(self.error(
+                            "bearer",
+                            "the expanded bearer is not a valid header value",
+                            "make the variable hold one line of text",
+                        )),
+                    }
+                }
+                Err(problem) => faults.push(self.error("bearer", &problem, fix)),
+            }
+        }
+        crate::redact::register(&secrets);
+        if faults.is_empty() {
+            Ok(headers)
+        } else {
+            Err(faults)
+        }
+    }
+
+    async fn open_prepared(
+        self,
+        headers: reqwest::header::HeaderMap,
+    ) -> Result<OpenApiSource, Vec<DeclarationError>> {
+        let location = self.location().map_err(|e| vec![e])?;
+        let client = client()
+            .map_err(|problem| vec![self.error("spec", &problem, "report this as a bug")])?;
+        let timeout = Duration::from_millis(self.timeout_ms);
+        let (bytes, shown) = load(&client, &location, timeout).await.map_err(|problem| {
+            vec![self.error(
+                "spec",
+                &problem,
+                "point `spec` at a readable OpenAPI document",
+            )]
+        })?;
+        let value = parse_document(&bytes, &shown)?;
+        let Document {
+            version,
+            server,
+            operations,
+        } = document::read(&value, &shown, self.operations.as_deref()).map_err(|faults| {
+            faults
+                .into_iter()
+                .map(|mut fault| {
+                    // An `operations` entry is the declaration's fault, not the document's.
+                    if fault.field.starts_with("operations[") {
+                        fault.origin.clone_from(&self.origin);
+                    }
+                    fault
+                })
+                .collect::<Vec<_>>()
+        })?;
+        let base_url = self.base_url(server.as_deref(), &location)?;
+        if self.version.is_some() && self.version != version {
+            // Opening still succeeds: the tools are what the document says now; `check` reports it.
+            tracing::warn!(source = %self.name, declared = ?self.version, document = ?version, "the OpenAPI document is not the version the declaration was written against");
+        }
+        let operations = operations
+            .into_iter()
+            .map(|op| (op.tool.name.clone(), Arc::new(op)))
+            .collect();
+        Ok(OpenApiSource {
+            name: self.name,
+            version,
+            base_url,
+            headers,
+            timeout,
+            max_response_bytes: self.max_response_bytes,
+            operations,
+            client,
+        })
+    }
+
+    /// The declared base URL, else the document's first server resolved against its URL.
+    fn base_url(
+        &self,
+        server: Option<&str>,
+        location: &SpecLocation,
+    ) -> Result<reqwest::Url, Vec<DeclarationError>> {
+        let fix = "write `baseUrl`, the API's absolute http(s):// URL";
+        let (url, field) = match (&self.base_url, server, location) {
+            (Some(url), _, _) => (reqwest::Url::parse(url), "baseUrl"),
+            (None, Some(server), SpecLocation::Url(spec)) => (spec.join(server), "spec"),
+            (None, Some(server), SpecLocation::File(_)) => (reqwest::Url::parse(server), "spec"),
+            (None, None, _) => {
+                return Err(vec![self.error(
+                    "baseUrl",
+                    "the document names no servers and no baseUrl is given",
+                    fix,
+                )]);
+            }
+        };
+        match url {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Ok(url),
+            _ => Err(vec![self.error(field, "the API's base URL is not an absolute http(s):// URL (a document read from a file can only name absolute servers)", fix)]),
+        }
+    }
+
+    /// Whether the document is there, and whether it is the version this declaration was
+    /// written against. A URL gets 5 s to answer.
+    pub async fn check(&self) -> Finding {
+        let location = match self.location() {
+            Ok(location) => location,
+            Err(fault) => return Finding::Missing(fault.to_string()),
+        };
+        let client = match client() {
+            Ok(client) => client,
+            Err(problem) => return Finding::Missing(problem),
+        };
+        let (bytes, shown) = match load(&client, &location, CHECK_TIMEOUT).await {
+            Ok(loaded) => loaded,
+            Err(problem) => return Finding::Missing(problem),
+        };
+        let installed = match parse_document(&bytes, &shown) {
+            Ok(value) => value
+                .pointer("/info/version")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            Err(faults) => {
+                let text = faults
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Finding::Missing(text);
+            }
+        };
+        match (&self.version, installed) {
+            (Some(declared), Some(installed)) if *declared != installed => Finding::VersionDrift {
+                declared: declared.clone(),
+                installed,
+            },
+            (Some(declared), None) => Finding::VersionDrift {
+                declared: declared.clone(),
+                installed: "(no info.version)".to_owned(),
+            },
+            (_, installed) => Finding::Ready(format!(
+                "{shown}, info.version {}",
+                installed.as_deref().unwrap_or("(none)")
+            )),
+        }
+    }
+}
+
+impl fmt::Debug for OpenApiDeclaration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenApiDeclaration")
+            .field("name", &self.name)
+            .field("spec", &self.spec)
+            .field(
+                "base_url",
+                &self.base_url.as_deref().map(crate::config::redact_url),
+            )
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("bearer", &self.bearer)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("operations", &self.operations)
+            .field("version", &self.version)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+/// Collects a declaration's faults.
+struct Faults<'o> {
+    origin: &'o str,
+    list: Vec<DeclarationError>,
+}
+
+impl Faults<'_> {
+    fn push(&mut self, field: &str, problem: &str, fix: &str) {
+        self.list
+            .push(DeclarationError::new(self.origin, field, problem, fix));
+    }
+
+    /// The field `key` of `object` as a `T`, recording a fault when it is of the wrong type
+    /// or `required` and absent.
+    fn field<T: serde::de::DeserializeOwned>(
+        &mut self,
+        object: &Map<String, Value>,
+        key: &str,
+        required: bool,
+        expected: &str,
+    ) -> Option<T> {
+        match object.get(key) {
+            None | Some(Value::Null) if required => {
+                self.push(key, "missing", &format!("write {expected}"));
+                None
+            }
+            None | Some(Value::Null) => None,
+            Some(value) => match T::deserialize(value) {
+                Ok(value) => Some(value),
+                Err(_) => {
+                    self.push(key, "of the wrong type", &format!("write {expected}"));
+                    None
+                }
+            },
+        }
+    }
+}
+
+/// A value and, for `Authorization`-style values, the credential after the scheme word.
+fn push_credential(secrets: &mut Vec<String>, value: &str) {
+    if let Some((scheme, credential)) = value.split_once(' ')
+        && !scheme.is_empty()
+        && scheme.bytes().all(|b| b.is_ascii_alphabetic())
+    {
+        secrets.push(credential.trim().to_owned());
+    }
+    secrets.push(value.to_owned());
+}
+
+fn header(
+    name: &str,
+    value: &str,
+) -> Option<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
+    let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?;
+    let mut value = reqwest::header::HeaderValue::from_str(value).ok()?;
+    value.set_sensitive(true);
+    Some((name, value))
+}
+
+fn looks_like_url(spec: &str) -> bool {
+    let lower = spec.trim_start().to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// The HTTP client of a source: same-origin redirects only; each request sets its deadline.
+fn client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .redirect(crate::protocol::same_origin_redirects())
+        .build()
+        .map_err(|error| format!("the HTTP client could not be built: {error}"))
+}
+
+/// The document's bytes and how to name it in errors, read within `timeout` and
+/// [`MAX_DOCUMENT_BYTES`]. The document is fetched without the declared credentials: they
+/// are for the API, whose origin may differ.
+async fn load(
+    client: &reqwest::Client,
+    location: &SpecLocation,
+    timeout: Duration,
+) -> Result<(Vec<u8>, String), String> {
+    match location {
+        SpecLocation::File(path) => {
+            let shown = path.display().to_string();
+            let read = async {
+                let file = tokio::fs::File::open(path).await?;
+                let mut bytes = Vec::new();
+                file.take(MAX_DOCUMENT_BYTES as u64 + 1)
+                    .read_to_end(&mut bytes)
+                    .await?;
+                Ok::<_, std::io::Error>(bytes)
+            };
+            let bytes = read
+                .await
+                .map_err(|error| format!("the spec file {shown} cannot be read: {error}"))?;
+            if bytes.len() > MAX_DOCUMENT_BYTES {
+                return Err(format!(
+                    "the spec file {shown} is larger than {MAX_DOCUMENT_BYTES} bytes"
+                ));
+            }
+            Ok((bytes, shown))
+        }
+        SpecLocation::Url(url) => {
+            let shown = url.to_string();
+            let fetch = async {
+                let response = client
+                    .get(url.clone())
+                    .send()
+                    .await
+                    .map_err(|e| describe(&e))?;
+                let status = response.status();
+                if !status.is_success() {
+                    return Err(format!("answered {}", status_line(status)));
+                }
+                read_bounded(response, MAX_DOCUMENT_BYTES)
+                    .await
+                    .map_err(|bound| match bound {
+                        Bounded::TooLarge => format!("is larger than {MAX_DOCUMENT_BYTES} bytes"),
+                        Bounded::Failed(problem) => problem,
+                    })
+            };
+            let bytes = tokio::time::timeout(timeout, fetch)
+                .await
+                .map_err(|_| format!("did not answer within {} ms", timeout.as_millis()))
+                .and_then(|fetched| fetched)
+                .map_err(|problem| {
+                    crate::redact::scrub(&format!("the spec URL {shown} {problem}")).into_owned()
+                })?;
+            Ok((bytes, shown))
+        }
+    }
+}
+
+/// The document as JSON, with an error that says to convert YAML.
+fn parse_document(bytes: &[u8], shown: &str) -> Result<Value, Vec<DeclarationError>> {
+    serde_json::from_slice(bytes).map_err(|error| {
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        let (problem, fix) = if matches!(first, Some(b'{' | b'[')) || first.is_none() {
+            (format!("the document is not valid JSON ({error})"), "fix the document, or point `spec` at a valid one")
+        } else {
+            (
+                "the document is not JSON (YAML, perhaps), and only JSON documents are read".to_owned(),
+                "convert it to JSON (for example `yq -o=json . openapi.yaml > openapi.json`) and point `spec` at that",
+            )
+        };
+        vec![DeclarationError::new(shown, "(document)", problem, fix)]
+    })
+}
+
+/// Why a body could not be read whole.
+enum Bounded {
+    /// It passed its bound.
+    TooLarge,
+    /// The connection failed while it was read.
+    Failed(String),
+}
+
+/// A response body of at most `limit` bytes.
+async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, Bounded> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(Bounded::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| Bounded::Failed(describe(&e)))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(Bounded::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// An error with its causes, scrubbed of every registered secret (reqwest prints the URL).
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    crate::redact::scrub(&text).into_owned()
+}
+
+/// `404 Not Found`.
+fn status_line(status: reqwest::StatusCode) -> String {
+    match status.canonical_reason() {
+        Some(reason) => format!("{} {reason}", status.as_u16()),
+        None => status.as_u16().to_string(),
+    }
+}
+
+// === impl OpenApiSource ===
+
+impl OpenApiSource {
+    /// The document's `info.version`, when it has one.
+    pub fn document_version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// The request `operation` makes with `arguments`, checked against its parameters.
+    fn request(
+        &self,
+        operation: &Operation,
+        mut arguments: Map<String, Value>,
+    ) -> Result<reqwest::RequestBuilder, SourceError> {
+        let invalid = SourceError::InvalidArguments;
+        let known = |name: &str| {
+            operation.parameters.iter().any(|p| p.name == name)
+                || (name == "body" && operation.body.is_some())
+        };
+        if let Some(unknown) = arguments.keys().find(|name| !known(name)) {
+            return Err(invalid(format!(
+                "\"{unknown}\" is not a parameter of {}",
+                operation.tool.name
+            )));
+        }
+        for parameter in &operation.parameters {
+            if parameter.required == Required::Yes
+                && arguments.get(&parameter.name).is_none_or(Value::is_null)
+            {
+                return Err(invalid(format!(
+                    "the required parameter \"{}\" is missing",
+                    parameter.name
+                )));
+            }
+        }
+        if operation.body == Some(Required::Yes) && arguments.get("body").is_none_or(Value::is_null)
+        {
+            return Err(invalid(
+                "the required parameter \"body\" is missing".to_owned(),
+            ));
+        }
+
+        let mut path = String::new();
+        let mut rest = operation.path.as_str();
+        while let Some(start) = rest.find('{') {
+            let Some(end) = rest[start..].find('}') else {
+                break;
+            };
+            path.push_str(&rest[..start]);
+            let name = &rest[start + 1..start + end];
+            let value = arguments.get(name).map(scalar).transpose().map_err(|kind| {
+                invalid(format!("the path parameter \"{name}\" must be a string, number or boolean, not {kind}"))
+            })?;
+            let value = value.unwrap_or_default();
+            // `.` and `..` would be read as dot segments and move the request to another path.
+            if value.is_empty() || value == "." || value == ".." {
+                return Err(invalid(format!(
+                    "the path parameter \"{name}\" cannot be {value:?}"
+                )));
+            }
+            path.push_str(&percent_encode(&value));
+            rest = &rest[start + end + 1..];
+        }
+        path.push_str(rest);
+        let mut url = self.base_url.clone();
+        let joined = format!("{}{}", url.path().trim_end_matches('/'), path);
+        url.set_path(&joined);
+
+        let mut headers = reqwest::header::HeaderMap::new();
+        {
+            let mut query = url.query_pairs_mut();
+            for parameter in &operation.parameters {
+                let Some(value) = arguments.get(&parameter.name).filter(|v| !v.is_null()) else {
+                    continue;
+                };
+                match parameter.location {
+                    Location::Path => {}
+                    Location::Query => {
+                        let values = match value {
+                            Value::Array(items) => items.iter().map(scalar).collect::<Result<Vec<_>, _>>(),
+                            other => scalar(other).map(|v| vec![v]),
+                        }
+                        .map_err(|kind| invalid(format!("the query parameter \"{}\" must be a scalar or an array of scalars, not {kind}", parameter.name)))?;
+                        for value in values {
+                            query.append_pair(&parameter.name, &value);
+                        }
+                    }
+                    Location::Header => {
+                        let value = scalar(value).map_err(|kind| {
+                            invalid(format!("the header parameter \"{}\" must be a string, number or boolean, not {kind}", parameter.name))
+                        })?;
+                        let (name, value) = header(&parameter.name, &value).ok_or_else(|| {
+                            invalid(format!("the header parameter \"{}\" holds a line break or control character", parameter.name))
+                        })?;
+                        headers.insert(name, value);
+                    }
+                }
+            }
+        }
+        // An empty `?` reads as a different URL to some servers.
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        // The declared headers and the bearer win over a header parameter of the same name.
+        headers.extend(self.headers.clone());
+        let mut request = self
+            .client
+            .request(operation.method.clone(), url)
+            .headers(headers)
+            .header(reqwest::header::ACCEPT, "application/json, */*;q=0.5");
+        if let Some(body) = arguments.remove("body").filter(|v| !v.is_null()) {
+            request = request.json(&body);
+        }
+        Ok(request)
+    }
+
+    /// Sends `request` and reads its answer within the bound.
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<SourceResult, SourceError> {
+        let response = request.send().await.map_err(|error| {
+            SourceError::Unavailable(format!("{}: {}", self.name, describe(&error)))
+        })?;
+        let status = response.status();
+        let json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(document::is_json_media);
+        let body = read_bounded(response, self.max_response_bytes)
+            .await
+            .map_err(|bound| match bound {
+                Bounded::TooLarge => SourceError::OutputTooLarge {
+                    limit: self.max_response_bytes,
+                },
+                Bounded::Failed(problem) => {
+                    SourceError::Unavailable(format!("{}: {problem}", self.name))
+                }
+            })?;
+        let body = String::from_utf8_lossy(&body);
+        let mut structured = json
+            .then(|| serde_json::from_str::<Value>(&body).ok())
+            .flatten();
+        if let Some(structured) = &mut structured {
+            crate::redact::scrub_json(structured);
+        }
+        let body = crate::redact::scrub(&body);
+        // A redirect that is still the answer is one to another origin, not followed.
+        let is_error =
+            status.is_client_error() || status.is_server_error() || status.is_redirection();
+        let text = if status.is_redirection() {
+            format!(
+                "{}: a redirect to another origin was not followed",
+                status_line(status)
+            )
+        } else if is_error {
+            format!("{}: {body}", status_line(status))
+        } else {
+            body.into_owned()
+        };
+        Ok(SourceResult {
+            text,
+            structured,
+            is_error,
+        })
+    }
+}
+
+impl ToolSource for OpenApiSource {
+    fn tools(&self) -> Vec<SourceTool> {
+        self.operations.values().map(|op| op.tool.clone()).collect()
+    }
+
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: Map<String, Value>,
+        deadline: Duration,
+    ) -> CallFuture<'a> {
+        Box::pin(async move {
+            let operation = self
+                .operations
+                .get(tool)
+                .ok_or_else(|| SourceError::UnknownTool(tool.to_owned()))?;
+            let request = self.request(operation, arguments)?;
+            let deadline = deadline.min(self.timeout);
+            tokio::time::timeout(deadline, self.send(request))
+                .await
+                .map_err(|_| SourceError::Timeout {
+                    timeout_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+                })?
+        })
+    }
+}
+
+impl fmt::Debug for OpenApiSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenApiSource")
+            .field("name", &self.name)
+            .field(
+                "base_url",
+                &crate::config::redact_url(self.base_url.as_str()),
+            )
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("timeout", &self.timeout)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("tools", &self.operations.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A scalar argument as text; the JSON type's name when it is not a scalar.
+fn scalar(value: &Value) -> Result<String, &'static str> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Null => Err("null"),
+        Value::Array(_) => Err("an array"),
+        Value::Object(_) => Err("an object"),
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, so a path parameter
+/// stays one segment (`a/b` is `a%2Fb`).
+fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,624 @@
+//! An OpenAPI 3.x document read into operations: local `$ref`s resolved (a cycle cut, a
+//! remote reference refused), each operation's tool name, description and input schema
+//! built, and every fault in the document reported at once with its JSON path.
+//!
+//! The document may come from a server, so it is an adversary like any other: its size is
+//! bounded by the caller, and resolving references is bounded here in depth and in the
+//! number of values it may produce (a small document whose references fan out would
+//! otherwise expand without end).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use crate::sources::{DeclarationError, SourceTool};
+
+/// The methods an OpenAPI path item may hold, in the order tools are listed.
+const METHODS: [(&str, reqwest::Method); 8] = [
+    ("get", reqwest::Method::GET),
+    ("put", reqwest::Method::PUT),
+    ("post", reqwest::Method::POST),
+    ("delete", reqwest::Method::DELETE),
+    ("options", reqwest::Method::OPTIONS),
+    ("head", reqwest::Method::HEAD),
+    ("patch", reqwest::Method::PATCH),
+    ("trace", reqwest::Method::TRACE),
+];
+
+/// How many references may be open inside one another while one value is resolved.
+const MAX_REF_DEPTH: usize = 64;
+
+/// How many JSON values resolving all operations may produce.
+const MAX_RESOLVED_VALUES: usize = 1_000_000;
+
+/// The longest tool name.
+const MAX_TOOL_NAME: usize = 64;
+
+/// Header parameters OpenAPI says are ignored: the request's own framing and credentials.
+const IGNORED_HEADER_PARAMETERS: [&str; 3] = ["accept", "content-type", "authorization"];
+
+/// A document read into operations.
+#[derive(Debug)]
+pub(super) struct Document {
+    /// `info.version`, when the document has one.
+    pub(super) version: Option<String>,
+    /// The first `servers[].url`, as written.
+    pub(super) server: Option<String>,
+    /// Every operation offered, in a stable order (path, then method).
+    pub(super) operations: Vec<Operation>,
+}
+
+/// One operation, ready to be called.
+#[derive(Debug)]
+pub(super) struct Operation {
+    /// The tool it is offered as.
+    pub(super) tool: SourceTool,
+    /// The HTTP method, upper case.
+    pub(super) method: reqwest::Method,
+    /// The path template (`/pets/{id}`).
+    pub(super) path: String,
+    /// Its path, query and header parameters.
+    pub(super) parameters: Vec<Parameter>,
+    /// Whether it takes a JSON body, and whether the body is required.
+    pub(super) body: Option<Required>,
+}
+
+/// Whether a parameter or body must be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Required {
+    /// It must be given.
+    Yes,
+    /// It may be left out.
+    No,
+}
+
+/// One parameter of an operation.
+#[derive(Debug)]
+pub(super) struct Parameter {
+    /// Its name, which is also its argument's name.
+    pub(super) name: String,
+    /// Where it goes.
+    pub(super) location: Location,
+    /// Whether it must be given.
+    pub(super) required: Required,
+}
+
+/// Where a parameter goes in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Location {
+    /// Into the path template.
+    Path,
+    /// Appended to the query; an array as repeated keys.
+    Query,
+    /// A request header.
+    Header,
+}
+
+/// Reads `document` (the parsed JSON of the file or URL `origin`), offering the operations
+/// whose `operationId` is in `allow` (all when `None`).
+///
+/// An operation that cannot be offered (a required body that is not JSON, a required cookie
+/// parameter, two parameters with one name) is an error when `allow` names it and is left
+/// out, with a warning, otherwise: one upload endpoint should not keep a large API away.
+pub(super) fn read(
+    document: &Value,
+    origin: &str,
+    allow: Option<&[String]>,
+) -> Result<Document, Vec<DeclarationError>> {
+    let error = |field: &str, problem: String, fix: &str| {
+        DeclarationError::new(origin, field, problem, fix.to_owned())
+    };
+    let Some(root) = document.as_object() else {
+        return Err(vec![error(
+            "(document)",
+            "the document is not a JSON object".into(),
+            "point `spec` at an OpenAPI 3.0 or 3.1 document",
+        )]);
+    };
+    let mut faults = Vec::new();
+    match root.get("openapi").and_then(Value::as_str) {
+        Some(v) if v.starts_with("3.") => {}
+        Some(v) => faults.push(error(
+            "openapi",
+            format!("the document is OpenAPI {v:?}; only 3.0 and 3.1 are read"),
+            "convert it to OpenAPI 3 (a Swagger 2.0 document converts with swagger2openapi)",
+        )),
+        None => faults.push(error(
+            "openapi",
+            "the document has no `openapi` version string".into(),
+            "point `spec` at an OpenAPI 3.0 or 3.1 document, which starts with \"openapi\": \"3.x.y\"",
+        )),
+    }
+    let paths = match root.get("paths").and_then(Value::as_object) {
+        Some(paths) if !paths.is_empty() => Some(paths),
+        _ => {
+            faults.push(error(
+                "paths",
+                "the document has no paths, so it offers no operations".into(),
+                "point `spec` at a document whose `paths` object describes at least one operation",
+            ));
+            None
+        }
+    };
+    let version = document
+        .pointer("/info/version")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let server = root
+        .get("servers")
+        .and_then(Value::as_array)
+        .and_then(|servers| servers.first())
+        .and_then(|server| server.get("url"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+
+    let mut resolver = Resolver {
+        root: document,
+        origin,
+        produced: 0,
+    };
+    let mut operations = Vec::new();
+    // Tool name → the JSON path of the operation that took it.
+    let mut taken: BTreeMap<String, String> = BTreeMap::new();
+    // The operationIds of the allowed operations, offered or not.
+    let mut seen_ids = BTreeSet::new();
+    for (path, item) in paths.into_iter().flatten() {
+        let at = format!("paths.{path}");
+        let item = match resolver.resolve(item, &at) {
+            Ok(item) => item,
+            Err(fault) => {
+                faults.push(fault);
+                continue;
+            }
+        };
+        let shared = item.get("parameters").cloned().unwrap_or(Value::Null);
+        for (method, verb) in &METHODS {
+            let method = *method;
+            let Some(op) = item.get(method) else {
+                continue;
+            };
+            let op_at = format!("{at}.{method}");
+            let id = op.get("operationId").and_then(Value::as_str);
+            let allowed =
+                allow.is_none_or(|allow| id.is_some_and(|id| allow.iter().any(|a| a == id)));
+            if !allowed {
+                continue;
+            }
+            if let Some(id) = id {
+                seen_ids.insert(id.to_owned());
+            }
+            let built = build(origin, path, (method, verb), op, &shared, &op_at);
+            let operation = match built {
+                Ok(operation) => operation,
+                Err(Fault::Declaration(fault)) => {
+                    faults.push(fault);
+                    continue;
+                }
+                Err(Fault::Unsupported { field, problem }) => {
+                    if allow.is_some() {
+                        faults.push(error(
+                            &field,
+                            problem,
+                            "leave this operation out of `operations`",
+                        ));
+                    } else {
+                        tracing::warn!(origin, %field, %problem, "an operation is left out");
+                    }
+                    continue;
+                }
+            };
+            let name = operation.tool.name.clone();
+            if let Some(first) = taken.get(&name) {
+                faults.push(error(
+                    &format!("{op_at}.operationId"),
+                    format!("the tool name \"{name}\" is already taken by {first}"),
+                    "give each operation its own operationId",
+                ));
+                continue;
+            }
+            taken.insert(name, op_at);
+            operations.push(operation);
+        }
+    }
+    if let (Some(allow), Some(_)) = (allow, paths) {
+        for (i, id) in allow.iter().enumerate() {
+            if !seen_ids.contains(id) {
+                faults.push(DeclarationError::new(
+                    origin,
+                    format!("operations[{i}]"),
+                    format!("no operation in the document has the operationId \"{id}\""),
+                    "name operations by their operationId in the document, or remove this entry",
+                ));
+            }
+        }
+    }
+    // A fault in a shared definition is found once for every operation that uses it.
+    let mut seen = BTreeSet::new();
+    faults.retain(|fault| seen.insert(fault.to_string()));
+    if faults.is_empty() {
+        Ok(Document {
+            version,
+            server,
+            operations,
+        })
+    } else {
+        Err(faults)
+    }
+}
+
+/// Why one operation could not be built.
+enum Fault {
+    /// The document is wrong (a remote reference, a malformed parameter).
+    Declaration(DeclarationError),
+    /// The document is fine, but the operation needs what a tool here cannot send.
+    Unsupported { field: String, problem: String },
+}
+
+impl From<DeclarationError> for Fault {
+    fn from(fault: DeclarationError) -> Self {
+        Self::Declaration(fault)
+    }
+}
+
+/// Builds the operation `method path` at `at`, with the path item's `shared` parameters.
+fn build(
+    origin: &str,
+    path: &str,
+    (method, verb): (&str, &reqwest::Method),
+    op: &Value,
+    shared: &Value,
+    at: &str,
+) -> Result<Operation, Fault> {
+    let name = tool_name(op.get("operationId").and_then(Value::as_str), method, path);
+    let description = [op.get("summary"), op.get("description")]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|text| !text.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+
+    // The operation's parameters override the path item's of the same name and location.
+    let mut declared: BTreeMap<(String, String), (Value, String)> = BTreeMap::new();
+    for (source, list) in [
+        (format!("{at}.parameters"), op.get("parameters")),
+        (format!("paths.{path}.parameters"), Some(shared)),
+    ] {
+        let Some(list) = list.and_then(Value::as_array) else {
+            continue;
+        };
+        for (i, parameter) in list.iter().enumerate() {
+            let field = format!("{source}[{i}]");
+            let name = parameter.get("name").and_then(Value::as_str);
+            let location = parameter.get("in").and_then(Value::as_str);
+            let (Some(name), Some(location)) = (name, location) else {
+                return Err(DeclarationError::new(
+                    origin,
+                    field,
+                    "the parameter has no `name` or no `in`",
+                    "give every parameter a `name` and an `in` (path, query, header or cookie)",
+                )
+                .into());
+            };
+            declared
+                .entry((name.to_owned(), location.to_owned()))
+                .or_insert((parameter.clone(), field));
+        }
+    }
+
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut parameters = Vec::new();
+    for ((name, location), (parameter, field)) in declared {
+        let must =
+            parameter.get("required").and_then(Value::as_bool) == Some(true) || location == "path";
+        let location = match location.as_str() {
+            "path" => Location::Path,
+            "query" => Location::Query,
+            "header" if IGNORED_HEADER_PARAMETERS.contains(&name.to_ascii_lowercase().as_str()) => {
+                continue;
+            }
+            "header" => Location::Header,
+            "cookie" if !must => continue,
+            "cookie" => {
+                return Err(Fault::Unsupported {
+                    field,
+                    problem: format!("the required cookie parameter \"{name}\" cannot be sent"),
+                });
+            }
+            other => {
+                return Err(DeclarationError::new(
+                    origin,
+                    format!("{field}.in"),
+                    format!("\"{other}\" is not a parameter location"),
+                    "write path, query, header or cookie",
+                )
+                .into());
+            }
+        };
+        if location == Location::Path && !path.contains(&format!("{{{name}}}")) {
+            return Err(DeclarationError::new(
+                origin,
+                format!("{field}.name"),
+                format!("the path parameter \"{name}\" is not in the path template {path}"),
+                "name path parameters as the template's {placeholders} do",
+            )
+            .into());
+        }
+        let mut schema = parameter_schema(&parameter);
+        if let (Some(text), Some(schema)) = (parameter.get("description"), schema.as_object_mut()) {
+            schema.entry("description").or_insert_with(|| text.clone());
+        }
+        if properties.insert(name.clone(), schema).is_some() {
+            return Err(Fault::Unsupported {
+                field,
+                problem: format!(
+                    "two parameters are named \"{name}\", so one argument cannot tell them apart"
+                ),
+            });
+        }
+        if must {
+            required.push(Value::String(name.clone()));
+        }
+        parameters.push(Parameter {
+            name,
+            location,
+            required: if must { Required::Yes } else { Required::No },
+        });
+    }
+
+    let mut rest = path;
+    while let Some((_, after)) = rest.split_once('{') {
+        let Some((placeholder, after)) = after.split_once('}') else {
+            break;
+        };
+        if !parameters
+            .iter()
+            .any(|p| p.location == Location::Path && p.name == placeholder)
+        {
+            return Err(DeclarationError::new(
+                origin,
+                format!("{at}.parameters"),
+                format!("the path template {path} names {{{placeholder}}}, which no path parameter declares"),
+                "declare a parameter with \"in\": \"path\" for every placeholder",
+            )
+            .into());
+        }
+        rest = after;
+    }
+
+    let body = match op.get("requestBody") {
+        None => None,
+        Some(request) => {
+            let must = request.get("required").and_then(Value::as_bool) == Some(true);
+            match json_schema(request.get("content")) {
+                Some(schema) => {
+                    if properties.insert("body".to_owned(), schema).is_some() {
+                        return Err(Fault::Unsupported {
+                            field: format!("{at}.requestBody"),
+                            problem:
+                                "a parameter is named \"body\", the argument the request body takes"
+                                    .into(),
+                        });
+                    }
+                    if must {
+                        required.push(Value::String("body".to_owned()));
+                    }
+                    Some(if must { Required::Yes } else { Required::No })
+                }
+                None if must => {
+                    return Err(Fault::Unsupported {
+                        field: format!("{at}.requestBody"),
+                        problem:
+                            "the required request body is not JSON, and only JSON bodies are sent"
+                                .into(),
+                    });
+                }
+                None => None,
+            }
+        }
+    };
+
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        schema.insert("required".into(), Value::Array(required));
+    }
+    schema.insert("additionalProperties".into(), json!(false));
+    Ok(Operation {
+        tool: SourceTool {
+            name,
+            description: (!description.is_empty()).then_some(description),
+            input_schema: schema,
+        },
+        method: verb.clone(),
+        path: path.to_owned(),
+        parameters,
+        body,
+    })
+}
+
+/// A parameter's schema: its `schema`, or the schema of its one `content` entry.
+fn parameter_schema(parameter: &Value) -> Value {
+    parameter
+        .get("schema")
+        .cloned()
+        .or_else(|| {
+            parameter
+                .get("content")
+                .and_then(Value::as_object)
+                .and_then(|content| content.values().next())
+                .and_then(|media| media.get("schema"))
+                .cloned()
+        })
+        .unwrap_or_else(|| json!({}))
+}
+
+/// The schema of the JSON entry of a `content` map (`application/json` or any `+json`).
+fn json_schema(content: Option<&Value>) -> Option<Value> {
+    let content = content?.as_object()?;
+    content
+        .iter()
+        .find(|(media, _)| is_json_media(media))
+        .map(|(_, media)| media.get("schema").cloned().unwrap_or_else(|| json!({})))
+}
+
+/// Whether a media type (or a `Content-Type` header) is JSON.
+pub(super) fn is_json_media(media: &str) -> bool {
+    let essence = media
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
+}
+
+/// The tool name of an operation: its `operationId`, or `<method>_<path>`, reduced to
+/// `[A-Za-z0-9_.-]` (anything else becomes `_`) and cut at 64 characters.
+pub(super) fn tool_name(operation_id: Option<&str>, method: &str, path: &str) -> String {
+    let sanitized = |s: &str| {
+        let mut out = String::new();
+        for c in s.chars() {
+            let c = if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '_'
+            };
+            // Runs of replaced characters read as one separator.
+            if !(c == '_' && out.ends_with('_')) {
+                out.push(c);
+            }
+        }
+        out.trim_matches('_')
+            .chars()
+            .take(MAX_TOOL_NAME)
+            .collect::<String>()
+    };
+    let from_id = operation_id.map(sanitized).unwrap_or_default();
+    if !from_id.is_empty() {
+        return from_id;
+    }
+    let from_path = sanitized(&format!("{method}_{path}"));
+    if from_path.is_empty() {
+        method.to_owned()
+    } else {
+        from_path
+    }
+}
+
+/// Resolves local `$ref`s against the document.
+struct Resolver<'d> {
+    /// The whole document, which `#/...` pointers index.
+    root: &'d Value,
+    /// The document's file or URL, for errors.
+    origin: &'d str,
+    /// How many values resolving has produced so far.
+    produced: usize,
+}
+
+impl Resolver<'_> {
+    /// `value` (at the JSON path `at`) with every local reference replaced by what it
+    /// points to. A reference back into one being resolved is cut to `{}` (any value).
+    fn resolve(&mut self, value: &Value, at: &str) -> Result<Value, DeclarationError> {
+        self.resolve_in(value, at, &mut Vec::new())
+    }
+
+    fn resolve_in(
+        &mut self,
+        value: &Value,
+        at: &str,
+        open: &mut Vec<String>,
+    ) -> Result<Value, DeclarationError> {
+        self.produced += 1;
+        if self.produced > MAX_RESOLVED_VALUES {
+            return Err(DeclarationError::new(
+                self.origin,
+                at,
+                format!("resolving references produced more than {MAX_RESOLVED_VALUES} values"),
+                "simplify the document's references, or list fewer `operations`",
+            ));
+        }
+        match value {
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| self.resolve_in(item, &format!("{at}[{i}]"), open))
+                .collect::<Result<_, _>>()
+                .map(Value::Array),
+            Value::Object(object) => match object.get("$ref") {
+                Some(Value::String(reference)) => self.follow(object, reference, at, open),
+                _ => object
+                    .iter()
+                    .map(|(key, item)| {
+                        Ok((
+                            key.clone(),
+                            self.resolve_in(item, &format!("{at}.{key}"), open)?,
+                        ))
+                    })
+                    .collect::<Result<_, _>>()
+                    .map(Value::Object),
+            },
+            scalar => Ok(scalar.clone()),
+        }
+    }
+
+    /// The target of `reference` (written in `object` at `at`), with `object`'s other
+    /// members (OpenAPI 3.1 allows a `description` beside a `$ref`) laid over it.
+    fn follow(
+        &mut self,
+        object: &Map<String, Value>,
+        reference: &str,
+        at: &str,
+        open: &mut Vec<String>,
+    ) -> Result<Value, DeclarationError> {
+        let field = format!("{at}.$ref");
+        let Some(pointer) = reference.strip_prefix('#') else {
+            return Err(DeclarationError::new(
+                self.origin,
+                field,
+                format!(
+                    "{reference:?} refers outside the document, and remote references are never fetched"
+                ),
+                "copy what it refers to into the document's components and refer to it as #/components/...",
+            ));
+        };
+        if open.iter().any(|r| r == reference) {
+            return Ok(json!({}));
+        }
+        if open.len() >= MAX_REF_DEPTH {
+            return Err(DeclarationError::new(
+                self.origin,
+                field,
+                format!("references nest more than {MAX_REF_DEPTH} deep"),
+                "flatten the chain of references",
+            ));
+        }
+        let Some(target) = self.root.pointer(pointer) else {
+            return Err(DeclarationError::new(
+                self.origin,
+                field,
+                format!("{reference:?} points at nothing in the document"),
+                "refer to a definition that exists, such as #/components/schemas/Pet",
+            ));
+        };
+        open.push(reference.to_owned());
+        let resolved = self.resolve_in(
+            target,
+            &pointer.trim_start_matches('/').replace('/', "."),
+            open,
+        );
+        open.pop();
+        let mut resolved = resolved?;
+        if let Value::Object(target) = &mut resolved {
+            for (key, item) in object {
+                if key != "$ref" {
+                    let item = self.resolve_in(item, &format!("{at}.{key}"), open)?;
+                    target.insert(key.clone(), item);
+                }
+            }
+        }
+        Ok(resolved)
+    }
+}

@@ -1,0 +1,805 @@
+//! Tests of the OpenAPI source against a real HTTP server on 127.0.0.1: a pet store that
+//! serves its own document, and a second origin that records whatever reaches it.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::config::Environment;
+
+// === harness ===
+
+/// The bearer every test source carries; it must never be seen outside the request.
+const TOKEN: &str = "sk-openapi-test-bearer-5f1c9e";
+
+/// The pet store's document; `servers` is relative, so the base URL comes from the spec URL.
+fn document() -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Pets", "version": "1.0.0"},
+        "servers": [{"url": "/v1"}],
+        "paths": {
+            "/pets": {
+                "get": {
+                    "operationId": "listPets",
+                    "summary": "List pets.",
+                    "description": "At most `limit` of them.",
+                    "parameters": [
+                        {"name": "limit", "in": "query", "description": "How many.",
+                         "schema": {"type": "integer"}},
+                        {"name": "tag", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}}
+                    ]
+                },
+                "post": {
+                    "operationId": "createPet",
+                    "parameters": [
+                        {"name": "X-Request-Id", "in": "header", "required": true, "schema": {"type": "string"}},
+                        {"name": "Authorization", "in": "header", "schema": {"type": "string"}}
+                    ],
+                    "requestBody": {
+                        "required": true,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}
+                    }
+                }
+            },
+            "/pets/{id}": {
+                "parameters": [{"$ref": "#/components/parameters/PetId"}],
+                "get": {"operationId": "showPetById", "summary": "One pet."}
+            },
+            "/pets/{id}/photo": {
+                "post": {
+                    "operationId": "uploadPhoto",
+                    "parameters": [{"$ref": "#/components/parameters/PetId"}],
+                    "requestBody": {"required": true, "content": {"multipart/form-data": {"schema": {}}}}
+                }
+            },
+            "/health": {"get": {"summary": "Alive?"}},
+            "/fail": {"get": {"operationId": "fail"}},
+            "/slow": {"get": {"operationId": "slow"}},
+            "/huge": {"get": {"operationId": "huge"}},
+            "/away": {"get": {"operationId": "away"}},
+            "/here": {"get": {"operationId": "here"}}
+        },
+        "components": {
+            "parameters": {
+                "PetId": {"name": "id", "in": "path", "required": true,
+                          "description": "The pet.", "schema": {"type": "string"}}
+            },
+            "schemas": {
+                "Pet": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "children": {"type": "array", "items": {"$ref": "#/components/schemas/Pet"}}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The pet store and a second origin, each on its own port.
+struct Api {
+    /// `http://127.0.0.1:<port>`, serving `/openapi.json` and the API under `/v1`.
+    origin: String,
+    /// What reached the second origin: one `Authorization` header (or `-`) per request.
+    elsewhere: Arc<Mutex<Vec<String>>>,
+}
+
+impl Api {
+    async fn start() -> Self {
+        let elsewhere = Arc::new(Mutex::new(Vec::new()));
+        let seen = elsewhere.clone();
+        let other = axum::Router::new().fallback(move |headers: HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                let auth = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-")
+                    .to_owned();
+                seen.lock().unwrap().push(auth);
+                "stolen"
+            }
+        });
+        let other = serve(other).await;
+
+        let away = format!("{other}/steal");
+        let api = axum::Router::new()
+            .route(
+                "/openapi.json",
+                get(|| async { json_response(StatusCode::OK, &document()) }),
+            )
+            .route("/v1/pets", get(list).post(create))
+            .route("/v1/pets/{id}", get(show))
+            .route("/v1/health", get(|| async { "ok" }))
+            .route(
+                "/v1/fail",
+                get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "database on fire") }),
+            )
+            .route(
+                "/v1/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    "late"
+                }),
+            )
+            .route("/v1/huge", get(|| async { "x".repeat(2 * 1024 * 1024) }))
+            .route(
+                "/v1/away",
+                get(move || {
+                    let away = away.clone();
+                    async move {
+                        (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, away)]).into_response()
+                    }
+                }),
+            )
+            .route(
+                "/v1/here",
+                get(|| async {
+                    (StatusCode::FOUND, [(header::LOCATION, "/v1/pets/7")]).into_response()
+                }),
+            );
+        let origin = serve(api).await;
+        Self { origin, elsewhere }
+    }
+
+    fn spec(&self) -> String {
+        format!("{}/openapi.json", self.origin)
+    }
+
+    /// A declaration of this API with the bearer and `extra` fields.
+    fn declaration(&self, extra: Value) -> OpenApiDeclaration {
+        let mut value = json!({"name": "pets", "spec": self.spec(), "bearer": "${PETS_TOKEN}"});
+        if let (Some(object), Value::Object(extra)) = (value.as_object_mut(), extra) {
+            object.extend(extra);
+        }
+        OpenApiDeclaration::parse(&value, "pets.json").unwrap()
+    }
+
+    async fn open(&self, extra: Value) -> OpenApiSource {
+        self.declaration(extra).open(&expand).await.unwrap()
+    }
+}
+
+async fn serve(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}")
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+async fn list(RawQuery(query): RawQuery) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"pets": [{"name": "rex"}], "query": query}),
+    )
+}
+
+async fn show(Path(id): Path<String>, uri: Uri) -> Response {
+    if id == "404" {
+        return (StatusCode::NOT_FOUND, "no such pet").into_response();
+    }
+    json_response(StatusCode::OK, &json!({"id": id, "path": uri.path()}))
+}
+
+/// Echoes what it was sent, the credential included, as a careless API would.
+async fn create(headers: HeaderMap, body: Bytes) -> Response {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let received: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    json_response(
+        StatusCode::CREATED,
+        &json!({
+            "received": received,
+            "request-id": text("x-request-id"),
+            "content-type": text("content-type"),
+            "authorization": text("authorization"),
+        }),
+    )
+}
+
+fn expand(s: &str) -> Result<String, String> {
+    Environment::new([("PETS_TOKEN", TOKEN), ("API_KEY", "key-0123456789abcdef")])
+        .expand(s)
+        .map_err(|e| e.to_string())
+}
+
+fn args(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A folder under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "plurnk-mcp-openapi-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    /// Writes `document` as `openapi.json` and declares it with an absolute base URL.
+    fn declare(&self, document: &str, extra: Value) -> OpenApiDeclaration {
+        std::fs::write(self.0.join("openapi.json"), document).unwrap();
+        let mut value =
+            json!({"name": "pets", "spec": "openapi.json", "baseUrl": "http://127.0.0.1:9/v1"});
+        if let (Some(object), Value::Object(extra)) = (value.as_object_mut(), extra) {
+            object.extend(extra);
+        }
+        let origin = self.0.join("pets.decl.json");
+        OpenApiDeclaration::parse(&value, &origin.display().to_string()).unwrap()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The faults of opening `document` from a file, as `(origin ends with, field, problem)`.
+async fn faults_of(document: &str, extra: Value) -> Vec<DeclarationError> {
+    let dir = TempDir::new();
+    match dir.declare(document, extra).open(&expand).await {
+        Ok(source) => panic!("opened {source:?}"),
+        Err(faults) => faults,
+    }
+}
+
+// === tools ===
+
+#[tokio::test]
+async fn every_operation_becomes_a_tool_named_by_its_operation_id() {
+    let api = Api::start().await;
+    let source = api.open(json!({})).await;
+    let names: Vec<String> = source.tools().into_iter().map(|t| t.name).collect();
+    // uploadPhoto needs a multipart body and is left out; /health has no operationId.
+    assert_eq!(
+        names,
+        [
+            "away",
+            "createPet",
+            "fail",
+            "get_health",
+            "here",
+            "huge",
+            "listPets",
+            "showPetById",
+            "slow"
+        ]
+    );
+    let tool = |name: &str| source.tools().into_iter().find(|t| t.name == name).unwrap();
+
+    let list = tool("listPets");
+    assert_eq!(
+        list.description.as_deref(),
+        Some("List pets.\n\nAt most `limit` of them.")
+    );
+    assert_eq!(
+        Value::Object(list.input_schema),
+        json!({
+            "type": "object",
+            "properties": {
+                "limit": {"type": "integer", "description": "How many."},
+                "tag": {"type": "array", "items": {"type": "string"}}
+            },
+            "additionalProperties": false
+        })
+    );
+    // A path parameter through a path item's `$ref`, required whatever it says.
+    assert_eq!(
+        Value::Object(tool("showPetById").input_schema),
+        json!({
+            "type": "object",
+            "properties": {"id": {"type": "string", "description": "The pet."}},
+            "required": ["id"],
+            "additionalProperties": false
+        })
+    );
+    // The body's schema resolved, its cycle cut; `Authorization` is not a parameter.
+    let create = Value::Object(tool("createPet").input_schema);
+    assert_eq!(create["required"], json!(["X-Request-Id", "body"]));
+    assert_eq!(create["properties"]["body"]["required"], json!(["name"]));
+    assert_eq!(
+        create["properties"]["body"]["properties"]["children"]["items"],
+        json!({})
+    );
+    assert!(create["properties"].get("Authorization").is_none());
+    assert_eq!(tool("get_health").description.as_deref(), Some("Alive?"));
+}
+
+#[tokio::test]
+async fn the_operations_list_offers_only_those_named() {
+    let api = Api::start().await;
+    let source = api
+        .open(json!({"operations": ["showPetById", "listPets"]}))
+        .await;
+    let names: Vec<String> = source.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["listPets", "showPetById"]);
+}
+
+#[test]
+fn tool_names_are_sanitized_and_bounded() {
+    use super::document::tool_name;
+    assert_eq!(
+        tool_name(Some("list pets/all"), "get", "/x"),
+        "list_pets_all"
+    );
+    assert_eq!(
+        tool_name(None, "get", "/pets/{id}/photo"),
+        "get_pets_id_photo"
+    );
+    assert_eq!(tool_name(Some("ø"), "delete", "/a.b"), "delete_a.b");
+    assert_eq!(tool_name(Some(&"a".repeat(100)), "get", "/").len(), 64);
+    assert_eq!(tool_name(None, "get", "/"), "get");
+}
+
+// === calls ===
+
+#[tokio::test]
+async fn a_call_fills_the_path_the_query_the_headers_and_the_body() {
+    let api = Api::start().await;
+    let source = api.open(json!({})).await;
+
+    let listed = source
+        .call(
+            "listPets",
+            args(json!({"limit": 2, "tag": ["a", "b c"]})),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    assert!(!listed.is_error);
+    assert_eq!(listed.structured.unwrap()["query"], "limit=2&tag=a&tag=b+c");
+
+    let shown = source
+        .call("showPetById", args(json!({"id": "a/b?c"})), DEADLINE)
+        .await
+        .unwrap();
+    let shown = shown.structured.unwrap();
+    assert_eq!(shown["path"], "/v1/pets/a%2Fb%3Fc");
+    assert_eq!(shown["id"], "a/b?c");
+
+    let created = source
+        .call(
+            "createPet",
+            args(json!({"X-Request-Id": "r-1", "body": {"name": "rex"}})),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    assert!(!created.is_error);
+    let echoed = created.structured.unwrap();
+    assert_eq!(echoed["received"], json!({"name": "rex"}));
+    assert_eq!(echoed["request-id"], "r-1");
+    assert_eq!(echoed["content-type"], "application/json");
+    // The bearer was sent, and the echo of it comes back scrubbed.
+    assert_eq!(echoed["authorization"], "<redacted>");
+    assert!(!created.text.contains(TOKEN), "{}", created.text);
+
+    let health = source
+        .call("get_health", Map::new(), DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!((health.text.as_str(), health.structured), ("ok", None));
+}
+
+#[tokio::test]
+async fn an_error_status_is_an_error_result_that_starts_with_the_status_line() {
+    let api = Api::start().await;
+    let source = api.open(json!({})).await;
+    let failed = source.call("fail", Map::new(), DEADLINE).await.unwrap();
+    assert!(failed.is_error);
+    assert_eq!(failed.text, "500 Internal Server Error: database on fire");
+    let missing = source
+        .call("showPetById", args(json!({"id": "404"})), DEADLINE)
+        .await
+        .unwrap();
+    assert!(missing.is_error);
+    assert_eq!(missing.text, "404 Not Found: no such pet");
+}
+
+#[tokio::test]
+async fn arguments_are_checked_before_anything_is_sent() {
+    let api = Api::start().await;
+    let source = api.open(json!({})).await;
+    let call = |tool: &'static str, value: Value| {
+        let source = &source;
+        async move { source.call(tool, args(value), DEADLINE).await.unwrap_err() }
+    };
+    assert_eq!(
+        call("listPets", json!({"limit": 1, "colour": "red"})).await,
+        SourceError::InvalidArguments("\"colour\" is not a parameter of listPets".into())
+    );
+    assert_eq!(
+        call("showPetById", json!({})).await,
+        SourceError::InvalidArguments("the required parameter \"id\" is missing".into())
+    );
+    assert_eq!(
+        call("createPet", json!({"X-Request-Id": "r"})).await,
+        SourceError::InvalidArguments("the required parameter \"body\" is missing".into())
+    );
+    assert!(matches!(
+        call("showPetById", json!({"id": ".."})).await,
+        SourceError::InvalidArguments(text) if text.contains("\"id\" cannot be \"..\"")
+    ));
+    assert!(matches!(
+        call("listPets", json!({"limit": {"a": 1}})).await,
+        SourceError::InvalidArguments(text) if text.contains("\"limit\"") && text.contains("an object")
+    ));
+    assert!(matches!(
+        call("createPet", json!({"X-Request-Id": "a\nb", "body": {}})).await,
+        SourceError::InvalidArguments(text) if text.contains("line break")
+    ));
+    assert_eq!(
+        call("nope", json!({})).await,
+        SourceError::UnknownTool("nope".into())
+    );
+}
+
+#[tokio::test]
+async fn a_call_ends_by_the_declared_deadline_or_the_callers() {
+    let api = Api::start().await;
+    let source = api.open(json!({"timeoutMs": 300})).await;
+    assert_eq!(
+        source.call("slow", Map::new(), DEADLINE).await.unwrap_err(),
+        SourceError::Timeout { timeout_ms: 300 }
+    );
+    assert_eq!(
+        source
+            .call("slow", Map::new(), Duration::from_millis(150))
+            .await
+            .unwrap_err(),
+        SourceError::Timeout { timeout_ms: 150 }
+    );
+}
+
+#[tokio::test]
+async fn a_response_past_its_bound_fails_the_call() {
+    let api = Api::start().await;
+    let source = api.open(json!({"maxResponseBytes": 1024 * 1024})).await;
+    assert_eq!(
+        source.call("huge", Map::new(), DEADLINE).await.unwrap_err(),
+        SourceError::OutputTooLarge { limit: 1024 * 1024 }
+    );
+    // At the default bound (4 MiB) the same 2 MiB body is a result.
+    let source = api.open(json!({})).await;
+    let huge = source.call("huge", Map::new(), DEADLINE).await.unwrap();
+    assert_eq!(huge.text.len(), 2 * 1024 * 1024);
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_not_followed_with_the_credential() {
+    let api = Api::start().await;
+    let source = api.open(json!({})).await;
+    let away = source.call("away", Map::new(), DEADLINE).await.unwrap();
+    assert!(away.is_error);
+    assert_eq!(
+        away.text,
+        "307 Temporary Redirect: a redirect to another origin was not followed"
+    );
+    assert!(
+        api.elsewhere.lock().unwrap().is_empty(),
+        "the other origin was reached"
+    );
+    // Within the origin, a redirect is followed.
+    let here = source.call("here", Map::new(), DEADLINE).await.unwrap();
+    assert!(!here.is_error, "{}", here.text);
+    assert_eq!(here.structured.unwrap()["id"], "7");
+}
+
+#[tokio::test]
+async fn the_bearer_never_appears_in_an_error_or_debug() {
+    let api = Api::start().await;
+    let declaration = api.declaration(json!({"headers": {"X-Api-Key": "${API_KEY}"}}));
+    assert!(!format!("{declaration:?}").contains("${API_KEY}"));
+    let source = declaration.open(&expand).await.unwrap();
+    let shown = format!("{source:?}");
+    assert!(
+        !shown.contains(TOKEN) && !shown.contains("key-0123456789abcdef"),
+        "{shown}"
+    );
+    assert!(shown.contains("x-api-key"), "{shown}");
+
+    // A connection error prints the URL; a path argument holding the token is scrubbed.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        port
+    };
+    let declaration = api.declaration(json!({"baseUrl": format!("http://127.0.0.1:{dead}/v1")}));
+    let source = declaration.open(&expand).await.unwrap();
+    let error = source
+        .call("showPetById", args(json!({"id": TOKEN})), DEADLINE)
+        .await
+        .unwrap_err();
+    let SourceError::Unavailable(text) = &error else {
+        panic!("{error:?}");
+    };
+    assert!(text.starts_with("pets: "), "{text}");
+    assert!(
+        !text.contains(TOKEN) && !format!("{error:?}").contains(TOKEN),
+        "{text}"
+    );
+}
+
+// === declarations ===
+
+#[test]
+fn a_declaration_reads_every_field() {
+    let declaration = OpenApiDeclaration::parse(
+        &json!({
+            "kind": "openapi",
+            "name": "pets",
+            "spec": "https://api.example.com/openapi.json",
+            "baseUrl": "https://api.example.com/v1",
+            "headers": {"X-Api-Key": "${API_KEY}", "X-Client": "plurnk"},
+            "timeoutMs": 5000,
+            "maxResponseBytes": 65536,
+            "operations": ["listPets"],
+            "version": "1.0.0"
+        }),
+        "apis/pets.json",
+    )
+    .unwrap();
+    assert_eq!(declaration.name, "pets");
+    assert_eq!(declaration.timeout_ms, 5000);
+    assert_eq!(declaration.max_response_bytes, 65536);
+    assert_eq!(declaration.operations, Some(vec!["listPets".to_owned()]));
+    assert_eq!(declaration.bearer, None);
+    let defaults = OpenApiDeclaration::parse(&json!({"name": "p", "spec": "p.json"}), "o").unwrap();
+    assert_eq!(
+        (defaults.timeout_ms, defaults.max_response_bytes),
+        (DEFAULT_TIMEOUT_MS, DEFAULT_MAX_RESPONSE_BYTES)
+    );
+}
+
+#[test]
+fn every_fault_of_a_declaration_is_reported_at_once_with_its_field_and_fix() {
+    let faults = OpenApiDeclaration::parse(
+        &json!({
+            "name": "Pets!",
+            "spec": "",
+            "baseUrl": "api.example.com",
+            "headers": {"Authorization": "Token abc123456789", "X-Api-Key": "${KEY", "Content-Type": "text/plain"},
+            "bearer": "sk-literal-0123456789",
+            "timeoutMs": 0,
+            "maxResponseBytes": "big",
+            "operations": [""],
+            "colour": "red"
+        }),
+        "apis/pets.json",
+    )
+    .unwrap_err();
+    let fields: Vec<&str> = faults.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "colour",
+            "maxResponseBytes",
+            "name",
+            "spec",
+            "baseUrl",
+            "headers.Authorization",
+            "headers.Authorization",
+            "headers.Content-Type",
+            "headers.X-Api-Key",
+            "bearer",
+            "timeoutMs",
+            "operations[0]"
+        ]
+    );
+    assert!(faults.iter().all(|f| f.origin == "apis/pets.json"));
+    let text = |field: &str| {
+        faults
+            .iter()
+            .filter(|f| f.field == field)
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    assert_eq!(
+        text("bearer"),
+        "apis/pets.json: bearer: the bearer is not exactly one ${NAME} reference; put the \
+         credential in the environment and write ${NAME}, such as \"${API_TOKEN}\""
+    );
+    assert!(
+        text("headers.Authorization").contains("written literally"),
+        "{}",
+        text("headers.Authorization")
+    );
+    // No fault repeats a literal credential.
+    assert!(faults.iter().all(|f| {
+        let shown = f.to_string();
+        !shown.contains("abc123456789") && !shown.contains("sk-literal")
+    }));
+    let missing = OpenApiDeclaration::parse(&json!({}), "x.json").unwrap_err();
+    assert_eq!(
+        missing.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "x.json: name: missing; write a string such as \"pets\"",
+            "x.json: spec: missing; write a file path or an http(s):// URL"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_reference_that_does_not_expand_names_its_field() {
+    let dir = TempDir::new();
+    let declaration = dir.declare(&document().to_string(), json!({"bearer": "${NOT_SET}"}));
+    let faults = declaration.open(&expand).await.unwrap_err();
+    assert_eq!(faults.len(), 1);
+    assert_eq!(faults[0].field, "bearer");
+    assert!(faults[0].problem.contains("NOT_SET"), "{}", faults[0]);
+}
+
+// === documents ===
+
+#[tokio::test]
+async fn a_document_from_a_file_is_read_relative_to_the_declaration() {
+    let dir = TempDir::new();
+    let source = dir
+        .declare(&document().to_string(), json!({}))
+        .open(&expand)
+        .await
+        .unwrap();
+    assert_eq!(source.base_url.as_str(), "http://127.0.0.1:9/v1");
+    assert_eq!(source.tools().len(), 9);
+}
+
+#[tokio::test]
+async fn a_document_without_paths_is_refused() {
+    let faults = faults_of(
+        r#"{"openapi": "3.0.3", "info": {"version": "1"}, "paths": {}}"#,
+        json!({}),
+    )
+    .await;
+    assert_eq!(faults.len(), 1);
+    assert!(faults[0].origin.ends_with("openapi.json"), "{}", faults[0]);
+    assert_eq!(faults[0].field, "paths");
+    assert!(faults[0].fix.contains("at least one operation"));
+}
+
+#[tokio::test]
+async fn a_remote_reference_is_refused_never_fetched() {
+    let mut doc = document();
+    doc["components"]["parameters"]["PetId"] =
+        json!({"$ref": "https://example.com/params.json#/PetId"});
+    let faults = faults_of(&doc.to_string(), json!({})).await;
+    // Two operations use the parameter; the fault is where the reference is written, once.
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "components.parameters.PetId.$ref");
+    assert!(
+        faults[0]
+            .problem
+            .contains("remote references are never fetched"),
+        "{}",
+        faults[0]
+    );
+    assert!(faults[0].fix.contains("#/components/"));
+}
+
+#[tokio::test]
+async fn two_operations_with_one_tool_name_are_refused() {
+    let mut doc = document();
+    doc["paths"]["/fail"]["get"]["operationId"] = json!("listPets");
+    let faults = faults_of(&doc.to_string(), json!({})).await;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "paths./pets.get.operationId");
+    assert_eq!(
+        faults[0].problem,
+        "the tool name \"listPets\" is already taken by paths./fail.get"
+    );
+    assert_eq!(faults[0].fix, "give each operation its own operationId");
+}
+
+#[tokio::test]
+async fn yaml_swagger_and_unknown_operations_say_what_to_do() {
+    let yaml = faults_of("openapi: 3.1.0\npaths: {}\n", json!({})).await;
+    assert_eq!(yaml[0].field, "(document)");
+    assert!(yaml[0].fix.contains("convert it to JSON"), "{}", yaml[0]);
+
+    let swagger = faults_of(
+        r#"{"swagger": "2.0", "paths": {"/a": {"get": {}}}}"#,
+        json!({}),
+    )
+    .await;
+    assert_eq!(swagger[0].field, "openapi");
+
+    let unknown = faults_of(
+        &document().to_string(),
+        json!({"operations": ["listPets", "feedPets"]}),
+    )
+    .await;
+    assert_eq!(unknown.len(), 1);
+    assert!(
+        unknown[0].origin.ends_with("pets.decl.json"),
+        "{}",
+        unknown[0]
+    );
+    assert_eq!(unknown[0].field, "operations[1]");
+
+    // An operation that cannot be sent is an error only when it is asked for.
+    let upload = faults_of(
+        &document().to_string(),
+        json!({"operations": ["uploadPhoto"]}),
+    )
+    .await;
+    assert_eq!(upload[0].field, "paths./pets/{id}/photo.post.requestBody");
+    assert!(
+        upload[0].problem.contains("only JSON bodies"),
+        "{}",
+        upload[0]
+    );
+}
+
+// === check ===
+
+#[tokio::test]
+async fn check_finds_the_document_and_its_version() {
+    let api = Api::start().await;
+    let ready = api.declaration(json!({"version": "1.0.0"})).check().await;
+    assert!(
+        matches!(&ready, Finding::Ready(text) if text.contains("info.version 1.0.0")),
+        "{ready:?}"
+    );
+    assert_eq!(
+        api.declaration(json!({"version": "0.9.0"})).check().await,
+        Finding::VersionDrift {
+            declared: "0.9.0".into(),
+            installed: "1.0.0".into()
+        }
+    );
+    let gone = api
+        .declaration(json!({"spec": format!("{}/missing.json", api.origin)}))
+        .check()
+        .await;
+    assert!(
+        matches!(&gone, Finding::Missing(text) if text.contains("404 Not Found")),
+        "{gone:?}"
+    );
+
+    let dir = TempDir::new();
+    let declaration = dir.declare("{}", json!({}));
+    std::fs::remove_file(dir.0.join("openapi.json")).unwrap();
+    let missing = declaration.check().await;
+    assert!(
+        matches!(&missing, Finding::Missing(text) if text.contains("cannot be read")),
+        "{missing:?}"
+    );
+}
