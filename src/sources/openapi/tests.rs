@@ -66,6 +66,7 @@ fn document() -> Value {
             "/fail": {"get": {"operationId": "fail"}},
             "/slow": {"get": {"operationId": "slow"}},
             "/huge": {"get": {"operationId": "huge"}},
+            "/endless": {"get": {"operationId": "endless"}},
             "/away": {"get": {"operationId": "away"}},
             "/here": {"get": {"operationId": "here"}}
         },
@@ -135,6 +136,7 @@ impl Api {
                 }),
             )
             .route("/v1/huge", get(|| async { "x".repeat(2 * 1024 * 1024) }))
+            .route("/v1/endless", get(|| async { endless() }))
             .route(
                 "/v1/away",
                 get(move || {
@@ -177,6 +179,14 @@ async fn serve(router: axum::Router) -> String {
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await });
     format!("http://{address}")
+}
+
+/// A body without a length that never ends: only counting what arrives bounds it.
+fn endless() -> Response {
+    let chunks = futures::stream::repeat_with(|| {
+        Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 64 * 1024]))
+    });
+    axum::body::Body::from_stream(chunks).into_response()
 }
 
 fn json_response(status: StatusCode, value: &Value) -> Response {
@@ -293,6 +303,7 @@ async fn every_operation_becomes_a_tool_named_by_its_operation_id() {
         [
             "away",
             "createPet",
+            "endless",
             "fail",
             "get_health",
             "here",
@@ -496,6 +507,14 @@ async fn a_response_past_its_bound_fails_the_call() {
         source.call("huge", Map::new(), DEADLINE).await.unwrap_err(),
         SourceError::OutputTooLarge { limit: 1024 * 1024 }
     );
+    // A body that announces no length is counted as it arrives.
+    assert_eq!(
+        source
+            .call("endless", Map::new(), DEADLINE)
+            .await
+            .unwrap_err(),
+        SourceError::OutputTooLarge { limit: 1024 * 1024 }
+    );
     // At the default bound (4 MiB) the same 2 MiB body is a result.
     let source = api.open(json!({})).await;
     let huge = source.call("huge", Map::new(), DEADLINE).await.unwrap();
@@ -679,7 +698,7 @@ async fn a_document_from_a_file_is_read_relative_to_the_declaration() {
         .await
         .unwrap();
     assert_eq!(source.base_url.as_str(), "http://127.0.0.1:9/v1");
-    assert_eq!(source.tools().len(), 9);
+    assert_eq!(source.tools().len(), 10);
 }
 
 #[tokio::test]
