@@ -65,8 +65,7 @@ pub enum SourceError {
 }
 
 /// A boxed future of a call.
-pub type CallFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
+pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
 
 /// Anything that can list tools with JSON Schemas and call one.
 pub trait ToolSource: Send + Sync + 'static {
