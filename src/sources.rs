@@ -65,7 +65,8 @@ pub enum SourceError {
 }
 
 /// A boxed future of a call.
-pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
+pub type CallFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
 
 /// Anything that can list tools with JSON Schemas and call one.
 pub trait ToolSource: Send + Sync + 'static {
@@ -129,3 +130,5 @@ pub enum Finding {
         installed: String,
     },
 }
+
+pub mod cli;
