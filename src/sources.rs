@@ -132,3 +132,4 @@ pub enum Finding {
 }
 
 pub mod cli;
+pub mod server;
