@@ -20,6 +20,7 @@ pub(crate) use connect::{ConnectOptions, Connection, OnUpdate};
 pub(crate) use http::same_origin_redirects;
 pub(crate) use reaper::Reaper;
 pub(crate) use session::{Opened, Opening, Ready, Relisted, Session, count, open, relist};
+pub(crate) use stdio::{StderrTail, describe_exit, kill_group};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,

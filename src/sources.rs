@@ -65,7 +65,8 @@ pub enum SourceError {
 }
 
 /// A boxed future of a call.
-pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
+pub type CallFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
 
 /// Anything that can list tools with JSON Schemas and call one.
 pub trait ToolSource: Send + Sync + 'static {
@@ -130,4 +131,6 @@ pub enum Finding {
     },
 }
 
+pub mod cli;
 pub mod openapi;
+pub mod server;

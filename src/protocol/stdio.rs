@@ -50,7 +50,8 @@ pub(crate) struct StdioSpawn<'a> {
 pub(crate) struct StderrTail(Mutex<VecDeque<u8>>);
 
 impl StderrTail {
-    fn push(&self, bytes: &[u8]) {
+    /// Keeps the last bytes of `bytes` (and of what came before) within the bound.
+    pub(crate) fn push(&self, bytes: &[u8]) {
         let Ok(mut tail) = self.0.lock() else {
             return;
         };
@@ -269,7 +270,9 @@ impl Drop for ChildProcess {
     }
 }
 
-fn kill_group(pgid: i32) {
+/// Sends `SIGKILL` to the process group `pgid` (never to groups 0 and 1, which would be
+/// this process's own group or every process).
+pub(crate) fn kill_group(pgid: i32) {
     if pgid > 1 {
         // SAFETY: `killpg` has no memory-safety preconditions; a stale or empty group
         // makes it fail with ESRCH, which is exactly "nothing left to kill".
@@ -279,7 +282,8 @@ fn kill_group(pgid: i32) {
     }
 }
 
-fn describe_exit(status: std::process::ExitStatus) -> String {
+/// How a process ended, in words: "exited with status 3", "was killed by signal 9".
+pub(crate) fn describe_exit(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with status {code}"),
