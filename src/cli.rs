@@ -821,6 +821,8 @@ pub(crate) enum Action {
     Add {
         alias: String,
         target: String,
+        /// A tool source's declaration file, instead of a target.
+        source: Option<std::path::PathBuf>,
         options: Option<String>,
     },
     Enable {
@@ -834,6 +836,45 @@ pub(crate) enum Action {
     Remove {
         alias: String,
     },
+}
+
+/// The definition of tool source `alias` from its declaration `file`; the message names the
+/// file, the field and the fix.
+fn source_definition(
+    alias: &str,
+    file: &std::path::Path,
+) -> Result<plurnk_mcp::ServerDefinition, String> {
+    let origin = file.display().to_string();
+    let text = std::fs::read_to_string(file)
+        .map_err(|error| format!("{origin} cannot be read ({error}): name a declaration file"))?;
+    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
+        format!(
+            "{origin}: line {} column {}: not valid JSON: write one JSON object with \"kind\" and the fields of its kind",
+            error.line(),
+            error.column()
+        )
+    })?;
+    let kind = value.get("kind").and_then(serde_json::Value::as_str);
+    let kind = kind
+        .and_then(plurnk_mcp::sources::SourceKind::from_name)
+        .ok_or_else(|| {
+            format!("{origin}: kind: missing or unknown: write \"kind\": \"cli\", \"script\" or \"openapi\"")
+        })?;
+    if let Some(object) = value.as_object_mut() {
+        match object.get("name").and_then(serde_json::Value::as_str) {
+            Some(name) if name != alias => {
+                return Err(format!(
+                    "{origin}: name: declares \"{name}\", but it is being added as \"{alias}\": add it as \"{name}\" or change its name"
+                ));
+            }
+            Some(_) => {}
+            None => {
+                object.insert("name".into(), serde_json::Value::String(alias.to_owned()));
+            }
+        }
+    }
+    plurnk_mcp::ServerDefinition::source(alias, kind, value, &origin)
+        .map_err(|errors| format!("tool source \"{alias}\" cannot be added: {errors}"))
 }
 
 fn parse_options(
@@ -852,8 +893,17 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
     let prepared = match &action {
         Action::Add {
             alias,
+            source: Some(file),
+            ..
+        } => match source_definition(alias, file) {
+            Ok(definition) => Some(definition),
+            Err(message) => return fail(message),
+        },
+        Action::Add {
+            alias,
             target,
             options,
+            ..
         } => {
             let options = match parse_options(options.as_deref()) {
                 Ok(options) => options,
@@ -1162,6 +1212,79 @@ fn print_variables(plan: &plurnk_mcp::import::Plan, dry_run: bool) {
         outln!(
             "set each variable, list it in PLURNK_MCP_WORKSPACE_ENV and set PLURNK_MCP_ALLOW_ADD=true {when}: a server is added only once it connects"
         );
+    }
+}
+
+/// `plurnk-mcp source check`: every tool source of the workspace (service and added), what
+/// it needs on this machine and whether it is there. Exit 0 when all are ready, 1 otherwise.
+pub(crate) async fn source_check(global: &Global, json: bool) -> ExitCode {
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let summaries = match workspace.list().await {
+        Ok(summaries) => summaries,
+        Err(problem) => {
+            finish(&host).await;
+            return fail(problem);
+        }
+    };
+    finish(&host).await;
+    let mut rows = Vec::new();
+    let mut ready = true;
+    for summary in summaries.iter().filter(|summary| summary.transport.is_source()) {
+        let kind = plurnk_mcp::sources::SourceKind::from_name(&summary.transport.to_string());
+        let declaration = summary.definition.get("declaration").cloned().unwrap_or_default();
+        let (status, detail) = match kind.map(|kind| {
+            plurnk_mcp::sources::check(kind, &declaration, &summary.alias)
+        }) {
+            Some(Ok(plurnk_mcp::sources::Finding::Ready(what))) => ("ready", what),
+            Some(Ok(plurnk_mcp::sources::Finding::Missing(what))) => ("missing", what),
+            Some(Ok(plurnk_mcp::sources::Finding::VersionDrift {
+                declared,
+                installed,
+            })) => (
+                "version-drift",
+                format!("written against {declared:?}, installed {installed:?}: check the declaration still fits, then record the new version"),
+            ),
+            Some(Err(faults)) => (
+                "invalid",
+                faults.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+            ),
+            None => ("invalid", "not a tool source".to_owned()),
+        };
+        ready &= status == "ready";
+        rows.push((summary.alias.clone(), summary.transport.to_string(), status, detail));
+    }
+    if json {
+        let value: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(alias, kind, status, detail)| {
+                serde_json::json!({"alias": alias, "kind": kind, "status": status, "detail": detail})
+            })
+            .collect();
+        let code = print_json(&value);
+        if code != ExitCode::SUCCESS {
+            return code;
+        }
+    } else if rows.is_empty() {
+        errln!("plurnk-mcp: the workspace has no tool sources (PLURNK_MCP_SOURCES, or add --source FILE)");
+    } else {
+        let mut table = vec![[
+            "SOURCE".to_owned(),
+            "KIND".to_owned(),
+            "STATUS".to_owned(),
+            "DETAIL".to_owned(),
+        ]];
+        for (alias, kind, status, detail) in &rows {
+            table.push([alias.clone(), kind.clone(), (*status).to_owned(), detail.clone()]);
+        }
+        out!("{}", render_table(&table));
+    }
+    if ready {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

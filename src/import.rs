@@ -345,6 +345,7 @@ impl Planned {
             crate::config::Transport::Stdio(stdio) => stdio.command.clone(),
             crate::config::Transport::Http(http) => redact_url(&http.url),
             crate::config::Transport::InProcess => "in-process".to_owned(),
+            crate::config::Transport::Source(source) => source.origin.clone(),
         }
     }
 }

@@ -41,8 +41,13 @@ enum Command {
     Add {
         /// The new alias.
         alias: String,
-        /// An absolute http(s) URL, or one exact executable.
-        target: String,
+        /// An absolute http(s) URL, or one exact executable (not with --source).
+        #[arg(required_unless_present = "source")]
+        target: Option<String>,
+        /// A tool source instead of an MCP server: its declaration file (JSON with "kind":
+        /// cli, script or openapi; see the README's "Tool sources").
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "options"])]
+        source: Option<std::path::PathBuf>,
         /// McpServerOptions as JSON: args, cwd, env, headers, authorization, tools, read.
         #[arg(long)]
         options: Option<String>,
@@ -177,6 +182,11 @@ enum Command {
     /// Print the tools survey: one row per enabled server, and the tool tree of each
     /// PLURNK_MCP_EXPANDED server.
     Survey,
+    /// Tool sources (CLI adapters, scripts, OpenAPI documents).
+    Source {
+        #[command(subcommand)]
+        command: SourceCommand,
+    },
     /// Serve the workspace's enabled servers as one MCP server: every tool and prompt as
     /// <server>_<name>, resources under their own URIs. Over stdio until stdin closes, or
     /// Streamable HTTP at http://ADDRESS/mcp until a signal.
@@ -249,6 +259,18 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum SourceCommand {
+    /// Check every tool source of the workspace on this machine: missing binaries, runtimes
+    /// that are not installed, declarations written against another version than the one
+    /// installed. Exits 1 when any needs attention.
+    Check {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -298,12 +320,14 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
             Command::Add {
                 alias,
                 target,
+                source,
                 options,
                 json,
             } => {
                 let action = cli::Action::Add {
                     alias,
-                    target,
+                    target: target.unwrap_or_default(),
+                    source,
                     options,
                 };
                 cli::action(global, action, json).await
@@ -351,6 +375,9 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 arguments,
             } => cli::call(global, &server, &tool, arguments.as_deref()).await,
             Command::Exec { op } => cli::exec(global, &op).await,
+            Command::Source {
+                command: SourceCommand::Check { json },
+            } => cli::source_check(global, json).await,
             Command::Serve {
                 transport,
                 listen,

@@ -14,6 +14,45 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use serde_json::Value;
 
+/// Which kind of tool source a declaration is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// A command-line program: its tools are fixed subcommands with typed parameters.
+    Cli,
+    /// A script whose header declares its parameters.
+    Script,
+    /// An OpenAPI 3.x document: one tool per operation.
+    OpenApi,
+}
+
+impl SourceKind {
+    /// The kind as declarations write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cli => "cli",
+            Self::Script => "script",
+            Self::OpenApi => "openapi",
+        }
+    }
+
+    /// The kind a declaration's `kind` names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "cli" => Some(Self::Cli),
+            "script" => Some(Self::Script),
+            "openapi" => Some(Self::OpenApi),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One tool a source offers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceTool {
@@ -84,6 +123,120 @@ pub trait ToolSource: Send + Sync + 'static {
 /// A shared tool source.
 pub type SharedSource = Arc<dyn ToolSource>;
 
+/// Every fault of `declaration` as a source of `kind`, each naming `origin`, the field and
+/// the fix; none when it can be opened.
+pub fn validate(kind: SourceKind, declaration: &Value, origin: &str) -> Vec<DeclarationError> {
+    let Some(object) = declaration.as_object() else {
+        return vec![DeclarationError::new(
+            origin,
+            "(the declaration)",
+            "is not a JSON object",
+            "write an object with \"kind\", \"name\" and the fields of its kind",
+        )];
+    };
+    if let Some(named) = object.get("kind").and_then(Value::as_str)
+        && named != kind.as_str()
+    {
+        return vec![DeclarationError::new(
+            origin,
+            "kind",
+            format!("says \"{named}\" where a {kind} source is declared"),
+            format!("write \"kind\": \"{kind}\" or declare it as {named}"),
+        )];
+    }
+    readers::validate(kind, declaration, origin)
+}
+
+/// Opens `declaration` (its `${NAME}` references already expanded) as a source of `kind`:
+/// reads its document, resolves its program. The error says what is wrong and what to do.
+pub(crate) async fn open(
+    kind: SourceKind,
+    declaration: &Value,
+    origin: &str,
+) -> Result<SharedSource, String> {
+    readers::open(kind, declaration, origin).await
+}
+
+/// What `declaration` needs on this machine (its binary, its runtime, its document) and
+/// whether the installed version is the one it was written against.
+///
+/// # Errors
+///
+/// The declaration's faults, when it cannot be read at all.
+pub fn check(
+    kind: SourceKind,
+    declaration: &Value,
+    origin: &str,
+) -> Result<Finding, Vec<DeclarationError>> {
+    readers::check(kind, declaration, origin)
+}
+
+/// Serves `source` as an in-process MCP server named `name`: each call of the connector
+/// starts one session on a new in-memory stream pair.
+pub(crate) fn serve(source: SharedSource, name: String) -> crate::model::InProcessConnector {
+    server::connector(source, name)
+}
+
+/// Calls `each` with the JSON path and text of every string in `value`.
+pub(crate) fn each_string(value: &Value, each: &mut dyn FnMut(&str, &str)) {
+    fn walk(value: &Value, path: &mut String, each: &mut dyn FnMut(&str, &str)) {
+        match value {
+            Value::String(text) => each(path, text),
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{index}]"));
+                    walk(item, path, each);
+                    path.truncate(len);
+                }
+            }
+            Value::Object(fields) => {
+                for (key, item) in fields {
+                    let len = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(key);
+                    walk(item, path, each);
+                    path.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(value, &mut String::new(), each);
+}
+
+/// Calls `each` with the JSON path of every string in `value`, to change it in place.
+pub(crate) fn each_string_mut(value: &mut Value, each: &mut dyn FnMut(&str, &mut String)) {
+    fn walk(value: &mut Value, path: &mut String, each: &mut dyn FnMut(&str, &mut String)) {
+        match value {
+            Value::String(text) => each(path, text),
+            Value::Array(items) => {
+                for (index, item) in items.iter_mut().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{index}]"));
+                    walk(item, path, each);
+                    path.truncate(len);
+                }
+            }
+            Value::Object(fields) => {
+                for (key, item) in fields.iter_mut() {
+                    let len = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(key);
+                    walk(item, path, each);
+                    path.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(value, &mut String::new(), each);
+}
+
 /// A declaration that cannot be used: where, which field, what is wrong and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: {field}: {problem}; {fix}")]
@@ -133,4 +286,5 @@ pub enum Finding {
 
 pub mod cli;
 pub mod openapi;
+mod readers;
 pub mod server;

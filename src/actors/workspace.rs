@@ -1350,12 +1350,7 @@ impl WorkspaceState {
                     .map(|server| (*server).clone())
                     .unwrap_or_else(|| self.placeholder(alias, entry.enabled));
                 let definition = serde_json::to_value(&*entry.definition).unwrap_or_default();
-                let target = definition
-                    .get("command")
-                    .or_else(|| definition.get("url"))
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+                let target = shown_target(&definition);
                 ServerSummary {
                     alias: alias.clone(),
                     source: match (entry.source, entry.specialized) {
@@ -1385,12 +1380,7 @@ impl WorkspaceState {
             summaries.push(ServerSummary {
                 alias: definition.alias().to_owned(),
                 source: "client",
-                target: rendered
-                    .get("command")
-                    .or_else(|| rendered.get("url"))
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
+                target: shown_target(&rendered),
                 transport: definition.transport().kind(),
                 enabled: false,
                 state: ServerState::Disabled,
@@ -1541,4 +1531,19 @@ mod tests {
             ]
         );
     }
+}
+
+/// What a definition runs or reaches, as a summary shows it: the command, the URL, or a tool
+/// source's program, script or document.
+fn shown_target(definition: &serde_json::Value) -> String {
+    let declaration = definition.get("declaration");
+    definition
+        .get("command")
+        .or_else(|| definition.get("url"))
+        .or_else(|| declaration.and_then(|d| d.get("command")))
+        .or_else(|| declaration.and_then(|d| d.get("path")))
+        .or_else(|| declaration.and_then(|d| d.get("spec")))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }

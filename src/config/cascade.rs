@@ -146,7 +146,7 @@ impl Patch {
                     wrong_transport.push(wrong(name, TransportKind::Stdio));
                 }
             }
-            Transport::InProcess => {
+            Transport::InProcess | Transport::Source(_) => {
                 let connection = [
                     self.args.as_ref().map(|s| &s.name),
                     self.cwd.as_ref().map(|s| &s.name),
@@ -196,7 +196,7 @@ impl Patch {
                     }
                 }
             }
-            Transport::InProcess => {}
+            Transport::InProcess | Transport::Source(_) => {}
         }
         if let Some(set) = &self.tools {
             parts.tools = Some(set.value.clone());

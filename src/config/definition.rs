@@ -96,6 +96,22 @@ pub enum Transport {
     /// A server the embedder serves inside its own process
     /// ([`HostOptions::in_process`](crate::HostOptions::in_process)).
     InProcess,
+    /// A tool source ([`crate::sources`]): a program, a script or an OpenAPI document,
+    /// served to the host in-process.
+    Source(SourceDefinition),
+}
+
+/// A tool source as declared: its kind and the declaration object as written (unexpanded;
+/// `${NAME}` references expand only while a connection is prepared).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceDefinition {
+    /// What kind of source it is.
+    pub kind: crate::sources::SourceKind,
+    /// The declaration, validated by its kind's reader.
+    pub declaration: std::sync::Arc<serde_json::Value>,
+    /// Where it was declared (a file, or the action that added it), for messages.
+    #[serde(skip)]
+    pub origin: String,
 }
 
 impl Transport {
@@ -105,6 +121,7 @@ impl Transport {
             Self::Stdio(_) => TransportKind::Stdio,
             Self::Http(_) => TransportKind::Http,
             Self::InProcess => TransportKind::InProcess,
+            Self::Source(source) => source.kind.into(),
         }
     }
 }
@@ -232,9 +249,8 @@ impl ServerDefinition {
     pub fn from_target(alias: &str, target: &str) -> Result<Self, ConfigErrors> {
         let transport = match target::classify(target) {
             Ok(TransportKind::Http) => Transport::Http(HttpDefinition::new(target)),
-            Ok(TransportKind::Stdio | TransportKind::InProcess) => {
-                Transport::Stdio(StdioDefinition::new(target))
-            }
+            // `classify` answers stdio or http only.
+            Ok(_) => Transport::Stdio(StdioDefinition::new(target)),
             Err(fault) => {
                 let mut faults = Vec::new();
                 check_alias("the alias", alias, &mut faults);
@@ -255,6 +271,42 @@ impl ServerDefinition {
     /// An invalid or reserved alias.
     pub fn in_process(alias: &str) -> Result<Self, ConfigErrors> {
         Self::new(DefinitionParts::new(alias, Transport::InProcess))
+    }
+
+    /// A tool source `alias` of `kind`, from `declaration` (read from `origin`).
+    ///
+    /// # Errors
+    ///
+    /// An invalid or reserved alias, or a declaration its kind's reader refuses (every
+    /// fault, each naming the origin, the field and the fix).
+    pub fn source(
+        alias: &str,
+        kind: crate::sources::SourceKind,
+        declaration: serde_json::Value,
+        origin: &str,
+    ) -> Result<Self, ConfigErrors> {
+        let faults = crate::sources::validate(kind, &declaration, origin);
+        if !faults.is_empty() {
+            let mut errors: Option<ConfigErrors> = None;
+            for fault in faults {
+                let error = ConfigError::InvalidSource(fault);
+                match errors.as_mut() {
+                    Some(errors) => errors.extend([error]),
+                    None => errors = Some(ConfigErrors::from(error)),
+                }
+            }
+            if let Some(errors) = errors {
+                return Err(errors);
+            }
+        }
+        Self::new(DefinitionParts::new(
+            alias,
+            Transport::Source(SourceDefinition {
+                kind,
+                declaration: std::sync::Arc::new(declaration),
+                origin: origin.to_owned(),
+            }),
+        ))
     }
 
     /// Already checked by the loader, which names faults by the variables as written.
@@ -473,6 +525,7 @@ impl SettingNames {
             TransportKind::Stdio => "command",
             TransportKind::Http => "url",
             TransportKind::InProcess => "target",
+            TransportKind::Cli | TransportKind::Script | TransportKind::OpenApi => "declaration",
         };
         Self {
             alias: format!("{prefix}.name"),
@@ -730,6 +783,13 @@ impl<'a> Checker<'a> {
             Transport::Stdio(stdio) => self.stdio(stdio),
             Transport::Http(http) => self.http(http),
             Transport::InProcess => {}
+            // Its kind's reader checked its shape; here, that its references resolve.
+            Transport::Source(source) => {
+                let origin = source.origin.clone();
+                crate::sources::each_string(&source.declaration, &mut |path, text| {
+                    self.references(&format!("{origin}: {path}"), text);
+                });
+            }
         }
     }
 
@@ -745,7 +805,7 @@ impl<'a> Checker<'a> {
             Ok(TransportKind::Http) => self
                 .faults
                 .push(ConfigError::UrlAsCommand { variable: target }),
-            Ok(TransportKind::Stdio | TransportKind::InProcess) => self.target(&stdio.command),
+            Ok(_) => self.target(&stdio.command),
         }
         self.args(&stdio.args);
         if let Some(cwd) = &stdio.cwd {

@@ -108,6 +108,24 @@ pub enum ConfigError {
         target_variable: String,
     },
 
+    /// A tool source's declaration its kind's reader refuses (the file, the field, the fix).
+    #[error("{0}")]
+    InvalidSource(crate::sources::DeclarationError),
+
+    /// Two declarations claim one alias: a tool source and a server, or two sources.
+    #[error(
+        "\"{alias}\" is claimed twice, by {first} and by {second}: every server and tool \
+         source needs an alias of its own; rename one (a declaration's `name`)"
+    )]
+    DuplicateClaim {
+        /// The alias.
+        alias: String,
+        /// The first claimant (a variable or a file).
+        first: String,
+        /// The second claimant.
+        second: String,
+    },
+
     /// A command, connection or credential setting for a server the embedder serves in
     /// its own process.
     #[error(
@@ -477,6 +495,12 @@ impl ConfigError {
             | Self::OrphanCompanion { variable, .. }
             | Self::WrongTransport { variable, .. }
             | Self::InProcessNotConfigurable { variable, .. }
+            | Self::InvalidSource(crate::sources::DeclarationError {
+                origin: variable, ..
+            })
+            | Self::DuplicateClaim {
+                second: variable, ..
+            }
             | Self::InvalidJson { variable, .. }
             | Self::WrongJsonShape { variable, .. }
             | Self::EmptyEntry { variable, .. }
@@ -607,7 +631,7 @@ fn and_list(items: &[String]) -> String {
 fn other_transport(applies_to: TransportKind) -> &'static str {
     match applies_to {
         TransportKind::Stdio => "an http server",
-        TransportKind::Http | TransportKind::InProcess => "a stdio server",
+        _ => "a stdio server",
     }
 }
 

@@ -18,6 +18,7 @@ pub const RESERVED_ALIASES: &[&str] = &[
     "log",
     "allow-add",
     "workspace-env",
+    "sources",
 ];
 
 /// The host-wide settings in the namespace.
@@ -34,10 +35,12 @@ pub(crate) enum Global {
     AllowAdd,
     /// The environment names an added or customized definition may refer to.
     WorkspaceEnv,
+    /// The directory of tool-source declarations.
+    Sources,
 }
 
 impl Global {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 9] = [
         Self::Enabled,
         Self::Expanded,
         Self::ConnectTimeout,
@@ -46,6 +49,7 @@ impl Global {
         Self::Log,
         Self::AllowAdd,
         Self::WorkspaceEnv,
+        Self::Sources,
     ];
 
     /// The global a folded key names, if any.
@@ -64,6 +68,7 @@ impl Global {
             Self::Log => "log",
             Self::AllowAdd => "allow-add",
             Self::WorkspaceEnv => "workspace-env",
+            Self::Sources => "sources",
         }
     }
 
@@ -78,6 +83,7 @@ impl Global {
             Self::Log => "PLURNK_MCP_LOG",
             Self::AllowAdd => "PLURNK_MCP_ALLOW_ADD",
             Self::WorkspaceEnv => "PLURNK_MCP_WORKSPACE_ENV",
+            Self::Sources => "PLURNK_MCP_SOURCES",
         }
     }
 }

@@ -63,16 +63,131 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
     for companion in &scan.unattached {
         faults.push(unattached(companion));
     }
-    let servers = read_servers(&env, &scan, Some(&env), &mut faults);
+    let mut servers = read_servers(&env, &scan, Some(&env), &mut faults);
     let Scan {
         globals, declared, ..
     } = scan;
+    let mut declared: BTreeMap<String, String> = declared
+        .into_iter()
+        .map(|(alias, key)| (alias, key.to_owned()))
+        .collect();
+    if let Some(key) = globals.get(&Global::Sources) {
+        for (alias, claimant, definition) in read_sources(key, env.get(key).unwrap_or_default(), &mut faults) {
+            if let Some(first) = declared.get(&alias) {
+                faults.push(ConfigError::DuplicateClaim {
+                    alias,
+                    first: first.clone(),
+                    second: claimant,
+                });
+                continue;
+            }
+            declared.insert(alias.clone(), claimant);
+            servers.insert(alias, definition);
+        }
+    }
     let declared: BTreeSet<String> = declared.into_keys().collect();
     let globals: BTreeMap<Global, String> = globals
         .into_iter()
         .map(|(global, key)| (global, key.to_owned()))
         .collect();
     finish(env, servers, &globals, &declared, faults)
+}
+
+/// Reads every `*.json` declaration in the directory `PLURNK_MCP_SOURCES` names, in name
+/// order: (alias, the file, its definition). Each fault names the file (and the field and the
+/// fix); a file with a fault contributes nothing.
+fn read_sources(
+    variable: &str,
+    directory: &str,
+    faults: &mut Vec<ConfigError>,
+) -> Vec<(String, String, ServerDefinition)> {
+    let source_fault = |origin: &str, field: &str, problem: String, fix: &str| {
+        ConfigError::InvalidSource(crate::sources::DeclarationError::new(origin, field, problem, fix))
+    };
+    let path = std::path::Path::new(directory.trim());
+    if !path.is_absolute() {
+        faults.push(source_fault(
+            variable,
+            "(the value)",
+            "is not an absolute directory path".to_owned(),
+            "name the directory of tool-source declarations by its absolute path",
+        ));
+        return Vec::new();
+    }
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(error) => {
+            faults.push(source_fault(
+                variable,
+                "(the directory)",
+                format!("cannot be read ({error})"),
+                "create it, or point the variable at the directory that holds the declarations",
+            ));
+            return Vec::new();
+        }
+    };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|file| file.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        let origin = file.display().to_string();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(error) => {
+                faults.push(source_fault(
+                    &origin,
+                    "(the file)",
+                    format!("cannot be read ({error})"),
+                    "make it readable by the host",
+                ));
+                continue;
+            }
+        };
+        let value: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(value) => value,
+            Err(error) => {
+                faults.push(source_fault(
+                    &origin,
+                    &format!("line {} column {}", error.line(), error.column()),
+                    "is not valid JSON".to_owned(),
+                    "write one JSON object with \"kind\", \"name\" and the fields of its kind",
+                ));
+                continue;
+            }
+        };
+        let kind = value.get("kind").and_then(serde_json::Value::as_str);
+        let Some(kind) = kind.and_then(crate::sources::SourceKind::from_name) else {
+            faults.push(source_fault(
+                &origin,
+                "kind",
+                match kind {
+                    Some(other) => format!("names no kind of source (\"{other}\")"),
+                    None => "is missing".to_owned(),
+                },
+                "write \"kind\": \"cli\", \"script\" or \"openapi\"",
+            ));
+            continue;
+        };
+        let Some(name) = value.get("name").and_then(serde_json::Value::as_str) else {
+            faults.push(source_fault(
+                &origin,
+                "name",
+                "is missing".to_owned(),
+                "write \"name\": the alias, [a-z][a-z0-9-]*",
+            ));
+            continue;
+        };
+        let name = name.to_owned();
+        match ServerDefinition::source(&name, kind, value, &origin) {
+            Ok(definition) => found.push((name, origin, definition)),
+            Err(errors) => faults.extend(errors.errors().iter().cloned()),
+        }
+    }
+    found
 }
 
 /// Finds every global, declared server and companion in `env`'s
@@ -353,7 +468,13 @@ fn load_server(
     let mut checker = Checker::new(&names, references).strict(strict);
     let transport = match kind {
         // A target never names an in-process server (`classify` does not answer it).
-        Some(TransportKind::Stdio | TransportKind::InProcess) => {
+        Some(
+            TransportKind::Stdio
+            | TransportKind::InProcess
+            | TransportKind::Cli
+            | TransportKind::Script
+            | TransportKind::OpenApi,
+        ) => {
             Some(Transport::Stdio(StdioDefinition {
                 command: target.to_owned(),
                 args: args.unwrap_or_default(),

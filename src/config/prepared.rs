@@ -67,6 +67,16 @@ pub enum PreparedTransport {
     },
     /// Open the embedder's in-process connector registered for the alias.
     InProcess,
+    /// Open this tool source (its declaration with every `${NAME}` expanded) and serve it
+    /// in-process.
+    Source {
+        /// Its kind.
+        kind: crate::sources::SourceKind,
+        /// The declaration, expanded.
+        declaration: serde_json::Value,
+        /// Where it was declared.
+        origin: String,
+    },
 }
 
 impl ServerDefinition {
@@ -182,6 +192,28 @@ impl ServerDefinition {
                 PreparedTransport::Http { url, headers }
             }
             Transport::InProcess => PreparedTransport::InProcess,
+            Transport::Source(source) => {
+                let mut declaration = (*source.declaration).clone();
+                let mut fault = None;
+                crate::sources::each_string_mut(&mut declaration, &mut |path, text| {
+                    if fault.is_some() || !text.contains("${") {
+                        return;
+                    }
+                    secrets.referenced(text);
+                    match env.expand_setting(&format!("{}: {path}", source.origin), text) {
+                        Ok(expanded) => *text = expanded,
+                        Err(error) => fault = Some(error),
+                    }
+                });
+                if let Some(fault) = fault {
+                    return Err(fault);
+                }
+                PreparedTransport::Source {
+                    kind: source.kind,
+                    declaration,
+                    origin: source.origin.clone(),
+                }
+            }
         };
         let summary = self
             .summary()
@@ -450,6 +482,7 @@ impl fmt::Debug for PreparedTransport {
                     .finish()
             }
             Self::InProcess => f.write_str("InProcess"),
+            Self::Source { kind, origin, .. } => write!(f, "Source({kind}, {origin})"),
         }
     }
 }

@@ -19,6 +19,8 @@ enum Kind {
     List,
     Map,
     Authorization,
+    /// A JSON object whose own reader checks it (a tool source's declaration).
+    Object,
 }
 
 impl Kind {
@@ -28,6 +30,7 @@ impl Kind {
             Self::List => STRING_ARRAY,
             Self::Map => STRING_MAP,
             Self::Authorization => AUTHORIZATION,
+            Self::Object => "a JSON object (the source's declaration)",
         }
     }
 }
@@ -82,7 +85,7 @@ const fn only(transport: TransportKind, field: Field) -> Field {
 use TransportKind::{Http, Stdio};
 
 /// `McpServerDefinition`, after `transport` (which is checked on its own).
-const DEFINITION: [Field; 12] = [
+const DEFINITION: [Field; 15] = [
     required("name", Kind::Text),
     only(Stdio, required("command", Kind::Text)),
     only(Stdio, field("args", Kind::List)),
@@ -91,6 +94,9 @@ const DEFINITION: [Field; 12] = [
     only(Http, required("url", Kind::Text)),
     only(Http, field("headers", Kind::Map)),
     only(Http, nullable("authorization", Kind::Authorization)),
+    only(TransportKind::Cli, required("declaration", Kind::Object)),
+    only(TransportKind::Script, required("declaration", Kind::Object)),
+    only(TransportKind::OpenApi, required("declaration", Kind::Object)),
     nullable("tools", Kind::List),
     field("read", Kind::List),
     nullable("summary", Kind::Text),
@@ -152,10 +158,13 @@ pub(crate) fn check_definition(value: &Value, prefix: &str) -> Vec<ConfigError> 
         }
         Some(Value::String(s)) if s == "stdio" => Some(Stdio),
         Some(Value::String(s)) if s == "http" => Some(Http),
+        Some(Value::String(s)) if s == "cli" => Some(TransportKind::Cli),
+        Some(Value::String(s)) if s == "script" => Some(TransportKind::Script),
+        Some(Value::String(s)) if s == "openapi" => Some(TransportKind::OpenApi),
         Some(other) => {
             faults.push(ConfigError::WrongJsonShape {
                 variable: transport_variable.clone(),
-                expected: "\"stdio\" or \"http\"",
+                expected: "\"stdio\", \"http\", \"cli\", \"script\" or \"openapi\"",
                 found: match other {
                     Value::String(_) => "it is another string".to_owned(),
                     other => format!("it is {}", json::kind(other)),
@@ -178,7 +187,12 @@ pub(crate) fn check_definition(value: &Value, prefix: &str) -> Vec<ConfigError> 
         if key == "transport" {
             continue;
         }
-        let Some(field) = DEFINITION.iter().find(|f| f.name == key) else {
+        // A field several transports share (`declaration`) is looked up for this one first.
+        let Some(field) = DEFINITION
+            .iter()
+            .find(|f| f.name == key && transport.is_some() && f.transport == transport)
+            .or_else(|| DEFINITION.iter().find(|f| f.name == key))
+        else {
             faults.push(ConfigError::UnknownField {
                 variable: prefix.to_owned(),
                 field: shown(key),
@@ -303,6 +317,7 @@ fn check_value(variable: &str, field: &Field, value: &Value, faults: &mut Vec<Co
             }
         }
         (Kind::Authorization, Value::Object(object)) => authorization(variable, object, faults),
+        (Kind::Object, Value::Object(_)) => {}
         (_, other) => faults.push(shape(format!("it is {}", json::kind(other)))),
     }
 }

@@ -17,6 +17,30 @@ pub enum TransportKind {
     /// ([`HostOptions::in_process`](crate::HostOptions::in_process)); never configured
     /// by a target, only registered by the embedder.
     InProcess,
+    /// A command-line program's declared subcommands ([`crate::sources`]).
+    Cli,
+    /// A script with a parameter header ([`crate::sources`]).
+    Script,
+    /// An OpenAPI document's operations ([`crate::sources`]).
+    #[serde(rename = "openapi")]
+    OpenApi,
+}
+
+impl TransportKind {
+    /// Whether this is a tool source rather than an MCP server.
+    pub fn is_source(self) -> bool {
+        matches!(self, Self::Cli | Self::Script | Self::OpenApi)
+    }
+}
+
+impl From<crate::sources::SourceKind> for TransportKind {
+    fn from(kind: crate::sources::SourceKind) -> Self {
+        match kind {
+            crate::sources::SourceKind::Cli => Self::Cli,
+            crate::sources::SourceKind::Script => Self::Script,
+            crate::sources::SourceKind::OpenApi => Self::OpenApi,
+        }
+    }
 }
 
 impl fmt::Display for TransportKind {
@@ -25,6 +49,9 @@ impl fmt::Display for TransportKind {
             Self::Stdio => "stdio",
             Self::Http => "http",
             Self::InProcess => "in-process",
+            Self::Cli => "cli",
+            Self::Script => "script",
+            Self::OpenApi => "openapi",
         })
     }
 }

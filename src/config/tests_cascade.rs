@@ -993,7 +993,16 @@ fn schemas_are_closed_unions() {
         .iter()
         .map(|v| &v["properties"]["transport"]["const"])
         .collect();
-    assert_eq!(transports, [&json!("stdio"), &json!("http")]);
+    assert_eq!(
+        transports,
+        [
+            &json!("stdio"),
+            &json!("http"),
+            &json!("cli"),
+            &json!("script"),
+            &json!("openapi")
+        ]
+    );
     for variant in variants {
         assert_eq!(variant["additionalProperties"], json!(false));
     }

@@ -45,6 +45,45 @@ pub enum McpServerDefinition {
     Stdio(McpStdioDefinition),
     /// A Streamable HTTP endpoint.
     Http(McpHttpDefinition),
+    /// A command-line program whose declared subcommands are its tools.
+    Cli(McpSourceDefinition),
+    /// A script whose header declares its parameters.
+    Script(McpSourceDefinition),
+    /// An OpenAPI 3.x document: one tool per operation.
+    #[serde(rename = "openapi")]
+    OpenApi(McpSourceDefinition),
+}
+
+/// A tool source's definition: its declaration (read by its kind's reader, see the README's
+/// "Tool sources") and the same tool policy and summaries as a server.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpSourceDefinition {
+    /// The source alias, `[a-z][a-z0-9-]*`.
+    pub name: String,
+    /// The declaration: the fields of its kind.
+    pub declaration: Value,
+    /// The exact tool names enabled; absent enables every listed tool, `[]` none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// The enabled tools classified read-only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// An authored one-line orientation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Authored one-line tool orientations, by tool summary key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_summaries: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for McpSourceDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpSourceDefinition")
+            .field("name", &self.name)
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A stdio server definition.
@@ -225,6 +264,7 @@ impl McpServerDefinition {
         match self {
             Self::Stdio(stdio) => &stdio.name,
             Self::Http(http) => &http.name,
+            Self::Cli(source) | Self::Script(source) | Self::OpenApi(source) => &source.name,
         }
     }
 
@@ -233,6 +273,9 @@ impl McpServerDefinition {
         match self {
             Self::Stdio(_) => TransportKind::Stdio,
             Self::Http(_) => TransportKind::Http,
+            Self::Cli(_) => TransportKind::Cli,
+            Self::Script(_) => TransportKind::Script,
+            Self::OpenApi(_) => TransportKind::OpenApi,
         }
     }
 
@@ -383,6 +426,21 @@ impl TryFrom<&ServerDefinition> for McpServerDefinition {
                     server: parts.alias.clone(),
                 }));
             }
+            Transport::Source(source) => {
+                let wire = McpSourceDefinition {
+                    name: parts.alias.clone(),
+                    declaration: (*source.declaration).clone(),
+                    tools: parts.tools.clone(),
+                    read: parts.read.clone(),
+                    summary: parts.summary.clone(),
+                    tool_summaries: parts.tool_summaries.clone(),
+                };
+                match source.kind {
+                    crate::sources::SourceKind::Cli => Self::Cli(wire),
+                    crate::sources::SourceKind::Script => Self::Script(wire),
+                    crate::sources::SourceKind::OpenApi => Self::OpenApi(wire),
+                }
+            }
         })
     }
 }
@@ -421,6 +479,34 @@ impl TryFrom<McpServerDefinition> for ServerDefinition {
                 http.summary,
                 http.tool_summaries,
             ),
+            McpServerDefinition::Cli(source)
+            | McpServerDefinition::Script(source)
+            | McpServerDefinition::OpenApi(source) => {
+                let source_kind = match kind {
+                    TransportKind::Cli => crate::sources::SourceKind::Cli,
+                    TransportKind::Script => crate::sources::SourceKind::Script,
+                    _ => crate::sources::SourceKind::OpenApi,
+                };
+                let origin = format!("the {source_kind} definition \"{}\"", source.name);
+                let faults = crate::sources::validate(source_kind, &source.declaration, &origin);
+                if let Some((first, rest)) = faults.split_first() {
+                    let mut errors = ConfigErrors::from(ConfigError::InvalidSource(first.clone()));
+                    errors.extend(rest.iter().cloned().map(ConfigError::InvalidSource));
+                    return Err(errors);
+                }
+                (
+                    source.name,
+                    Transport::Source(super::definition::SourceDefinition {
+                        kind: source_kind,
+                        declaration: std::sync::Arc::new(source.declaration),
+                        origin,
+                    }),
+                    source.tools,
+                    source.read,
+                    source.summary,
+                    source.tool_summaries,
+                )
+            }
         };
         let prefix = if super::keys::is_alias_syntax(&alias) {
             alias.clone()
@@ -499,6 +585,7 @@ impl fmt::Debug for McpServerDefinition {
         match self {
             Self::Stdio(stdio) => stdio.fmt(f),
             Self::Http(http) => http.fmt(f),
+            Self::Cli(source) | Self::Script(source) | Self::OpenApi(source) => source.fmt(f),
         }
     }
 }

@@ -50,6 +50,12 @@ pub(crate) enum Target {
     },
     /// A server inside this process.
     InProcess(InProcessConnector),
+    /// A tool source, opened now and served in-process.
+    Source {
+        kind: crate::sources::SourceKind,
+        declaration: serde_json::Value,
+        origin: String,
+    },
 }
 
 impl std::fmt::Debug for Target {
@@ -58,6 +64,7 @@ impl std::fmt::Debug for Target {
             Self::Stdio { .. } => f.write_str("Target::Stdio(<redacted>)"),
             Self::Http { .. } => f.write_str("Target::Http(<redacted>)"),
             Self::InProcess(_) => f.write_str("Target::InProcess"),
+            Self::Source { kind, .. } => write!(f, "Target::Source({kind})"),
         }
     }
 }
@@ -68,6 +75,7 @@ impl Target {
             Self::Stdio { .. } => TransportKind::Stdio,
             Self::Http { .. } => TransportKind::Http,
             Self::InProcess(_) => TransportKind::InProcess,
+            Self::Source { kind, .. } => (*kind).into(),
         }
     }
 }
@@ -372,6 +380,7 @@ fn partition(target: &Target) -> String {
         Target::Stdio { env, .. } => env.hash(&mut hasher),
         Target::Http { headers, .. } => headers.hash(&mut hasher),
         Target::InProcess(_) => {}
+        Target::Source { declaration, .. } => declaration.to_string().hash(&mut hasher),
     }
     format!("auth-{:016x}", hasher.finish())
 }
@@ -389,6 +398,8 @@ enum Failure {
     Negotiation(Box<ClientInitializeError>),
     /// A negotiation failure already described with what the process left behind.
     Described(String),
+    /// A tool source that could not be opened (its document, its program), said why.
+    Source(String),
 }
 
 impl Failure {
@@ -397,6 +408,7 @@ impl Failure {
             Self::Spawn(error) => ConnectError::Spawn(scrub(&error.to_string()).into_owned()),
             Self::Http(detail) => ConnectError::Http(scrub(&detail).into_owned()),
             Self::Described(detail) => ConnectError::Negotiation(scrub(&detail).into_owned()),
+            Self::Source(detail) => ConnectError::Spawn(scrub(&detail).into_owned()),
             Self::Negotiation(error) => {
                 ConnectError::Negotiation(scrub(&describe_init_error(&error)).into_owned())
             }
@@ -517,6 +529,26 @@ async fn attempt(
             let inner =
                 http::transport(url, headers, http_client, max_message).map_err(Failure::Http)?;
             let transport = signals.wrap(inner);
+            let (service, modern) = negotiate(client, transport, lifecycle)
+                .await
+                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            (service, modern, None)
+        }
+        Target::Source {
+            kind,
+            declaration,
+            origin,
+        } => {
+            let source = crate::sources::open(*kind, declaration, origin)
+                .await
+                .map_err(Failure::Source)?;
+            let connector = crate::sources::serve(source, origin.clone());
+            let (read, write) = tokio::io::split(connector());
+            let read = LineLimit::new(read, max_message, cut.clone());
+            let transport = signals.wrap(
+                AsyncRwTransport::new_client(read, write)
+                    .with_max_line_length(max_message.saturating_add(1)),
+            );
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;

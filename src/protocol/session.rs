@@ -197,6 +197,15 @@ fn target(
             env,
         },
         PreparedTransport::Http { url, headers } => Target::Http { url, headers },
+        PreparedTransport::Source {
+            kind,
+            declaration,
+            origin,
+        } => Target::Source {
+            kind,
+            declaration,
+            origin,
+        },
         PreparedTransport::InProcess => Target::InProcess(in_process.ok_or_else(|| {
             "no in-process server is registered under this alias in this host (an embedder \
              registers one with HostOptions::in_process)"
