@@ -132,4 +132,5 @@ pub enum Finding {
 }
 
 pub mod cli;
+pub mod script;
 pub mod server;
