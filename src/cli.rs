@@ -1232,12 +1232,23 @@ pub(crate) async fn source_check(global: &Global, json: bool) -> ExitCode {
     finish(&host).await;
     let mut rows = Vec::new();
     let mut ready = true;
-    for summary in summaries.iter().filter(|summary| summary.transport.is_source()) {
+    for summary in summaries
+        .iter()
+        .filter(|summary| summary.transport.is_source())
+    {
         let kind = plurnk_mcp::sources::SourceKind::from_name(&summary.transport.to_string());
-        let declaration = summary.definition.get("declaration").cloned().unwrap_or_default();
-        let (status, detail) = match kind.map(|kind| {
-            plurnk_mcp::sources::check(kind, &declaration, &summary.alias)
-        }) {
+        let declaration = summary
+            .definition
+            .get("declaration")
+            .cloned()
+            .unwrap_or_default();
+        let found = match kind {
+            Some(kind) => {
+                Some(plurnk_mcp::sources::check(kind, &declaration, &summary.alias).await)
+            }
+            None => None,
+        };
+        let (status, detail) = match found {
             Some(Ok(plurnk_mcp::sources::Finding::Ready(what))) => ("ready", what),
             Some(Ok(plurnk_mcp::sources::Finding::Missing(what))) => ("missing", what),
             Some(Ok(plurnk_mcp::sources::Finding::VersionDrift {
@@ -1245,16 +1256,27 @@ pub(crate) async fn source_check(global: &Global, json: bool) -> ExitCode {
                 installed,
             })) => (
                 "version-drift",
-                format!("written against {declared:?}, installed {installed:?}: check the declaration still fits, then record the new version"),
+                format!(
+                    "written against {declared:?}, installed {installed:?}: check the declaration still fits, then record the new version"
+                ),
             ),
             Some(Err(faults)) => (
                 "invalid",
-                faults.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+                faults
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
             ),
             None => ("invalid", "not a tool source".to_owned()),
         };
         ready &= status == "ready";
-        rows.push((summary.alias.clone(), summary.transport.to_string(), status, detail));
+        rows.push((
+            summary.alias.clone(),
+            summary.transport.to_string(),
+            status,
+            detail,
+        ));
     }
     if json {
         let value: Vec<serde_json::Value> = rows
@@ -1268,7 +1290,9 @@ pub(crate) async fn source_check(global: &Global, json: bool) -> ExitCode {
             return code;
         }
     } else if rows.is_empty() {
-        errln!("plurnk-mcp: the workspace has no tool sources (PLURNK_MCP_SOURCES, or add --source FILE)");
+        errln!(
+            "plurnk-mcp: the workspace has no tool sources (PLURNK_MCP_SOURCES, or add --source FILE)"
+        );
     } else {
         let mut table = vec![[
             "SOURCE".to_owned(),
@@ -1277,7 +1301,12 @@ pub(crate) async fn source_check(global: &Global, json: bool) -> ExitCode {
             "DETAIL".to_owned(),
         ]];
         for (alias, kind, status, detail) in &rows {
-            table.push([alias.clone(), kind.clone(), (*status).to_owned(), detail.clone()]);
+            table.push([
+                alias.clone(),
+                kind.clone(),
+                (*status).to_owned(),
+                detail.clone(),
+            ]);
         }
         out!("{}", render_table(&table));
     }

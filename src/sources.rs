@@ -15,7 +15,9 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 use serde_json::Value;
 
 /// Which kind of tool source a declaration is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceKind {
     /// A command-line program: its tools are fixed subcommands with typed parameters.
@@ -153,8 +155,9 @@ pub(crate) async fn open(
     kind: SourceKind,
     declaration: &Value,
     origin: &str,
+    reaper: Arc<crate::protocol::Reaper>,
 ) -> Result<SharedSource, String> {
-    readers::open(kind, declaration, origin).await
+    readers::open(kind, declaration, origin, reaper).await
 }
 
 /// What `declaration` needs on this machine (its binary, its runtime, its document) and
@@ -163,18 +166,40 @@ pub(crate) async fn open(
 /// # Errors
 ///
 /// The declaration's faults, when it cannot be read at all.
-pub fn check(
+pub async fn check(
     kind: SourceKind,
     declaration: &Value,
     origin: &str,
 ) -> Result<Finding, Vec<DeclarationError>> {
-    readers::check(kind, declaration, origin)
+    readers::check(kind, declaration, origin).await
 }
 
 /// Serves `source` as an in-process MCP server named `name`: each call of the connector
 /// starts one session on a new in-memory stream pair.
 pub(crate) fn serve(source: SharedSource, name: String) -> crate::model::InProcessConnector {
     server::connector(source, name)
+}
+
+/// Makes a relative `path` (script) or `spec` file (OpenAPI) absolute against the directory
+/// of `origin` when that is a declaration file, so the definition reads the same wherever it
+/// is stored and reopened.
+pub(crate) fn anchor(kind: SourceKind, declaration: &mut Value, origin: &str) {
+    let field = match kind {
+        SourceKind::Script => "path",
+        SourceKind::OpenApi => "spec",
+        SourceKind::Cli => return,
+    };
+    let origin = std::path::Path::new(origin);
+    let Some(directory) = origin.is_absolute().then(|| origin.parent()).flatten() else {
+        return;
+    };
+    if let Some(Value::String(path)) = declaration.get_mut(field)
+        && !path.contains("://")
+        && !path.starts_with("${")
+        && std::path::Path::new(path.as_str()).is_relative()
+    {
+        *path = directory.join(&*path).display().to_string();
+    }
 }
 
 /// Calls `each` with the JSON path and text of every string in `value`.
@@ -287,4 +312,5 @@ pub enum Finding {
 pub mod cli;
 pub mod openapi;
 mod readers;
+pub mod script;
 pub mod server;

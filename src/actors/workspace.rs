@@ -1508,6 +1508,21 @@ fn state_counts(states: impl Iterator<Item = ServerState>) -> [(ServerState, usi
     counts
 }
 
+/// What a definition runs or reaches, as a summary shows it: the command, the URL, or a tool
+/// source's program, script or document.
+fn shown_target(definition: &serde_json::Value) -> String {
+    let declaration = definition.get("declaration");
+    definition
+        .get("command")
+        .or_else(|| definition.get("url"))
+        .or_else(|| declaration.and_then(|d| d.get("command")))
+        .or_else(|| declaration.and_then(|d| d.get("path")))
+        .or_else(|| declaration.and_then(|d| d.get("spec")))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1531,19 +1546,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// What a definition runs or reaches, as a summary shows it: the command, the URL, or a tool
-/// source's program, script or document.
-fn shown_target(definition: &serde_json::Value) -> String {
-    let declaration = definition.get("declaration");
-    definition
-        .get("command")
-        .or_else(|| definition.get("url"))
-        .or_else(|| declaration.and_then(|d| d.get("command")))
-        .or_else(|| declaration.and_then(|d| d.get("path")))
-        .or_else(|| declaration.and_then(|d| d.get("spec")))
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }

@@ -282,9 +282,10 @@ impl ServerDefinition {
     pub fn source(
         alias: &str,
         kind: crate::sources::SourceKind,
-        declaration: serde_json::Value,
+        mut declaration: serde_json::Value,
         origin: &str,
     ) -> Result<Self, ConfigErrors> {
+        crate::sources::anchor(kind, &mut declaration, origin);
         let faults = crate::sources::validate(kind, &declaration, origin);
         if !faults.is_empty() {
             let mut errors: Option<ConfigErrors> = None;

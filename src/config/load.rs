@@ -72,7 +72,9 @@ pub(crate) fn load(env: Environment) -> Result<HostConfig, ConfigErrors> {
         .map(|(alias, key)| (alias, key.to_owned()))
         .collect();
     if let Some(key) = globals.get(&Global::Sources) {
-        for (alias, claimant, definition) in read_sources(key, env.get(key).unwrap_or_default(), &mut faults) {
+        for (alias, claimant, definition) in
+            read_sources(key, env.get(key).unwrap_or_default(), &mut faults)
+        {
             if let Some(first) = declared.get(&alias) {
                 faults.push(ConfigError::DuplicateClaim {
                     alias,
@@ -102,7 +104,9 @@ fn read_sources(
     faults: &mut Vec<ConfigError>,
 ) -> Vec<(String, String, ServerDefinition)> {
     let source_fault = |origin: &str, field: &str, problem: String, fix: &str| {
-        ConfigError::InvalidSource(crate::sources::DeclarationError::new(origin, field, problem, fix))
+        ConfigError::InvalidSource(crate::sources::DeclarationError::new(
+            origin, field, problem, fix,
+        ))
     };
     let path = std::path::Path::new(directory.trim());
     if !path.is_absolute() {
@@ -474,14 +478,12 @@ fn load_server(
             | TransportKind::Cli
             | TransportKind::Script
             | TransportKind::OpenApi,
-        ) => {
-            Some(Transport::Stdio(StdioDefinition {
-                command: target.to_owned(),
-                args: args.unwrap_or_default(),
-                cwd,
-                env: vars.unwrap_or_default(),
-            }))
-        }
+        ) => Some(Transport::Stdio(StdioDefinition {
+            command: target.to_owned(),
+            args: args.unwrap_or_default(),
+            cwd,
+            env: vars.unwrap_or_default(),
+        })),
         Some(TransportKind::Http) => Some(Transport::Http(HttpDefinition {
             url: target.to_owned(),
             authorization: bearer.map(Authorization::bearer),

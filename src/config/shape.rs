@@ -96,7 +96,10 @@ const DEFINITION: [Field; 15] = [
     only(Http, nullable("authorization", Kind::Authorization)),
     only(TransportKind::Cli, required("declaration", Kind::Object)),
     only(TransportKind::Script, required("declaration", Kind::Object)),
-    only(TransportKind::OpenApi, required("declaration", Kind::Object)),
+    only(
+        TransportKind::OpenApi,
+        required("declaration", Kind::Object),
+    ),
     nullable("tools", Kind::List),
     field("read", Kind::List),
     nullable("summary", Kind::Text),

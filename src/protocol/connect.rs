@@ -539,7 +539,7 @@ async fn attempt(
             declaration,
             origin,
         } => {
-            let source = crate::sources::open(*kind, declaration, origin)
+            let source = crate::sources::open(*kind, declaration, origin, options.reaper.clone())
                 .await
                 .map_err(Failure::Source)?;
             let connector = crate::sources::serve(source, origin.clone());

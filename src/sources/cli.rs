@@ -340,13 +340,6 @@ impl CliDeclaration {
     /// and says what is wrong otherwise) and registers the expanded values that are
     /// secrets — those that came from a reference or whose name says credential — with
     /// the host's scrubber. Its calls are marked for `reaper`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the host opens sources through `Declaration::open`, not yet wired"
-        )
-    )]
     pub(crate) fn open(
         &self,
         origin: &str,

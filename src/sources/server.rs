@@ -60,6 +60,10 @@ impl SourceServer {
 /// Opens an in-process connection to `source` each time it is called: a fresh
 /// [`SourceServer`] on one end of a `tokio::io::duplex` pair, served as a task of the
 /// current runtime, and the other end returned to the host. Without a runtime the server
+/// The JSON-RPC error code of a call the source stopped (deadline, output bound) or could not
+/// start; `data.kind` says which (`timeout`, `output-too-large`, `unavailable`).
+pub const SOURCE_ERROR: i32 = -32000;
+
 /// end is dropped at once, so the connection fails as a closed one, without a panic.
 pub fn connector(source: SharedSource, name: String) -> InProcessConnector {
     Arc::new(move || {
@@ -132,8 +136,23 @@ impl ServerHandler for SourceServer {
             Err(error @ (SourceError::UnknownTool(_) | SourceError::InvalidArguments(_))) => {
                 Err(McpError::invalid_params(error.to_string(), None))
             }
+            // Stopped at its deadline or its output bound, or never started: an error the
+            // caller can tell apart by `data.kind`, not a result the tool gave.
             Err(error) => {
-                Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into())
+                let data = match &error {
+                    SourceError::Timeout { timeout_ms } => {
+                        serde_json::json!({ "kind": "timeout", "timeoutMs": timeout_ms })
+                    }
+                    SourceError::OutputTooLarge { limit } => {
+                        serde_json::json!({ "kind": "output-too-large", "limitBytes": limit })
+                    }
+                    _ => serde_json::json!({ "kind": "unavailable" }),
+                };
+                Err(McpError::new(
+                    rmcp::model::ErrorCode(SOURCE_ERROR),
+                    error.to_string(),
+                    Some(data),
+                ))
             }
         }
     }
@@ -255,15 +274,20 @@ mod tests {
             Some("[sh exited with status 2; its stderr ends:]\nno")
         );
 
-        let slow = client
-            .call_tool(CallToolRequestParams::new("slow"))
-            .await
-            .expect("a result");
-        assert_eq!(slow.is_error, Some(true));
-        assert_eq!(
-            slow.content[0].as_text().map(|t| t.text.as_str()),
-            Some("the call ran past its deadline of 300 ms and was stopped")
-        );
+        match client.call_tool(CallToolRequestParams::new("slow")).await {
+            Err(ServiceError::McpError(error)) => {
+                assert_eq!(error.code, ErrorCode(SOURCE_ERROR));
+                assert_eq!(
+                    error.message,
+                    "the call ran past its deadline of 300 ms and was stopped"
+                );
+                assert_eq!(
+                    error.data,
+                    Some(json!({"kind": "timeout", "timeoutMs": 300}))
+                );
+            }
+            other => panic!("a call past its deadline is a typed error: {other:?}"),
+        }
 
         // A request that cannot be routed or does not fit is the client's error.
         for (name, args, message) in [

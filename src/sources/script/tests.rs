@@ -1,0 +1,345 @@
+//! Tests of the script adapter against real interpreters: a bash script, a Python script
+//! and a shebang script, each with its parameters in its header.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::sources::cli::tests::{Scratch, gone, installed, pid_in};
+
+const GREET: &str = r#"#!/usr/bin/env bash
+# @tool greet
+# @description Greets someone,
+# @description as often as asked.
+# @param name:string who to greet
+# @param times?:integer=2 how often
+# @param shout:boolean in capitals
+# @param extra?:json anything else
+set -eu
+printf '[%s]' "$@"; echo
+times=1; shout=; extra=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --name) name=$2; shift 2 ;;
+    --times) times=$2; shift 2 ;;
+    --shout) shout=1; shift ;;
+    --extra) extra=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 64 ;;
+  esac
+done
+for _ in $(seq "$times"); do
+  if [ -n "$shout" ]; then echo "HELLO $name" | tr a-z A-Z; else echo "hello $name"; fi
+done
+if [ -n "$extra" ]; then echo "extra=$extra"; fi
+"#;
+
+const ADD: &str = r#"#!/usr/bin/env python3
+# @description Adds two numbers.
+# @param a:number the first
+# @param b:number=1 the second
+# @param verbose:boolean show the sum as a sentence
+import argparse
+import json
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--a", type=float, required=True)
+parser.add_argument("--b", type=float, default=0)
+parser.add_argument("--verbose", action="store_true")
+args = parser.parse_args()
+total = args.a + args.b
+print(f"{args.a} + {args.b} = {total}" if args.verbose else json.dumps({"sum": total}))
+"#;
+
+fn write(dir: &Path, name: &str, text: &str, executable: bool) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("the script is written");
+    let mode = if executable { 0o755 } else { 0o644 };
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    path
+}
+
+fn open(declaration: Value) -> ScriptSource {
+    let parsed = ScriptDeclaration::parse(&declaration, "/etc/plurnk/sources/s.json")
+        .expect("a valid declaration");
+    parsed
+        .open("s.json", &|raw: &str| Ok(raw.to_owned()), Reaper::new())
+        .expect("it opens")
+}
+
+async fn call(
+    source: &ScriptSource,
+    tool: &str,
+    arguments: Value,
+) -> Result<SourceResult, SourceError> {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object");
+    };
+    source.call(tool, arguments, Duration::from_secs(60)).await
+}
+
+#[tokio::test]
+async fn a_bash_script_is_one_tool_with_its_header_parameters() {
+    let scratch = Scratch::new("bash");
+    let path = write(scratch.path(), "greet.sh", GREET, false);
+    let source = open(json!({ "name": "greeter", "path": path, "runtime": "bash" }));
+    let tools = source.tools();
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0].name, "greet");
+    assert_eq!(
+        tools[0].description.as_deref(),
+        Some("Greets someone, as often as asked.")
+    );
+    assert_eq!(
+        Value::Object(tools[0].input_schema.clone()),
+        json!({
+            "type": "object",
+            "properties": {
+                "name": { "type": "string", "description": "who to greet" },
+                "times": { "type": "integer", "description": "how often", "default": 2 },
+                "shout": { "type": "boolean", "description": "in capitals" },
+                "extra": { "description": "anything else" }
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        })
+    );
+    // The default is passed; a false boolean is nothing.
+    let plain = call(&source, "greet", json!({ "name": "ada", "shout": false }))
+        .await
+        .expect("it runs");
+    assert_eq!(
+        plain.text,
+        "[--name][ada][--times][2]\nhello ada\nhello ada\n"
+    );
+    assert!(!plain.is_error);
+    let loud = call(
+        &source,
+        "greet",
+        json!({ "name": "ada lovelace", "times": 1, "shout": true, "extra": { "k": [1] } }),
+    )
+    .await
+    .expect("it runs");
+    assert_eq!(
+        loud.text,
+        "[--name][ada lovelace][--times][1][--shout][--extra][{\"k\":[1]}]\n\
+         HELLO ADA LOVELACE\nextra={\"k\":[1]}\n"
+    );
+    assert_eq!(
+        call(&source, "greet", json!({ "times": 1 })).await,
+        Err(SourceError::InvalidArguments(
+            "missing required argument \"name\": pass it as a string".into()
+        ))
+    );
+    assert_eq!(
+        call(&source, "greet", json!({ "name": "x", "times": 1.5 })).await,
+        Err(SourceError::InvalidArguments(
+            "argument \"times\" must be an integer, not a number with a fraction".into()
+        ))
+    );
+    assert_eq!(
+        call(&source, "greeter", json!({})).await,
+        Err(SourceError::UnknownTool("greeter".into()))
+    );
+    let declaration = ScriptDeclaration::parse(
+        &json!({ "name": "greeter", "path": path, "runtime": "bash" }),
+        "s.json",
+    )
+    .expect("valid");
+    assert!(matches!(declaration.check().await, Finding::Ready(found) if found.contains("bash")));
+}
+
+#[tokio::test]
+async fn a_python_script_is_run_by_python3() {
+    let scratch = Scratch::new("python");
+    let path = write(scratch.path(), "add.py", ADD, false);
+    let source = open(json!({ "name": "add", "path": path, "runtime": "python" }));
+    assert_eq!(source.tools()[0].name, "add");
+    let sum = call(&source, "add", json!({ "a": 2.5 }))
+        .await
+        .expect("it runs");
+    assert_eq!(sum.text, "{\"sum\": 3.5}\n");
+    let sentence = call(&source, "add", json!({ "a": 2, "b": 3, "verbose": true }))
+        .await
+        .expect("it runs");
+    assert_eq!(sentence.text, "2.0 + 3.0 = 5.0\n");
+    let mut declaration = json!({ "name": "add", "path": path, "runtime": "python" });
+    let python = ScriptDeclaration::parse(&declaration, "s.json").expect("valid");
+    assert!(matches!(python.check().await, Finding::Ready(_)));
+    declaration["version"] = json!("Python 0.1");
+    let old = ScriptDeclaration::parse(&declaration, "s.json").expect("valid");
+    let Finding::VersionDrift {
+        declared,
+        installed,
+    } = old.check().await
+    else {
+        panic!("python3 is not 0.1");
+    };
+    assert_eq!(declared, "Python 0.1");
+    assert!(installed.starts_with("Python 3."), "{installed}");
+}
+
+#[tokio::test]
+async fn a_shebang_script_runs_itself_and_a_past_deadline_kills_its_group() {
+    let scratch = Scratch::new("shebang");
+    let path = write(scratch.path(), "greet", GREET, true);
+    let source = open(json!({ "name": "greet", "path": path }));
+    let hello = call(&source, "greet", json!({ "name": "bob", "times": 1 }))
+        .await
+        .expect("it runs");
+    assert_eq!(hello.text, "[--name][bob][--times][1]\nhello bob\n");
+
+    let pidfile = scratch.path().join("grandchild");
+    let slow = write(
+        scratch.path(),
+        "slow",
+        "#!/bin/sh\n# @param file:string where the pid goes\nsleep 30 & echo $! > \"$2\"; wait\n",
+        true,
+    );
+    let source = open(json!({ "name": "slow", "path": slow, "timeoutMs": 300 }));
+    assert_eq!(
+        call(&source, "slow", json!({ "file": pidfile })).await,
+        Err(SourceError::Timeout { timeout_ms: 300 })
+    );
+    let grandchild = pid_in(&pidfile).await;
+    assert!(
+        gone(grandchild).await,
+        "sleep {grandchild} outlived its call"
+    );
+}
+
+#[tokio::test]
+async fn check_names_a_missing_script_runtime_or_shebang() {
+    let scratch = Scratch::new("check");
+    let check = |declaration: Value| async move {
+        ScriptDeclaration::parse(&declaration, "s.json")
+            .expect("valid")
+            .check()
+            .await
+    };
+    let absent = scratch.path().join("absent.sh");
+    let Finding::Missing(problem) = check(json!({ "name": "a", "path": absent })).await else {
+        panic!("an absent script is missing");
+    };
+    assert!(problem.starts_with(&format!("script {} cannot be read", absent.display())));
+
+    let plain = write(scratch.path(), "plain", "echo hi\n", true);
+    assert_eq!(
+        check(json!({ "name": "a", "path": plain })).await,
+        Finding::Missing(format!(
+            "script {} does not start with #!: add one, or set a runtime",
+            plain.display()
+        ))
+    );
+    let unexecutable = write(scratch.path(), "off", "#!/bin/sh\necho hi\n", false);
+    assert_eq!(
+        check(json!({ "name": "a", "path": unexecutable })).await,
+        Finding::Missing(format!(
+            "script {} is not executable: chmod +x it, or set a runtime",
+            unexecutable.display()
+        ))
+    );
+    let ts = write(scratch.path(), "tool.ts", "// @param x:string\n", false);
+    for (runtime, program) in [
+        ("deno", "deno"),
+        ("bun", "bun"),
+        ("uv", "uv"),
+        ("python", "python3"),
+    ] {
+        let finding = check(json!({ "name": "a", "path": ts, "runtime": runtime })).await;
+        if installed(program) {
+            assert!(matches!(finding, Finding::Ready(_)), "{finding:?}");
+        } else {
+            let Finding::Missing(problem) = finding else {
+                panic!("{program} is not installed here");
+            };
+            assert!(
+                problem.starts_with(&format!(
+                    "the {runtime} runtime: \"{program}\" is not on PATH"
+                )),
+                "{problem}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_fault_of_a_header_is_reported_with_its_line() {
+    let faults = ScriptHeader::parse(
+        "#!/bin/sh\n\
+         # @param :string nameless\n\
+         # @param count:date when\n\
+         # @param limit:integer=abc how many\n\
+         # @param limit:string again\n\
+         # @param dry:boolean=true never off\n\
+         # @param bare\n\
+         # @tool not a name\n\
+         # @ts-check and other words are left alone\n\
+         echo body\n\
+         # @param after:string not in the header\n",
+        Runtime::Shebang,
+        "/srv/tools/x.sh",
+    )
+    .expect_err("faults");
+    let found: Vec<(&str, &str)> = faults
+        .iter()
+        .map(|fault| (fault.field.as_str(), fault.problem.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("line 2", "\"\" is not a parameter name"),
+            ("line 3", "\"date\" is not a parameter type"),
+            ("line 4", "default \"abc\" is not an integer"),
+            (
+                "line 6",
+                "a boolean defaults to true, so it could never be turned off"
+            ),
+            ("line 7", "\"bare\" has no type"),
+            ("line 8", "\"not a name\" is not a tool name"),
+        ]
+    );
+    assert!(faults.iter().all(|fault| fault.origin == "/srv/tools/x.sh"));
+    // The duplicate is reported once the first of its name was read cleanly.
+    let faults = ScriptHeader::parse(
+        "// @param a:string\n// @param a:number\n",
+        Runtime::Node,
+        "x.js",
+    )
+    .expect_err("faults");
+    assert_eq!(
+        faults[0].to_string(),
+        "x.js: line 2: declares parameter \"a\" a second time; give every @param its own name"
+    );
+    // A JavaScript header does not read `#` lines, and `//` is no Python comment.
+    let header = ScriptHeader::parse("# @param a:string\n", Runtime::Node, "x.js").expect("ok");
+    assert!(header.params.is_empty());
+}
+
+#[test]
+fn every_fault_of_a_declaration_is_reported_with_its_field() {
+    let faults = ScriptDeclaration::parse(
+        &json!({ "name": "X", "path": "tools/x.sh", "runtime": "perl", "tools": [] }),
+        "add action",
+    )
+    .expect_err("faults");
+    let found: Vec<&str> = faults.iter().map(|fault| fault.field.as_str()).collect();
+    assert_eq!(found, ["tools", "name", "path", "runtime"]);
+    assert_eq!(
+        faults[3].to_string(),
+        "add action: runtime: is not one of bash, python, uv, node, deno, bun, shebang; write \
+         one of bash, python, uv, node, deno, bun, shebang"
+    );
+    // Relative to the declaration's file.
+    let declaration = ScriptDeclaration::parse(
+        &json!({ "name": "x", "path": "tools/x.sh" }),
+        "/etc/plurnk/sources/x.json",
+    )
+    .expect("valid");
+    assert_eq!(
+        declaration.path,
+        Path::new("/etc/plurnk/sources/tools/x.sh")
+    );
+    assert_eq!(declaration.runtime, Runtime::Shebang);
+}

@@ -1,0 +1,515 @@
+//! Tool sources beyond MCP servers, through the host: a CLI adapter for `git` and one for
+//! `jq`, a bash and a Python script with header-declared parameters, an OpenAPI document
+//! served by a real HTTP server; each added live (snapshot, documents, the gateway's
+//! tools/list), kept across a restart, bounded, and refused with errors that say where.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use plurnk_mcp::gateway::{Gateway, Naming};
+use plurnk_mcp::sources::SourceKind;
+use plurnk_mcp::store::SqliteStore;
+use plurnk_mcp::{
+    CallError, CallOptions, Host, HostConfig, HostOptions, ServerDefinition, ServerState,
+    TransportKind,
+};
+use rmcp::ServiceExt;
+use serde_json::{Value, json};
+
+#[path = "support/calls.rs"]
+mod calls;
+use calls::{BOUND, shutdown_clean};
+
+fn config(pairs: &[(&str, String)]) -> HostConfig {
+    let map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), value.clone()))
+        .collect();
+    match HostConfig::from_env(map) {
+        Ok(config) => config,
+        Err(errors) => panic!("test configuration is invalid: {errors}"),
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("sources-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+/// A repository with one commit and one uncommitted change.
+fn repository(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).expect("repo dir");
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("notes.txt"), "first\n").expect("write");
+    git(&["add", "notes.txt"]);
+    git(&["commit", "-q", "-m", "the first commit"]);
+    std::fs::write(repo.join("notes.txt"), "first\nsecond\n").expect("write");
+    repo
+}
+
+fn git_declaration(repo: &Path) -> Value {
+    json!({
+        "kind": "cli",
+        "name": "git",
+        "command": "git",
+        "args": ["-c", "color.ui=never", "--no-pager"],
+        "env": {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"},
+        "cwd": repo,
+        "tools": [
+            {"name": "log", "description": "Show the commit log", "args": ["log", "--no-decorate"],
+             "params": [{"name": "oneline", "type": "boolean", "flag": "--oneline"}]},
+            {"name": "status", "description": "Changed files", "args": ["status", "--porcelain=v1"]},
+            {"name": "diff", "description": "Unstaged changes", "args": ["diff"]}
+        ]
+    })
+}
+
+fn jq_declaration() -> Value {
+    json!({
+        "kind": "cli",
+        "name": "jq",
+        "command": "jq",
+        "tools": [{
+            "name": "keys",
+            "description": "The keys of a JSON object",
+            "args": ["-c", "keys"],
+            "json": true,
+            "params": [{"name": "input", "stdin": true, "required": true,
+                        "description": "the JSON text"}]
+        }]
+    })
+}
+
+fn bounded_declaration() -> Value {
+    json!({
+        "kind": "cli",
+        "name": "bounded",
+        "command": "sh",
+        "timeoutMs": 300,
+        "maxOutputBytes": 10000,
+        "tools": [
+            {"name": "hang", "description": "Sleeps past its deadline", "args": ["-c", "sleep 30 & wait"]},
+            {"name": "flood", "description": "Writes past its bound", "args": ["-c", "exec yes"]}
+        ]
+    })
+}
+
+/// A bash script and a Python script with their parameters in their headers.
+fn scripts(dir: &Path) -> (PathBuf, PathBuf) {
+    let bash = dir.join("greet.sh");
+    std::fs::write(
+        &bash,
+        "#!/usr/bin/env bash\n# @description Greets someone.\n# @param name:string who to greet\n\
+         # @param shout:boolean in capitals\nname=\"\"; shout=\"\"\n\
+         while [ $# -gt 0 ]; do case \"$1\" in --name) name=\"$2\"; shift 2;; \
+         --shout) shout=1; shift;; *) shift;; esac; done\n\
+         if [ -n \"$shout\" ]; then echo \"HELLO, ${name^^}\"; else echo \"hello, $name\"; fi\n",
+    )
+    .expect("bash script");
+    let python = dir.join("add.py");
+    std::fs::write(
+        &python,
+        "# @description Adds two numbers.\n# @param a:number the first\n# @param b?:number=1 the second\n\
+         import argparse\np = argparse.ArgumentParser()\np.add_argument('--a', type=float)\n\
+         p.add_argument('--b', type=float, default=1)\nargs = p.parse_args()\n\
+         print(f'{args.a + args.b:g}')\n",
+    )
+    .expect("python script");
+    (bash, python)
+}
+
+/// An HTTP API and the OpenAPI document that describes it, on loopback.
+async fn pet_store() -> (String, tokio_util::sync::CancellationToken) {
+    use axum::{Router, extract::Path as UrlPath, http::header::CONTENT_TYPE, routing::get};
+    let json_body = |value: Value| ([(CONTENT_TYPE, "application/json")], value.to_string());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let document = json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Pets", "version": "1.0.0"},
+        "servers": [{"url": base}],
+        "paths": {
+            "/pets/{id}": {"get": {
+                "operationId": "showPet",
+                "summary": "One pet by id",
+                "parameters": [{"name": "id", "in": "path", "required": true,
+                                "schema": {"type": "integer"}}],
+                "responses": {"200": {"description": "the pet"}}
+            }}
+        }
+    });
+    let router = Router::new()
+        .route(
+            "/openapi.json",
+            get(move || async move { json_body(document.clone()) }),
+        )
+        .route(
+            "/pets/{id}",
+            get(move |UrlPath(id): UrlPath<u64>| async move {
+                json_body(json!({"id": id, "name": format!("pet-{id}")}))
+            }),
+        );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+    });
+    (base, stop)
+}
+
+fn source(alias: &str, kind: SourceKind, declaration: Value, origin: &Path) -> ServerDefinition {
+    match ServerDefinition::source(alias, kind, declaration, &origin.display().to_string()) {
+        Ok(definition) => definition,
+        Err(errors) => panic!("{alias}: {errors}"),
+    }
+}
+
+async fn host_on(store: &Path) -> Host {
+    let store = SqliteStore::open(store).expect("state file");
+    let options = HostOptions {
+        store: Some(Arc::new(store)),
+        ..HostOptions::default()
+    };
+    Host::start_with(
+        config(&[
+            ("PLURNK_MCP_ALLOW_ADD", "true".into()),
+            ("PLURNK_MCP_CONNECT_TIMEOUT", "30000".into()),
+        ]),
+        options,
+    )
+    .await
+    .expect("host starts")
+}
+
+fn text(result: &plurnk_mcp::ToolResult) -> String {
+    result.text()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
+    let dir = scratch("live");
+    let repo = repository(&dir);
+    let (bash, _python) = scripts(&dir);
+    let (base, stop) = pet_store().await;
+    let state = dir.join("state.sqlite");
+    let host = host_on(&state).await;
+    let workspace = host.workspace("team").await.expect("workspace");
+
+    let mut added = vec![
+        source(
+            "git",
+            SourceKind::Cli,
+            git_declaration(&repo),
+            &dir.join("git.json"),
+        ),
+        source(
+            "greet",
+            SourceKind::Script,
+            json!({"kind": "script", "name": "greet", "path": bash, "runtime": "bash"}),
+            &dir.join("greet.json"),
+        ),
+        source(
+            "adder",
+            SourceKind::Script,
+            // Relative to the declaration's own file.
+            json!({"kind": "script", "name": "adder", "path": "add.py", "runtime": "python"}),
+            &dir.join("adder.json"),
+        ),
+        source(
+            "pets",
+            SourceKind::OpenApi,
+            json!({"kind": "openapi", "name": "pets", "spec": format!("{base}/openapi.json")}),
+            &dir.join("pets.json"),
+        ),
+    ];
+    let jq = installed("jq");
+    if jq {
+        added.push(source(
+            "jq",
+            SourceKind::Cli,
+            jq_declaration(),
+            &dir.join("jq.json"),
+        ));
+    } else {
+        eprintln!("jq is not installed on this machine: its adapter is not exercised here");
+    }
+    for definition in added {
+        let alias = definition.alias().to_owned();
+        let server = workspace.add(definition).await.unwrap_or_else(|problem| {
+            panic!("{alias} is added live: {problem}");
+        });
+        assert_eq!(
+            server.state,
+            ServerState::Ready,
+            "{alias}: {:?}",
+            server.problem
+        );
+    }
+    let snapshot = workspace.snapshot();
+    let tools = |alias: &str| -> Vec<String> {
+        snapshot
+            .server(alias)
+            .map(|server| server.tools.iter().map(|tool| tool.name.clone()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(tools("git"), ["log", "status", "diff"]);
+    assert_eq!(tools("greet"), ["greet"]);
+    assert_eq!(tools("adder"), ["adder"]);
+    assert_eq!(tools("pets"), ["showPet"]);
+    assert_eq!(
+        snapshot.server("git").map(|server| server.transport),
+        Some(TransportKind::Cli)
+    );
+    assert_eq!(
+        snapshot.server("pets").map(|server| server.transport),
+        Some(TransportKind::OpenApi)
+    );
+
+    // Calls, through the same path as any server's.
+    let call = |alias: &'static str, tool: &'static str, arguments: Value| {
+        let workspace = workspace.clone();
+        async move {
+            workspace
+                .call_tool(alias, tool, arguments, CallOptions::default())
+                .await
+                .unwrap_or_else(|error| panic!("{alias}/{tool}: {error}"))
+        }
+    };
+    let log = call("git", "log", json!({"oneline": true})).await;
+    assert!(text(&log).contains("the first commit"), "{}", text(&log));
+    assert!(text(&call("git", "status", json!({})).await).contains("M notes.txt"));
+    assert!(text(&call("git", "diff", json!({})).await).contains("+second"));
+    let greeted = call("greet", "greet", json!({"name": "Ada", "shout": true})).await;
+    assert_eq!(text(&greeted).trim(), "HELLO, ADA");
+    assert_eq!(
+        text(&call("adder", "adder", json!({"a": 40, "b": 2})).await).trim(),
+        "42"
+    );
+    let pet = call("pets", "showPet", json!({"id": 7})).await;
+    assert_eq!(
+        pet.result["structuredContent"]["name"], "pet-7",
+        "{}",
+        pet.result
+    );
+    if jq {
+        let keys = call("jq", "keys", json!({"input": "{\"b\": 1, \"a\": 2}"})).await;
+        assert_eq!(
+            keys.result["structuredContent"],
+            json!(["a", "b"]),
+            "{}",
+            keys.result
+        );
+    }
+    // A tool's own failure is its result; arguments that do not fit are refused.
+    match workspace
+        .call_tool(
+            "greet",
+            "greet",
+            json!({"nobody": 1}),
+            CallOptions::default(),
+        )
+        .await
+    {
+        Err(CallError::Remote { code, message, .. }) => {
+            assert_eq!(code, -32602, "{message}");
+            assert!(message.contains("nobody"), "{message}");
+        }
+        other => panic!("an unknown argument is refused: {other:?}"),
+    }
+
+    // The model's documents and the gateway's tools/list have them, like any server's.
+    let family = plurnk_mcp::projection::family_document(&snapshot, "git").expect("a document");
+    assert!(family.contains("EXEC [git] (log)"), "{family}");
+    let survey = plurnk_mcp::projection::survey(&snapshot);
+    for alias in ["git", "greet", "adder", "pets"] {
+        assert!(survey.contains(alias), "{alias} in the survey: {survey}");
+    }
+    let (client_end, server_end) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(server_end);
+    tokio::spawn(Gateway::new(workspace.clone(), Naming::Prefixed).serve_io(read, write));
+    let client = ().serve(client_end).await.expect("a client of the gateway");
+    let served: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    for name in ["git_log", "greet_greet", "adder_adder", "pets_showPet"] {
+        assert!(
+            served.iter().any(|served| served == name),
+            "{name} in {served:?}"
+        );
+    }
+    drop(client);
+    shutdown_clean(host).await;
+
+    // Kept in the state file: a new host brings every one back, ready.
+    let host = host_on(&state).await;
+    let workspace = host.workspace("team").await.expect("workspace");
+    let snapshot = workspace
+        .wait_for(BOUND, |snapshot| {
+            ["git", "greet", "adder", "pets"].iter().all(|alias| {
+                snapshot
+                    .server(alias)
+                    .is_some_and(|server| server.state == ServerState::Ready)
+            })
+        })
+        .await;
+    for alias in ["git", "greet", "adder", "pets"] {
+        let server = snapshot.server(alias).expect("kept");
+        assert_eq!(
+            server.state,
+            ServerState::Ready,
+            "{alias}: {:?}",
+            server.problem
+        );
+    }
+    let again = workspace
+        .call_tool("adder", "adder", json!({"a": 1}), CallOptions::default())
+        .await
+        .expect("adder after a restart");
+    assert_eq!(again.text().trim(), "2");
+    shutdown_clean(host).await;
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_its_deadline_or_its_output_bound_is_killed_and_settles_typed() {
+    let dir = scratch("bounds");
+    let store = dir.join("state.sqlite");
+    let host = host_on(&store).await;
+    let workspace = host.workspace("team").await.expect("workspace");
+    workspace
+        .add(source(
+            "bounded",
+            SourceKind::Cli,
+            bounded_declaration(),
+            &dir.join("b.json"),
+        ))
+        .await
+        .expect("added");
+    for (tool, kind) in [("hang", "timeout"), ("flood", "output-too-large")] {
+        let started = std::time::Instant::now();
+        match workspace
+            .call_tool("bounded", tool, json!({}), CallOptions::default())
+            .await
+        {
+            Err(CallError::Remote {
+                code,
+                data,
+                message,
+                ..
+            }) => {
+                assert_eq!(code, plurnk_mcp::sources::server::SOURCE_ERROR, "{message}");
+                assert_eq!(
+                    data.as_ref().and_then(|d| d["kind"].as_str()),
+                    Some(kind),
+                    "{message}"
+                );
+            }
+            other => panic!("{tool} settles with a typed error: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{tool}"
+        );
+    }
+    // Killed with its group: no `sleep 30` of ours is left.
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 30 & wait"])
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "the hung call's group is gone: {left}");
+    shutdown_clean(host).await;
+}
+
+#[test]
+fn declarations_in_a_directory_are_checked_at_start_and_a_collision_names_both() {
+    let dir = scratch("directory");
+    let declarations = dir.join("sources");
+    std::fs::create_dir_all(&declarations).expect("dir");
+    std::fs::write(
+        declarations.join("git.json"),
+        json!({"kind": "cli", "name": "git", "command": "git",
+               "tools": [{"name": "log", "args": ["log"]}]})
+        .to_string(),
+    )
+    .expect("write");
+    std::fs::write(
+        declarations.join("broken.json"),
+        json!({"kind": "cli", "name": "broken", "command": "git", "colour": true,
+               "tools": [{"name": "a b"}]})
+        .to_string(),
+    )
+    .expect("write");
+    std::fs::write(declarations.join("torn.json"), "{\"kind\": \"cli\",").expect("write");
+    let map: BTreeMap<String, String> = [
+        ("PLURNK_MCP_SOURCES", declarations.display().to_string()),
+        ("PLURNK_MCP_GIT", "/usr/bin/git-mcp".to_owned()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value))
+    .collect();
+    let errors = match HostConfig::from_env(map) {
+        Ok(_) => panic!("faulty declarations fail the start"),
+        Err(errors) => errors.to_string(),
+    };
+    let git = declarations.join("git.json").display().to_string();
+    let broken = declarations.join("broken.json").display().to_string();
+    let torn = declarations.join("torn.json").display().to_string();
+    assert!(
+        errors.contains("\"git\" is claimed twice")
+            && errors.contains("PLURNK_MCP_GIT")
+            && errors.contains(&git),
+        "{errors}"
+    );
+    assert!(errors.contains(&format!("{broken}: colour")), "{errors}");
+    assert!(
+        errors.contains(&format!("{broken}: tools[0].name")),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!("{torn}: line 1 column")),
+        "{errors}"
+    );
+
+    // Alone, the good declaration is a service source like a configured server.
+    std::fs::remove_file(declarations.join("broken.json")).expect("remove");
+    std::fs::remove_file(declarations.join("torn.json")).expect("remove");
+    let config = config(&[
+        ("PLURNK_MCP_SOURCES", declarations.display().to_string()),
+        ("PLURNK_MCP_ENABLED", json!(["git"]).to_string()),
+    ]);
+    let git = config.servers().get("git").expect("declared");
+    assert_eq!(git.transport().kind(), TransportKind::Cli);
+}
