@@ -1392,3 +1392,103 @@ fn import_without_the_install_gate_reports_each_refusal() {
     );
     assert!(import.list().is_empty());
 }
+
+#[test]
+fn a_tool_source_is_added_from_its_file_called_and_checked() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-source-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let installed = String::from_utf8_lossy(
+        &Command::new("git")
+            .arg("--version")
+            .output()
+            .expect("git")
+            .stdout,
+    )
+    .trim()
+    .to_owned();
+    let declaration = |version: &str| {
+        json!({"kind": "cli", "command": "git", "version": version,
+               "tools": [{"name": "version", "description": "git's version", "args": ["--version"]}]})
+        .to_string()
+    };
+    let file = dir.join("git.json");
+    std::fs::write(&file, declaration(&installed)).expect("write");
+    let state = scratch_state();
+    let allow = vars(&[("PLURNK_MCP_ALLOW_ADD", "true".into())]);
+    let file_arg = file.display().to_string();
+    let added = run(
+        &["--state", &state, "add", "git", "--source", &file_arg],
+        &allow,
+    );
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    let listed = run(&["--state", &state, "list"], &allow);
+    let listed = text(&listed.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|line| line.starts_with("git") && line.contains("cli") && line.contains("ready")),
+        "{listed}"
+    );
+    let called = run(&["--state", &state, "call", "git", "version"], &allow);
+    assert!(
+        text(&called.stdout).contains(&installed),
+        "{}",
+        text(&called.stderr)
+    );
+    let checked = run(&["--state", &state, "source", "check"], &allow);
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked.stderr));
+    assert!(
+        text(&checked.stdout).contains("ready"),
+        "{}",
+        text(&checked.stdout)
+    );
+
+    // Written against another version: check says so, and exits 1.
+    let old = dir.join("old.json");
+    std::fs::write(&old, declaration("git version 0.0.1")).expect("write");
+    let old_arg = old.display().to_string();
+    let added = run(
+        &["--state", &state, "add", "oldgit", "--source", &old_arg],
+        &allow,
+    );
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    let checked = run(&["--state", &state, "source", "check", "--json"], &allow);
+    assert_eq!(checked.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&checked.stdout).expect("JSON");
+    let old_row = report
+        .as_array()
+        .and_then(|rows| rows.iter().find(|row| row["alias"] == "oldgit"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(old_row["status"], "version-drift", "{report}");
+    assert!(
+        old_row["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&installed)),
+        "{report}"
+    );
+
+    // A bad declaration names the file, the field and the fix, and adds nothing.
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        json!({"kind": "cli", "command": "git", "tools": [{"name": "x", "params": [{"name": "p", "type": "colour"}]}]})
+            .to_string(),
+    )
+    .expect("write");
+    let bad_arg = bad.display().to_string();
+    let refused = run(
+        &["--state", &state, "add", "bad", "--source", &bad_arg],
+        &allow,
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains(&bad_arg) && said.contains("tools[0].params[0].type"),
+        "{said}"
+    );
+    let listed = text(&run(&["--state", &state, "list"], &allow).stdout);
+    assert!(!listed.contains("bad"), "{listed}");
+}
