@@ -873,7 +873,7 @@ fn source_definition(
             }
         }
     }
-    plurnk_mcp::ServerDefinition::source(alias, kind, value, &origin)
+    plurnk_mcp::sources::definition(alias, kind, value, &origin)
         .map_err(|errors| format!("tool source \"{alias}\" cannot be added: {errors}"))
 }
 

@@ -139,6 +139,7 @@ mod load;
 mod prepared;
 mod secret;
 mod shape;
+mod source;
 mod target;
 #[cfg(test)]
 mod tests;
@@ -163,6 +164,8 @@ pub use keys::{MAX_ALIAS_LEN, RESERVED_ALIASES, is_valid_alias, tool_summary_key
 pub(crate) use prepared::is_credential_name;
 pub use prepared::{PreparedServer, PreparedTransport};
 pub use secret::Secret;
+pub use source::DeclarationError;
+pub(crate) use source::{each_string, each_string_mut};
 pub use target::TransportKind;
 pub(crate) use target::{
     invalid_header_name, is_absolute_http_url, is_reserved_header, is_valid_header_value,

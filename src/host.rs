@@ -159,6 +159,10 @@ pub enum StartError {
     /// The durable state could not be read or holds definitions that cannot be admitted.
     #[error("the workspace state cannot be used: {0}")]
     State(String),
+    /// Tool-source declarations of the service configuration (`PLURNK_MCP_SOURCES`) that
+    /// their readers refuse: every fault, each naming the file, the field and the fix.
+    #[error("the tool-source declarations cannot be used: {0}")]
+    Sources(crate::config::ConfigErrors),
 }
 
 /// What every workspace of a host is opened with.
@@ -206,6 +210,7 @@ impl Host {
 
     /// [`Host::start`] with explicit [`HostOptions`].
     pub async fn start_with(config: HostConfig, options: HostOptions) -> Result<Host, StartError> {
+        crate::sources::admit(config.servers().values()).map_err(StartError::Sources)?;
         let settings = Arc::new(Settings {
             connect: ConnectOptions {
                 connect_timeout: config.connect_timeout(),
@@ -213,6 +218,7 @@ impl Host {
                 close_grace: options.close_grace,
                 http_client: Arc::default(),
                 interaction: options.interaction.clone(),
+                sources: Some(crate::sources::opener()),
                 limits: options.limits,
                 reaper: crate::protocol::Reaper::new(),
             },

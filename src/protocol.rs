@@ -16,7 +16,7 @@ mod stdio;
 
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
-pub(crate) use connect::{ConnectOptions, Connection, OnUpdate};
+pub(crate) use connect::{ConnectOptions, Connection, OnUpdate, SourceOpener};
 pub(crate) use http::same_origin_redirects;
 pub(crate) use reaper::Reaper;
 pub(crate) use session::{Opened, Opening, Ready, Relisted, Session, count, open, relist};

@@ -14,6 +14,8 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use serde_json::Value;
 
+pub use crate::config::DeclarationError;
+
 /// Which kind of tool source a declaration is.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -46,6 +48,76 @@ impl SourceKind {
             "openapi" => Some(Self::OpenApi),
             _ => None,
         }
+    }
+}
+
+impl From<SourceKind> for crate::config::TransportKind {
+    fn from(kind: SourceKind) -> Self {
+        match kind {
+            SourceKind::Cli => Self::Cli,
+            SourceKind::Script => Self::Script,
+            SourceKind::OpenApi => Self::OpenApi,
+        }
+    }
+}
+
+impl SourceKind {
+    /// The kind of source a transport is, if it is one.
+    pub fn of(transport: crate::config::TransportKind) -> Option<Self> {
+        use crate::config::TransportKind;
+        match transport {
+            TransportKind::Cli => Some(Self::Cli),
+            TransportKind::Script => Some(Self::Script),
+            TransportKind::OpenApi => Some(Self::OpenApi),
+            TransportKind::Stdio | TransportKind::Http | TransportKind::InProcess => None,
+        }
+    }
+}
+
+/// A tool source `alias` of `kind`, from `declaration` (read from `origin`, a file or the
+/// action that adds it): a relative script path or spec file is anchored to the file's
+/// directory, and the declaration is read by its kind's reader.
+///
+/// # Errors
+///
+/// An invalid or reserved alias, or every fault of the declaration, each naming the origin,
+/// the field and the fix.
+pub fn definition(
+    alias: &str,
+    kind: SourceKind,
+    mut declaration: Value,
+    origin: &str,
+) -> Result<crate::config::ServerDefinition, crate::config::ConfigErrors> {
+    anchor(kind, &mut declaration, origin);
+    let faults = validate(kind, &declaration, origin);
+    if let Some((first, rest)) = faults.split_first() {
+        return Err(crate::config::ConfigErrors::sources(
+            first.clone(),
+            rest.iter().cloned(),
+        ));
+    }
+    crate::config::ServerDefinition::declared_source(alias, kind.into(), declaration, origin)
+}
+
+/// Reads every tool source among `definitions` with its kind's reader: every fault of every
+/// declaration at once, or none.
+pub(crate) fn admit<'a>(
+    definitions: impl IntoIterator<Item = &'a crate::config::ServerDefinition>,
+) -> Result<(), crate::config::ConfigErrors> {
+    let mut faults = Vec::new();
+    for definition in definitions {
+        if let crate::config::Transport::Source(source) = definition.transport()
+            && let Some(kind) = SourceKind::of(source.kind)
+        {
+            faults.extend(validate(kind, &source.declaration, &source.origin));
+        }
+    }
+    match faults.split_first() {
+        None => Ok(()),
+        Some((first, rest)) => Err(crate::config::ConfigErrors::sources(
+            first.clone(),
+            rest.iter().cloned(),
+        )),
     }
 }
 
@@ -149,15 +221,18 @@ pub fn validate(kind: SourceKind, declaration: &Value, origin: &str) -> Vec<Decl
     readers::validate(kind, declaration, origin)
 }
 
-/// Opens `declaration` (its `${NAME}` references already expanded) as a source of `kind`:
-/// reads its document, resolves its program. The error says what is wrong and what to do.
-pub(crate) async fn open(
-    kind: SourceKind,
-    declaration: &Value,
-    origin: &str,
-    reaper: Arc<crate::protocol::Reaper>,
-) -> Result<SharedSource, String> {
-    readers::open(kind, declaration, origin, reaper).await
+/// The host's opener of tool sources: reads a declaration (its `${NAME}` references already
+/// expanded), opens it (its document, its program) and serves it in-process; the error says
+/// what is wrong and what to do.
+pub(crate) fn opener() -> crate::protocol::SourceOpener {
+    Arc::new(|kind, declaration, origin, reaper| {
+        Box::pin(async move {
+            let kind = SourceKind::of(kind)
+                .ok_or_else(|| format!("{origin}: {kind} is not a kind of tool source"))?;
+            let source = readers::open(kind, &declaration, &origin, reaper).await?;
+            Ok(server::connector(source, origin))
+        })
+    })
 }
 
 /// What `declaration` needs on this machine (its binary, its runtime, its document) and
@@ -172,12 +247,6 @@ pub async fn check(
     origin: &str,
 ) -> Result<Finding, Vec<DeclarationError>> {
     readers::check(kind, declaration, origin).await
-}
-
-/// Serves `source` as an in-process MCP server named `name`: each call of the connector
-/// starts one session on a new in-memory stream pair.
-pub(crate) fn serve(source: SharedSource, name: String) -> crate::model::InProcessConnector {
-    server::connector(source, name)
 }
 
 /// Makes a relative `path` (script) or `spec` file (OpenAPI) absolute against the directory
@@ -199,97 +268,6 @@ pub(crate) fn anchor(kind: SourceKind, declaration: &mut Value, origin: &str) {
         && std::path::Path::new(path.as_str()).is_relative()
     {
         *path = directory.join(&*path).display().to_string();
-    }
-}
-
-/// Calls `each` with the JSON path and text of every string in `value`.
-pub(crate) fn each_string(value: &Value, each: &mut dyn FnMut(&str, &str)) {
-    fn walk(value: &Value, path: &mut String, each: &mut dyn FnMut(&str, &str)) {
-        match value {
-            Value::String(text) => each(path, text),
-            Value::Array(items) => {
-                for (index, item) in items.iter().enumerate() {
-                    let len = path.len();
-                    path.push_str(&format!("[{index}]"));
-                    walk(item, path, each);
-                    path.truncate(len);
-                }
-            }
-            Value::Object(fields) => {
-                for (key, item) in fields {
-                    let len = path.len();
-                    if !path.is_empty() {
-                        path.push('.');
-                    }
-                    path.push_str(key);
-                    walk(item, path, each);
-                    path.truncate(len);
-                }
-            }
-            _ => {}
-        }
-    }
-    walk(value, &mut String::new(), each);
-}
-
-/// Calls `each` with the JSON path of every string in `value`, to change it in place.
-pub(crate) fn each_string_mut(value: &mut Value, each: &mut dyn FnMut(&str, &mut String)) {
-    fn walk(value: &mut Value, path: &mut String, each: &mut dyn FnMut(&str, &mut String)) {
-        match value {
-            Value::String(text) => each(path, text),
-            Value::Array(items) => {
-                for (index, item) in items.iter_mut().enumerate() {
-                    let len = path.len();
-                    path.push_str(&format!("[{index}]"));
-                    walk(item, path, each);
-                    path.truncate(len);
-                }
-            }
-            Value::Object(fields) => {
-                for (key, item) in fields.iter_mut() {
-                    let len = path.len();
-                    if !path.is_empty() {
-                        path.push('.');
-                    }
-                    path.push_str(key);
-                    walk(item, path, each);
-                    path.truncate(len);
-                }
-            }
-            _ => {}
-        }
-    }
-    walk(value, &mut String::new(), each);
-}
-
-/// A declaration that cannot be used: where, which field, what is wrong and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{origin}: {field}: {problem}; {fix}")]
-pub struct DeclarationError {
-    /// The file (or `add` action) the declaration came from.
-    pub origin: String,
-    /// The field, as a JSON path (`tools[2].params[0].flag`).
-    pub field: String,
-    /// What is wrong with it.
-    pub problem: String,
-    /// What to write instead.
-    pub fix: String,
-}
-
-impl DeclarationError {
-    /// An error at `field` of the declaration from `origin`.
-    pub fn new(
-        origin: impl Into<String>,
-        field: impl Into<String>,
-        problem: impl Into<String>,
-        fix: impl Into<String>,
-    ) -> Self {
-        Self {
-            origin: origin.into(),
-            field: field.into(),
-            problem: problem.into(),
-            fix: fix.into(),
-        }
     }
 }
 

@@ -186,7 +186,7 @@ async fn pet_store() -> (String, tokio_util::sync::CancellationToken) {
 }
 
 fn source(alias: &str, kind: SourceKind, declaration: Value, origin: &Path) -> ServerDefinition {
-    match ServerDefinition::source(alias, kind, declaration, &origin.display().to_string()) {
+    match plurnk_mcp::sources::definition(alias, kind, declaration, &origin.display().to_string()) {
         Ok(definition) => definition,
         Err(errors) => panic!("{alias}: {errors}"),
     }
@@ -453,63 +453,89 @@ async fn a_call_past_its_deadline_or_its_output_bound_is_killed_and_settles_type
     shutdown_clean(host).await;
 }
 
-#[test]
-fn declarations_in_a_directory_are_checked_at_start_and_a_collision_names_both() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declarations_in_a_directory_are_checked_at_start_and_a_collision_names_both() {
     let dir = scratch("directory");
     let declarations = dir.join("sources");
     std::fs::create_dir_all(&declarations).expect("dir");
-    std::fs::write(
-        declarations.join("git.json"),
+    let write = |name: &str, text: String| {
+        std::fs::write(declarations.join(name), text).expect("write");
+    };
+    write(
+        "git.json",
         json!({"kind": "cli", "name": "git", "command": "git",
                "tools": [{"name": "log", "args": ["log"]}]})
         .to_string(),
-    )
-    .expect("write");
-    std::fs::write(
-        declarations.join("broken.json"),
-        json!({"kind": "cli", "name": "broken", "command": "git", "colour": true,
-               "tools": [{"name": "a b"}]})
-        .to_string(),
-    )
-    .expect("write");
-    std::fs::write(declarations.join("torn.json"), "{\"kind\": \"cli\",").expect("write");
-    let map: BTreeMap<String, String> = [
-        ("PLURNK_MCP_SOURCES", declarations.display().to_string()),
-        ("PLURNK_MCP_GIT", "/usr/bin/git-mcp".to_owned()),
-    ]
-    .into_iter()
-    .map(|(key, value)| (key.to_owned(), value))
-    .collect();
-    let errors = match HostConfig::from_env(map) {
-        Ok(_) => panic!("faulty declarations fail the start"),
+    );
+    write("torn.json", "{\"kind\": \"cli\",".to_owned());
+    let shown = |name: &str| declarations.join(name).display().to_string();
+    let env = |extra: &[(&str, String)]| -> BTreeMap<String, String> {
+        let mut map: BTreeMap<String, String> = extra
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), value.clone()))
+            .collect();
+        map.insert(
+            "PLURNK_MCP_SOURCES".into(),
+            declarations.display().to_string(),
+        );
+        map
+    };
+    // A file that is not JSON, and two claimants of one alias, fail the configuration.
+    let errors = match HostConfig::from_env(env(&[("PLURNK_MCP_GIT", "/usr/bin/git-mcp".into())])) {
+        Ok(_) => panic!("a collision fails the configuration"),
         Err(errors) => errors.to_string(),
     };
-    let git = declarations.join("git.json").display().to_string();
-    let broken = declarations.join("broken.json").display().to_string();
-    let torn = declarations.join("torn.json").display().to_string();
     assert!(
         errors.contains("\"git\" is claimed twice")
             && errors.contains("PLURNK_MCP_GIT")
-            && errors.contains(&git),
-        "{errors}"
-    );
-    assert!(errors.contains(&format!("{broken}: colour")), "{errors}");
-    assert!(
-        errors.contains(&format!("{broken}: tools[0].name")),
+            && errors.contains(&shown("git.json")),
         "{errors}"
     );
     assert!(
-        errors.contains(&format!("{torn}: line 1 column")),
+        errors.contains(&format!("{}: line 1 column", shown("torn.json"))),
         "{errors}"
     );
 
-    // Alone, the good declaration is a service source like a configured server.
-    std::fs::remove_file(declarations.join("broken.json")).expect("remove");
+    // A declaration its reader refuses fails the start, with every fault of it.
     std::fs::remove_file(declarations.join("torn.json")).expect("remove");
-    let config = config(&[
-        ("PLURNK_MCP_SOURCES", declarations.display().to_string()),
-        ("PLURNK_MCP_ENABLED", json!(["git"]).to_string()),
-    ]);
-    let git = config.servers().get("git").expect("declared");
-    assert_eq!(git.transport().kind(), TransportKind::Cli);
+    write(
+        "broken.json",
+        json!({"kind": "cli", "name": "broken", "command": "git", "colour": true,
+               "tools": [{"name": "a b"}]})
+        .to_string(),
+    );
+    let config = match HostConfig::from_env(env(&[])) {
+        Ok(config) => config,
+        Err(errors) => panic!("well-formed files: {errors}"),
+    };
+    let said = match Host::start(config).await {
+        Ok(_) => panic!("a refused declaration fails the start"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        said.contains(&format!("{}: colour", shown("broken.json"))),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("{}: tools[0].name", shown("broken.json"))),
+        "{said}"
+    );
+
+    // The good declaration alone is a service source like a configured server.
+    std::fs::remove_file(declarations.join("broken.json")).expect("remove");
+    let mut map = env(&[]);
+    map.insert("PLURNK_MCP_ENABLED".into(), json!(["git"]).to_string());
+    let config = HostConfig::from_env(map).expect("valid");
+    assert_eq!(
+        config
+            .servers()
+            .get("git")
+            .map(|git| git.transport().kind()),
+        Some(TransportKind::Cli)
+    );
+    let host = Host::start(config).await.expect("starts");
+    let snapshot = host.default_workspace().snapshot();
+    let git = snapshot.server("git").expect("configured");
+    assert_eq!(git.state, ServerState::Ready, "{:?}", git.problem);
+    shutdown_clean(host).await;
 }

@@ -105,8 +105,8 @@ pub enum Transport {
 /// `${NAME}` references expand only while a connection is prepared).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceDefinition {
-    /// What kind of source it is.
-    pub kind: crate::sources::SourceKind,
+    /// What kind of source it is (`cli`, `script` or `openapi`).
+    pub kind: TransportKind,
     /// The declaration, validated by its kind's reader.
     pub declaration: std::sync::Arc<serde_json::Value>,
     /// Where it was declared (a file, or the action that added it), for messages.
@@ -121,7 +121,7 @@ impl Transport {
             Self::Stdio(_) => TransportKind::Stdio,
             Self::Http(_) => TransportKind::Http,
             Self::InProcess => TransportKind::InProcess,
-            Self::Source(source) => source.kind.into(),
+            Self::Source(source) => source.kind,
         }
     }
 }
@@ -273,32 +273,29 @@ impl ServerDefinition {
         Self::new(DefinitionParts::new(alias, Transport::InProcess))
     }
 
-    /// A tool source `alias` of `kind`, from `declaration` (read from `origin`).
+    /// A tool source `alias` of `kind` (`cli`, `script` or `openapi`) whose declaration was
+    /// read elsewhere: [`crate::sources::definition`] reads it and is the constructor to use;
+    /// the loader and the store come here, and the source's reader reads the declaration
+    /// again when the host starts and when it opens it.
     ///
     /// # Errors
     ///
-    /// An invalid or reserved alias, or a declaration its kind's reader refuses (every
-    /// fault, each naming the origin, the field and the fix).
-    pub fn source(
+    /// An invalid or reserved alias, or a kind that is not a tool source.
+    pub fn declared_source(
         alias: &str,
-        kind: crate::sources::SourceKind,
-        mut declaration: serde_json::Value,
+        kind: TransportKind,
+        declaration: serde_json::Value,
         origin: &str,
     ) -> Result<Self, ConfigErrors> {
-        crate::sources::anchor(kind, &mut declaration, origin);
-        let faults = crate::sources::validate(kind, &declaration, origin);
-        if !faults.is_empty() {
-            let mut errors: Option<ConfigErrors> = None;
-            for fault in faults {
-                let error = ConfigError::InvalidSource(fault);
-                match errors.as_mut() {
-                    Some(errors) => errors.extend([error]),
-                    None => errors = Some(ConfigErrors::from(error)),
-                }
-            }
-            if let Some(errors) = errors {
-                return Err(errors);
-            }
+        if !kind.is_source() {
+            return Err(ConfigErrors::from(ConfigError::InvalidSource(
+                super::DeclarationError::new(
+                    origin,
+                    "kind",
+                    format!("{kind} is not a kind of tool source"),
+                    "write cli, script or openapi",
+                ),
+            )));
         }
         Self::new(DefinitionParts::new(
             alias,
@@ -787,7 +784,7 @@ impl<'a> Checker<'a> {
             // Its kind's reader checked its shape; here, that its references resolve.
             Transport::Source(source) => {
                 let origin = source.origin.clone();
-                crate::sources::each_string(&source.declaration, &mut |path, text| {
+                super::each_string(&source.declaration, &mut |path, text| {
                     self.references(&format!("{origin}: {path}"), text);
                 });
             }

@@ -110,7 +110,7 @@ pub enum ConfigError {
 
     /// A tool source's declaration its kind's reader refuses (the file, the field, the fix).
     #[error("{0}")]
-    InvalidSource(crate::sources::DeclarationError),
+    InvalidSource(super::DeclarationError),
 
     /// Two declarations claim one alias: a tool source and a server, or two sources.
     #[error(
@@ -495,7 +495,7 @@ impl ConfigError {
             | Self::OrphanCompanion { variable, .. }
             | Self::WrongTransport { variable, .. }
             | Self::InProcessNotConfigurable { variable, .. }
-            | Self::InvalidSource(crate::sources::DeclarationError {
+            | Self::InvalidSource(super::DeclarationError {
                 origin: variable, ..
             })
             | Self::DuplicateClaim {
@@ -559,6 +559,16 @@ impl ConfigErrors {
     }
 
     /// Adds more faults.
+    /// A tool source's declaration faults, the first and the rest.
+    pub fn sources(
+        first: super::DeclarationError,
+        rest: impl IntoIterator<Item = super::DeclarationError>,
+    ) -> Self {
+        let mut errors = Self::from(ConfigError::InvalidSource(first));
+        errors.extend(rest.into_iter().map(ConfigError::InvalidSource));
+        errors
+    }
+
     pub(crate) fn extend(&mut self, more: impl IntoIterator<Item = ConfigError>) {
         self.errors.extend(more);
     }

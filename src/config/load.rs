@@ -104,9 +104,7 @@ fn read_sources(
     faults: &mut Vec<ConfigError>,
 ) -> Vec<(String, String, ServerDefinition)> {
     let source_fault = |origin: &str, field: &str, problem: String, fix: &str| {
-        ConfigError::InvalidSource(crate::sources::DeclarationError::new(
-            origin, field, problem, fix,
-        ))
+        ConfigError::InvalidSource(super::DeclarationError::new(origin, field, problem, fix))
     };
     let path = std::path::Path::new(directory.trim());
     if !path.is_absolute() {
@@ -164,7 +162,7 @@ fn read_sources(
             }
         };
         let kind = value.get("kind").and_then(serde_json::Value::as_str);
-        let Some(kind) = kind.and_then(crate::sources::SourceKind::from_name) else {
+        let Some(kind) = kind.and_then(TransportKind::source_named) else {
             faults.push(source_fault(
                 &origin,
                 "kind",
@@ -186,7 +184,8 @@ fn read_sources(
             continue;
         };
         let name = name.to_owned();
-        match ServerDefinition::source(&name, kind, value, &origin) {
+        // Its reader reads the declaration when the host starts (every fault at once).
+        match ServerDefinition::declared_source(&name, kind, value, &origin) {
             Ok(definition) => found.push((name, origin, definition)),
             Err(errors) => faults.extend(errors.errors().iter().cloned()),
         }

@@ -70,8 +70,8 @@ pub enum PreparedTransport {
     /// Open this tool source (its declaration with every `${NAME}` expanded) and serve it
     /// in-process.
     Source {
-        /// Its kind.
-        kind: crate::sources::SourceKind,
+        /// Its kind (`cli`, `script` or `openapi`).
+        kind: super::TransportKind,
         /// The declaration, expanded.
         declaration: serde_json::Value,
         /// Where it was declared.
@@ -195,7 +195,7 @@ impl ServerDefinition {
             Transport::Source(source) => {
                 let mut declaration = (*source.declaration).clone();
                 let mut fault = None;
-                crate::sources::each_string_mut(&mut declaration, &mut |path, text| {
+                super::each_string_mut(&mut declaration, &mut |path, text| {
                     if fault.is_some() || !text.contains("${") {
                         return;
                     }

@@ -27,19 +27,19 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// The tool-source kind a declaration's `kind` names.
+    pub fn source_named(name: &str) -> Option<Self> {
+        match name {
+            "cli" => Some(Self::Cli),
+            "script" => Some(Self::Script),
+            "openapi" => Some(Self::OpenApi),
+            _ => None,
+        }
+    }
+
     /// Whether this is a tool source rather than an MCP server.
     pub fn is_source(self) -> bool {
         matches!(self, Self::Cli | Self::Script | Self::OpenApi)
-    }
-}
-
-impl From<crate::sources::SourceKind> for TransportKind {
-    fn from(kind: crate::sources::SourceKind) -> Self {
-        match kind {
-            crate::sources::SourceKind::Cli => Self::Cli,
-            crate::sources::SourceKind::Script => Self::Script,
-            crate::sources::SourceKind::OpenApi => Self::OpenApi,
-        }
     }
 }
 

@@ -436,9 +436,9 @@ impl TryFrom<&ServerDefinition> for McpServerDefinition {
                     tool_summaries: parts.tool_summaries.clone(),
                 };
                 match source.kind {
-                    crate::sources::SourceKind::Cli => Self::Cli(wire),
-                    crate::sources::SourceKind::Script => Self::Script(wire),
-                    crate::sources::SourceKind::OpenApi => Self::OpenApi(wire),
+                    TransportKind::Cli => Self::Cli(wire),
+                    TransportKind::Script => Self::Script(wire),
+                    _ => Self::OpenApi(wire),
                 }
             }
         })
@@ -482,22 +482,12 @@ impl TryFrom<McpServerDefinition> for ServerDefinition {
             McpServerDefinition::Cli(source)
             | McpServerDefinition::Script(source)
             | McpServerDefinition::OpenApi(source) => {
-                let source_kind = match kind {
-                    TransportKind::Cli => crate::sources::SourceKind::Cli,
-                    TransportKind::Script => crate::sources::SourceKind::Script,
-                    _ => crate::sources::SourceKind::OpenApi,
-                };
-                let origin = format!("the {source_kind} definition \"{}\"", source.name);
-                let faults = crate::sources::validate(source_kind, &source.declaration, &origin);
-                if let Some((first, rest)) = faults.split_first() {
-                    let mut errors = ConfigErrors::from(ConfigError::InvalidSource(first.clone()));
-                    errors.extend(rest.iter().cloned().map(ConfigError::InvalidSource));
-                    return Err(errors);
-                }
+                // Its reader reads the declaration when the source is opened.
+                let origin = format!("the {kind} definition \"{}\"", source.name);
                 (
                     source.name,
                     Transport::Source(super::definition::SourceDefinition {
-                        kind: source_kind,
+                        kind,
                         declaration: std::sync::Arc::new(source.declaration),
                         origin,
                     }),

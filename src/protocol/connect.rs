@@ -50,9 +50,9 @@ pub(crate) enum Target {
     },
     /// A server inside this process.
     InProcess(InProcessConnector),
-    /// A tool source, opened now and served in-process.
+    /// A tool source, opened now (by the host's [`SourceOpener`]) and served in-process.
     Source {
-        kind: crate::sources::SourceKind,
+        kind: TransportKind,
         declaration: serde_json::Value,
         origin: String,
     },
@@ -75,7 +75,7 @@ impl Target {
             Self::Stdio { .. } => TransportKind::Stdio,
             Self::Http { .. } => TransportKind::Http,
             Self::InProcess(_) => TransportKind::InProcess,
-            Self::Source { kind, .. } => (*kind).into(),
+            Self::Source { kind, .. } => *kind,
         }
     }
 }
@@ -99,7 +99,24 @@ pub(crate) struct ConnectOptions {
     pub limits: Limits,
     /// Kills what this host started if it dies (see `protocol/reaper.rs`).
     pub reaper: Arc<super::reaper::Reaper>,
+    /// Opens a tool source's declaration into an in-process server (the host gives
+    /// [`crate::sources`]'s); `None` refuses every source.
+    pub sources: Option<SourceOpener>,
 }
+
+/// Opens a tool source (its kind, its expanded declaration, where it was declared) into an
+/// in-process server's connector, or says why it cannot.
+pub(crate) type SourceOpener = Arc<
+    dyn Fn(
+            TransportKind,
+            serde_json::Value,
+            String,
+            Arc<super::reaper::Reaper>,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<InProcessConnector, String>> + Send>,
+        > + Send
+        + Sync,
+>;
 
 impl std::fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -539,10 +556,18 @@ async fn attempt(
             declaration,
             origin,
         } => {
-            let source = crate::sources::open(*kind, declaration, origin, options.reaper.clone())
-                .await
-                .map_err(Failure::Source)?;
-            let connector = crate::sources::serve(source, origin.clone());
+            let opener = options
+                .sources
+                .as_ref()
+                .ok_or_else(|| Failure::Source("this host opens no tool sources".to_owned()))?;
+            let connector = opener(
+                *kind,
+                declaration.clone(),
+                origin.clone(),
+                options.reaper.clone(),
+            )
+            .await
+            .map_err(Failure::Source)?;
             let (read, write) = tokio::io::split(connector());
             let read = LineLimit::new(read, max_message, cut.clone());
             let transport = signals.wrap(
