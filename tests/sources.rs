@@ -345,6 +345,17 @@ async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
         other => panic!("an unknown argument is refused: {other:?}"),
     }
 
+    // The EXEC bridge calls them like any server's tools.
+    let op = r#"<<EXEC[adder](adder):{"a": 2, "b": 3}:EXEC"#;
+    let exec = plurnk_mcp::exec::run(&workspace, op, CallOptions::default())
+        .await
+        .unwrap_or_else(|error| panic!("EXEC {op}: {error}"));
+    assert_eq!(
+        exec["content"][0]["text"].as_str().map(str::trim),
+        Some("5"),
+        "{exec}"
+    );
+
     // The model's documents and the gateway's tools/list have them, like any server's.
     let family = plurnk_mcp::projection::family_document(&snapshot, "git").expect("a document");
     assert!(family.contains("EXEC [git] (log)"), "{family}");
@@ -496,8 +507,26 @@ async fn declarations_in_a_directory_are_checked_at_start_and_a_collision_names_
         "{errors}"
     );
 
-    // A declaration its reader refuses fails the start, with every fault of it.
+    // Two kinds claiming one alias: the error names both files.
     std::fs::remove_file(declarations.join("torn.json")).expect("remove");
+    write(
+        "pets.json",
+        json!({"kind": "openapi", "name": "git", "spec": "https://example.com/openapi.json"})
+            .to_string(),
+    );
+    let errors = match HostConfig::from_env(env(&[])) {
+        Ok(_) => panic!("two sources of one alias fail the configuration"),
+        Err(errors) => errors.to_string(),
+    };
+    assert!(
+        errors.contains("\"git\" is claimed twice")
+            && errors.contains(&shown("git.json"))
+            && errors.contains(&shown("pets.json")),
+        "{errors}"
+    );
+    std::fs::remove_file(declarations.join("pets.json")).expect("remove");
+
+    // A declaration its reader refuses fails the start, with every fault of it.
     write(
         "broken.json",
         json!({"kind": "cli", "name": "broken", "command": "git", "colour": true,
