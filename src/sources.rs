@@ -99,6 +99,22 @@ pub fn definition(
     crate::config::ServerDefinition::declared_source(alias, kind.into(), declaration, origin)
 }
 
+/// The input schema of a tool whose arguments are exactly `properties`, `required` among
+/// them: an object that allows nothing else.
+pub(crate) fn closed_object(
+    properties: serde_json::Map<String, Value>,
+    required: Vec<Value>,
+) -> serde_json::Map<String, Value> {
+    let mut schema = serde_json::Map::new();
+    schema.insert("type".into(), Value::String("object".into()));
+    schema.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        schema.insert("required".into(), Value::Array(required));
+    }
+    schema.insert("additionalProperties".into(), Value::Bool(false));
+    schema
+}
+
 /// Reads every tool source among `definitions` with its kind's reader: every fault of every
 /// declaration at once, or none.
 pub(crate) fn admit<'a>(

@@ -381,6 +381,18 @@ async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
         );
     }
     drop(client);
+
+    // The same actions as a server's: disabled, it contributes nothing; enabled, it is back.
+    workspace.disable("greet").await.expect("disable greet");
+    let off = workspace.snapshot();
+    assert_eq!(
+        off.server("greet").map(|s| s.state),
+        Some(ServerState::Disabled)
+    );
+    assert!(off.server("greet").is_some_and(|s| s.tools.is_empty()));
+    workspace.enable("greet").await.expect("enable greet");
+    let on = call("greet", "greet", json!({"name": "Bo"})).await;
+    assert_eq!(text(&on).trim(), "hello, Bo");
     shutdown_clean(host).await;
 
     // Kept in the state file: a new host brings every one back, ready.
@@ -409,6 +421,17 @@ async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
         .await
         .expect("adder after a restart");
     assert_eq!(again.text().trim(), "2");
+    // Removed, it is gone from the workspace and from the state file.
+    workspace.remove("adder").await.expect("remove adder");
+    assert!(workspace.snapshot().server("adder").is_none());
+    shutdown_clean(host).await;
+    let host = host_on(&state).await;
+    let workspace = host.workspace("team").await.expect("workspace");
+    assert!(
+        workspace.snapshot().server("adder").is_none(),
+        "removed for good"
+    );
+    assert!(workspace.snapshot().server("git").is_some());
     shutdown_clean(host).await;
     stop.cancel();
 }

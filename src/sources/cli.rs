@@ -1035,14 +1035,7 @@ fn input_schema(params: &[CliParam]) -> Map<String, Value> {
         }
         properties.insert(param.name.clone(), property);
     }
-    let mut schema = Map::new();
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), Value::Object(properties));
-    if !required.is_empty() {
-        schema.insert("required".into(), Value::Array(required));
-    }
-    schema.insert("additionalProperties".into(), json!(false));
-    schema
+    super::closed_object(properties, required)
 }
 
 /// What a call's arguments become: argv items after the fixed ones, and standard input.

@@ -625,14 +625,7 @@ fn input_schema(params: &[ScriptParam]) -> Map<String, Value> {
         }
         properties.insert(param.name.clone(), property);
     }
-    let mut schema = Map::new();
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), Value::Object(properties));
-    if !required.is_empty() {
-        schema.insert("required".into(), Value::Array(required));
-    }
-    schema.insert("additionalProperties".into(), json!(false));
-    schema
+    super::closed_object(properties, required)
 }
 
 /// Checks `arguments` against the header and builds `--name value` pairs in header order.
