@@ -20,6 +20,8 @@ fn tool(name: &str, input_schema: Value, effect: Effect) -> ToolInfo {
         title: None,
         description: Some(format!("The {name} tool.")),
         input_schema,
+        output_schema: None,
+        annotations: None,
         effect,
     }
 }

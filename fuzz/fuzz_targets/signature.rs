@@ -31,6 +31,8 @@ fuzz_target!(|data: &[u8]| {
             title: None,
             description: None,
             input_schema: schema,
+            output_schema: None,
+            annotations: None,
             effect: Effect::Host,
         }]),
         catalog: Catalog::default(),
