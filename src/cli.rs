@@ -663,55 +663,54 @@ pub(crate) async fn fixture(
     options: plurnk_mcp_fixture::FixtureOptions,
     http: Option<std::net::SocketAddr>,
 ) -> ExitCode {
-    let result = match http {
-        None => plurnk_mcp_fixture::serve_stdio(options).await,
+    match http {
+        None => finished(plurnk_mcp_fixture::serve_stdio(options).await),
         Some(address) => {
-            let listener = match tokio::net::TcpListener::bind(address).await {
-                Ok(listener) => listener,
-                Err(error) => return fail(format!("could not bind {address}: {error}")),
-            };
-            match listener.local_addr() {
-                Ok(bound) => outln!("listening http://{bound}/mcp"),
-                Err(error) => return fail(error),
-            }
-            let shutdown = tokio_util::sync::CancellationToken::new();
-            let stop = shutdown.clone();
-            tokio::spawn(async move {
-                let _ = tokio::signal::ctrl_c().await;
-                stop.cancel();
-            });
-            plurnk_mcp_fixture::serve_http(listener, options, shutdown).await
+            serve_fixture_http(address, |listener, shutdown| {
+                plurnk_mcp_fixture::serve_http(listener, options, shutdown)
+            })
+            .await
         }
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => fail(format!("fixture: {error:#}")),
     }
 }
 
 /// `plurnk-mcp fixture --conformance [--http ADDR]`: the conformance fixture on stdio, or on
 /// `address` (printing the one `listening` line the fixture prints) until ctrl-c.
 pub(crate) async fn conformance_fixture(http: Option<std::net::SocketAddr>) -> ExitCode {
-    let result = match http {
-        None => plurnk_mcp_fixture::conformance::serve_stdio().await,
+    match http {
+        None => finished(plurnk_mcp_fixture::conformance::serve_stdio().await),
         Some(address) => {
-            let listener = match tokio::net::TcpListener::bind(address).await {
-                Ok(listener) => listener,
-                Err(error) => return fail(format!("could not bind {address}: {error}")),
-            };
-            match listener.local_addr() {
-                Ok(bound) => outln!("listening http://{bound}/mcp"),
-                Err(error) => return fail(error),
-            }
-            let shutdown = tokio_util::sync::CancellationToken::new();
-            let stop = shutdown.clone();
-            tokio::spawn(async move {
-                let _ = tokio::signal::ctrl_c().await;
-                stop.cancel();
-            });
-            plurnk_mcp_fixture::conformance::serve_http(listener, shutdown).await
+            serve_fixture_http(address, plurnk_mcp_fixture::conformance::serve_http).await
         }
+    }
+}
+
+/// Binds `address`, prints the one `listening http://ADDRESS/mcp` line the tests read, and
+/// serves with `serve` until ctrl-c.
+async fn serve_fixture_http<F, Fut>(address: std::net::SocketAddr, serve: F) -> ExitCode
+where
+    F: FnOnce(tokio::net::TcpListener, tokio_util::sync::CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let listener = match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(error) => return fail(format!("could not bind {address}: {error}")),
     };
+    match listener.local_addr() {
+        Ok(bound) => outln!("listening http://{bound}/mcp"),
+        Err(error) => return fail(error),
+    }
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    finished(serve(listener, shutdown).await)
+}
+
+/// A fixture's end as an exit code.
+fn finished(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(format!("fixture: {error:#}")),
