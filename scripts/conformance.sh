@@ -7,8 +7,9 @@
 # Installs the peers (scripts/install-peers.sh: Node 22 and @modelcontextprotocol/conformance
 # into .cache/), builds the conformance client (src/bin/conformance.rs), then runs each
 # scenario alone with
-#   conformance client --command <client> --scenario <name> --spec-version 2026-07-28 \
-#                      --timeout 120000 -o target/conformance/<name>
+#   conformance client --command <client> --scenario <name> --spec-version <revision> \
+#                      [--force] --timeout 120000 -o target/conformance/<name>
+# (the revision and --force per scenario: see run_flags below)
 # and fails unless, for every scenario, the run exited 0 and its checks.json exists, holds at
 # least one check, and has no FAILURE or WARNING check (the suite fails a run on warnings
 # too). One summary line per scenario; the suite's own output is in
@@ -20,6 +21,9 @@ ROOT="$PWD"
 
 SPEC_VERSION="2026-07-28"
 TIMEOUT_MS=120000
+# Each scenario runs at a revision it applies to: 2026-07-28 unless named below, 2025-11-25
+# for those only that revision has, 2025-03-26 for the back-compat ones (removed after it),
+# and --force for the extension scenarios, which are on no spec timeline.
 SCENARIOS=(
   tools_call
   request-metadata
@@ -29,7 +33,47 @@ SCENARIOS=(
   http-invalid-tool-headers
   json-schema-ref-no-deref
   json-schema-2020-12-preservation
+  auth/metadata-default
+  auth/metadata-var1
+  auth/metadata-var2
+  auth/metadata-var3
+  auth/basic-cimd
+  auth/scope-from-www-authenticate
+  auth/scope-from-scopes-supported
+  auth/scope-omitted-when-undefined
+  auth/scope-step-up
+  auth/scope-retry-limit
+  auth/token-endpoint-auth-basic
+  auth/token-endpoint-auth-post
+  auth/token-endpoint-auth-none
+  auth/pre-registration
+  auth/2025-03-26-oauth-metadata-backcompat
+  auth/2025-03-26-oauth-endpoint-fallback
+  auth/resource-mismatch
+  auth/offline-access-scope
+  auth/offline-access-not-supported
+  auth/authorization-server-migration
+  auth/iss-supported
+  auth/iss-not-advertised
+  auth/iss-supported-missing
+  auth/iss-wrong-issuer
+  auth/iss-unexpected
+  auth/iss-normalized
+  auth/metadata-issuer-mismatch
+  auth/client-credentials-basic
 )
+# The spec version a scenario runs at, and any extra flag.
+run_flags() {
+  case "$1" in
+    initialize | sse-retry | elicitation-sep1034-client-defaults)
+      echo "--spec-version 2025-11-25" ;;
+    auth/2025-03-26-*)
+      echo "--spec-version 2025-03-26" ;;
+    auth/client-credentials-basic | auth/dpop | auth/dpop-nonce | auth/wif-jwt-bearer)
+      echo "--spec-version $SPEC_VERSION --force" ;;
+    *) echo "--spec-version $SPEC_VERSION" ;;
+  esac
+}
 if [[ $# -gt 0 ]]; then
   SCENARIOS=("$@")
 fi
@@ -82,7 +126,7 @@ for scenario in "${SCENARIOS[@]}"; do
   code=0
   # Node 22 first on PATH for the suite run only.
   PATH="$NODE_BIN:$PATH" "$NODE22" "$CONFORMANCE" client \
-    --command "$CLIENT" --scenario "$scenario" --spec-version "$SPEC_VERSION" \
+    --command "$CLIENT" --scenario "$scenario" $(run_flags "$scenario") \
     --timeout "$TIMEOUT_MS" -o "$dir" >"$dir/run.log" 2>&1 || code=$?
   # The suite writes <dir>/<scenario>-<timestamp>/checks.json.
   checks="$(find "$dir" -name checks.json -print -quit)"

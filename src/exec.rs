@@ -1640,6 +1640,7 @@ mod tests {
             catalog: Catalog::default(),
             generation: 1,
             authored: Arc::new(Authored::default()),
+            authorization: None,
         }
     }
 

@@ -221,6 +221,7 @@ impl Host {
                 sources: Some(crate::sources::opener()),
                 limits: options.limits,
                 reaper: crate::protocol::Reaper::new(),
+                oauth: Arc::default(),
             },
             request_timeout: config.request_timeout(),
             drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
@@ -654,6 +655,7 @@ async fn open_workspace(
         interaction: shared.interaction.clone(),
         closed: shared.closed.clone(),
         events: shared.events.clone(),
+        settings: shared.settings.clone(),
     };
     Ok((workspace, fresh))
 }
@@ -673,6 +675,8 @@ pub struct Workspace {
     /// The host's event stream, for what a handle itself reports ([`crate::exec`]'s
     /// telemetry).
     events: broadcast::Sender<HostEvent>,
+    /// The host's settings: its OAuth state and HTTP client, for `oauth_complete`.
+    settings: Arc<Settings>,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -927,6 +931,71 @@ impl Workspace {
             reply,
         })
         .await
+    }
+
+    /// `oauth.complete`: finishes the pending OAuth authorization of `alias` with the
+    /// complete callback URL the authorization server sent the person back to (its `state`,
+    /// `code` and `iss` are validated together, against the attempt that made the URL),
+    /// then performs the add or enable that asked for it, whose answer this is.
+    ///
+    /// `404 oauth-not-pending` when nothing waits (completed, replaced by a newer request,
+    /// cleared by a disable, or lost in a restart); `409 oauth-target-conflict` when the
+    /// server changed meanwhile; `400 oauth-callback-refused` for a callback that is not this
+    /// attempt's (the pending authorization stays, so the real callback still completes it).
+    /// No text of the authorization server's is echoed.
+    pub async fn oauth_complete(
+        &self,
+        alias: &str,
+        callback_url: &str,
+    ) -> Result<ServerSnapshot, Problem> {
+        use crate::protocol::Replay;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Problem::shutting_down());
+        }
+        let vault = &self.settings.connect.oauth;
+        let pending = vault
+            .take_pending(&self.name, alias)
+            .ok_or_else(|| Problem::oauth_not_pending(alias))?;
+        let current = match self.list().await {
+            Ok(summaries) => summaries.into_iter().find(|summary| summary.alias == alias),
+            Err(problem) => {
+                vault.restore_pending(&self.name, alias, pending);
+                return Err(problem);
+            }
+        };
+        let drifted = match (pending.replay(), &current) {
+            (Replay::Add(_), current) => current.is_some(),
+            (Replay::Enable(_), None) => true,
+            (Replay::Enable(customize), Some(summary)) => {
+                customize.is_empty()
+                    && serde_json::to_value(pending.definition()).ok().as_ref()
+                        != Some(&summary.definition)
+            }
+        };
+        if drifted {
+            return Err(Problem::oauth_target_conflict(alias));
+        }
+        let http_client = self
+            .settings
+            .connect
+            .http_client()
+            .map_err(Problem::server_unavailable)?;
+        match crate::protocol::oauth_complete(pending, alias, callback_url, http_client).await {
+            Ok((client, definition, replay)) => {
+                vault.install(&self.name, alias, client, definition);
+                match replay {
+                    Replay::Add(definition) => self.add(*definition).await,
+                    Replay::Enable(customize) => self.enable_with(alias, *customize).await,
+                }
+            }
+            Err(failure) => {
+                let (pending, problem) = *failure;
+                if let Some(pending) = pending {
+                    vault.restore_pending(&self.name, alias, pending);
+                }
+                Err(problem.scrubbed())
+            }
+        }
     }
 
     /// Disables `alias`: new calls are refused, in-flight calls settle (bounded), the

@@ -73,9 +73,10 @@ pub use host::{
 };
 pub use model::{
     Authored, CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer,
-    InProcessConnector, Interaction, InteractionHandler, Limits, Negotiated, Operation, Problem,
-    Progress, ProgressSink, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot,
-    ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
+    InProcessConnector, Interaction, InteractionHandler, Limits, Negotiated, Operation,
+    PendingAuthorization, Problem, Progress, ProgressSink, PromptInfo, ResourceInfo,
+    ResourceTemplateInfo, ServerSnapshot, ServerState, TelemetryEvent, ToolInfo, ToolResult,
+    TransportKind, WorkspaceSnapshot,
 };
 pub use prometheus::PrometheusError;
 pub use store::{

@@ -102,6 +102,49 @@ impl Problem {
         }
     }
 
+    /// `401 authorization-required`: the server needs OAuth authorization, which a person
+    /// gives at the URL in the server's snapshot (`authorization`).
+    pub fn authorization_required(alias: &str) -> Self {
+        Self {
+            status: 401,
+            kind: "authorization-required".into(),
+            detail: format!(
+                "server \"{alias}\" (http) needs OAuth authorization: open the URL in its \
+                 `authorization`, approve, then pass the complete callback URL to \
+                 Workspace::oauth_complete (or run `plurnk-mcp auth {alias}`)"
+            ),
+            retryable: false,
+        }
+    }
+
+    /// `404 oauth-not-pending`: no authorization of the server waits for a callback.
+    pub fn oauth_not_pending(alias: &str) -> Self {
+        Self {
+            status: 404,
+            kind: "oauth-not-pending".into(),
+            detail: format!(
+                "no authorization of server \"{alias}\" is pending in this workspace (it was \
+                 completed, replaced, cleared by a disable, or lost in a restart): enable the \
+                 server to start a new one"
+            ),
+            retryable: false,
+        }
+    }
+
+    /// `409 oauth-target-conflict`: the server changed while its authorization was pending.
+    pub fn oauth_target_conflict(alias: &str) -> Self {
+        Self {
+            status: 409,
+            kind: "oauth-target-conflict".into(),
+            detail: format!(
+                "server \"{alias}\" was changed (or removed, or added) while its authorization \
+                 was pending, so that authorization is not applied: enable the server to \
+                 authorize its current definition"
+            ),
+            retryable: false,
+        }
+    }
+
     /// `503 shutting-down`: the host refuses new work while it shuts down.
     pub fn shutting_down() -> Self {
         Self {
@@ -135,11 +178,14 @@ pub enum ServerState {
     Unavailable,
     /// Crashed too often in a short window; it stays down until enabled again.
     CrashLoop,
+    /// Needs OAuth authorization by a person: its snapshot's `authorization` has the URL.
+    /// It does not retry by itself; enabling it starts a fresh authorization.
+    AuthorizationRequired,
 }
 
 impl ServerState {
     /// The state's name as it is shown and serialized: `disabled`, `connecting`, `ready`,
-    /// `unavailable`, `crash-loop`.
+    /// `unavailable`, `crash-loop`, `authorization-required`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Disabled => "disabled",
@@ -147,6 +193,7 @@ impl ServerState {
             Self::Ready => "ready",
             Self::Unavailable => "unavailable",
             Self::CrashLoop => "crash-loop",
+            Self::AuthorizationRequired => "authorization-required",
         }
     }
 }
@@ -243,6 +290,18 @@ pub struct ServerSnapshot {
     /// What the operator wrote for the model about this server and its tools.
     #[serde(skip_serializing_if = "Authored::is_empty")]
     pub authored: Arc<Authored>,
+    /// While `authorization-required`: where a person authorizes it (the action's `202
+    /// { authorization: { url } }`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<PendingAuthorization>,
+}
+
+/// An OAuth authorization waiting for a person: open `url`, approve, and pass the complete
+/// callback URL to [`crate::Workspace::oauth_complete`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingAuthorization {
+    /// The authorization server's URL for this attempt.
+    pub url: String,
 }
 
 /// What the operator authored for a server's orientation: the `PLURNK_MCP_<server>_SUMMARY`
@@ -1224,6 +1283,7 @@ mod tests {
                 tools: BTreeMap::from([("leaks".into(), "uses snapshot-secret-4242".into())]),
                 expanded: false,
             }),
+            authorization: None,
         };
         snapshot.scrub();
         let shown = format!(

@@ -318,6 +318,7 @@ fn zoo() -> WorkspaceSnapshot {
             tools: BTreeMap::from([("nothing".into(), "Does nothing, on purpose".into())]),
             expanded: true,
         }),
+        authorization: None,
     };
     let disabled = ServerSnapshot {
         alias: "off".into(),

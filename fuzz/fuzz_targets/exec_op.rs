@@ -38,6 +38,7 @@ fn server(alias: &str, state: ServerState, tools: Vec<ToolInfo>) -> ServerSnapsh
         catalog: Catalog::default(),
         generation: 1,
         authored: Arc::new(Authored::default()),
+        authorization: None,
     }
 }
 

@@ -38,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
         catalog: Catalog::default(),
         generation: 1,
         authored: Arc::default(),
+        authorization: None,
     };
     let snapshot = WorkspaceSnapshot {
         workspace: "default".into(),

@@ -180,6 +180,8 @@ enum Lifecycle {
     Ready(Box<Live>),
     Unavailable(Problem),
     CrashLoop(Problem),
+    /// Waits for a person to authorize it (no retry by itself).
+    AuthorizationRequired(Problem),
 }
 
 struct Draining {
@@ -319,6 +321,7 @@ impl Actor for AttachmentActor {
                         Lifecycle::CrashLoop(problem) => {
                             problem.detail = format!("{}; last failure: {detail}", problem.detail);
                         }
+                        Lifecycle::AuthorizationRequired(_) => return Ok(()),
                         _ => return Ok(()),
                     }
                     state.close_gate();
@@ -340,7 +343,9 @@ impl Actor for AttachmentActor {
                     }
                     // The first attempt is under way; answer when it settles.
                     Lifecycle::Connecting => state.reconnects.push(reply),
-                    Lifecycle::Unavailable(_) | Lifecycle::CrashLoop(_) => {
+                    Lifecycle::Unavailable(_)
+                    | Lifecycle::CrashLoop(_)
+                    | Lifecycle::AuthorizationRequired(_) => {
                         state.reconnects.push(reply);
                         state.args.crashes.clear();
                         state.delays = Box::new(state.args.settings.restart.delays());
@@ -425,7 +430,20 @@ impl AttachmentState {
             Lifecycle::Ready(_) => (ServerState::Ready, None),
             Lifecycle::Unavailable(problem) => (ServerState::Unavailable, Some(problem.clone())),
             Lifecycle::CrashLoop(problem) => (ServerState::CrashLoop, Some(problem.clone())),
+            Lifecycle::AuthorizationRequired(problem) => {
+                (ServerState::AuthorizationRequired, Some(problem.clone()))
+            }
         };
+        let authorization = matches!(self.lifecycle, Lifecycle::AuthorizationRequired(_))
+            .then(|| {
+                self.args
+                    .settings
+                    .connect
+                    .oauth
+                    .pending_url(&self.args.workspace_name, &self.args.alias)
+            })
+            .flatten()
+            .map(|url| crate::model::PendingAuthorization { url });
         // Only a ready server publishes anything: all of it, or nothing.
         let (negotiated, tools, catalog) = match &self.lifecycle {
             Lifecycle::Ready(live) => (
@@ -445,6 +463,7 @@ impl AttachmentState {
             catalog,
             generation: self.generation,
             authored: self.authored.clone(),
+            authorization,
         }
     }
 
@@ -470,6 +489,7 @@ impl AttachmentState {
         let definition = self.args.definition.clone();
         let settings = self.args.settings.clone();
         let env = self.args.env.clone();
+        let workspace_name = self.args.workspace_name.clone();
         let myself = myself.clone();
         // Resource updates go straight out as host events, in arrival order.
         let (events, workspace, updated) = (
@@ -488,6 +508,7 @@ impl AttachmentState {
         });
         tokio::spawn(async move {
             let opening = Opening {
+                workspace: &workspace_name,
                 alias: &alias,
                 kind: definition.transport().kind(),
                 definition: &definition,
@@ -591,6 +612,14 @@ impl AttachmentState {
                     myself.stop(None);
                     return;
                 }
+                if problem.kind == "authorization-required" {
+                    // A person has to act: no retry until an enable or a completed
+                    // authorization.
+                    self.lifecycle = Lifecycle::AuthorizationRequired(problem);
+                    self.close_gate();
+                    self.publish_and_answer_reconnects();
+                    return;
+                }
                 self.lifecycle = Lifecycle::Unavailable(problem);
                 self.close_gate();
                 self.publish_and_answer_reconnects();
@@ -660,6 +689,9 @@ impl AttachmentState {
             Lifecycle::Connecting => (ServerState::Connecting, "it is still connecting".to_owned()),
             Lifecycle::Unavailable(problem) => (ServerState::Unavailable, problem.detail.clone()),
             Lifecycle::CrashLoop(problem) => (ServerState::CrashLoop, problem.detail.clone()),
+            Lifecycle::AuthorizationRequired(problem) => {
+                (ServerState::AuthorizationRequired, problem.detail.clone())
+            }
         };
         self.args.session.down(state, detail);
     }
@@ -818,8 +850,10 @@ impl AttachmentState {
             .reconnects
             .drain(..)
             .map(|reply| {
-                // Only an attempt that failed leaves a Problem (a ready server has none).
+                // Only an attempt that failed leaves a Problem (a ready server has none); one
+                // waiting for authorization answers with where to authorize it (the 202).
                 let answer = match &snapshot.problem {
+                    Some(_) if snapshot.authorization.is_some() => Ok(snapshot.clone()),
                     Some(problem) => Err(problem.clone()),
                     None => Ok(snapshot.clone()),
                 };

@@ -20,6 +20,7 @@ use crate::model::{
     CloseFailure, Customize, HostEvent, Problem, ServerSnapshot, ServerState, ServerSummary,
     WorkspaceSnapshot,
 };
+use crate::protocol::{Replay, Vault};
 use crate::store::Store;
 
 /// A reply to a server action: the server's resulting snapshot, or why nothing changed.
@@ -492,22 +493,27 @@ impl SupervisorState {
                 customize,
                 reply,
                 ..
-            } => act(
-                actor.map_err(refused),
-                workspace,
-                alias.clone(),
-                reply,
-                |reply| WorkspaceMsg::Enable {
-                    alias,
-                    customize,
+            } => {
+                let replay = Replay::Enable(customize.clone());
+                act(
+                    actor.map_err(refused),
+                    workspace,
+                    alias.clone(),
                     reply,
-                },
-            ),
+                    Some((self.args.settings.connect.oauth.clone(), replay)),
+                    |reply| WorkspaceMsg::Enable {
+                        alias,
+                        customize,
+                        reply,
+                    },
+                )
+            }
             HostMsg::Disable { alias, reply, .. } => act(
                 actor.map_err(refused),
                 workspace,
                 alias.clone(),
                 reply,
+                None,
                 |reply| WorkspaceMsg::Disable { alias, reply },
             ),
             HostMsg::Remove { alias, reply, .. } => act(
@@ -515,18 +521,25 @@ impl SupervisorState {
                 workspace,
                 alias.clone(),
                 reply,
+                None,
                 |reply| WorkspaceMsg::Remove { alias, reply },
             ),
             HostMsg::Add {
                 definition, reply, ..
             } => {
                 let alias = definition.alias().to_owned();
-                act(actor.map_err(refused), workspace, alias, reply, |reply| {
-                    WorkspaceMsg::Add {
+                let replay = Replay::Add(definition.clone());
+                act(
+                    actor.map_err(refused),
+                    workspace,
+                    alias,
+                    reply,
+                    Some((self.args.settings.connect.oauth.clone(), replay)),
+                    |reply| WorkspaceMsg::Add {
                         definition: *definition,
                         reply,
-                    }
-                })
+                    },
+                )
             }
             HostMsg::List { client, reply, .. } => {
                 let actor = match actor {
@@ -676,6 +689,7 @@ impl SupervisorState {
                         catalog: Default::default(),
                         generation: server.generation,
                         authored: server.authored.clone(),
+                        authorization: None,
                     })
                 };
                 (alias.clone(), server)
@@ -743,12 +757,15 @@ async fn spawn(
         .map_err(|error| format!("workspace \"{name}\" could not start: {error}"))
 }
 
-/// Runs one action on the workspace's actor in a task, and answers it scrubbed.
+/// Runs one action on the workspace's actor in a task, and answers it scrubbed. An answer
+/// that waits for OAuth authorization records `replay` with it: what completing that
+/// authorization performs again.
 fn act(
     actor: Result<ActorRef<WorkspaceMsg>, Problem>,
     workspace: String,
     alias: String,
     reply: ActionAnswer,
+    replay: Option<(Arc<Vault>, Replay)>,
     message: impl FnOnce(ActionAnswer) -> WorkspaceMsg + Send + 'static,
 ) {
     let actor = match actor {
@@ -760,17 +777,25 @@ fn act(
     };
     tokio::spawn(async move {
         let answer = match actor.call(message, None).await {
-            Ok(ractor::rpc::CallResult::Success(answer)) => answer
-                .map(|mut snapshot| {
-                    snapshot.scrub();
-                    snapshot
-                })
-                .map_err(Problem::scrubbed),
+            Ok(ractor::rpc::CallResult::Success(answer)) => {
+                if let (Ok(snapshot), Some((vault, replay))) = (&answer, replay)
+                    && let Some(pending) = &snapshot.authorization
+                {
+                    vault.set_replay(&workspace, &alias, &pending.url, replay);
+                }
+                answer
+            }
             _ => Err(stopped_before_answering(
                 &workspace,
                 &format!("the action on \"{alias}\""),
             )),
         };
+        let answer = answer
+            .map(|mut snapshot| {
+                snapshot.scrub();
+                snapshot
+            })
+            .map_err(Problem::scrubbed);
         let _ = reply.send(answer);
     });
 }

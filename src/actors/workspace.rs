@@ -506,6 +506,7 @@ impl WorkspaceState {
                     ))
                 })
                 .unwrap_or_default(),
+            authorization: None,
         }
     }
 
@@ -959,6 +960,18 @@ impl WorkspaceState {
         if !self.is_current(alias, instance) {
             return;
         }
+        // A candidate waiting for authorization publishes nothing, and its action answers
+        // with where to authorize it (the 202).
+        let waiting = (problem.kind == "authorization-required")
+            .then(|| self.settings.connect.oauth.pending_url(&self.name, alias))
+            .flatten()
+            .map(|url| {
+                let mut snapshot = self.placeholder(alias, true);
+                snapshot.state = ServerState::AuthorizationRequired;
+                snapshot.problem = Some(problem.clone());
+                snapshot.authorization = Some(crate::model::PendingAuthorization { url });
+                snapshot
+            });
         self.attachments.remove(alias);
         if let Some(entry) = self.entries.get_mut(alias) {
             entry.candidate = None;
@@ -973,7 +986,10 @@ impl WorkspaceState {
         }
         if let Some(pending) = self.pending.get_mut(alias) {
             for reply in pending.settle.drain(..) {
-                let _ = reply.send(Err(problem.clone()));
+                let _ = reply.send(match &waiting {
+                    Some(snapshot) => Ok(snapshot.clone()),
+                    None => Err(problem.clone()),
+                });
             }
         }
     }
@@ -1251,6 +1267,8 @@ impl WorkspaceState {
             let _ = reply.send(Err(Problem::unknown_server(&alias)));
             return;
         }
+        // A disable or removal ends its authorization: the pending one and the tokens.
+        self.settings.connect.oauth.clear(&self.name, &alias);
         // Durable first: if the state cannot be written, nothing else changes.
         if let Some(store) = &self.store {
             let written = match removal {
@@ -1491,13 +1509,14 @@ fn state_problem(alias: &str, error: &StoreError) -> Problem {
 
 /// How many servers are in each state (every state named, zero included): the
 /// `plurnk_mcp_attachments` gauge.
-fn state_counts(states: impl Iterator<Item = ServerState>) -> [(ServerState, usize); 5] {
+fn state_counts(states: impl Iterator<Item = ServerState>) -> [(ServerState, usize); 6] {
     let mut counts = [
         ServerState::Disabled,
         ServerState::Connecting,
         ServerState::Ready,
         ServerState::Unavailable,
         ServerState::CrashLoop,
+        ServerState::AuthorizationRequired,
     ]
     .map(|state| (state, 0));
     for state in states {
@@ -1543,6 +1562,7 @@ mod tests {
                 (ServerState::Ready, 2),
                 (ServerState::Unavailable, 0),
                 (ServerState::CrashLoop, 1),
+                (ServerState::AuthorizationRequired, 0),
             ]
         );
     }

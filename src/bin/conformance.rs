@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail, ensure};
 use plurnk_mcp::{
     CallOptions, Elicitation, ElicitationAnswer, Host, HostConfig, Interaction, InteractionHandler,
-    ServerSnapshot, ServerState, ToolInfo, ToolResult, Workspace,
+    ServerDefinition, ServerSnapshot, ServerState, ToolInfo, ToolResult, Workspace,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
@@ -47,6 +47,52 @@ const SCENARIOS: &[&str] = &[
     "json-schema-ref-no-deref",
     "json-schema-2020-12-preservation",
 ];
+
+/// The authorization scenarios: the host authorizes through OAuth (interactive, or the
+/// client-credentials grant) before it can list and call.
+const AUTH_SCENARIOS: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+    "auth/client-credentials-basic",
+];
+
+/// Where the authorization server sends the person back; the mock authorization server
+/// redirects there at once, and the client hands the whole URL to `oauth_complete`.
+const REDIRECT_URL: &str = "http://localhost:3000/callback";
+
+/// The client ID metadata document the suite's authorization servers accept.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// The variable the scenario's client secret is handed to the host in.
+const SECRET_VARIABLE: &str = "CONFORMANCE_CLIENT_SECRET";
+
+/// How many authorizations one scenario may need (a scope step-up asks for a second).
+const MAX_AUTHORIZATIONS: usize = 3;
 
 /// Per-call deadline; well inside the suite's client timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
@@ -73,7 +119,7 @@ fn main() -> ExitCode {
         eprintln!("conformance: MCP_CONFORMANCE_SCENARIO is not set: run me through the suite");
         return ExitCode::from(2);
     };
-    if !SCENARIOS.contains(&scenario.as_str()) {
+    if !SCENARIOS.contains(&scenario.as_str()) && !AUTH_SCENARIOS.contains(&scenario.as_str()) {
         eprintln!(
             "conformance: unknown scenario {scenario:?}: this client drives only {}",
             SCENARIOS.join(", ")
@@ -103,7 +149,12 @@ fn main() -> ExitCode {
         "conformance: scenario {scenario}, server {url}, revision {}",
         revision.as_deref().unwrap_or("(not given)")
     );
-    match runtime.block_on(run(url, &scenario, revision.as_deref(), &context)) {
+    let outcome = if AUTH_SCENARIOS.contains(&scenario.as_str()) {
+        runtime.block_on(run_auth(url, &scenario, &context))
+    } else {
+        runtime.block_on(run(url, &scenario, revision.as_deref(), &context))
+    };
+    match outcome {
         Ok(()) => {
             eprintln!("conformance: scenario {scenario} done");
             ExitCode::SUCCESS
@@ -113,6 +164,130 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Starts a host that may add servers, adds the scenario's server with the authorization it
+/// asks for, authorizes like a person with a browser would (follows the authorization URL,
+/// which the mock approves at once, and hands the callback URL to `oauth_complete`), then
+/// lists and calls every tool.
+async fn run_auth(url: &str, scenario: &str, context: &Value) -> anyhow::Result<()> {
+    let mut env = BTreeMap::from([
+        ("PLURNK_MCP_ALLOW_ADD".to_owned(), "true".to_owned()),
+        (
+            "PLURNK_MCP_WORKSPACE_ENV".to_owned(),
+            format!(r#"["{SECRET_VARIABLE}"]"#),
+        ),
+        ("PLURNK_MCP_CONNECT_TIMEOUT".to_owned(), "20000".to_owned()),
+        ("PLURNK_MCP_REQUEST_TIMEOUT".to_owned(), "20000".to_owned()),
+    ]);
+    if let Some(secret) = context["client_secret"].as_str() {
+        env.insert(SECRET_VARIABLE.to_owned(), secret.to_owned());
+    }
+    let config = HostConfig::from_env(env).map_err(|errors| {
+        let faults: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
+        anyhow!("the host configuration was refused: {}", faults.join("; "))
+    })?;
+    let host = Host::start(config)
+        .await
+        .context("the host did not start")?;
+    let outcome = authorize_and_call(&host, url, scenario, context).await;
+    let report = host.shutdown().await;
+    outcome?;
+    ensure!(
+        report.failures.is_empty(),
+        "shutdown reported {} close failure(s)",
+        report.failures.len()
+    );
+    Ok(())
+}
+
+async fn authorize_and_call(
+    host: &Host,
+    url: &str,
+    scenario: &str,
+    context: &Value,
+) -> anyhow::Result<()> {
+    let client_id = context["client_id"].as_str();
+    let secret = format!("${{{SECRET_VARIABLE}}}");
+    let authorization = match (scenario, client_id) {
+        ("auth/client-credentials-basic", Some(client_id)) => {
+            json!({"type": "client-credentials", "clientId": client_id, "clientSecret": secret})
+        }
+        ("auth/pre-registration", Some(client_id)) => json!({
+            "type": "oauth", "redirectUrl": REDIRECT_URL,
+            "clientId": client_id, "clientSecret": secret,
+        }),
+        _ => json!({
+            "type": "oauth", "redirectUrl": REDIRECT_URL, "clientMetadataUrl": CLIENT_METADATA_URL,
+        }),
+    };
+    let wire: plurnk_mcp::config::McpServerDefinition = serde_json::from_value(json!({
+        "name": ALIAS, "transport": "http", "url": url, "authorization": authorization,
+    }))
+    .context("the scenario's definition")?;
+    let definition = ServerDefinition::try_from(wire).map_err(|errors| {
+        let faults: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
+        anyhow!(
+            "the scenario's definition was refused: {}",
+            faults.join("; ")
+        )
+    })?;
+    let workspace = host.default_workspace();
+    let mut answer = workspace.add(definition).await;
+    for _ in 0..MAX_AUTHORIZATIONS {
+        let snapshot = answer.map_err(|problem| anyhow!("{problem}"))?;
+        let Some(pending) = &snapshot.authorization else {
+            break;
+        };
+        let callback = follow_authorization(&pending.url).await?;
+        eprintln!("conformance: authorized; completing with the callback");
+        answer = workspace.oauth_complete(ALIAS, &callback).await;
+    }
+    let server = ready_server(&workspace, None)?;
+    for tool in server.tools.iter() {
+        let arguments = sample_arguments(&tool.input_schema);
+        let result = workspace
+            .call_tool(
+                ALIAS,
+                &tool.name,
+                arguments,
+                CallOptions {
+                    timeout: Some(CALL_TIMEOUT),
+                    ..CallOptions::default()
+                },
+            )
+            .await;
+        eprintln!(
+            "conformance: call {} -> {:?}",
+            tool.name,
+            result.map(|r| r.is_error)
+        );
+    }
+    Ok(())
+}
+
+/// What a browser does with the authorization URL when the person approves: the mock
+/// authorization server answers with a redirect to the callback at once.
+async fn follow_authorization(url: &str) -> anyhow::Result<String> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .context("the authorization URL")?;
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|value| value.to_str().ok())
+        .ok_or_else(|| {
+            anyhow!(
+                "the authorization URL answered {} without a redirect",
+                response.status()
+            )
+        })?;
+    Ok(location.to_owned())
 }
 
 /// `MCP_CONFORMANCE_CONTEXT`, or an empty object when the scenario has none.

@@ -43,10 +43,12 @@ pub(crate) enum Target {
         cwd: Option<PathBuf>,
         env: Vec<(String, String)>,
     },
-    /// Streamable HTTP; `headers` include `Authorization` for a bearer.
+    /// Streamable HTTP; `headers` include `Authorization` for a bearer; `oauth` attaches
+    /// (and refreshes) an OAuth access token.
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        oauth: Option<super::oauth::AuthorizedClient>,
     },
     /// A server inside this process.
     InProcess(InProcessConnector),
@@ -102,6 +104,22 @@ pub(crate) struct ConnectOptions {
     /// Opens a tool source's declaration into an in-process server (the host gives
     /// [`crate::sources`]'s); `None` refuses every source.
     pub sources: Option<SourceOpener>,
+    /// Every workspace's OAuth state, in process memory only.
+    pub oauth: Arc<super::oauth::Vault>,
+}
+
+impl ConnectOptions {
+    /// The host's shared HTTP client, built on first use.
+    pub(crate) fn http_client(&self) -> Result<reqwest::Client, String> {
+        if let Some(client) = self.http_client.get() {
+            return Ok(client.clone());
+        }
+        let built = reqwest::Client::builder()
+            .redirect(http::same_origin_redirects())
+            .build()
+            .map_err(|error| format!("the HTTP client could not be built: {error}"))?;
+        Ok(self.http_client.get_or_init(|| built).clone())
+    }
 }
 
 /// Opens a tool source (its kind, its expanded declaration, where it was declared) into an
@@ -145,6 +163,10 @@ pub(crate) enum ConnectError {
     /// Negotiation failed.
     #[error("negotiation failed: {0}")]
     Negotiation(String),
+    /// The server answered 401 (or 403 for a scope): its `WWW-Authenticate` challenge, which
+    /// only seeds OAuth discovery and is never shown.
+    #[error("the server requires authorization")]
+    AuthRequired(String),
 }
 
 type Service = RunningService<RoleClient, HostClient>;
@@ -426,9 +448,10 @@ impl Failure {
             Self::Http(detail) => ConnectError::Http(scrub(&detail).into_owned()),
             Self::Described(detail) => ConnectError::Negotiation(scrub(&detail).into_owned()),
             Self::Source(detail) => ConnectError::Spawn(scrub(&detail).into_owned()),
-            Self::Negotiation(error) => {
-                ConnectError::Negotiation(scrub(&describe_init_error(&error)).into_owned())
-            }
+            Self::Negotiation(error) => match error.auth_challenge() {
+                Some(challenge) => ConnectError::AuthRequired(challenge.to_owned()),
+                None => ConnectError::Negotiation(scrub(&describe_init_error(&error)).into_owned()),
+            },
         }
     }
 }
@@ -530,25 +553,25 @@ async fn attempt(
                 }
             }
         }
-        Target::Http { url, headers } => {
-            let http_client = match options.http_client.get() {
-                Some(http_client) => http_client.clone(),
+        Target::Http {
+            url,
+            headers,
+            oauth,
+        } => {
+            let http_client = options.http_client().map_err(Failure::Http)?;
+            let (service, modern) = match oauth {
                 None => {
-                    let built = reqwest::Client::builder()
-                        .redirect(http::same_origin_redirects())
-                        .build()
-                        .map_err(|error| {
-                            Failure::Http(format!("the HTTP client could not be built: {error}"))
-                        })?;
-                    options.http_client.get_or_init(|| built).clone()
+                    let inner = http::transport(url, headers, http_client, max_message)
+                        .map_err(Failure::Http)?;
+                    negotiate(client, signals.wrap(inner), lifecycle).await
                 }
-            };
-            let inner =
-                http::transport(url, headers, http_client, max_message).map_err(Failure::Http)?;
-            let transport = signals.wrap(inner);
-            let (service, modern) = negotiate(client, transport, lifecycle)
-                .await
-                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+                Some(oauth) => {
+                    let inner = http::transport(url, headers, oauth.clone(), max_message)
+                        .map_err(Failure::Http)?;
+                    negotiate(client, signals.wrap(inner), lifecycle).await
+                }
+            }
+            .map_err(|error| Failure::Negotiation(Box::new(error)))?;
             (service, modern, None)
         }
         Target::Source {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig,
+};
 
 /// Headers that the transport owns; a configured header may not replace them.
 const RESERVED: &[&str] = &[
@@ -25,12 +27,12 @@ const RESERVED: &[&str] = &[
 /// `headers` are already expanded and include `Authorization` when a bearer is configured.
 /// Errors name the header, never its value. `max_message` bounds one JSON body and one
 /// event of a stream, as it bounds one line over stdio.
-pub(crate) fn transport(
+pub(crate) fn transport<C: StreamableHttpClient>(
     url: &str,
     headers: &[(String, String)],
-    client: reqwest::Client,
+    client: C,
     max_message: usize,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+) -> Result<StreamableHttpClientTransport<C>, String> {
     let mut map = HashMap::new();
     for (name, value) in headers {
         let lower = name.to_ascii_lowercase();

@@ -17,8 +17,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::call::{CallContext, CallPeer};
-use super::connect::{ConnectOptions, Connection, Lister, OnUpdate, Target, connect};
-use crate::config::{Environment, PreparedTransport, ServerDefinition};
+use super::connect::{ConnectError, ConnectOptions, Connection, Lister, OnUpdate, Target, connect};
+use crate::config::{Environment, PreparedAuthorization, PreparedTransport, ServerDefinition};
 use crate::model::{
     CallError, Catalog, InProcessConnector, Limits, Negotiated, Operation, Problem, PromptInfo,
     ServerState, ToolInfo, ToolResult, TransportKind,
@@ -27,6 +27,8 @@ use crate::model::{
 /// What opening a server's session takes: the server as defined, what its `${NAME}`s
 /// expand against, and the host's bounds.
 pub(crate) struct Opening<'a> {
+    /// The workspace it is opened for (whose OAuth state it uses).
+    pub workspace: &'a str,
     pub alias: &'a str,
     /// How it is reached, as its Problems name it.
     pub kind: TransportKind,
@@ -79,6 +81,7 @@ pub(crate) async fn open(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
 
 async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
     let Opening {
+        workspace,
         alias,
         kind,
         definition,
@@ -91,11 +94,66 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
     let label = format!("server \"{alias}\" ({kind})");
     let unavailable =
         move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
-    let target = target(definition, env, in_process)
+    let (mut target, authorization) = target(definition, env, in_process)
         .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
-    let connection = connect(alias, &target, options, on_update)
-        .await
-        .map_err(|error| unavailable(format!("could not be connected: {error}")))?;
+    if let (Target::Http { url, oauth, .. }, Some(authorization)) = (&mut target, &authorization) {
+        *oauth = match authorization {
+            PreparedAuthorization::ClientCredentials { .. } => {
+                let client = options
+                    .http_client()
+                    .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
+                Some(super::oauth::client_credentials(alias, url, authorization, client).await?)
+            }
+            PreparedAuthorization::OAuth { .. } => {
+                options.oauth.authorized(workspace, alias, definition)
+            }
+        };
+    }
+    let connection = match connect(alias, &target, options, on_update).await {
+        Ok(connection) => connection,
+        Err(ConnectError::AuthRequired(challenge)) => {
+            let Target::Http { url, .. } = &target else {
+                return Err(unavailable(
+                    "could not be connected: it requires authorization".into(),
+                ));
+            };
+            return Err(match &authorization {
+                Some(oauth @ PreparedAuthorization::OAuth { .. }) => {
+                    // No token, or one refused even after rmcp's silent refresh: a new
+                    // authorization, replacing any pending one.
+                    options.oauth.forget_authorized(workspace, alias);
+                    super::oauth::begin(
+                        &options.oauth,
+                        workspace,
+                        alias,
+                        url,
+                        Arc::new(definition.clone()),
+                        oauth,
+                        Some(&challenge),
+                    )
+                    .await
+                    .map_err(|detail| unavailable(format!("could not be authorized: {detail}")))?;
+                    Problem::authorization_required(alias)
+                }
+                Some(PreparedAuthorization::ClientCredentials { client_id, .. }) => Problem {
+                    status: 502,
+                    kind: "oauth-client-credentials-failed".into(),
+                    detail: format!(
+                        "server \"{alias}\" (http) refused the token the client-credentials \
+                         grant of client \"{client_id}\" gave: check the client's scope and \
+                         the server's audience"
+                    ),
+                    retryable: false,
+                },
+                None => unavailable(
+                    "could not be connected: it requires authorization (HTTP 401): give its \
+                     definition an `authorization` (bearer, oauth or client-credentials)"
+                        .into(),
+                ),
+            });
+        }
+        Err(error) => return Err(unavailable(format!("could not be connected: {error}"))),
+    };
     let lister = connection.lister();
     let (listed, ttl) = match lister.list_tools(request_timeout).await {
         Ok(listed) => listed,
@@ -164,27 +222,13 @@ fn target(
     definition: &ServerDefinition,
     env: &Environment,
     in_process: Option<InProcessConnector>,
-) -> Result<Target, String> {
+) -> Result<(Target, Option<PreparedAuthorization>), String> {
     let prepared = definition.prepare(env).map_err(|error| error.to_string())?;
     // Registered before anything is spawned or dialled: whatever comes back from here on
     // (stderr, transport errors, reflected headers) is scrubbed of them.
     crate::redact::register(&prepared.secrets);
-    // A server must never be reached without the credential its definition names: until
-    // the host performs OAuth and the client-credentials grant, such a server stays
-    // unavailable rather than being dialled bare.
-    if let Some(authorization) = &prepared.authorization {
-        let kind = match authorization {
-            crate::config::PreparedAuthorization::OAuth { .. } => "OAuth",
-            crate::config::PreparedAuthorization::ClientCredentials { .. } => {
-                "the OAuth client-credentials grant"
-            }
-        };
-        return Err(format!(
-            "its definition authorizes with {kind}, which this host does not perform yet; it is \
-             not connected without that credential (use a bearer ${{NAME}} meanwhile)"
-        ));
-    }
-    Ok(match prepared.transport {
+    let authorization = prepared.authorization;
+    let target = match prepared.transport {
         PreparedTransport::Stdio {
             command,
             args,
@@ -196,7 +240,11 @@ fn target(
             cwd,
             env,
         },
-        PreparedTransport::Http { url, headers } => Target::Http { url, headers },
+        PreparedTransport::Http { url, headers } => Target::Http {
+            url,
+            headers,
+            oauth: None,
+        },
         PreparedTransport::Source {
             kind,
             declaration,
@@ -211,7 +259,8 @@ fn target(
              registers one with HostOptions::in_process)"
                 .to_owned()
         })?),
-    })
+    };
+    Ok((target, authorization))
 }
 
 /// What a ready session offers its callers.

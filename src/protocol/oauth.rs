@@ -1,0 +1,413 @@
+//! OAuth for Streamable HTTP servers, over rmcp's `auth` feature: the interactive
+//! authorization-code flow (human principal) and the client-credentials grant (application
+//! principal).
+//!
+//! rmcp does the protocol: protected-resource and authorization-server discovery (from the
+//! `WWW-Authenticate` challenge, else the well-known probes), PKCE S256, resource
+//! indicators, RFC 9207 issuer validation, client identity (pre-registered, then a Client ID
+//! Metadata Document when advertised, then Dynamic Client Registration when
+//! `registration_endpoint` is advertised), scope selection, and the silent refresh of a
+//! rejected token against the issuer it was bound to. This module keeps what rmcp leaves to
+//! its host:
+//!
+//! - [`Vault`]: the process-memory record of each `(workspace, alias)`'s OAuth state — one
+//!   pending authorization (replaced by a newer request) and the authorized client. Nothing
+//!   here is ever written anywhere: after a restart the server is `authorization-required`.
+//! - [`begin`] and [`complete`]: start an authorization (its URL goes to the operator; there
+//!   is no callback listener) and finish it with the complete callback URL.
+//! - [`client_credentials`]: the grant, with the definition's issuer binding.
+//!
+//! Every failure becomes text of our own: an authorization server's error text (attacker
+//! owned) is never echoed, and no credential is ever in a message.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, ClientCredentialsConfig,
+    OAuthState,
+};
+
+use crate::config::{PreparedAuthorization, ServerDefinition};
+use crate::model::{Customize, Problem};
+
+/// An HTTP client that attaches (and refreshes) an OAuth access token: what the transport of
+/// an authorized connection sends through. Clones share one token.
+pub(crate) type AuthorizedClient = AuthClient<reqwest::Client>;
+
+/// The client name sent with Dynamic Client Registration.
+const CLIENT_NAME: &str = "plurnk-mcp";
+
+/// What completing an authorization does next: the action that asked for it, performed
+/// again now that the server can be reached.
+#[derive(Debug, Clone)]
+pub(crate) enum Replay {
+    /// Enable the alias (with the customization it was asked with).
+    Enable(Box<Customize>),
+    /// Add the definition.
+    Add(Box<ServerDefinition>),
+}
+
+/// One authorization waiting for its callback.
+pub(crate) struct Pending {
+    state: OAuthState,
+    url: String,
+    /// The definition being opened when authorization was asked for.
+    definition: Arc<ServerDefinition>,
+    replay: Replay,
+}
+
+impl Pending {
+    /// The definition the authorization was started for.
+    pub(crate) fn definition(&self) -> &ServerDefinition {
+        &self.definition
+    }
+
+    /// What completing it does next.
+    pub(crate) fn replay(&self) -> &Replay {
+        &self.replay
+    }
+}
+
+struct Authorized {
+    client: AuthorizedClient,
+    definition: Arc<ServerDefinition>,
+}
+
+#[derive(Default)]
+struct Entry {
+    pending: Option<Pending>,
+    authorized: Option<Authorized>,
+}
+
+/// The host's OAuth state in process memory, keyed by `(workspace, alias)`, so no other
+/// workspace, alias or attempt can complete or use an authorization.
+#[derive(Default)]
+pub(crate) struct Vault {
+    entries: Mutex<HashMap<(String, String), Entry>>,
+}
+
+impl std::fmt::Debug for Vault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Vault(<redacted>)")
+    }
+}
+
+impl Vault {
+    fn with<T>(&self, workspace: &str, alias: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (workspace.to_owned(), alias.to_owned());
+        let entry = entries.entry(key.clone()).or_default();
+        let result = f(entry);
+        if entry.pending.is_none() && entry.authorized.is_none() {
+            entries.remove(&key);
+        }
+        result
+    }
+
+    /// The authorized client of `(workspace, alias)`, if it was authorized for exactly
+    /// `definition` (a changed definition authorizes again).
+    pub(crate) fn authorized(
+        &self,
+        workspace: &str,
+        alias: &str,
+        definition: &ServerDefinition,
+    ) -> Option<AuthorizedClient> {
+        self.with(workspace, alias, |entry| {
+            entry
+                .authorized
+                .as_ref()
+                .filter(|authorized| *authorized.definition == *definition)
+                .map(|authorized| authorized.client.clone())
+        })
+    }
+
+    /// Forgets the authorized client (its tokens were refused for good).
+    pub(crate) fn forget_authorized(&self, workspace: &str, alias: &str) {
+        self.with(workspace, alias, |entry| entry.authorized = None);
+    }
+
+    /// Installs an authorized client for `definition`.
+    pub(crate) fn install(
+        &self,
+        workspace: &str,
+        alias: &str,
+        client: AuthorizedClient,
+        definition: Arc<ServerDefinition>,
+    ) {
+        self.with(workspace, alias, |entry| {
+            entry.authorized = Some(Authorized { client, definition });
+        });
+    }
+
+    /// Records a new pending authorization; the one before it (if any) is dropped, so its
+    /// callback no longer completes anything.
+    fn set_pending(&self, workspace: &str, alias: &str, pending: Pending) {
+        self.with(workspace, alias, |entry| entry.pending = Some(pending));
+    }
+
+    /// The URL of the pending authorization, if one is pending.
+    pub(crate) fn pending_url(&self, workspace: &str, alias: &str) -> Option<String> {
+        self.with(workspace, alias, |entry| {
+            entry.pending.as_ref().map(|pending| pending.url.clone())
+        })
+    }
+
+    /// Says what completing the pending authorization whose URL is `url` does next (an add
+    /// that asked for it replays the add; by default it enables the alias).
+    pub(crate) fn set_replay(&self, workspace: &str, alias: &str, url: &str, replay: Replay) {
+        self.with(workspace, alias, |entry| {
+            if let Some(pending) = entry.pending.as_mut().filter(|pending| pending.url == url) {
+                pending.replay = replay;
+            }
+        });
+    }
+
+    /// Takes the pending authorization out, to complete it.
+    pub(crate) fn take_pending(&self, workspace: &str, alias: &str) -> Option<Pending> {
+        self.with(workspace, alias, |entry| entry.pending.take())
+    }
+
+    /// Puts back a pending authorization whose completion failed before its code was
+    /// spent, unless a newer request replaced it meanwhile.
+    pub(crate) fn restore_pending(&self, workspace: &str, alias: &str, pending: Pending) {
+        self.with(workspace, alias, |entry| {
+            entry.pending.get_or_insert(pending);
+        });
+    }
+
+    /// Forgets everything about `(workspace, alias)`: a disable or a removal.
+    pub(crate) fn clear(&self, workspace: &str, alias: &str) {
+        self.with(workspace, alias, |entry| {
+            entry.pending = None;
+            entry.authorized = None;
+        });
+    }
+}
+
+/// Starts an interactive authorization of `server_url` for `definition` and records it as
+/// the pending one of `(workspace, alias)`. `challenge` is the `WWW-Authenticate` value of
+/// the server's 401, which seeds discovery. Returns the URL the operator opens.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn begin(
+    vault: &Vault,
+    workspace: &str,
+    alias: &str,
+    server_url: &str,
+    definition: Arc<ServerDefinition>,
+    authorization: &PreparedAuthorization,
+    challenge: Option<&str>,
+) -> Result<String, String> {
+    let PreparedAuthorization::OAuth {
+        redirect_url,
+        client_metadata_url,
+        client_id,
+        client_secret,
+        scope,
+    } = authorization
+    else {
+        return Err("its authorization is not interactive OAuth".to_owned());
+    };
+    let mut request = AuthorizationRequest::new(redirect_url.clone()).with_client_name(CLIENT_NAME);
+    if let Some(client_id) = client_id {
+        request = request.with_preregistered_client(client_id.clone());
+        if let Some(secret) = client_secret {
+            request = request.with_client_secret(secret.clone());
+        }
+    }
+    if let Some(url) = client_metadata_url {
+        request = request.with_client_metadata_url(url.clone());
+    }
+    if let Some(scope) = scope {
+        request = request.with_scopes(scope.split_whitespace());
+    }
+    if let Some(challenge) = challenge {
+        request = request.with_challenge(challenge);
+    }
+    let mut state = OAuthState::new(server_url, None)
+        .await
+        .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
+    state
+        .start_authorization(request)
+        .await
+        .map_err(|error| format!("its authorization could not start: {}", refusal(&error)))?;
+    let url = state.get_authorization_url().await.map_err(|error| {
+        format!(
+            "its authorization URL could not be made: {}",
+            refusal(&error)
+        )
+    })?;
+    vault.set_pending(
+        workspace,
+        alias,
+        Pending {
+            state,
+            url: url.clone(),
+            definition,
+            replay: Replay::Enable(Box::default()),
+        },
+    );
+    Ok(url)
+}
+
+/// Finishes `pending` with the complete callback URL (state, `code` and `iss` validated by
+/// rmcp against the attempt that made it). When the callback is refused the pending
+/// authorization is handed back (a superseded or forged callback does not burn the real
+/// one); the Problem echoes nothing the authorization server or the callback said.
+pub(crate) async fn complete(
+    mut pending: Pending,
+    alias: &str,
+    callback_url: &str,
+    http_client: reqwest::Client,
+) -> Result<(AuthorizedClient, Arc<ServerDefinition>, Replay), Box<(Option<Pending>, Problem)>> {
+    let refused = |detail: &str| Problem {
+        status: 400,
+        kind: "oauth-callback-refused".into(),
+        detail: format!(
+            "the authorization callback for server \"{alias}\" was refused: {detail}; \
+             pass the complete callback URL of the latest authorization, or enable the server \
+             to authorize again"
+        ),
+        retryable: false,
+    };
+    if let Err(error) = pending.state.handle_callback_url(callback_url).await {
+        let problem = refused(refusal(&error));
+        return Err(Box::new((Some(pending), problem)));
+    }
+    let (definition, replay) = (pending.definition, pending.replay);
+    let Some(manager) = pending.state.into_authorization_manager() else {
+        return Err(Box::new((
+            None,
+            refused("the authorization ended in no usable state"),
+        )));
+    };
+    let client = AuthClient::new(http_client, manager);
+    register_token(&client).await;
+    Ok((client, definition, replay))
+}
+
+/// Runs the client-credentials grant against `server_url`'s authorization server
+/// (`client_secret_basic` when the server advertises only it, else the body form rmcp
+/// prefers), bound to `issuer` when the definition names one. A refusal is `502
+/// oauth-client-credentials-failed` naming only the server and the client id.
+pub(crate) async fn client_credentials(
+    alias: &str,
+    server_url: &str,
+    authorization: &PreparedAuthorization,
+    http_client: reqwest::Client,
+) -> Result<AuthorizedClient, Problem> {
+    let PreparedAuthorization::ClientCredentials {
+        client_id,
+        client_secret,
+        scope,
+        issuer,
+    } = authorization
+    else {
+        return Err(Problem::server_unavailable(format!(
+            "server \"{alias}\" (http): its authorization is not the client-credentials grant"
+        )));
+    };
+    let failed = |why: &str| Problem {
+        status: 502,
+        kind: "oauth-client-credentials-failed".into(),
+        detail: format!(
+            "server \"{alias}\" (http): the client-credentials grant of client \"{client_id}\" \
+             failed: {why}; check the client id, its secret and the scope"
+        ),
+        retryable: false,
+    };
+    let mut manager = AuthorizationManager::new(server_url)
+        .await
+        .map_err(|error| failed(refusal(&error)))?;
+    let resolution = manager
+        .resolve_metadata()
+        .await
+        .map_err(|error| failed(refusal(&error)))?;
+    if let Some(expected) = issuer {
+        let found = resolution.metadata.issuer.as_deref();
+        if found.map(normalize_issuer) != Some(normalize_issuer(expected)) {
+            return Err(failed(
+                "the authorization server is not the issuer the definition binds the credential \
+                 to, so the secret was not sent",
+            ));
+        }
+    }
+    manager.set_metadata(resolution.metadata);
+    let config = ClientCredentialsConfig::ClientSecret {
+        client_id: client_id.clone(),
+        client_secret: client_secret.clone(),
+        scopes: scope
+            .as_deref()
+            .map(|scope| scope.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default(),
+        resource: Some(server_url.to_owned()),
+    };
+    manager
+        .validate_client_credentials_metadata(&config)
+        .map_err(|error| failed(refusal(&error)))?;
+    manager
+        .configure_client_credentials(&config)
+        .map_err(|error| failed(refusal(&error)))?;
+    manager
+        .exchange_client_credentials(&config)
+        .await
+        .map_err(|error| failed(refusal(&error)))?;
+    let client = AuthClient::new(http_client, manager);
+    register_token(&client).await;
+    Ok(client)
+}
+
+/// Registers the client's current access token as a secret, so a server reflecting it
+/// shows `<redacted>`.
+pub(crate) async fn register_token(client: &AuthorizedClient) {
+    if let Ok(token) = client.get_access_token().await {
+        crate::redact::register([token]);
+    }
+}
+
+fn normalize_issuer(issuer: &str) -> &str {
+    issuer.trim_end_matches('/')
+}
+
+/// What went wrong, in words of our own: never the authorization server's error text.
+fn refusal(error: &AuthError) -> &'static str {
+    match error {
+        AuthError::AuthorizationRequired => "authorization is required",
+        AuthError::AuthorizationFailed(_) => {
+            "the callback was not one of this authorization (its state, code or issuer did not check out)"
+        }
+        AuthError::TokenExchangeFailed(_) => "the authorization server refused the token exchange",
+        AuthError::TokenRefreshFailed(_) | AuthError::TokenRefreshRejected(_) => {
+            "the token could not be refreshed"
+        }
+        AuthError::HttpError(_) | AuthError::DiscoveryRequestFailed { .. } => {
+            "the authorization server could not be reached"
+        }
+        AuthError::MetadataError(_)
+        | AuthError::ProtectedResourceMetadataInvalid { .. }
+        | AuthError::AuthorizationServersUnavailable { .. }
+        | AuthError::NoAuthorizationSupport => {
+            "its protected-resource or authorization-server metadata is missing or unusable"
+        }
+        AuthError::PkceUnsupported => "the authorization server does not support PKCE S256",
+        AuthError::UrlError(_) => "a URL in the flow is not valid",
+        AuthError::RegistrationFailed(_) => {
+            "no client identity could be established (no pre-registered client, no client \
+             metadata document support, no registration endpoint)"
+        }
+        AuthError::InsufficientScope { .. } | AuthError::InvalidScope(_) => {
+            "the scope asked for was not granted"
+        }
+        AuthError::AuthorizationServerMismatch { .. }
+        | AuthError::AuthorizationServerMissingIssuer { .. } => {
+            "the authorization server's issuer did not match the one expected"
+        }
+        AuthError::ClientCredentialsError(_) => {
+            "the authorization server refused the client credentials"
+        }
+        _ => "the OAuth flow failed",
+    }
+}
