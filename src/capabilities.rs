@@ -182,10 +182,13 @@ pub const MATRIX: &[Row] = &[
     Row {
         surface: "authorization/oauth",
         authority: "MCP 2026-07-28 authorization",
-        disposition: Disposition::Deferred,
+        disposition: Disposition::Partial,
         advertisement: Advertisement::Never,
-        evidence: &[],
-        note: "bearer credentials only",
+        evidence: &["an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret"],
+        note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
+               auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; not yet: \
+               scope step-up and authorization-server migration on a live connection, the \
+               device grant, DPoP, the client-credentials extension advertisement",
     },
     Row {
         surface: "sampling",

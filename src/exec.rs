@@ -1001,18 +1001,25 @@ fn edits(a: &str, b: &str, limit: usize) -> Option<usize> {
 /// The host's Problems carry the cause in their words (every connection failure is a
 /// `502 server-unavailable`), so this reads them: a Problem of kind
 /// `authorization-required`; the HTTP transport's 401 or 403 (`authorization required: …`,
-/// `Auth required`, `insufficient scope: …`, rmcp's words); a definition whose authorization
-/// the host does not perform (`does not perform yet`, `protocol/session.rs`); a listing that
-/// failed (`could not be listed`, the same file). Everything else is unreachable.
+/// `Auth required`, `insufficient scope: …`, rmcp's words); a server that requires an
+/// authorization its definition lacks or that could not be had (`requires authorization`,
+/// `could not be authorized`, `protocol/session.rs`), or a refused client-credentials grant
+/// (`oauth-client-credentials-failed`); a listing that failed (`could not be listed`, the
+/// same file). Everything else is unreachable.
 fn not_ready_event(state: ServerState, kind: Option<&str>, detail: &str) -> TelemetryEvent {
-    const AUTHORIZATION: [&str; 4] = [
+    const AUTHORIZATION: [&str; 5] = [
         "authorization required",
         "auth required",
         "insufficient scope",
-        "does not perform yet",
+        "requires authorization",
+        "could not be authorized",
     ];
     let lower = detail.to_lowercase();
-    if kind == Some("authorization-required") || AUTHORIZATION.iter().any(|w| lower.contains(w)) {
+    if matches!(
+        kind,
+        Some("authorization-required" | "oauth-client-credentials-failed")
+    ) || AUTHORIZATION.iter().any(|w| lower.contains(w))
+    {
         return TelemetryEvent::AuthRequired;
     }
     if state == ServerState::Unavailable && lower.contains("could not be listed") {
@@ -2057,7 +2064,12 @@ mod tests {
             ),
             (
                 Some("server-unavailable"),
-                "server \"gh\" (http) could not be prepared: its definition authorizes with OAuth, which this host does not perform yet",
+                "server \"gh\" (http) could not be connected: it requires authorization (HTTP 401): give its definition an `authorization` (bearer, oauth or client-credentials)",
+                TelemetryEvent::AuthRequired,
+            ),
+            (
+                Some("oauth-client-credentials-failed"),
+                "server \"gh\" (http): the client-credentials grant of client \"ci\" failed",
                 TelemetryEvent::AuthRequired,
             ),
             (

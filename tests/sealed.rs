@@ -291,9 +291,13 @@ async fn credentials_never_follow_a_redirect_to_another_origin() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_needs_oauth_is_never_reached_without_it() {
+async fn an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret() {
+    // Every request is refused with a challenge naming no usable metadata, and a body of
+    // attacker text that must never reach a Problem.
     let (origin, reached) = raw_http(
-        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer error=\"invalid_token\", \
+         error_description=\"EVIL-TEXT-7878\"\r\ncontent-length: 14\r\nconnection: close\r\n\r\n\
+         EVIL-TEXT-7878"
             .into(),
     )
     .await;
@@ -308,15 +312,19 @@ async fn a_server_that_needs_oauth_is_never_reached_without_it() {
     .await
     .expect("host starts");
     let workspace = host.default_workspace();
-    for (alias, authorization) in [
+    for (alias, authorization, kind, named) in [
         (
             "interactive",
             json!({"type": "oauth", "redirectUrl": "http://127.0.0.1:9/callback"}),
+            "server-unavailable",
+            "could not be authorized",
         ),
         (
             "machine",
-            json!({"type": "client-credentials", "clientId": "id",
+            json!({"type": "client-credentials", "clientId": "machine-id",
                    "clientSecret": "${CLIENT_SECRET}"}),
+            "oauth-client-credentials-failed",
+            "client \"machine-id\"",
         ),
     ] {
         let options = plurnk_mcp::config::McpServerOptions::from_json(
@@ -330,17 +338,55 @@ async fn a_server_that_needs_oauth_is_never_reached_without_it() {
         let problem = workspace
             .add(definition)
             .await
-            .expect_err("not connected without its credential");
-        assert_eq!(problem.status, 502, "{alias}: {problem:?}");
+            .expect_err("no authorization can be had");
+        assert_eq!(
+            (problem.status, problem.kind.as_str()),
+            (502, kind),
+            "{alias}: {problem:?}"
+        );
         assert!(
-            problem.detail.contains("does not perform yet"),
+            problem.detail.contains(named),
             "{alias}: {}",
             problem.detail
         );
-        assert!(!holds(&problem.detail, "cc-SECRET-5656"));
+        assert!(
+            problem.detail.contains(alias),
+            "{alias}: {}",
+            problem.detail
+        );
+        assert!(
+            !holds(&problem.detail, "cc-SECRET-5656"),
+            "{}",
+            problem.detail
+        );
+        assert!(!problem.detail.contains("EVIL-TEXT"), "{}", problem.detail);
+        assert!(
+            workspace.snapshot().server(alias).is_none(),
+            "a failed add publishes nothing"
+        );
     }
+    // Discovery failed before any token request: the secret went nowhere, in no spelling.
     let reached = reached.lock().map(|r| r.clone()).unwrap_or_default();
-    assert!(reached.is_empty(), "the server was reached: {reached:?}");
+    assert!(!reached.is_empty(), "the server was asked");
+    for request in &reached {
+        assert!(
+            !holds(request, "cc-SECRET-5656"),
+            "the secret was sent: {request}"
+        );
+        assert!(
+            !request.contains("bWFjaGluZS1pZDpjYy1TRUNSRVQtNTY1Ng"),
+            "{request}"
+        );
+    }
+    // Nothing is pending: a callback completes nothing.
+    let problem = workspace
+        .oauth_complete("interactive", "http://127.0.0.1:9/callback?code=c&state=s")
+        .await
+        .expect_err("nothing is pending");
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (404, "oauth-not-pending")
+    );
     shutdown_clean(host).await;
 }
 

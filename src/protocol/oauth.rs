@@ -326,6 +326,14 @@ pub(crate) async fn client_credentials(
         .resolve_metadata()
         .await
         .map_err(|error| failed(refusal(&error)))?;
+    // A secret goes only to a token endpoint the server published: never to one inferred
+    // from its URL (the 2025-03-26 fallback), which it gave no sign of running.
+    if !resolution.source.is_discovered() {
+        return Err(failed(
+            "the server publishes no protected-resource or authorization-server metadata, so \
+             there is no token endpoint to send the secret to",
+        ));
+    }
     if let Some(expected) = issuer {
         let found = resolution.metadata.issuer.as_deref();
         if found.map(normalize_issuer) != Some(normalize_issuer(expected)) {
