@@ -1003,7 +1003,7 @@ fn edits(a: &str, b: &str, limit: usize) -> Option<usize> {
 /// `authorization-required`; the HTTP transport's 401 or 403 (`authorization required: …`,
 /// `Auth required`, `insufficient scope: …`, rmcp's words); a server that requires an
 /// authorization its definition lacks or that could not be had (`requires authorization`,
-/// `could not be authorized`, `protocol/session.rs`), or a refused client-credentials grant
+/// `could not be authorized`, `authorization required (HTTP 401)`, `protocol/session.rs`), or a refused client-credentials grant
 /// (`oauth-client-credentials-failed`); a listing that failed (`could not be listed`, the
 /// same file). Everything else is unreachable.
 fn not_ready_event(state: ServerState, kind: Option<&str>, detail: &str) -> TelemetryEvent {
@@ -2064,7 +2064,7 @@ mod tests {
             ),
             (
                 Some("server-unavailable"),
-                "server \"gh\" (http) could not be connected: it requires authorization (HTTP 401): give its definition an `authorization` (bearer, oauth or client-credentials)",
+                "server \"gh\" (http) could not be connected: authorization required (HTTP 401): give its definition an `authorization` (bearer, oauth or client-credentials)",
                 TelemetryEvent::AuthRequired,
             ),
             (

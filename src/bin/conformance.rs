@@ -183,22 +183,9 @@ async fn run_auth(url: &str, scenario: &str, context: &Value) -> anyhow::Result<
     if let Some(secret) = context["client_secret"].as_str() {
         env.insert(SECRET_VARIABLE.to_owned(), secret.to_owned());
     }
-    let config = HostConfig::from_env(env).map_err(|errors| {
-        let faults: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
-        anyhow!("the host configuration was refused: {}", faults.join("; "))
-    })?;
-    let host = Host::start(config)
-        .await
-        .context("the host did not start")?;
+    let host = start_host(env).await?;
     let outcome = authorize_and_call(&host, url, scenario, context).await;
-    let report = host.shutdown().await;
-    outcome?;
-    ensure!(
-        report.failures.is_empty(),
-        "shutdown reported {} close failure(s)",
-        report.failures.len()
-    );
-    Ok(())
+    finish(host, outcome).await
 }
 
 async fn authorize_and_call(
@@ -322,14 +309,22 @@ async fn run(
         ("PLURNK_MCP_CONNECT_TIMEOUT".to_owned(), "20000".to_owned()),
         ("PLURNK_MCP_REQUEST_TIMEOUT".to_owned(), "20000".to_owned()),
     ]);
+    let host = start_host(env).await?;
+    let outcome = drive(&host, scenario, revision, context).await;
+    finish(host, outcome).await
+}
+
+/// Starts a host on `env`, as its operator would configure it.
+async fn start_host(env: BTreeMap<String, String>) -> anyhow::Result<Host> {
     let config = HostConfig::from_env(env).map_err(|errors| {
         let faults: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
         anyhow!("the host configuration was refused: {}", faults.join("; "))
     })?;
-    let host = Host::start(config)
-        .await
-        .context("the host did not start")?;
-    let outcome = drive(&host, scenario, revision, context).await;
+    Host::start(config).await.context("the host did not start")
+}
+
+/// Always shuts `host` down; the scenario's outcome first, then a clean close.
+async fn finish(host: Host, outcome: anyhow::Result<()>) -> anyhow::Result<()> {
     let report = host.shutdown().await;
     for failure in &report.failures {
         eprintln!(

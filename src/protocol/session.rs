@@ -146,7 +146,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                     retryable: false,
                 },
                 None => unavailable(
-                    "could not be connected: it requires authorization (HTTP 401): give its \
+                    "could not be connected: authorization required (HTTP 401): give its \
                      definition an `authorization` (bearer, oauth or client-credentials)"
                         .into(),
                 ),
