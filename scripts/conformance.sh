@@ -41,6 +41,7 @@ SCENARIOS=(
   auth/scope-from-www-authenticate
   auth/scope-from-scopes-supported
   auth/scope-omitted-when-undefined
+  auth/scope-step-up
   auth/scope-retry-limit
   auth/token-endpoint-auth-basic
   auth/token-endpoint-auth-post
@@ -51,6 +52,7 @@ SCENARIOS=(
   auth/resource-mismatch
   auth/offline-access-scope
   auth/offline-access-not-supported
+  auth/authorization-server-migration
   auth/iss-supported
   auth/iss-not-advertised
   auth/iss-supported-missing
@@ -60,9 +62,7 @@ SCENARIOS=(
   auth/metadata-issuer-mismatch
   auth/client-credentials-basic
 )
-# Driven by the client but not yet passing, so not in the list: auth/scope-step-up and
-# auth/authorization-server-migration (a live connection is not re-authorized yet). Not driven:
-# initialize, sse-retry, elicitation-sep1034-client-defaults, auth/dpop, auth/dpop-nonce,
+# Not driven yet: initialize, sse-retry, elicitation-sep1034-client-defaults, auth/dpop, auth/dpop-nonce,
 # auth/wif-jwt-bearer. Declined by the host specification: auth/enterprise-managed-authorization
 # (§mcp-ema-deferral) and auth/client-credentials-jwt (private-key JWT client authentication is
 # a declared non-goal, §oauth-client-credentials).

@@ -186,8 +186,8 @@ pub const MATRIX: &[Row] = &[
         advertisement: Advertisement::Never,
         evidence: &["an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret"],
         note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
-               auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; not yet: \
-               scope step-up and authorization-server migration on a live connection, the \
+               auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; a refused \
+               live token re-authorizes from its challenge (step-up, migration); not yet: the \
                device grant, DPoP, the client-credentials extension advertisement",
     },
     Row {

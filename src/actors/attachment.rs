@@ -211,6 +211,9 @@ pub(crate) struct AttachmentState {
     first_attempt: bool,
     /// Explicit reconnects waiting for the attempt in progress to settle.
     reconnects: Vec<ActionReply>,
+    /// The authorization challenge the lost connection's server refused its token with:
+    /// the next attempt authorizes again from it.
+    challenge: Option<String>,
     /// Whether the catalog is being listed again.
     relisting: Relisting,
     /// A refreshed catalog waiting for the in-flight calls to settle.
@@ -254,6 +257,7 @@ impl Actor for AttachmentActor {
             args.settings.expanded.contains(&args.alias),
         ));
         Ok(AttachmentState {
+            challenge: None,
             authored,
             args,
             lifecycle,
@@ -490,6 +494,7 @@ impl AttachmentState {
         let settings = self.args.settings.clone();
         let env = self.args.env.clone();
         let workspace_name = self.args.workspace_name.clone();
+        let challenge = self.challenge.take();
         let myself = myself.clone();
         // Resource updates go straight out as host events, in arrival order.
         let (events, workspace, updated) = (
@@ -517,6 +522,7 @@ impl AttachmentState {
                 connect: &settings.connect,
                 request_timeout: settings.request_timeout,
                 on_update: Some(on_update),
+                challenge,
             };
             let result = protocol::open(opening)
                 .await
@@ -652,6 +658,9 @@ impl AttachmentState {
         };
         metrics::counter!("plurnk_mcp_restarts_total").increment(1);
         tracing::warn!(server = %self.args.alias, "connection lost; reconnecting with backoff");
+        // Lost to a refused token (a revoked one, or one without the scope a call needs):
+        // the reconnect authorizes again from the server's challenge.
+        self.challenge = live.connection.take_challenge();
         self.forget_refresh();
         // In-flight calls fail by themselves: their `CallPeer` watches the same token.
         let myself_for_detail = myself.clone();

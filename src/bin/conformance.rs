@@ -233,24 +233,61 @@ async fn authorize_and_call(
     let server = ready_server(&workspace, None)?;
     for tool in server.tools.iter() {
         let arguments = sample_arguments(&tool.input_schema);
-        let result = workspace
-            .call_tool(
-                ALIAS,
-                &tool.name,
-                arguments,
-                CallOptions {
-                    timeout: Some(CALL_TIMEOUT),
-                    ..CallOptions::default()
-                },
-            )
-            .await;
-        eprintln!(
-            "conformance: call {} -> {:?}",
-            tool.name,
-            result.map(|r| r.is_error)
-        );
+        // A call refused for its token (a step-up, a migrated authorization server) takes
+        // the server to authorization-required with a new URL: authorize, then call again.
+        for _ in 0..=MAX_AUTHORIZATIONS {
+            let result = workspace
+                .call_tool(
+                    ALIAS,
+                    &tool.name,
+                    arguments.clone(),
+                    CallOptions {
+                        timeout: Some(CALL_TIMEOUT),
+                        ..CallOptions::default()
+                    },
+                )
+                .await;
+            let error = match result {
+                Ok(result) => {
+                    eprintln!(
+                        "conformance: call {} -> isError {}",
+                        tool.name, result.is_error
+                    );
+                    break;
+                }
+                Err(error) => error,
+            };
+            eprintln!("conformance: call {} failed: {error}", tool.name);
+            let Some(url) = authorization_asked(&workspace).await else {
+                break;
+            };
+            let callback = follow_authorization(&url).await?;
+            eprintln!("conformance: authorized again; completing with the callback");
+            if let Err(problem) = workspace.oauth_complete(ALIAS, &callback).await {
+                eprintln!("conformance: the authorization was not completed: {problem}");
+                break;
+            }
+        }
     }
     Ok(())
+}
+
+/// Waits (bounded) for the server to ask for authorization again, and gives its URL; `None`
+/// when it settles otherwise.
+async fn authorization_asked(workspace: &Workspace) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while tokio::time::Instant::now() < deadline {
+        let snapshot = workspace.snapshot();
+        let server = snapshot.server(ALIAS)?;
+        match (&server.state, &server.authorization) {
+            (ServerState::AuthorizationRequired, Some(pending)) => {
+                return Some(pending.url.clone());
+            }
+            (ServerState::AuthorizationRequired, None) => return None,
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    None
 }
 
 /// What a browser does with the authorization URL when the person approves: the mock

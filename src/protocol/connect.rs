@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
 use super::guard::{self, CutReason, Inbound, LineLimit, Verdict};
+use super::oauth::{ChallengeSlot, Challenged};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http};
 use crate::model::{
@@ -193,6 +194,8 @@ pub(crate) struct Connection {
     /// The resource URIs the listen stream follows; `None` when the server offers no
     /// resource updates.
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
+    /// The last authorization challenge the server refused a token with (OAuth only).
+    challenge: ChallengeSlot,
 }
 
 impl std::fmt::Debug for Connection {
@@ -254,6 +257,7 @@ pub(crate) async fn connect(
         routes,
         changes,
         cut,
+        challenge,
     } = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error()),
@@ -309,6 +313,7 @@ pub(crate) async fn connect(
         changes,
         closing,
         subscribed,
+        challenge,
     })
 }
 
@@ -494,6 +499,7 @@ struct Parts {
     routes: Arc<ProgressRoutes>,
     changes: Arc<Notify>,
     cut: CutReason,
+    challenge: ChallengeSlot,
 }
 
 async fn attempt(
@@ -511,6 +517,7 @@ async fn attempt(
         interaction: options.interaction.clone(),
     };
     let cut = CutReason::default();
+    let challenge = ChallengeSlot::default();
     let signals = Signals {
         lost: lost.clone(),
         routes: routes.clone(),
@@ -566,7 +573,10 @@ async fn attempt(
                     negotiate(client, signals.wrap(inner), lifecycle).await
                 }
                 Some(oauth) => {
-                    let inner = http::transport(url, headers, oauth.clone(), max_message)
+                    // What the server refuses a token with, after rmcp's own refresh, is kept:
+                    // a new authorization starts from it.
+                    let http_client = Challenged::new(oauth.clone(), challenge.clone());
+                    let inner = http::transport(url, headers, http_client, max_message)
                         .map_err(Failure::Http)?;
                     negotiate(client, signals.wrap(inner), lifecycle).await
                 }
@@ -623,6 +633,7 @@ async fn attempt(
         routes,
         changes,
         cut,
+        challenge,
     })
 }
 
@@ -704,6 +715,15 @@ impl Connection {
     /// Notified (with a stored permit) on list-change notifications.
     pub(crate) fn changes(&self) -> Arc<Notify> {
         self.changes.clone()
+    }
+
+    /// The last authorization challenge the server refused this connection's token with,
+    /// taken (an OAuth connection only).
+    pub(crate) fn take_challenge(&self) -> Option<String> {
+        self.challenge
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// A token that fires when the transport stops delivering messages (EOF, crash, drop).

@@ -23,10 +23,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, ClientCredentialsConfig,
-    OAuthState,
+    OAuthState, WWWAuthenticateParams,
 };
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
 
 use crate::config::{PreparedAuthorization, ServerDefinition};
 use crate::model::{Customize, Problem};
@@ -78,7 +86,13 @@ struct Authorized {
 struct Entry {
     pending: Option<Pending>,
     authorized: Option<Authorized>,
+    /// Scope step-ups in a row; a fresh authorization starts again from zero.
+    step_ups: u32,
 }
+
+/// How many scope step-ups in a row a server may ask for before the host stops asking a
+/// person to approve more.
+const MAX_STEP_UPS: u32 = 3;
 
 /// The host's OAuth state in process memory, keyed by `(workspace, alias)`, so no other
 /// workspace, alias or attempt can complete or use an authorization.
@@ -102,7 +116,7 @@ impl Vault {
         let key = (workspace.to_owned(), alias.to_owned());
         let entry = entries.entry(key.clone()).or_default();
         let result = f(entry);
-        if entry.pending.is_none() && entry.authorized.is_none() {
+        if entry.pending.is_none() && entry.authorized.is_none() && entry.step_ups == 0 {
             entries.remove(&key);
         }
         result
@@ -181,16 +195,15 @@ impl Vault {
 
     /// Forgets everything about `(workspace, alias)`: a disable or a removal.
     pub(crate) fn clear(&self, workspace: &str, alias: &str) {
-        self.with(workspace, alias, |entry| {
-            entry.pending = None;
-            entry.authorized = None;
-        });
+        self.with(workspace, alias, |entry| *entry = Entry::default());
     }
 }
 
 /// Starts an interactive authorization of `server_url` for `definition` and records it as
 /// the pending one of `(workspace, alias)`. `challenge` is the `WWW-Authenticate` value of
-/// the server's 401, which seeds discovery. Returns the URL the operator opens.
+/// the server's 401 or 403, which seeds discovery. A 403 `insufficient_scope` is a step-up:
+/// it asks for the scopes granted so far and those the challenge names, at most
+/// [`MAX_STEP_UPS`] times in a row. Returns the URL the operator opens.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn begin(
     vault: &Vault,
@@ -201,6 +214,29 @@ pub(crate) async fn begin(
     authorization: &PreparedAuthorization,
     challenge: Option<&str>,
 ) -> Result<String, String> {
+    let step_up = challenge.is_some_and(|challenge| is_insufficient_scope(server_url, challenge));
+    let previous = vault.authorized(workspace, alias, &definition);
+    let scopes = match challenge {
+        Some(challenge) if step_up => {
+            Some(step_up_scopes(previous.as_ref(), server_url, challenge).await)
+        }
+        _ => None,
+    };
+    let refused = vault.with(workspace, alias, |entry| {
+        if !step_up {
+            entry.step_ups = 0;
+            return false;
+        }
+        entry.step_ups += 1;
+        entry.step_ups > MAX_STEP_UPS
+    });
+    if refused {
+        return Err(format!(
+            "it asked for more scope {MAX_STEP_UPS} times in a row, so no further approval is \
+             asked for: grant the scope it needs in its definition's `scope`, or disable and \
+             enable it to start over"
+        ));
+    }
     let PreparedAuthorization::OAuth {
         redirect_url,
         client_metadata_url,
@@ -221,8 +257,10 @@ pub(crate) async fn begin(
     if let Some(url) = client_metadata_url {
         request = request.with_client_metadata_url(url.clone());
     }
-    if let Some(scope) = scope {
-        request = request.with_scopes(scope.split_whitespace());
+    match (scopes, scope) {
+        (Some(scopes), _) => request = request.with_scopes(scopes),
+        (None, Some(scope)) => request = request.with_scopes(scope.split_whitespace()),
+        (None, None) => {}
     }
     if let Some(challenge) = challenge {
         request = request.with_challenge(challenge);
@@ -418,4 +456,196 @@ fn refusal(error: &AuthError) -> &'static str {
         }
         _ => "the OAuth flow failed",
     }
+}
+
+/// The last `WWW-Authenticate` challenge a connection's server answered with (a 401, or a
+/// 403 for a scope), after rmcp's own silent refresh: what a new authorization starts from.
+pub(crate) type ChallengeSlot = Arc<Mutex<Option<String>>>;
+
+/// A Streamable HTTP client that records, in its [`ChallengeSlot`], each challenge the
+/// server's refusals carry, and otherwise is the client it wraps.
+#[derive(Clone)]
+pub(crate) struct Challenged<C> {
+    inner: C,
+    slot: ChallengeSlot,
+}
+
+impl<C> Challenged<C> {
+    pub(crate) fn new(inner: C, slot: ChallengeSlot) -> Self {
+        Self { inner, slot }
+    }
+
+    fn note<T, E>(
+        &self,
+        result: Result<T, StreamableHttpError<E>>,
+    ) -> Result<T, StreamableHttpError<E>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        if let Err(error) = &result {
+            let challenge = match error {
+                StreamableHttpError::AuthRequired(refused) => {
+                    Some(refused.www_authenticate_header.clone())
+                }
+                StreamableHttpError::InsufficientScope(refused) => {
+                    Some(refused.www_authenticate_header.clone())
+                }
+                _ => None,
+            };
+            if let Some(challenge) = challenge {
+                *self
+                    .slot
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(challenge);
+            }
+        }
+        result
+    }
+}
+
+impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        self.note(result)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.note(result)
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        self.note(result)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await;
+        self.note(result)
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await;
+        self.note(result)
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.note(result)
+    }
+}
+
+/// The scopes a step-up asks for: those granted so far and those the challenge names.
+pub(crate) async fn step_up_scopes(
+    client: Option<&AuthorizedClient>,
+    server_url: &str,
+    challenge: &str,
+) -> Vec<String> {
+    let mut scopes = match client {
+        Some(client) => client.auth_manager.lock().await.get_current_scopes().await,
+        None => Vec::new(),
+    };
+    if let Ok(base) = reqwest::Url::parse(server_url) {
+        let params = WWWAuthenticateParams::parse(challenge, &base);
+        if let Some(required) = params.scope {
+            for scope in required.split_whitespace() {
+                if !scopes.iter().any(|have| have == scope) {
+                    scopes.push(scope.to_owned());
+                }
+            }
+        }
+    }
+    scopes
+}
+
+/// Whether the challenge asks for more scope (a 403 `insufficient_scope`).
+pub(crate) fn is_insufficient_scope(server_url: &str, challenge: &str) -> bool {
+    reqwest::Url::parse(server_url)
+        .map(|base| WWWAuthenticateParams::parse(challenge, &base).is_insufficient_scope())
+        .unwrap_or(false)
 }

@@ -41,6 +41,9 @@ pub(crate) struct Opening<'a> {
     pub request_timeout: Duration,
     /// Told each resource update the server sends.
     pub on_update: Option<OnUpdate>,
+    /// The authorization challenge the server refused the last connection's token with,
+    /// if that is how it was lost: an OAuth server is authorized again from it.
+    pub challenge: Option<String>,
 }
 
 /// A session opened, negotiated and listed: everything a server needs before it publishes.
@@ -90,6 +93,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         connect: options,
         request_timeout,
         on_update,
+        challenge: carried,
     } = opening;
     let label = format!("server \"{alias}\" ({kind})");
     let unavailable =
@@ -109,32 +113,53 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
             }
         };
     }
+    let interactive = match &authorization {
+        Some(oauth @ PreparedAuthorization::OAuth { .. }) => Some(oauth),
+        _ => None,
+    };
+    let server_url = match &target {
+        Target::Http { url, .. } => url.clone(),
+        _ => String::new(),
+    };
+    // Authorizes the server again from a challenge: a new pending authorization, so the
+    // session opens as `authorization-required`.
+    let reauthorize = |challenge: String| {
+        let unavailable = unavailable.clone();
+        let server_url = server_url.clone();
+        async move {
+            let Some(oauth) = interactive else {
+                return unavailable(
+                    "could not be connected: authorization required (HTTP 401): give its \
+                     definition an `authorization` (bearer, oauth or client-credentials)"
+                        .into(),
+                );
+            };
+            match super::oauth::begin(
+                &options.oauth,
+                workspace,
+                alias,
+                &server_url,
+                Arc::new(definition.clone()),
+                oauth,
+                Some(&challenge),
+            )
+            .await
+            {
+                Ok(_) => {
+                    options.oauth.forget_authorized(workspace, alias);
+                    Problem::authorization_required(alias)
+                }
+                Err(detail) => unavailable(format!("could not be authorized: {detail}")),
+            }
+        }
+    };
+    if let Some(challenge) = carried.filter(|_| interactive.is_some()) {
+        return Err(reauthorize(challenge).await);
+    }
     let connection = match connect(alias, &target, options, on_update).await {
         Ok(connection) => connection,
         Err(ConnectError::AuthRequired(challenge)) => {
-            let Target::Http { url, .. } = &target else {
-                return Err(unavailable(
-                    "could not be connected: it requires authorization".into(),
-                ));
-            };
             return Err(match &authorization {
-                Some(oauth @ PreparedAuthorization::OAuth { .. }) => {
-                    // No token, or one refused even after rmcp's silent refresh: a new
-                    // authorization, replacing any pending one.
-                    options.oauth.forget_authorized(workspace, alias);
-                    super::oauth::begin(
-                        &options.oauth,
-                        workspace,
-                        alias,
-                        url,
-                        Arc::new(definition.clone()),
-                        oauth,
-                        Some(&challenge),
-                    )
-                    .await
-                    .map_err(|detail| unavailable(format!("could not be authorized: {detail}")))?;
-                    Problem::authorization_required(alias)
-                }
                 Some(PreparedAuthorization::ClientCredentials { client_id, .. }) => Problem {
                     status: 502,
                     kind: "oauth-client-credentials-failed".into(),
@@ -145,11 +170,9 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                     ),
                     retryable: false,
                 },
-                None => unavailable(
-                    "could not be connected: authorization required (HTTP 401): give its \
-                     definition an `authorization` (bearer, oauth or client-credentials)"
-                        .into(),
-                ),
+                // No token, or one refused even after rmcp's silent refresh: a new
+                // authorization, replacing any pending one.
+                _ => reauthorize(challenge).await,
             });
         }
         Err(error) => return Err(unavailable(format!("could not be connected: {error}"))),
@@ -158,7 +181,11 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
     let (listed, ttl) = match lister.list_tools(request_timeout).await {
         Ok(listed) => listed,
         Err(detail) => {
+            let challenge = connection.take_challenge();
             connection.close_in_background(options.close_grace);
+            if let Some(challenge) = challenge.filter(|_| interactive.is_some()) {
+                return Err(reauthorize(challenge).await);
+            }
             return Err(unavailable(format!("could not be listed: {detail}")));
         }
     };
