@@ -33,6 +33,9 @@ SCENARIOS=(
   http-invalid-tool-headers
   json-schema-ref-no-deref
   json-schema-2020-12-preservation
+  initialize
+  sse-retry
+  elicitation-sep1034-client-defaults
   auth/metadata-default
   auth/metadata-var1
   auth/metadata-var2
@@ -62,7 +65,7 @@ SCENARIOS=(
   auth/metadata-issuer-mismatch
   auth/client-credentials-basic
 )
-# Not driven yet: initialize, sse-retry, elicitation-sep1034-client-defaults, auth/dpop, auth/dpop-nonce,
+# Not driven yet: auth/dpop, auth/dpop-nonce,
 # auth/wif-jwt-bearer. Declined by the host specification: auth/enterprise-managed-authorization
 # (§mcp-ema-deferral) and auth/client-credentials-jwt (private-key JWT client authentication is
 # a declared non-goal, §oauth-client-credentials).

@@ -42,15 +42,31 @@ use crate::model::{ElicitationAnswer, Interaction, InteractionHandler};
 pub(crate) struct HostClient {
     pub(crate) alias: String,
     pub(crate) interaction: Option<InteractionHandler>,
+    /// Negotiating through legacy `initialize`: offer 2025-11-25, the newest revision that
+    /// has it (2026-07-28 has none).
+    pub(crate) legacy: bool,
+    /// The connection authorizes with the client-credentials grant: it, and only it,
+    /// advertises the `io.modelcontextprotocol/oauth-client-credentials` extension.
+    pub(crate) grant: bool,
 }
 
 impl ClientHandler for HostClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
         info.title = Some("plurnk MCP host".into());
+        let mut advertised = crate::capabilities::client_capabilities();
+        if self.grant {
+            advertised["extensions"][rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS] =
+                serde_json::json!({});
+        }
         let capabilities: ClientCapabilities =
-            serde_json::from_value(crate::capabilities::client_capabilities()).unwrap_or_default();
-        ClientConfig::new(capabilities, info)
+            serde_json::from_value(advertised).unwrap_or_default();
+        let config = ClientConfig::new(capabilities, info);
+        if self.legacy {
+            config.with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
+        } else {
+            config
+        }
     }
 
     async fn create_elicitation(
@@ -84,5 +100,45 @@ impl ClientHandler for HostClient {
         })?;
         serde_json::from_value(serde_json::json!(answer))
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(legacy: bool, grant: bool) -> HostClient {
+        HostClient {
+            alias: "s".into(),
+            interaction: None,
+            legacy,
+            grant,
+        }
+    }
+
+    #[test]
+    fn only_a_client_credentials_connection_advertises_that_extension() {
+        let key = rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS;
+        let advertised = |grant: bool| {
+            serde_json::to_value(client(false, grant).get_info().capabilities)
+                .map(|capabilities| capabilities["extensions"].get(key).is_some())
+                .unwrap_or(false)
+        };
+        assert!(advertised(true));
+        assert!(!advertised(false));
+    }
+
+    #[test]
+    fn legacy_initialize_offers_the_newest_revision_that_has_it() {
+        assert_eq!(
+            client(true, false).get_info().protocol_version,
+            rmcp::model::ProtocolVersion::V_2025_11_25
+        );
+        assert!(
+            !client(false, false)
+                .get_info()
+                .protocol_version
+                .has_initialize()
+        );
     }
 }

@@ -27,8 +27,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use plurnk_mcp::{
-    CallOptions, Elicitation, ElicitationAnswer, Host, HostConfig, Interaction, InteractionHandler,
-    ServerDefinition, ServerSnapshot, ServerState, ToolInfo, ToolResult, Workspace,
+    CallOptions, Elicitation, ElicitationAnswer, Host, HostConfig, HostOptions, Interaction,
+    InteractionHandler, ServerDefinition, ServerSnapshot, ServerState, ToolInfo, ToolResult,
+    Workspace,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
@@ -46,6 +47,9 @@ const SCENARIOS: &[&str] = &[
     "http-invalid-tool-headers",
     "json-schema-ref-no-deref",
     "json-schema-2020-12-preservation",
+    "initialize",
+    "sse-retry",
+    "elicitation-sep1034-client-defaults",
 ];
 
 /// The authorization scenarios: the host authorizes through OAuth (interactive, or the
@@ -183,7 +187,7 @@ async fn run_auth(url: &str, scenario: &str, context: &Value) -> anyhow::Result<
     if let Some(secret) = context["client_secret"].as_str() {
         env.insert(SECRET_VARIABLE.to_owned(), secret.to_owned());
     }
-    let host = start_host(env).await?;
+    let host = start_host(env, None).await?;
     let outcome = authorize_and_call(&host, url, scenario, context).await;
     finish(host, outcome).await
 }
@@ -346,18 +350,30 @@ async fn run(
         ("PLURNK_MCP_CONNECT_TIMEOUT".to_owned(), "20000".to_owned()),
         ("PLURNK_MCP_REQUEST_TIMEOUT".to_owned(), "20000".to_owned()),
     ]);
-    let host = start_host(env).await?;
+    // A 2025-11-25 server asks during the call, through the host's own handler.
+    let interaction = (scenario == "elicitation-sep1034-client-defaults").then(prefilled);
+    let host = start_host(env, interaction).await?;
     let outcome = drive(&host, scenario, revision, context).await;
     finish(host, outcome).await
 }
 
-/// Starts a host on `env`, as its operator would configure it.
-async fn start_host(env: BTreeMap<String, String>) -> anyhow::Result<Host> {
+/// Starts a host on `env`, as its operator would configure it, answering input requests
+/// of calls that bring no handler with `interaction`.
+async fn start_host(
+    env: BTreeMap<String, String>,
+    interaction: Option<InteractionHandler>,
+) -> anyhow::Result<Host> {
     let config = HostConfig::from_env(env).map_err(|errors| {
         let faults: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
         anyhow!("the host configuration was refused: {}", faults.join("; "))
     })?;
-    Host::start(config).await.context("the host did not start")
+    let options = HostOptions {
+        interaction,
+        ..HostOptions::default()
+    };
+    Host::start_with(config, options)
+        .await
+        .context("the host did not start")
 }
 
 /// Always shuts `host` down; the scenario's outcome first, then a clean close.
@@ -385,6 +401,9 @@ async fn drive(
     context: &Value,
 ) -> anyhow::Result<()> {
     let workspace = host.default_workspace();
+    // The sse-retry mock answers initialize with 2025-03-26 whatever is offered: the server
+    // chooses, and the host speaks it.
+    let revision = revision.filter(|_| scenario != "sse-retry");
     let server = ready_server(&workspace, revision)?;
     match scenario {
         "tools_call" => tools_call(&workspace).await,
@@ -395,6 +414,9 @@ async fn drive(
         "http-invalid-tool-headers" => invalid_tool_headers(&workspace, &server).await,
         "json-schema-ref-no-deref" => ref_no_deref(&server),
         "json-schema-2020-12-preservation" => schema_preservation(&workspace, &server).await,
+        "initialize" => call_every_tool(&workspace, &server).await,
+        "sse-retry" => sse_retry(&workspace, &server).await,
+        "elicitation-sep1034-client-defaults" => elicitation_defaults(&workspace, &server).await,
         other => bail!("no driver for scenario {other:?}"),
     }
 }
@@ -672,6 +694,77 @@ fn fill(elicitation: &Elicitation) -> ElicitationAnswer {
             content.insert(name.clone(), value);
         }
     }
+    ElicitationAnswer::Accept {
+        content: Some(content),
+    }
+}
+
+/// `initialize` (2025-11-25): the host negotiated through `initialize` (checked by
+/// `ready_server`); every tool is called once.
+async fn call_every_tool(workspace: &Workspace, server: &ServerSnapshot) -> anyhow::Result<()> {
+    for tool in server.tools.iter() {
+        let arguments = sample_arguments(&tool.input_schema);
+        call_answering(workspace, &tool.name, arguments, None).await?;
+    }
+    Ok(())
+}
+
+/// `sse-retry` (2025-11-25): `test_reconnection` closes its response stream before the
+/// result; the transport must reconnect (`Last-Event-ID`, honouring `retry`) to get it.
+async fn sse_retry(workspace: &Workspace, server: &ServerSnapshot) -> anyhow::Result<()> {
+    tool(server, "test_reconnection")?;
+    call_answering(workspace, "test_reconnection", json!({}), None).await?;
+    Ok(())
+}
+
+/// `elicitation-sep1034-client-defaults` (2025-11-25): the form's person accepts what the
+/// form pre-fills, its schema's defaults.
+async fn elicitation_defaults(
+    workspace: &Workspace,
+    server: &ServerSnapshot,
+) -> anyhow::Result<()> {
+    let name = [
+        "test_client_elicitation_defaults",
+        "test_elicitation_sep1034_defaults",
+    ]
+    .into_iter()
+    .find(|name| server.tool(name).is_some())
+    .ok_or_else(|| anyhow!("the snapshot publishes no elicitation-defaults tool"))?;
+    call_answering(workspace, name, json!({}), Some(prefilled())).await?;
+    Ok(())
+}
+
+/// Answers every form with what it pre-fills: its schema's defaults.
+fn prefilled() -> InteractionHandler {
+    Arc::new(|interaction: Interaction| {
+        let answers: BTreeMap<String, ElicitationAnswer> = interaction
+            .requests
+            .iter()
+            .map(|(key, elicitation)| (key.clone(), defaults(elicitation)))
+            .collect();
+        Box::pin(async move { answers })
+    })
+}
+
+/// Accepts a form with each property's schema `default` (and nothing for those without).
+fn defaults(elicitation: &Elicitation) -> ElicitationAnswer {
+    let Elicitation::Form { schema, .. } = elicitation else {
+        return ElicitationAnswer::Decline;
+    };
+    let content: Map<String, Value> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .filter_map(|(name, property)| {
+                    property
+                        .get("default")
+                        .map(|value| (name.clone(), value.clone()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     ElicitationAnswer::Accept {
         content: Some(content),
     }

@@ -50,6 +50,8 @@ pub(crate) enum Target {
         url: String,
         headers: Vec<(String, String)>,
         oauth: Option<super::oauth::AuthorizedClient>,
+        /// `oauth` comes from the client-credentials grant.
+        grant: bool,
     },
     /// A server inside this process.
     InProcess(InProcessConnector),
@@ -234,6 +236,16 @@ pub(crate) async fn connect(
                 ) =>
             {
                 "discover offered no revision we speak"
+            }
+            // A legacy server that answers a method it does not know with an empty result.
+            Ok(Err(Failure::Negotiation(error)))
+                if matches!(
+                    *error,
+                    ClientInitializeError::ExpectedInitResult(_)
+                        | ClientInitializeError::ExpectedInitResponse(_)
+                ) =>
+            {
+                "discover was answered with something other than a discover result"
             }
             Err(_) => "discover gave no usable revision in time",
             Ok(Err(failure)) => return Err(failure),
@@ -515,6 +527,8 @@ async fn attempt(
     let client = HostClient {
         alias: alias.to_owned(),
         interaction: options.interaction.clone(),
+        legacy: matches!(lifecycle, ClientLifecycleMode::Initialize),
+        grant: matches!(target, Target::Http { grant: true, .. }),
     };
     let cut = CutReason::default();
     let challenge = ChallengeSlot::default();
@@ -564,6 +578,7 @@ async fn attempt(
             url,
             headers,
             oauth,
+            ..
         } => {
             let http_client = options.http_client().map_err(Failure::Http)?;
             let (service, modern) = match oauth {

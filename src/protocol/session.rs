@@ -100,9 +100,16 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
     let (mut target, authorization) = target(definition, env, in_process)
         .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
-    if let (Target::Http { url, oauth, .. }, Some(authorization)) = (&mut target, &authorization) {
+    if let (
+        Target::Http {
+            url, oauth, grant, ..
+        },
+        Some(authorization),
+    ) = (&mut target, &authorization)
+    {
         *oauth = match authorization {
             PreparedAuthorization::ClientCredentials { .. } => {
+                *grant = true;
                 let client = options
                     .http_client()
                     .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
@@ -271,6 +278,7 @@ fn target(
             url,
             headers,
             oauth: None,
+            grant: false,
         },
         PreparedTransport::Source {
             kind,
