@@ -7,7 +7,8 @@
 # Installs (only from the package registries, by name, exact versions):
 #   .cache/node22  Node 22 from npm (`node` package), for the conformance CLI (needs fs.globSync)
 #   .cache/npm     @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
-#                  @modelcontextprotocol/client (the TypeScript v2 client, tests/peers/gateway_client.mjs)
+#                  @modelcontextprotocol/client (the TypeScript v2 client, tests/peers/gateway_client.mjs),
+#                  oidc-provider and @modelcontextprotocol/sdk (tests/peers/oauth_world.mjs)
 #   .cache/venv    Python venv with the MCP Python SDK (tests/peers/python_server.py)
 # and writes .cache/peers.env with absolute paths: NODE22, SERVER_EVERYTHING, CONFORMANCE,
 # TS_CLIENT_DIR (the npm prefix holding node_modules/@modelcontextprotocol/client), PYTHON_MCP,
@@ -22,6 +23,10 @@ SERVER_EVERYTHING_VERSION="2026.8.31"
 CONFORMANCE_VERSION="0.2.0-alpha.11"
 # The same client version scripts/bench.sh installs into .cache/bench-npm.
 TS_CLIENT_VERSION="2.4.0"
+# tests/oauth.rs: a certified OpenID provider, and the TypeScript SDK's Streamable HTTP server
+# behind it (tests/peers/oauth_world.mjs).
+OIDC_PROVIDER_VERSION="9.13.3"
+TS_SDK_VERSION="1.32.2"
 PY_MCP_VERSION="2.3.0"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,8 +81,9 @@ SE_DIR="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything"
 CF_DIR="$NPM_DIR/node_modules/@modelcontextprotocol/conformance"
 TS_CLIENT_PKG="$NPM_DIR/node_modules/@modelcontextprotocol/client/package.json"
 SERVER_EVERYTHING="$SE_DIR/dist/index.js"
-spec="@modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION @modelcontextprotocol/conformance@$CONFORMANCE_VERSION @modelcontextprotocol/client@$TS_CLIENT_VERSION"
-if up_to_date "$CACHE/npm.stamp" "$spec" "$SERVER_EVERYTHING" "$CF_DIR/package.json" "$TS_CLIENT_PKG"; then
+spec="@modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION @modelcontextprotocol/conformance@$CONFORMANCE_VERSION @modelcontextprotocol/client@$TS_CLIENT_VERSION oidc-provider@$OIDC_PROVIDER_VERSION @modelcontextprotocol/sdk@$TS_SDK_VERSION"
+OIDC_PKG="$NPM_DIR/node_modules/oidc-provider/package.json"
+if up_to_date "$CACHE/npm.stamp" "$spec" "$SERVER_EVERYTHING" "$CF_DIR/package.json" "$TS_CLIENT_PKG" "$OIDC_PKG"; then
   log "npm peers ok"
 else
   log "installing $spec into .cache/npm"

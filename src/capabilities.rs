@@ -184,7 +184,11 @@ pub const MATRIX: &[Row] = &[
         authority: "MCP 2026-07-28 authorization",
         disposition: Disposition::Partial,
         advertisement: Advertisement::Never,
-        evidence: &["an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret"],
+        evidence: &[
+            "a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_until_revoked",
+            "an_application_authorizes_with_client_credentials_bound_to_its_issuer",
+            "an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret",
+        ],
         note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
                auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; a refused \
                live token re-authorizes from its challenge (step-up, migration); not yet: the \

@@ -40,8 +40,9 @@ use crate::config::{PreparedAuthorization, ServerDefinition};
 use crate::model::{Customize, Problem};
 
 /// An HTTP client that attaches (and refreshes) an OAuth access token: what the transport of
-/// an authorized connection sends through. Clones share one token.
-pub(crate) type AuthorizedClient = AuthClient<reqwest::Client>;
+/// an authorized connection sends through. Clones share one token. Every token it sends,
+/// refreshed ones included, is registered as a secret on its way out.
+pub(crate) type AuthorizedClient = AuthClient<Challenged<reqwest::Client>>;
 
 /// The client name sent with Dynamic Client Registration.
 const CLIENT_NAME: &str = "plurnk-mcp";
@@ -311,6 +312,15 @@ pub(crate) async fn complete(
         ),
         retryable: false,
     };
+    // The code and state are credentials from here on (rmcp logs the code it exchanges).
+    if let Ok(url) = reqwest::Url::parse(callback_url) {
+        let values: Vec<String> = url
+            .query_pairs()
+            .filter(|(key, _)| key == "code" || key == "state")
+            .map(|(_, value)| value.into_owned())
+            .collect();
+        crate::redact::register(values);
+    }
     if let Err(error) = pending.state.handle_callback_url(callback_url).await {
         let problem = refused(refusal(&error));
         return Err(Box::new((Some(pending), problem)));
@@ -322,7 +332,7 @@ pub(crate) async fn complete(
             refused("the authorization ended in no usable state"),
         )));
     };
-    let client = AuthClient::new(http_client, manager);
+    let client = AuthClient::new(Challenged::registering(http_client), manager);
     register_token(&client).await;
     Ok((client, definition, replay))
 }
@@ -401,16 +411,25 @@ pub(crate) async fn client_credentials(
         .exchange_client_credentials(&config)
         .await
         .map_err(|error| failed(refusal(&error)))?;
-    let client = AuthClient::new(http_client, manager);
+    let client = AuthClient::new(Challenged::registering(http_client), manager);
     register_token(&client).await;
     Ok(client)
 }
 
-/// Registers the client's current access token as a secret, so a server reflecting it
-/// shows `<redacted>`.
+/// Registers the client's current access and refresh tokens as secrets, so a server (or a
+/// log line of rmcp's) reflecting one shows `<redacted>`.
 pub(crate) async fn register_token(client: &AuthorizedClient) {
     if let Ok(token) = client.get_access_token().await {
         crate::redact::register([token]);
+    }
+    let credentials = client.auth_manager.lock().await.get_credentials().await;
+    if let Ok((_, Some(response))) = credentials
+        && let Ok(fields) = serde_json::to_value(&response)
+    {
+        let tokens = ["access_token", "refresh_token", "id_token"]
+            .into_iter()
+            .filter_map(|key| fields[key].as_str().map(str::to_owned));
+        crate::redact::register(tokens);
     }
 }
 
@@ -462,17 +481,34 @@ fn refusal(error: &AuthError) -> &'static str {
 /// 403 for a scope), after rmcp's own silent refresh: what a new authorization starts from.
 pub(crate) type ChallengeSlot = Arc<Mutex<Option<String>>>;
 
-/// A Streamable HTTP client that records, in its [`ChallengeSlot`], each challenge the
-/// server's refusals carry, and otherwise is the client it wraps.
+/// A Streamable HTTP client that is the client it wraps, plus: every bearer token handed to
+/// it is registered as a secret (inside rmcp's [`AuthClient`], which hands it the current
+/// token, refreshed ones included), and, with a [`ChallengeSlot`] (outside it), each
+/// challenge the server's refusals carry is recorded there.
 #[derive(Clone)]
 pub(crate) struct Challenged<C> {
     inner: C,
-    slot: ChallengeSlot,
+    slot: Option<ChallengeSlot>,
 }
 
 impl<C> Challenged<C> {
+    /// Records refusals' challenges in `slot`.
     pub(crate) fn new(inner: C, slot: ChallengeSlot) -> Self {
-        Self { inner, slot }
+        Self {
+            inner,
+            slot: Some(slot),
+        }
+    }
+
+    /// Registers the tokens it is handed.
+    pub(crate) fn registering(inner: C) -> Self {
+        Self { inner, slot: None }
+    }
+
+    fn register(auth_header: &Option<String>) {
+        if let Some(token) = auth_header {
+            crate::redact::register([token]);
+        }
     }
 
     fn note<T, E>(
@@ -482,6 +518,9 @@ impl<C> Challenged<C> {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
+        let Some(slot) = &self.slot else {
+            return result;
+        };
         if let Err(error) = &result {
             let challenge = match error {
                 StreamableHttpError::AuthRequired(refused) => {
@@ -493,8 +532,7 @@ impl<C> Challenged<C> {
                 _ => None,
             };
             if let Some(challenge) = challenge {
-                *self
-                    .slot
+                *slot
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(challenge);
             }
@@ -514,6 +552,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        Self::register(&auth_header);
         let result = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -530,6 +569,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        Self::register(&auth_header);
         let result = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -553,6 +593,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        Self::register(&auth_header);
         let result = self
             .inner
             .post_message_with_response_limits(
@@ -574,6 +615,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
+        Self::register(&auth_header);
         let result = self
             .inner
             .delete_session(uri, session_id, auth_header, custom_headers)
@@ -589,6 +631,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        Self::register(&auth_header);
         let result = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -605,6 +648,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        Self::register(&auth_header);
         let result = self
             .inner
             .get_stream_with_max_sse_event_size(

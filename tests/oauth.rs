@@ -1,0 +1,527 @@
+//! OAuth end to end: the host against a real, certified OpenID provider (npm `oidc-provider`)
+//! in front of a real Streamable HTTP MCP server that accepts only that provider's tokens
+//! (`tests/peers/oauth_world.mjs`, both on 127.0.0.1). The interactive flow is completed the
+//! way a person's browser would (log in, consent, hand the callback URL to
+//! `oauth_complete`); the client-credentials grant runs by itself. Every credential the
+//! provider handed out or received is then looked for in what the host let out.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use plurnk_mcp::{
+    CallOptions, Host, HostConfig, HostOptions, Problem, ServerDefinition, ServerSnapshot,
+    ServerState, SqliteStore, Workspace,
+};
+use serde_json::{Value, json};
+
+#[path = "support/peers.rs"]
+mod support;
+use support::{peer_script, peers};
+
+#[path = "support/calls.rs"]
+mod calls;
+use calls::shutdown_clean;
+
+/// Where the provider sends the person back; nothing listens there: the browser stops at it
+/// and the URL goes to `oauth_complete`.
+const REDIRECT: &str = "http://127.0.0.1:9/callback";
+/// The pre-registered client-credentials client's secret.
+const MACHINE_SECRET: &str = "machine-SECRET-client-4e1b9c";
+
+/// Every log line the host (and rmcp under it) writes in this binary, at every level.
+fn captured() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let writer = log.clone();
+        // Through the scrubbing writer, as the command line (and an embedder) logs.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
+            .with_ansi(false)
+            .with_writer(plurnk_mcp::redact::Scrubbing::new(move || {
+                Sink(writer.clone())
+            }))
+            .try_init();
+        log
+    })
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut log) = self.0.lock() {
+            log.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The provider and the MCP server, for as long as this value lives.
+struct World {
+    child: Child,
+    _stdin: ChildStdin,
+    mcp: String,
+    issuer: String,
+    admin: String,
+}
+
+impl World {
+    fn start() -> World {
+        let peers = peers();
+        let env = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/peers.env"),
+        )
+        .expect("peers.env");
+        let prefix = env
+            .lines()
+            .find_map(|line| line.strip_prefix("TS_CLIENT_DIR="))
+            .map(|v| v.trim_matches(['\'', '"']).to_owned())
+            .expect("TS_CLIENT_DIR in peers.env");
+        let mut child = Command::new(&peers.node)
+            .arg(peer_script("oauth_world.mjs"))
+            .arg(prefix)
+            .env("OAUTH_WORLD_MACHINE_SECRET", MACHINE_SECRET)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("node starts the OAuth world");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the world prints where it listens");
+        let ports: Value = serde_json::from_str(&line).expect("a JSON line");
+        let field = |key: &str| ports[key].as_str().expect("a URL").to_owned();
+        World {
+            mcp: field("mcp"),
+            issuer: field("issuer"),
+            admin: field("admin"),
+            _stdin: stdin,
+            child,
+        }
+    }
+
+    /// Every credential the provider handed out or received so far.
+    async fn issued(&self) -> Vec<String> {
+        reqwest::get(format!("{}/issued", self.admin))
+            .await
+            .expect("the world answers")
+            .json()
+            .await
+            .expect("a JSON list")
+    }
+
+    /// Destroys every refresh token and refuses every access token issued so far.
+    async fn revoke(&self) {
+        let status = reqwest::Client::new()
+            .post(format!("{}/revoke", self.admin))
+            .send()
+            .await
+            .expect("the world answers")
+            .status();
+        assert!(status.is_success(), "{status}");
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(pairs: &[(&str, String)]) -> HostConfig {
+    let mut map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    map.insert("PLURNK_MCP_ALLOW_ADD".into(), "true".into());
+    map.insert(
+        "PLURNK_MCP_WORKSPACE_ENV".into(),
+        json!(["MACHINE_SECRET"]).to_string(),
+    );
+    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "20000".into());
+    HostConfig::from_env(map).expect("valid configuration")
+}
+
+fn definition(alias: &str, url: &str, authorization: Value) -> ServerDefinition {
+    let options = plurnk_mcp::config::McpServerOptions::from_json(
+        &json!({ "authorization": authorization }).to_string(),
+    )
+    .expect("valid options");
+    ServerDefinition::from_target(alias, url)
+        .and_then(|d| d.with_options(&options))
+        .expect("a valid definition")
+}
+
+async fn whoami(workspace: &Workspace, alias: &str) -> Result<String, String> {
+    workspace
+        .call_tool(
+            alias,
+            "whoami",
+            json!({}),
+            CallOptions {
+                timeout: Some(Duration::from_secs(20)),
+                ..CallOptions::default()
+            },
+        )
+        .await
+        .map(|result| result.text())
+        .map_err(|error| error.to_string())
+}
+
+/// What a person's browser does with the authorization URL: follows redirects, logs in
+/// (any login, any password), consents, and stops at the redirect to `REDIRECT`.
+async fn approve(url: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let mut cookies: BTreeMap<String, String> = BTreeMap::new();
+    let mut next: (reqwest::Method, reqwest::Url, Option<String>) =
+        (reqwest::Method::GET, url.parse().expect("a URL"), None);
+    for _ in 0..20 {
+        let (method, at, form) = next.clone();
+        let mut request = client.request(method, at.clone());
+        if !cookies.is_empty() {
+            let jar: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            request = request.header(reqwest::header::COOKIE, jar.join("; "));
+        }
+        if let Some(form) = form {
+            request = request
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body(form);
+        }
+        let response = request.send().await.expect("the provider answers");
+        for cookie in response.headers().get_all(reqwest::header::SET_COOKIE) {
+            if let Some((name, value)) = cookie
+                .to_str()
+                .ok()
+                .and_then(|c| c.split(';').next())
+                .and_then(|pair| pair.split_once('='))
+            {
+                cookies.insert(name.trim().to_owned(), value.to_owned());
+            }
+        }
+        if response.status().is_redirection() {
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .expect("a redirect has a location");
+            let target = at.join(location).expect("a resolvable location");
+            if target.as_str().starts_with(REDIRECT) {
+                return target.to_string();
+            }
+            next = (reqwest::Method::GET, target, None);
+            continue;
+        }
+        let status = response.status();
+        let page = response.text().await.unwrap_or_default();
+        let attribute = |name: &str| {
+            page.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .map(str::to_owned)
+        };
+        let action = attribute("action")
+            .unwrap_or_else(|| panic!("a page without a form ({status}): {page:.400}"));
+        let prompt = page
+            .split("name=\"prompt\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default()
+            .to_owned();
+        let form = match prompt.as_str() {
+            "login" => "prompt=login&login=ada&password=any".to_owned(),
+            "consent" => "prompt=consent".to_owned(),
+            other => panic!("an unexpected prompt {other:?}: {page:.400}"),
+        };
+        next = (
+            reqwest::Method::POST,
+            at.join(&action).expect("a form action"),
+            Some(form),
+        );
+    }
+    panic!("the authorization did not come back to {REDIRECT}");
+}
+
+/// Waits (bounded) until `check` holds for the server's snapshot.
+async fn wait_server(
+    workspace: &Workspace,
+    alias: &str,
+    check: impl Fn(&ServerSnapshot) -> bool,
+) -> ServerSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let snapshot = workspace.snapshot();
+        if let Some(server) = snapshot.server(alias)
+            && check(server)
+        {
+            return server.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server {alias} never got there: {:?}",
+            snapshot.server(alias).map(|s| (s.state, s.problem.clone()))
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Asserts none of `secrets` appears in `text` (named `what`).
+fn holds_none(what: &str, text: &str, secrets: &[String]) {
+    for secret in secrets.iter().filter(|secret| secret.len() >= 8) {
+        // Where it leaked, with the credential itself masked.
+        if let Some(line) = text.lines().find(|line| line.contains(secret.as_str())) {
+            let masked: String = line.replace(secret.as_str(), "<credential>");
+            eprintln!("{what}: {}", masked.chars().take(600).collect::<String>());
+        }
+        assert!(
+            !text.contains(secret.as_str()),
+            "{what} holds a credential the provider issued ({}…)",
+            &secret[..6]
+        );
+    }
+}
+
+fn problem_text(problem: &Problem) -> String {
+    format!("{problem:?} {problem}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_until_revoked() {
+    let log = captured();
+    let world = World::start();
+    let dir = std::env::temp_dir().join(format!("plurnk-oauth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a state directory");
+    let state = dir.join("state.db");
+    let store = SqliteStore::open(&state).expect("the state file opens");
+    let host = Host::start_with(
+        config(&[]),
+        HostOptions {
+            store: Some(Arc::new(store)),
+            ..HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let mut shown = Vec::new();
+
+    // The add answers where to authorize, and publishes nothing yet.
+    let pending = workspace
+        .add(definition(
+            "world",
+            &world.mcp,
+            json!({"type": "oauth", "redirectUrl": REDIRECT}),
+        ))
+        .await
+        .expect("a pending authorization, not a failure");
+    assert_eq!(pending.state, ServerState::AuthorizationRequired);
+    let url = pending
+        .authorization
+        .clone()
+        .expect("an authorization URL")
+        .url;
+    assert!(url.starts_with(&world.issuer), "{url}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    assert!(
+        workspace.snapshot().server("world").is_none(),
+        "nothing is published while authorization is pending"
+    );
+    shown.push(format!("{pending:?}"));
+
+    // A forged callback is refused and leaves the real one pending.
+    let forged = workspace
+        .oauth_complete("world", &format!("{REDIRECT}?code=forged&state=forged"))
+        .await
+        .expect_err("a forged callback");
+    assert_eq!(
+        (forged.status, forged.kind.as_str()),
+        (400, "oauth-callback-refused")
+    );
+    shown.push(problem_text(&forged));
+
+    // The person approves; the callback completes the add.
+    let callback = approve(&url).await;
+    let ready = workspace
+        .oauth_complete("world", &callback)
+        .await
+        .expect("the authorization completes the add");
+    assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
+    let text = whoami(&workspace, "world")
+        .await
+        .expect("the call is authorized");
+    assert!(text.starts_with("ada "), "{text}");
+
+    // A replayed callback completes nothing.
+    let replayed = workspace
+        .oauth_complete("world", &callback)
+        .await
+        .expect_err("a replay");
+    assert_eq!(
+        (replayed.status, replayed.kind.as_str()),
+        (404, "oauth-not-pending")
+    );
+    shown.push(problem_text(&replayed));
+
+    // The access token lives 4 s: after it expires the refresh token gets a new one.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let text = whoami(&workspace, "world")
+        .await
+        .expect("refreshed behind the call");
+    assert!(text.starts_with("ada "), "{text}");
+
+    // Revoked refresh token: the server becomes authorization-required with a new URL.
+    world.revoke().await;
+    let refused = whoami(&workspace, "world").await;
+    assert!(refused.is_err(), "{refused:?}");
+    shown.push(format!("{refused:?}"));
+    let again = wait_server(&workspace, "world", |s| {
+        s.state == ServerState::AuthorizationRequired && s.authorization.is_some()
+    })
+    .await;
+    assert_ne!(again.authorization.as_ref().map(|a| &a.url), Some(&url));
+    shown.push(format!("{again:?}"));
+    let callback = approve(&again.authorization.expect("a URL").url).await;
+    let ready = workspace
+        .oauth_complete("world", &callback)
+        .await
+        .expect("the second authorization completes the enable");
+    assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
+    assert!(whoami(&workspace, "world").await.is_ok());
+    shown.push(format!("{:?}", workspace.snapshot()));
+    shown.push(format!("{:?}", workspace.list().await));
+    shutdown_clean(host).await;
+
+    // After a restart the tokens are gone: authorization-required, and enable starts anew.
+    let store = SqliteStore::open(&state).expect("the state file opens again");
+    let host = Host::start_with(
+        config(&[]),
+        HostOptions {
+            store: Some(Arc::new(store)),
+            ..HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts again");
+    let workspace = host.default_workspace();
+    let restarted = wait_server(&workspace, "world", |s| {
+        s.state == ServerState::AuthorizationRequired
+    })
+    .await;
+    assert!(restarted.tools.is_empty());
+    let fresh = workspace.enable("world").await.expect("a fresh 202");
+    assert_eq!(fresh.state, ServerState::AuthorizationRequired);
+    assert!(fresh.authorization.is_some());
+    let lost = workspace.disable("world").await.expect("disabled");
+    assert_eq!(lost.state, ServerState::Disabled);
+    let cleared = workspace
+        .oauth_complete("world", &callback)
+        .await
+        .expect_err("a disable clears the pending authorization");
+    assert_eq!(cleared.kind, "oauth-not-pending");
+    shutdown_clean(host).await;
+
+    // No credential the provider issued or received is in anything the host let out.
+    let issued = world.issued().await;
+    assert!(
+        issued.len() >= 6,
+        "the provider saw codes, verifiers and tokens: {}",
+        issued.len()
+    );
+    let log = String::from_utf8_lossy(&log.lock().expect("log").clone()).into_owned();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "the log is captured"
+    );
+    holds_none("the trace log", &log, &issued);
+    holds_none("what the host answered", &shown.join("\n"), &issued);
+    let bytes = std::fs::read_dir(&dir)
+        .expect("the state directory")
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| std::fs::read(entry.path()).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    holds_none("the state file", &bytes, &issued);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer() {
+    let log = captured();
+    let world = World::start();
+    let host = Host::start(config(&[("MACHINE_SECRET", MACHINE_SECRET.into())]))
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let grant = |issuer: &str| {
+        json!({"type": "client-credentials", "clientId": "machine",
+               "clientSecret": "${MACHINE_SECRET}", "issuer": issuer})
+    };
+
+    let ready = workspace
+        .add(definition("machine", &world.mcp, grant(&world.issuer)))
+        .await
+        .expect("the grant runs while the connection is prepared");
+    assert_eq!(ready.state, ServerState::Ready);
+    let text = whoami(&workspace, "machine").await.expect("authorized");
+    assert!(text.starts_with("machine"), "{text}");
+
+    // Bound to another issuer, the secret is not sent at all.
+    let refused = workspace
+        .add(definition(
+            "elsewhere",
+            &world.mcp,
+            grant("https://issuer.invalid"),
+        ))
+        .await
+        .expect_err("another issuer");
+    assert_eq!(
+        (refused.status, refused.kind.as_str()),
+        (502, "oauth-client-credentials-failed")
+    );
+    assert!(refused.detail.contains("\"machine\""), "{}", refused.detail);
+    // A wrong secret: refused by the provider, named by client id only.
+    let host2 = Host::start(config(&[(
+        "MACHINE_SECRET",
+        "wrong-SECRET-value-77".into(),
+    )]))
+    .await
+    .expect("host starts");
+    let wrong = host2
+        .default_workspace()
+        .add(definition("machine", &world.mcp, grant(&world.issuer)))
+        .await
+        .expect_err("a wrong secret");
+    assert_eq!(wrong.kind, "oauth-client-credentials-failed");
+    assert!(!wrong.detail.contains("wrong-SECRET-value-77"));
+    shutdown_clean(host2).await;
+    let shown = format!(
+        "{} {} {:?}",
+        problem_text(&refused),
+        problem_text(&wrong),
+        workspace.snapshot()
+    );
+    shutdown_clean(host).await;
+
+    let mut secrets = world.issued().await;
+    secrets.push(MACHINE_SECRET.to_owned());
+    let log = String::from_utf8_lossy(&log.lock().expect("log").clone()).into_owned();
+    holds_none("the trace log", &log, &secrets);
+    holds_none("what the host answered", &shown, &secrets);
+}

@@ -1,0 +1,185 @@
+// A real OpenID provider (npm `oidc-provider`, certified) in front of a real Streamable HTTP
+// MCP server (the TypeScript SDK) that accepts only the provider's access tokens.
+//
+//   node oauth_world.mjs <npm-prefix>
+//
+// Both listen on 127.0.0.1 (ports chosen by the system). The first stdout line is JSON:
+// {"issuer", "mcp", "admin"} (admin: the base URL of /revoke and /issued). It stops by itself when its stdin closes.
+//
+// - Provider: dynamic registration (native loopback redirects), PKCE, resource indicators
+//   (JWT access tokens with the MCP URL as audience, 4 s lifetime), refresh tokens for
+//   clients registered with that grant, the client-credentials grant for the pre-registered client `machine`,
+//   the development login and consent pages (any login, any password).
+// - MCP server at /mcp: tool `whoami` answers the token's subject and scope. A request
+//   without a valid token gets 401 with a challenge naming the protected-resource metadata.
+// - Admin: POST /revoke destroys every refresh token issued so far and makes the MCP server
+//   refuse every access token issued before it; GET /issued lists every credential the
+//   provider handed out or received (access and refresh tokens, codes, PKCE verifiers,
+//   client secrets), so a test can grep the host's output for each.
+import { createRequire } from "node:module";
+import { createServer } from "node:http";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const prefix = process.argv[2];
+if (!prefix) {
+  console.error("usage: oauth_world.mjs <npm-prefix>");
+  process.exit(2);
+}
+const require = createRequire(join(prefix, "package.json"));
+const load = (name) => import(pathToFileURL(require.resolve(name)).href);
+const { default: Provider } = await load("oidc-provider");
+const jose = await load("jose");
+const { McpServer } = await load("@modelcontextprotocol/sdk/server/mcp.js");
+const { StreamableHTTPServerTransport } = await load(
+  "@modelcontextprotocol/sdk/server/streamableHttp.js",
+);
+
+const listen = (server) =>
+  new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server.address().port)));
+
+// Ports first: the issuer and the resource name each other.
+const providerHttp = createServer();
+const mcpHttp = createServer();
+const providerPort = await listen(providerHttp);
+const mcpPort = await listen(mcpHttp);
+const issuer = `http://127.0.0.1:${providerPort}`;
+const mcpUrl = `http://127.0.0.1:${mcpPort}/mcp`;
+const metadataUrl = `http://127.0.0.1:${mcpPort}/.well-known/oauth-protected-resource/mcp`;
+const MACHINE_SECRET = process.env.OAUTH_WORLD_MACHINE_SECRET ?? "machine-secret-0000";
+
+const refreshTokens = [];
+// The access tokens the MCP server has accepted, and those it refuses since a revocation.
+const seen = new Set();
+const refused = new Set();
+
+const provider = new Provider(issuer, {
+  clients: [
+    {
+      client_id: "machine",
+      client_secret: MACHINE_SECRET,
+      grant_types: ["client_credentials"],
+      redirect_uris: [],
+      response_types: [],
+      token_endpoint_auth_method: "client_secret_basic",
+    },
+  ],
+  scopes: ["openid", "offline_access", "mcp"],
+  pkce: { required: () => true },
+  features: {
+    devInteractions: { enabled: true },
+    registration: { enabled: true },
+    clientCredentials: { enabled: true },
+    revocation: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => mcpUrl,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, resource) => {
+        if (resource !== mcpUrl) throw new Error(`unknown resource ${resource}`);
+        return { scope: "mcp", audience: mcpUrl, accessTokenFormat: "jwt", accessTokenTTL: 4 };
+      },
+    },
+  },
+  // A client that registered the refresh_token grant gets refresh tokens (offline_access is
+  // an OpenID scope, which resource-bound tokens do not carry).
+  issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed("refresh_token"),
+  findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
+});
+provider.on("refresh_token.saved", (token) => refreshTokens.push(token));
+const issued = [];
+provider.on("grant.success", (ctx) => {
+  const { body } = ctx;
+  for (const key of ["access_token", "refresh_token", "id_token"]) {
+    if (typeof body?.[key] === "string") issued.push(body[key]);
+  }
+  for (const key of ["code", "code_verifier", "refresh_token", "client_secret"]) {
+    const value = ctx.oidc?.params?.[key];
+    if (typeof value === "string") issued.push(value);
+  }
+});
+provider.on("registration_create.success", (ctx, client) => {
+  if (client.clientSecret) issued.push(client.clientSecret);
+});
+provider.on("server_error", (_ctx, error) => console.error("provider error:", error));
+providerHttp.on("request", provider.callback());
+
+const jwks = jose.createRemoteJWKSet(new URL(`${issuer}/jwks`));
+const refuse = (res, error) => {
+  res.writeHead(401, {
+    "www-authenticate": `Bearer error="${error}", scope="mcp", resource_metadata="${metadataUrl}"`,
+    "content-type": "application/json",
+  });
+  res.end(JSON.stringify({ error }));
+};
+
+mcpHttp.on("request", async (req, res) => {
+  const url = new URL(req.url, `http://127.0.0.1:${mcpPort}`);
+  if (url.pathname.startsWith("/.well-known/oauth-protected-resource")) {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        resource: mcpUrl,
+        authorization_servers: [issuer],
+        scopes_supported: ["mcp", "offline_access"],
+        bearer_methods_supported: ["header"],
+      }),
+    );
+    return;
+  }
+  if (url.pathname === "/issued") {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify(issued));
+    return;
+  }
+  if (url.pathname === "/revoke" && req.method === "POST") {
+    for (const token of refreshTokens.splice(0)) await token.destroy();
+    for (const jti of seen) refused.add(jti);
+    res.writeHead(204);
+    res.end();
+    return;
+  }
+  if (url.pathname !== "/mcp") {
+    res.writeHead(404);
+    res.end();
+    return;
+  }
+  const header = req.headers.authorization ?? "";
+  const match = /^Bearer (.+)$/i.exec(header);
+  if (!match) return refuse(res, "invalid_request");
+  let claims;
+  try {
+    ({ payload: claims } = await jose.jwtVerify(match[1], jwks, { issuer, audience: mcpUrl }));
+  } catch {
+    return refuse(res, "invalid_token");
+  }
+  if (refused.has(claims.jti)) return refuse(res, "invalid_token");
+  seen.add(claims.jti);
+  const server = new McpServer({ name: "oauth-world", version: "1.0.0" });
+  server.registerTool(
+    "whoami",
+    { description: "Who the token speaks for", inputSchema: {} },
+    async () => ({
+      content: [{ type: "text", text: `${claims.sub ?? claims.client_id} ${claims.scope ?? ""}` }],
+    }),
+  );
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  res.on("close", () => {
+    transport.close();
+    server.close();
+  });
+  await server.connect(transport);
+  let body = "";
+  for await (const chunk of req) body += chunk;
+  await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
+});
+
+console.log(
+  JSON.stringify({ issuer, mcp: mcpUrl, admin: `http://127.0.0.1:${mcpPort}` }),
+);
+// Only that line goes to stdout (the reader may stop after it); anything else to stderr.
+process.stdout.on("error", () => {});
+console.log = console.info = console.debug = console.error;
+process.stdin.on("end", () => process.exit(0));
+process.stdin.on("close", () => process.exit(0));
+process.stdin.resume();
