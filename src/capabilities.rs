@@ -188,11 +188,13 @@ pub const MATRIX: &[Row] = &[
             "a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_until_revoked",
             "an_application_authorizes_with_client_credentials_bound_to_its_issuer",
             "an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret",
+            "a_daemon_without_a_browser_authorizes_with_the_device_grant",
+            "only_a_client_credentials_connection_advertises_that_extension",
         ],
         note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
                auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; a refused \
-               live token re-authorizes from its challenge (step-up, migration); not yet: the \
-               device grant, DPoP, the client-credentials extension advertisement",
+               live token re-authorizes from its challenge (step-up, migration); the device \
+               grant (authorize_device, poll_device); not yet: DPoP",
     },
     Row {
         surface: "sampling",

@@ -998,6 +998,84 @@ impl Workspace {
         }
     }
 
+    /// Starts a device authorization (RFC 8628) of `alias`, for a daemon with no browser:
+    /// the person enters the user code at the verification URI on any device, and the
+    /// caller polls with [`Workspace::poll_device`], honouring the interval. The server must
+    /// be an OAuth one that asks for authorization now (disabled, `authorization-required`,
+    /// or an add waiting for its authorization); its authorization server must advertise a
+    /// `device_authorization_endpoint` (there is no fallback), and the client is the
+    /// definition's pre-registered one or one registered dynamically for the device grant.
+    pub async fn authorize_device(
+        &self,
+        alias: &str,
+        scope: Option<&str>,
+    ) -> Result<crate::model::DeviceAuthorization, Problem> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Problem::shutting_down());
+        }
+        let vault = &self.settings.connect.oauth;
+        // An add waiting for authorization exists nowhere but in its pending authorization:
+        // it is asked again, this time for the device grant.
+        let added = vault.pending_add(&self.name, alias);
+        vault.request_device(&self.name, alias, scope.map(str::to_owned));
+        let answer = match added {
+            Some(definition) => self.add(definition).await,
+            None => self.enable(alias).await,
+        };
+        // Whatever happened, the request is spent.
+        let _ = crate::protocol::device_request_taken(vault, &self.name, alias);
+        let server = answer?;
+        match server.authorization.and_then(|pending| pending.device) {
+            Some(device) => Ok(device),
+            None if server.state == ServerState::Ready => Err(Problem::conflict(format!(
+                "server \"{alias}\" is already authorized and ready: there is nothing to \
+                 authorize (disable it first to authorize it anew)"
+            ))),
+            None => Err(server.problem.unwrap_or_else(|| {
+                Problem::server_unavailable(format!(
+                    "server \"{alias}\" did not ask for authorization, so no device \
+                     authorization was started"
+                ))
+            })),
+        }
+    }
+
+    /// One poll of the device authorization `device` of `alias`: `pending` or `slow_down`
+    /// (poll again after the interval), `denied`, `expired`, or `authorized`, when the
+    /// token is installed and the action that asked for it (the enable, or an add) has run;
+    /// its answer is the server's snapshot. `404 oauth-not-pending` for an unknown handle.
+    pub async fn poll_device(
+        &self,
+        alias: &str,
+        device: &str,
+    ) -> Result<crate::model::DevicePoll, Problem> {
+        use crate::model::DevicePoll;
+        use crate::protocol::{Polled, Replay};
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Problem::shutting_down());
+        }
+        let http_client = self
+            .settings
+            .connect
+            .http_client()
+            .map_err(Problem::server_unavailable)?;
+        let vault = &self.settings.connect.oauth;
+        match crate::protocol::poll_device(vault, &self.name, alias, device, http_client).await {
+            Ok(Polled::Status(status)) => Ok(status),
+            Ok(Polled::Authorized(client, definition, replay)) => {
+                vault.install(&self.name, alias, client, definition);
+                let server = match replay {
+                    Replay::Add(definition) => self.add(*definition).await,
+                    Replay::Enable(customize) => self.enable_with(alias, *customize).await,
+                }?;
+                Ok(DevicePoll::Authorized {
+                    server: Box::new(server),
+                })
+            }
+            Err(problem) => Err(problem.scrubbed()),
+        }
+    }
+
     /// Disables `alias`: new calls are refused, in-flight calls settle (bounded), the
     /// connection closes, then the reduced snapshot commits. Disabled servers stay visible.
     pub async fn disable(&self, alias: &str) -> Result<ServerSnapshot, Problem> {

@@ -72,11 +72,11 @@ pub use host::{
     Workspace,
 };
 pub use model::{
-    Authored, CallError, Catalog, CompletionRef, Effect, Elicitation, ElicitationAnswer,
-    InProcessConnector, Interaction, InteractionHandler, Limits, Negotiated, Operation,
-    PendingAuthorization, Problem, Progress, ProgressSink, PromptInfo, ResourceInfo,
-    ResourceTemplateInfo, ServerSnapshot, ServerState, TelemetryEvent, ToolInfo, ToolResult,
-    TransportKind, WorkspaceSnapshot,
+    Authored, CallError, Catalog, CompletionRef, DeviceAuthorization, DevicePoll, Effect,
+    Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
+    Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink, PromptInfo,
+    ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, TelemetryEvent, ToolInfo,
+    ToolResult, TransportKind, WorkspaceSnapshot,
 };
 pub use prometheus::PrometheusError;
 pub use store::{

@@ -74,6 +74,10 @@ struct World {
 
 impl World {
     fn start() -> World {
+        Self::start_with(&[])
+    }
+
+    fn start_with(vars: &[(&str, &str)]) -> World {
         let peers = peers();
         let env = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/peers.env"),
@@ -88,6 +92,7 @@ impl World {
             .arg(peer_script("oauth_world.mjs"))
             .arg(prefix)
             .env("OAUTH_WORLD_MACHINE_SECRET", MACHINE_SECRET)
+            .envs(vars.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -181,6 +186,16 @@ async fn whoami(workspace: &Workspace, alias: &str) -> Result<String, String> {
 /// What a person's browser does with the authorization URL: follows redirects, logs in
 /// (any login, any password), consents, and stops at the redirect to `REDIRECT`.
 async fn approve(url: &str) -> String {
+    browse(url)
+        .await
+        .unwrap_or_else(|page| panic!("the authorization did not come back: {page:.400}"))
+}
+
+/// Follows `url` like a browser whose person approves everything: redirects (with cookies),
+/// the login, consent and device-confirmation forms. `Ok` with the URL of the redirect to
+/// `REDIRECT`; `Err` with the page it ended on when it ended on a page without a form (the
+/// device flow's success page).
+async fn browse(url: &str) -> Result<String, String> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -222,39 +237,49 @@ async fn approve(url: &str) -> String {
                 .expect("a redirect has a location");
             let target = at.join(location).expect("a resolvable location");
             if target.as_str().starts_with(REDIRECT) {
-                return target.to_string();
+                return Ok(target.to_string());
             }
             next = (reqwest::Method::GET, target, None);
             continue;
         }
-        let status = response.status();
         let page = response.text().await.unwrap_or_default();
-        let attribute = |name: &str| {
-            page.split(&format!("{name}=\""))
+        let Some(form) = page
+            .split("<form")
+            .nth(1)
+            .and_then(|f| f.split("</form>").next())
+        else {
+            return Err(page);
+        };
+        let attribute = |tag: &str, name: &str| {
+            tag.split(&format!("{name}=\""))
                 .nth(1)
                 .and_then(|rest| rest.split('"').next())
                 .map(str::to_owned)
         };
-        let action = attribute("action")
-            .unwrap_or_else(|| panic!("a page without a form ({status}): {page:.400}"));
-        let prompt = page
-            .split("name=\"prompt\" value=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .unwrap_or_default()
-            .to_owned();
-        let form = match prompt.as_str() {
-            "login" => "prompt=login&login=ada&password=any".to_owned(),
-            "consent" => "prompt=consent".to_owned(),
-            other => panic!("an unexpected prompt {other:?}: {page:.400}"),
-        };
+        let action = attribute(form, "action").expect("a form action");
+        let fields: Vec<String> = form
+            .split("<input")
+            .skip(1)
+            .filter_map(|tag| {
+                let name = attribute(tag, "name")?;
+                let value = match name.as_str() {
+                    "login" => "ada".to_owned(),
+                    "password" => "any".to_owned(),
+                    _ => attribute(tag, "value").unwrap_or_default(),
+                };
+                Some(format!(
+                    "{name}={}",
+                    value.replace('+', "%2B").replace('&', "%26")
+                ))
+            })
+            .collect();
         next = (
             reqwest::Method::POST,
             at.join(&action).expect("a form action"),
-            Some(form),
+            Some(fields.join("&")),
         );
     }
-    panic!("the authorization did not come back to {REDIRECT}");
+    panic!("the browser went round in circles");
 }
 
 /// Waits (bounded) until `check` holds for the server's snapshot.
@@ -524,4 +549,85 @@ async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer()
     let log = String::from_utf8_lossy(&log.lock().expect("log").clone()).into_owned();
     holds_none("the trace log", &log, &secrets);
     holds_none("what the host answered", &shown, &secrets);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
+    let log = captured();
+    let world = World::start();
+    let host = Host::start(config(&[])).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let oauth = json!({"type": "oauth", "redirectUrl": REDIRECT});
+    let first = workspace
+        .add(definition("world", &world.mcp, oauth.clone()))
+        .await
+        .expect("a pending authorization");
+    assert_eq!(first.state, ServerState::AuthorizationRequired);
+
+    let device = workspace
+        .authorize_device("world", Some("mcp"))
+        .await
+        .expect("a device authorization");
+    assert!(
+        device.verification_uri.starts_with(&world.issuer),
+        "{device:?}"
+    );
+    assert!(!device.user_code.is_empty());
+    assert!(device.interval >= 1 && device.expires_in > 0, "{device:?}");
+    let shown = format!("{device:?} {:?}", workspace.snapshot());
+    assert_eq!(
+        workspace.poll_device("world", &device.device).await,
+        Ok(plurnk_mcp::DevicePoll::Pending)
+    );
+    let unknown = workspace
+        .poll_device("world", "device-unknown")
+        .await
+        .expect_err("an unknown handle");
+    assert_eq!(unknown.kind, "oauth-not-pending");
+
+    // The person, on another device, enters the code, logs in and consents.
+    let complete = device
+        .verification_uri_complete
+        .clone()
+        .expect("the provider gives the complete URI");
+    let ended = browse(&complete)
+        .await
+        .expect_err("the device flow ends on a page");
+    assert!(
+        ended.contains("Success") || ended.contains("success"),
+        "{ended:.400}"
+    );
+
+    let server = match workspace.poll_device("world", &device.device).await {
+        Ok(plurnk_mcp::DevicePoll::Authorized { server }) => server,
+        other => panic!("not authorized: {other:?}"),
+    };
+    assert_eq!(server.state, ServerState::Ready, "{:?}", server.problem);
+    let text = whoami(&workspace, "world").await.expect("authorized");
+    assert!(text.starts_with("ada"), "{text}");
+    shutdown_clean(host).await;
+
+    // A provider without the device grant: a clear refusal, nothing else.
+    let plain = World::start_with(&[("OAUTH_WORLD_NO_DEVICE", "1")]);
+    let host = Host::start(config(&[])).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let _ = workspace
+        .add(definition("plain", &plain.mcp, oauth))
+        .await
+        .expect("a pending authorization");
+    let refused = workspace
+        .authorize_device("plain", None)
+        .await
+        .expect_err("no device endpoint");
+    assert!(
+        refused.detail.contains("device_authorization_endpoint"),
+        "{}",
+        refused.detail
+    );
+    shutdown_clean(host).await;
+
+    let issued = world.issued().await;
+    let log = String::from_utf8_lossy(&log.lock().expect("log").clone()).into_owned();
+    holds_none("the trace log", &log, &issued);
+    holds_none("what the host answered", &shown, &issued);
 }

@@ -444,10 +444,9 @@ impl AttachmentState {
                     .settings
                     .connect
                     .oauth
-                    .pending_url(&self.args.workspace_name, &self.args.alias)
+                    .pending(&self.args.workspace_name, &self.args.alias)
             })
-            .flatten()
-            .map(|url| crate::model::PendingAuthorization { url });
+            .flatten();
         // Only a ready server publishes anything: all of it, or nothing.
         let (negotiated, tools, catalog) = match &self.lifecycle {
             Lifecycle::Ready(live) => (

@@ -963,13 +963,13 @@ impl WorkspaceState {
         // A candidate waiting for authorization publishes nothing, and its action answers
         // with where to authorize it (the 202).
         let waiting = (problem.kind == "authorization-required")
-            .then(|| self.settings.connect.oauth.pending_url(&self.name, alias))
+            .then(|| self.settings.connect.oauth.pending(&self.name, alias))
             .flatten()
-            .map(|url| {
+            .map(|pending| {
                 let mut snapshot = self.placeholder(alias, true);
                 snapshot.state = ServerState::AuthorizationRequired;
                 snapshot.problem = Some(problem.clone());
-                snapshot.authorization = Some(crate::model::PendingAuthorization { url });
+                snapshot.authorization = Some(pending);
                 snapshot
             });
         self.attachments.remove(alias);

@@ -28,7 +28,8 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, ClientCredentialsConfig,
-    OAuthState, WWWAuthenticateParams,
+    CredentialStore as _, InMemoryCredentialStore, OAuthClientConfig, OAuthState,
+    StoredCredentials, WWWAuthenticateParams,
 };
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -37,7 +38,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use crate::config::{PreparedAuthorization, ServerDefinition};
-use crate::model::{Customize, Problem};
+use crate::model::{Customize, DeviceAuthorization, DevicePoll, PendingAuthorization, Problem};
 
 /// An HTTP client that attaches (and refreshes) an OAuth access token: what the transport of
 /// an authorized connection sends through. Clones share one token. Every token it sends,
@@ -86,6 +87,10 @@ struct Authorized {
 #[derive(Default)]
 struct Entry {
     pending: Option<Pending>,
+    /// A device authorization waiting for its person (replaces `pending`'s role for it).
+    device: Option<DevicePending>,
+    /// The next authorization uses the device grant, with this scope (if any).
+    device_requested: Option<Option<String>>,
     authorized: Option<Authorized>,
     /// Scope step-ups in a row; a fresh authorization starts again from zero.
     step_ups: u32,
@@ -117,7 +122,12 @@ impl Vault {
         let key = (workspace.to_owned(), alias.to_owned());
         let entry = entries.entry(key.clone()).or_default();
         let result = f(entry);
-        if entry.pending.is_none() && entry.authorized.is_none() && entry.step_ups == 0 {
+        if entry.pending.is_none()
+            && entry.device.is_none()
+            && entry.device_requested.is_none()
+            && entry.authorized.is_none()
+            && entry.step_ups == 0
+        {
             entries.remove(&key);
         }
         result
@@ -161,14 +171,53 @@ impl Vault {
     /// Records a new pending authorization; the one before it (if any) is dropped, so its
     /// callback no longer completes anything.
     fn set_pending(&self, workspace: &str, alias: &str, pending: Pending) {
-        self.with(workspace, alias, |entry| entry.pending = Some(pending));
+        self.with(workspace, alias, |entry| {
+            entry.pending = Some(pending);
+            entry.device = None;
+        });
     }
 
-    /// The URL of the pending authorization, if one is pending.
-    pub(crate) fn pending_url(&self, workspace: &str, alias: &str) -> Option<String> {
+    /// Where the pending authorization is given, if one is pending.
+    pub(crate) fn pending(&self, workspace: &str, alias: &str) -> Option<PendingAuthorization> {
         self.with(workspace, alias, |entry| {
-            entry.pending.as_ref().map(|pending| pending.url.clone())
+            if let Some(device) = &entry.device {
+                return Some(PendingAuthorization {
+                    url: device.shown.verification_uri.clone(),
+                    device: Some(device.shown.clone()),
+                });
+            }
+            entry.pending.as_ref().map(|pending| PendingAuthorization {
+                url: pending.url.clone(),
+                device: None,
+            })
         })
+    }
+
+    /// Asks that the next authorization of `(workspace, alias)` use the device grant.
+    pub(crate) fn request_device(&self, workspace: &str, alias: &str, scope: Option<String>) {
+        self.with(workspace, alias, |entry| {
+            entry.device_requested = Some(scope)
+        });
+    }
+
+    /// The definition of the add that the pending authorization of `(workspace, alias)`
+    /// will perform, if an add asked for it (the alias exists nowhere else until then).
+    pub(crate) fn pending_add(&self, workspace: &str, alias: &str) -> Option<ServerDefinition> {
+        self.with(workspace, alias, |entry| {
+            let replay = entry
+                .pending
+                .as_ref()
+                .map(|pending| &pending.replay)
+                .or(entry.device.as_ref().map(|device| &device.replay));
+            match replay {
+                Some(Replay::Add(definition)) => Some((**definition).clone()),
+                _ => None,
+            }
+        })
+    }
+
+    fn take_device_request(&self, workspace: &str, alias: &str) -> Option<Option<String>> {
+        self.with(workspace, alias, |entry| entry.device_requested.take())
     }
 
     /// Says what completing the pending authorization whose URL is `url` does next (an add
@@ -177,6 +226,12 @@ impl Vault {
         self.with(workspace, alias, |entry| {
             if let Some(pending) = entry.pending.as_mut().filter(|pending| pending.url == url) {
                 pending.replay = replay;
+            } else if let Some(device) = entry
+                .device
+                .as_mut()
+                .filter(|device| device.shown.verification_uri == url)
+            {
+                device.replay = replay;
             }
         });
     }
@@ -692,4 +747,390 @@ pub(crate) fn is_insufficient_scope(server_url: &str, challenge: &str) -> bool {
     reqwest::Url::parse(server_url)
         .map(|base| WWWAuthenticateParams::parse(challenge, &base).is_insufficient_scope())
         .unwrap_or(false)
+}
+
+/// The device grant's `grant_type`.
+const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
+
+/// A device authorization (RFC 8628) waiting for its person; the device code stays here.
+pub(crate) struct DevicePending {
+    shown: DeviceAuthorization,
+    device_code: String,
+    client_id: String,
+    client_secret: Option<String>,
+    token_endpoint: String,
+    metadata: rmcp::transport::auth::AuthorizationMetadata,
+    server_url: String,
+    scopes: Vec<String>,
+    expires_at: std::time::Instant,
+    definition: Arc<ServerDefinition>,
+    replay: Replay,
+}
+
+/// Takes the device request of `(workspace, alias)`, if the next authorization is to use
+/// the device grant (so a request that no authorization used is spent too).
+pub(crate) fn device_requested(
+    vault: &Vault,
+    workspace: &str,
+    alias: &str,
+) -> Option<Option<String>> {
+    vault.take_device_request(workspace, alias)
+}
+
+/// Starts a device authorization of `server_url`: discovery (from the challenge), a client
+/// identity (the pre-registered client, else dynamic registration for the device grant),
+/// then the device authorization request. Refused when the authorization server advertises
+/// no `device_authorization_endpoint`: there is no fallback.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn begin_device(
+    vault: &Vault,
+    workspace: &str,
+    alias: &str,
+    server_url: &str,
+    definition: Arc<ServerDefinition>,
+    authorization: &PreparedAuthorization,
+    challenge: Option<&str>,
+    scope: Option<String>,
+    http: reqwest::Client,
+) -> Result<(), String> {
+    let PreparedAuthorization::OAuth {
+        client_id,
+        client_secret,
+        scope: defined_scope,
+        ..
+    } = authorization
+    else {
+        return Err("its authorization is not interactive OAuth".to_owned());
+    };
+    let manager = AuthorizationManager::new(server_url)
+        .await
+        .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
+    let metadata = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await
+        .map_err(|error| {
+            format!(
+                "its authorization server was not found: {}",
+                refusal(&error)
+            )
+        })?
+        .metadata;
+    let endpoint = metadata
+        .additional_fields
+        .get("device_authorization_endpoint")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            "its authorization server advertises no device_authorization_endpoint, so the \
+             device grant cannot be used: authorize it through the browser flow (enable it)"
+                .to_owned()
+        })?;
+    let scopes: Vec<String> = scope
+        .or_else(|| defined_scope.clone())
+        .map(|scope| scope.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let (client_id, client_secret) = match client_id {
+        Some(id) => (id.clone(), client_secret.clone()),
+        None => register_device_client(&http, &metadata).await?,
+    };
+    if let Some(secret) = &client_secret {
+        crate::redact::register([secret]);
+    }
+    let mut form = vec![
+        ("client_id", client_id.clone()),
+        ("resource", server_url.to_owned()),
+    ];
+    if !scopes.is_empty() {
+        form.push(("scope", scopes.join(" ")));
+    }
+    let answer = token_request(
+        &http,
+        &endpoint,
+        &client_id,
+        client_secret.as_deref(),
+        &form,
+    )
+    .await
+    .map_err(|why| format!("the device authorization request failed: {why}"))?;
+    let field = |key: &str| answer.get(key).and_then(serde_json::Value::as_str);
+    let number = |key: &str| answer.get(key).and_then(serde_json::Value::as_u64);
+    let (Some(device_code), Some(user_code), Some(verification_uri)) = (
+        field("device_code"),
+        field("user_code"),
+        field("verification_uri"),
+    ) else {
+        return Err(
+            "the authorization server's device authorization answer lacks its codes".to_owned(),
+        );
+    };
+    crate::redact::register([device_code]);
+    let expires_in = number("expires_in").unwrap_or(600).min(3600);
+    let shown = DeviceAuthorization {
+        verification_uri: verification_uri.to_owned(),
+        verification_uri_complete: field("verification_uri_complete").map(str::to_owned),
+        user_code: user_code.to_owned(),
+        interval: number("interval").unwrap_or(5).clamp(1, 60),
+        expires_in,
+        device: random_handle(),
+    };
+    let pending = DevicePending {
+        shown,
+        device_code: device_code.to_owned(),
+        client_id,
+        client_secret,
+        token_endpoint: metadata.token_endpoint.clone(),
+        metadata,
+        server_url: server_url.to_owned(),
+        scopes,
+        expires_at: std::time::Instant::now() + std::time::Duration::from_secs(expires_in),
+        definition,
+        replay: Replay::Enable(Box::default()),
+    };
+    vault.with(workspace, alias, |entry| {
+        entry.pending = None;
+        entry.device = Some(pending);
+    });
+    Ok(())
+}
+
+/// A client registered (RFC 7591) for the device grant, with no secret.
+async fn register_device_client(
+    http: &reqwest::Client,
+    metadata: &rmcp::transport::auth::AuthorizationMetadata,
+) -> Result<(String, Option<String>), String> {
+    let endpoint = metadata.registration_endpoint.as_deref().ok_or_else(|| {
+        "its authorization server advertises no registration_endpoint and the definition names \
+         no clientId: give it a pre-registered clientId"
+            .to_owned()
+    })?;
+    let body = serde_json::json!({
+        "client_name": CLIENT_NAME,
+        "grant_types": [DEVICE_GRANT, "refresh_token"],
+        "response_types": [],
+        "redirect_uris": [],
+        "token_endpoint_auth_method": "none",
+        "application_type": "native",
+    });
+    let response = http
+        .post(endpoint)
+        .json(&body)
+        .timeout(std::time::Duration::from_secs(20))
+        .send()
+        .await
+        .map_err(|_| "its registration endpoint could not be reached".to_owned())?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "its registration endpoint refused the client ({})",
+            response.status().as_u16()
+        ));
+    }
+    let client: serde_json::Value = response
+        .json()
+        .await
+        .map_err(|_| "its registration endpoint answered no JSON".to_owned())?;
+    let id = client["client_id"]
+        .as_str()
+        .ok_or_else(|| "its registration endpoint answered no client_id".to_owned())?;
+    Ok((
+        id.to_owned(),
+        client["client_secret"].as_str().map(str::to_owned),
+    ))
+}
+
+/// A form POST to one of the authorization server's endpoints, authenticated as the client
+/// (`client_secret_basic` with a secret); the JSON answer, or the OAuth `error` code of a
+/// refusal (never its description).
+async fn token_request(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client_id: &str,
+    client_secret: Option<&str>,
+    form: &[(&str, String)],
+) -> Result<serde_json::Value, String> {
+    let body = form
+        .iter()
+        .map(|(key, value)| format!("{key}={}", urlencode(value)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let mut request = http
+        .post(endpoint)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .header(reqwest::header::ACCEPT, "application/json")
+        .timeout(std::time::Duration::from_secs(20))
+        .body(body);
+    if let Some(secret) = client_secret {
+        request = request.basic_auth(urlencode(client_id), Some(urlencode(secret)));
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|_| "the authorization server could not be reached".to_owned())?;
+    let status = response.status();
+    let answer: serde_json::Value = response.json().await.unwrap_or_default();
+    if status.is_success() {
+        return Ok(answer);
+    }
+    // The OAuth error code only, bounded to its grammar; the description is the server's.
+    let code: String = answer["error"]
+        .as_str()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(40)
+        .collect();
+    Err(if code.is_empty() {
+        format!("HTTP {}", status.as_u16())
+    } else {
+        code
+    })
+}
+
+fn urlencode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(byte as char);
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+fn random_handle() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut handle = String::from("device-");
+    for _ in 0..2 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        );
+        handle.push_str(&format!("{:016x}", hasher.finish()));
+    }
+    handle
+}
+
+/// What one poll found, for the host to act on.
+pub(crate) enum Polled {
+    /// Not yet (or too fast, or refused, or expired): tell the caller.
+    Status(DevicePoll),
+    /// Approved: install this client for this definition and replay this action.
+    Authorized(AuthorizedClient, Arc<ServerDefinition>, Replay),
+}
+
+/// One token request for the device authorization of `(workspace, alias)` whose handle is
+/// `device`. `404 oauth-not-pending` when there is none with that handle.
+pub(crate) async fn poll_device(
+    vault: &Vault,
+    workspace: &str,
+    alias: &str,
+    device: &str,
+    http: reqwest::Client,
+) -> Result<Polled, Problem> {
+    let Some(mut pending) = vault.with(workspace, alias, |entry| match entry.device.as_ref() {
+        Some(pending) if pending.shown.device == device => entry.device.take(),
+        _ => None,
+    }) else {
+        return Err(Problem::oauth_not_pending(alias));
+    };
+    if std::time::Instant::now() >= pending.expires_at {
+        return Ok(Polled::Status(DevicePoll::Expired));
+    }
+    let form = [
+        ("grant_type", DEVICE_GRANT.to_owned()),
+        ("device_code", pending.device_code.clone()),
+        ("client_id", pending.client_id.clone()),
+        ("resource", pending.server_url.clone()),
+    ];
+    let answer = token_request(
+        &http,
+        &pending.token_endpoint,
+        &pending.client_id,
+        pending.client_secret.as_deref(),
+        &form,
+    )
+    .await;
+    let keep = |pending: DevicePending, status: DevicePoll| {
+        vault.with(workspace, alias, |entry| {
+            entry.device.get_or_insert(pending);
+        });
+        Ok(Polled::Status(status))
+    };
+    let tokens = match answer {
+        Ok(tokens) => tokens,
+        Err(code) => {
+            return match code.as_str() {
+                "authorization_pending" => keep(pending, DevicePoll::Pending),
+                "slow_down" => {
+                    pending.shown.interval = (pending.shown.interval + 5).min(60);
+                    keep(pending, DevicePoll::SlowDown)
+                }
+                "access_denied" => Ok(Polled::Status(DevicePoll::Denied)),
+                "expired_token" => Ok(Polled::Status(DevicePoll::Expired)),
+                other => {
+                    let problem = Problem::server_unavailable(format!(
+                        "server \"{alias}\" (http): the device authorization's token request \
+                         failed ({other}); authorize again"
+                    ));
+                    Err(problem)
+                }
+            };
+        }
+    };
+    let response: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(tokens)
+        .map_err(|_| {
+            Problem::server_unavailable(format!(
+                "server \"{alias}\" (http): the authorization server's token answer is not an \
+                 OAuth token response; authorize again"
+            ))
+        })?;
+    let unusable = |why: &str| {
+        Problem::server_unavailable(format!(
+            "server \"{alias}\" (http): the device authorization's token could not be kept ({why})"
+        ))
+    };
+    let mut manager = AuthorizationManager::new(pending.server_url.as_str())
+        .await
+        .map_err(|error| unusable(refusal(&error)))?;
+    manager.set_metadata(pending.metadata.clone());
+    let mut config = OAuthClientConfig::new(pending.client_id.clone(), "http://127.0.0.1/")
+        .with_scopes(pending.scopes.clone());
+    if let Some(secret) = &pending.client_secret {
+        config = config.with_client_secret(secret.clone());
+    }
+    manager
+        .configure_client(config)
+        .map_err(|error| unusable(refusal(&error)))?;
+    let received = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .ok();
+    let store = InMemoryCredentialStore::new();
+    store
+        .save(
+            StoredCredentials::new(
+                pending.client_id.clone(),
+                Some(response),
+                pending.scopes.clone(),
+                received,
+            )
+            .with_issuer(pending.metadata.issuer.clone()),
+        )
+        .await
+        .map_err(|error| unusable(refusal(&error)))?;
+    manager.set_credential_store(store);
+    let client = AuthClient::new(Challenged::registering(http), manager);
+    register_token(&client).await;
+    Ok(Polled::Authorized(
+        client,
+        pending.definition,
+        pending.replay,
+    ))
 }

@@ -141,17 +141,37 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                         .into(),
                 );
             };
-            match super::oauth::begin(
-                &options.oauth,
-                workspace,
-                alias,
-                &server_url,
-                Arc::new(definition.clone()),
-                oauth,
-                Some(&challenge),
-            )
-            .await
-            {
+            let begun = match super::oauth::device_requested(&options.oauth, workspace, alias) {
+                Some(scope) => match options.http_client() {
+                    Ok(http) => {
+                        super::oauth::begin_device(
+                            &options.oauth,
+                            workspace,
+                            alias,
+                            &server_url,
+                            Arc::new(definition.clone()),
+                            oauth,
+                            Some(&challenge),
+                            scope,
+                            http,
+                        )
+                        .await
+                    }
+                    Err(detail) => Err(detail),
+                },
+                None => super::oauth::begin(
+                    &options.oauth,
+                    workspace,
+                    alias,
+                    &server_url,
+                    Arc::new(definition.clone()),
+                    oauth,
+                    Some(&challenge),
+                )
+                .await
+                .map(|_| ()),
+            };
+            match begun {
                 Ok(_) => {
                     options.oauth.forget_authorized(workspace, alias);
                     Problem::authorization_required(alias)

@@ -8,7 +8,8 @@
 //
 // - Provider: dynamic registration (native loopback redirects), PKCE, resource indicators
 //   (JWT access tokens with the MCP URL as audience, 4 s lifetime), refresh tokens for
-//   clients registered with that grant, the client-credentials grant for the pre-registered client `machine`,
+//   clients registered with that grant, the device authorization grant (unless
+//   OAUTH_WORLD_NO_DEVICE=1), the client-credentials grant for the pre-registered client `machine`,
 //   the development login and consent pages (any login, any password).
 // - MCP server at /mcp: tool `whoami` answers the token's subject and scope. A request
 //   without a valid token gets 401 with a challenge naming the protected-resource metadata.
@@ -70,6 +71,7 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: true },
     registration: { enabled: true },
     clientCredentials: { enabled: true },
+    deviceFlow: { enabled: process.env.OAUTH_WORLD_NO_DEVICE !== "1" },
     revocation: { enabled: true },
     resourceIndicators: {
       enabled: true,
