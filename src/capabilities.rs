@@ -190,6 +190,7 @@ pub const MATRIX: &[Row] = &[
             "an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret",
             "a_daemon_without_a_browser_authorizes_with_the_device_grant",
             "only_a_client_credentials_connection_advertises_that_extension",
+            "the_command_line_authorizes_through_a_browser_and_with_a_device_code",
         ],
         note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
                auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; a refused \

@@ -324,9 +324,121 @@ pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
         }
     } else {
         out!("{}", status_table(&snapshot));
+        for server in snapshot.servers.values() {
+            if server.state == plurnk_mcp::ServerState::AuthorizationRequired {
+                errln!(
+                    "plurnk-mcp: server \"{0}\" needs OAuth authorization: run `plurnk-mcp auth {0}` (or `plurnk-mcp auth {0} --device` on a machine without a browser)",
+                    server.alias
+                );
+            }
+        }
     }
     finish(&host).await;
     ExitCode::SUCCESS
+}
+
+/// `plurnk-mcp auth <server> [--device] [--scope S]`.
+pub(crate) async fn auth(
+    global: &Global,
+    server: &str,
+    device: bool,
+    scope: Option<&str>,
+) -> ExitCode {
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let outcome = if device {
+        authorize_by_device(&workspace, server, scope).await
+    } else {
+        authorize_by_browser(&workspace, server).await
+    };
+    let code = match outcome {
+        Ok(ready) => {
+            outln!("server \"{server}\" is {}", ready.state);
+            for tool in ready.tools.iter() {
+                outln!("  {}", tool.name);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(problem) => fail(problem),
+    };
+    finish(&host).await;
+    code
+}
+
+async fn authorize_by_browser(
+    workspace: &Workspace,
+    server: &str,
+) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
+    let asked = workspace.enable(server).await?;
+    authorized_interactively(workspace, asked).await
+}
+
+/// An action's answer that waits for a person's authorization: prints the URL, reads the
+/// callback URL from standard input, and completes it (any other answer is returned as is).
+async fn authorized_interactively(
+    workspace: &Workspace,
+    asked: plurnk_mcp::ServerSnapshot,
+) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
+    let server = asked.alias.clone();
+    let Some(pending) = asked.authorization else {
+        return Ok(asked);
+    };
+    outln!("Open this URL, approve, and paste the URL your browser was sent back to:");
+    outln!("{}", pending.url);
+    let mut line = String::new();
+    let read =
+        tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut line).map(|_| line))
+            .await;
+    let callback = match read {
+        Ok(Ok(line)) if !line.trim().is_empty() => line.trim().to_owned(),
+        _ => {
+            return Err(plurnk_mcp::Problem::invalid_definition(
+                "no callback URL was given on standard input: run `plurnk-mcp auth` again and \
+                 paste the whole URL the authorization server redirected to",
+            ));
+        }
+    };
+    workspace.oauth_complete(&server, &callback).await
+}
+
+async fn authorize_by_device(
+    workspace: &Workspace,
+    server: &str,
+    scope: Option<&str>,
+) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
+    use plurnk_mcp::DevicePoll;
+    let device = workspace.authorize_device(server, scope).await?;
+    match &device.verification_uri_complete {
+        Some(complete) => outln!(
+            "On any device, open {complete}\n(or {} and enter the code {})",
+            device.verification_uri,
+            device.user_code
+        ),
+        None => outln!(
+            "On any device, open {} and enter the code {}",
+            device.verification_uri,
+            device.user_code
+        ),
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(device.expires_in);
+    let mut interval = Duration::from_secs(device.interval);
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(interval).await;
+        match workspace.poll_device(server, &device.device).await? {
+            DevicePoll::Pending => {}
+            DevicePoll::SlowDown => interval += Duration::from_secs(5),
+            DevicePoll::Authorized { server } => return Ok(*server),
+            DevicePoll::Denied => {
+                return Err(plurnk_mcp::Problem::forbidden(format!(
+                    "the authorization of server \"{server}\" was refused on the device"
+                )));
+            }
+            DevicePoll::Expired => break,
+        }
+    }
+    Err(plurnk_mcp::Problem::oauth_not_pending(server))
 }
 
 pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode {
@@ -963,14 +1075,23 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
     };
     let outcome = match &action {
         Action::List => Ok(None),
+        // A server that needs a person's OAuth authorization is authorized here and now:
+        // this process is where its tokens live.
         Action::Add { .. } => match prepared {
-            Some(definition) => workspace.add(definition).await.map(|s| Some(s.alias)),
+            Some(definition) => match workspace.add(definition).await {
+                Ok(asked) => authorized_interactively(&workspace, asked)
+                    .await
+                    .map(|s| Some(s.alias)),
+                Err(problem) => Err(problem),
+            },
             None => Ok(None),
         },
-        Action::Enable { alias, .. } => workspace
-            .enable_with(alias, customize)
-            .await
-            .map(|s| Some(s.alias)),
+        Action::Enable { alias, .. } => match workspace.enable_with(alias, customize).await {
+            Ok(asked) => authorized_interactively(&workspace, asked)
+                .await
+                .map(|s| Some(s.alias)),
+            Err(problem) => Err(problem),
+        },
         Action::Disable { alias } => workspace.disable(alias).await.map(|s| Some(s.alias)),
         Action::Remove { alias } => workspace.remove(alias).await.map(|_| None),
     };

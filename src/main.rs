@@ -104,6 +104,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Authorize an OAuth server in this process, as a person would, and show its tools.
+    ///
+    /// Prints the authorization URL and reads the callback URL you were sent back to from
+    /// standard input; with `--device`, shows a user code to enter on any device and polls
+    /// until it is approved. Tokens live in this process only: a daemon (or `serve`)
+    /// authorizes its own servers the same way, through its embedding API.
+    Auth {
+        /// The server alias.
+        server: String,
+        /// Use the device authorization grant (no browser on this machine).
+        #[arg(long)]
+        device: bool,
+        /// The scope to ask for (device grant only; otherwise the definition's).
+        #[arg(long)]
+        scope: Option<String>,
+    },
     /// Connect every enabled server and print its state.
     Status {
         /// Print JSON instead of a table.
@@ -358,6 +374,11 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
             }
             Command::Demo => cli::demo::run().await,
             Command::Status { json } => cli::status(global, json).await,
+            Command::Auth {
+                server,
+                device,
+                scope,
+            } => cli::auth(global, &server, device, scope.as_deref()).await,
             Command::Tools { server, json } => cli::tools(global, &server, json).await,
             Command::Resources { server, json } => cli::resources(global, &server, json).await,
             Command::Read { server, uri } => cli::read(global, &server, &uri).await,

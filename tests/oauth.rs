@@ -631,3 +631,115 @@ async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
     holds_none("the trace log", &log, &issued);
     holds_none("what the host answered", &shown, &issued);
 }
+
+/// Reads `child`'s stdout lines until one holds `marker`; that line.
+async fn line_with(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    marker: &str,
+) -> String {
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(marker) {
+                return Some(line);
+            }
+        }
+        None
+    })
+    .await;
+    found
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no line with {marker:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let world = World::start();
+    let dir = std::env::temp_dir().join(format!("plurnk-oauth-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a state directory");
+    let state = dir.join("state.db").to_string_lossy().into_owned();
+    let exe = env!("CARGO_BIN_EXE_plurnk-mcp");
+    let command = |args: &[&str]| {
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .arg("--state")
+            .arg(&state)
+            .args(args)
+            .env("PLURNK_MCP_ALLOW_ADD", "true")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    };
+
+    // `add` of an OAuth server: the URL is printed, the callback URL read from stdin.
+    let options = json!({"authorization": {"type": "oauth", "redirectUrl": REDIRECT}}).to_string();
+    let mut add = command(&["add", "world", &world.mcp, "--options", &options])
+        .spawn()
+        .expect("plurnk-mcp add starts");
+    let mut lines = tokio::io::BufReader::new(add.stdout.take().expect("stdout")).lines();
+    let url = line_with(&mut lines, &world.issuer).await;
+    let callback = approve(url.trim()).await;
+    let mut stdin = add.stdin.take().expect("stdin");
+    stdin
+        .write_all(format!("{callback}\n").as_bytes())
+        .await
+        .expect("the callback is written");
+    drop(stdin);
+    let ready = line_with(&mut lines, "world").await;
+    assert!(ready.contains("ready"), "{ready}");
+    let added = tokio::time::timeout(Duration::from_secs(30), add.wait_with_output())
+        .await
+        .expect("add ends")
+        .expect("add's output");
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+
+    // A new process has no tokens: status says how to authorize it.
+    let status = tokio::time::timeout(Duration::from_secs(30), command(&["status"]).output())
+        .await
+        .expect("status ends")
+        .expect("status runs");
+    let said = String::from_utf8_lossy(&status.stderr);
+    assert!(said.contains("plurnk-mcp auth world"), "{said}");
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("authorization-required"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+
+    // `auth --device`: a code to enter elsewhere, polled until approved.
+    let mut auth = command(&["auth", "world", "--device"])
+        .spawn()
+        .expect("plurnk-mcp auth starts");
+    let mut lines = tokio::io::BufReader::new(auth.stdout.take().expect("stdout")).lines();
+    let shown = line_with(&mut lines, "On any device, open").await;
+    let complete = shown
+        .split_whitespace()
+        .find(|word| word.starts_with("http"))
+        .expect("a URL on the line")
+        .to_owned();
+    browse(&complete)
+        .await
+        .expect_err("the device flow ends on a page");
+    let ready = line_with(&mut lines, "is ready").await;
+    assert!(ready.contains("world"), "{ready}");
+    let tool = line_with(&mut lines, "whoami").await;
+    assert!(tool.contains("whoami"));
+    let authed = tokio::time::timeout(Duration::from_secs(30), auth.wait_with_output())
+        .await
+        .expect("auth ends")
+        .expect("auth's output");
+    assert!(
+        authed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&authed.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -825,8 +825,14 @@ pub(crate) async fn begin_device(
              device grant cannot be used: authorize it through the browser flow (enable it)"
                 .to_owned()
         })?;
+    // The scope asked for, else the definition's, else the one the server's challenge names.
+    let challenged = challenge.and_then(|challenge| {
+        let base = reqwest::Url::parse(server_url).ok()?;
+        WWWAuthenticateParams::parse(challenge, &base).scope
+    });
     let scopes: Vec<String> = scope
         .or_else(|| defined_scope.clone())
+        .or(challenged)
         .map(|scope| scope.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
     let (client_id, client_secret) = match client_id {
