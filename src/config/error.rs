@@ -151,6 +151,21 @@ pub enum ConfigError {
         detail: String,
     },
 
+    /// An authorization the host declines by design (enterprise-managed authorization,
+    /// private-key JWT client authentication).
+    #[error(
+        "{variable} asks for {what}, which plurnk-mcp declines by design ({why}): use \"oauth\" \
+         for a person or \"client-credentials\" with a client secret for an application"
+    )]
+    DeclinedAuthorization {
+        /// The variable.
+        variable: String,
+        /// What was asked for.
+        what: &'static str,
+        /// Why it is declined.
+        why: &'static str,
+    },
+
     /// JSON of the wrong shape.
     #[error("{variable} must be {expected}, but {found}: fix the value")]
     WrongJsonShape {
@@ -503,6 +518,7 @@ impl ConfigError {
             }
             | Self::InvalidJson { variable, .. }
             | Self::WrongJsonShape { variable, .. }
+            | Self::DeclinedAuthorization { variable, .. }
             | Self::EmptyEntry { variable, .. }
             | Self::DuplicateEntry { variable, .. }
             | Self::MissingReference { variable, .. }

@@ -325,6 +325,25 @@ fn check_value(variable: &str, field: &Field, value: &Value, faults: &mut Vec<Co
     }
 }
 
+/// An authorization `type` naming an arm the host declines by design: what it is and why.
+fn declined(kind: &str) -> Option<(&'static str, &'static str)> {
+    let kind = kind.to_ascii_lowercase();
+    if kind.contains("enterprise") || kind.contains("id-jag") || kind == "ema" {
+        return Some((
+            "enterprise-managed authorization",
+            "its single sign-on and kept identity assertions are an organization's deployment \
+             policy, which the host does not own",
+        ));
+    }
+    if kind.contains("jwt") || kind.contains("private-key") {
+        return Some((
+            "private-key JWT client authentication",
+            "a client secret is the client authentication the host supports",
+        ));
+    }
+    None
+}
+
 fn authorization(variable: &str, object: &Map<String, Value>, faults: &mut Vec<ConfigError>) {
     let fields: &[Field] = match object.get("type") {
         Some(Value::String(kind)) if kind == "bearer" => &BEARER,
@@ -335,6 +354,16 @@ fn authorization(variable: &str, object: &Map<String, Value>, faults: &mut Vec<C
                 variable: variable.to_owned(),
                 field: "type",
             });
+            return;
+        }
+        Some(Value::String(kind)) if declined(kind).is_some() => {
+            if let Some((what, why)) = declined(kind) {
+                faults.push(ConfigError::DeclinedAuthorization {
+                    variable: format!("{variable}.type"),
+                    what,
+                    why,
+                });
+            }
             return;
         }
         Some(other) => {

@@ -1154,3 +1154,22 @@ fn credential_names_are_recognised_in_any_case() {
         assert!(!super::is_credential_name(name), "{name}");
     }
 }
+
+#[test]
+fn declined_authorizations_are_refused_with_the_reason() {
+    for (kind, what) in [
+        (
+            "enterprise-managed-authorization",
+            "enterprise-managed authorization",
+        ),
+        ("private-key-jwt", "private-key JWT client authentication"),
+    ] {
+        let errors =
+            McpServerOptions::from_json(&format!(r#"{{"authorization": {{"type": "{kind}"}}}}"#))
+                .expect_err("declined");
+        let text = errors.to_string();
+        assert!(text.contains(what), "{text}");
+        assert!(text.contains("declines by design"), "{text}");
+        assert!(text.contains("client-credentials"), "{text}");
+    }
+}
