@@ -157,6 +157,19 @@ fn config(pairs: &[(&str, String)]) -> HostConfig {
     HostConfig::from_env(map).expect("valid configuration")
 }
 
+/// A host whose workspaces live in `store`.
+async fn host_on(store: SqliteStore) -> Host {
+    Host::start_with(
+        config(&[]),
+        HostOptions {
+            store: Some(Arc::new(store)),
+            ..HostOptions::default()
+        },
+    )
+    .await
+    .expect("host starts")
+}
+
 fn definition(alias: &str, url: &str, authorization: Value) -> ServerDefinition {
     let options = plurnk_mcp::config::McpServerOptions::from_json(
         &json!({ "authorization": authorization }).to_string(),
@@ -334,15 +347,7 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
     std::fs::create_dir_all(&dir).expect("a state directory");
     let state = dir.join("state.db");
     let store = SqliteStore::open(&state).expect("the state file opens");
-    let host = Host::start_with(
-        config(&[]),
-        HostOptions {
-            store: Some(Arc::new(store)),
-            ..HostOptions::default()
-        },
-    )
-    .await
-    .expect("host starts");
+    let host = host_on(store).await;
     let workspace = host.default_workspace();
     let mut shown = Vec::new();
 
@@ -434,15 +439,7 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
 
     // After a restart the tokens are gone: authorization-required, and enable starts anew.
     let store = SqliteStore::open(&state).expect("the state file opens again");
-    let host = Host::start_with(
-        config(&[]),
-        HostOptions {
-            store: Some(Arc::new(store)),
-            ..HostOptions::default()
-        },
-    )
-    .await
-    .expect("host starts again");
+    let host = host_on(store).await;
     let workspace = host.default_workspace();
     let restarted = wait_server(&workspace, "world", |s| {
         s.state == ServerState::AuthorizationRequired

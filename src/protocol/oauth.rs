@@ -255,21 +255,34 @@ impl Vault {
     }
 }
 
+/// One authorization to start: of `alias` in `workspace` (recorded in `vault`), its server
+/// at `server_url` opened for `definition` with its expanded `authorization`, from the
+/// server's `challenge` (its `WWW-Authenticate` value).
+pub(crate) struct Attempt<'a> {
+    pub vault: &'a Vault,
+    pub workspace: &'a str,
+    pub alias: &'a str,
+    pub server_url: &'a str,
+    pub definition: Arc<ServerDefinition>,
+    pub authorization: &'a PreparedAuthorization,
+    pub challenge: Option<&'a str>,
+}
+
 /// Starts an interactive authorization of `server_url` for `definition` and records it as
 /// the pending one of `(workspace, alias)`. `challenge` is the `WWW-Authenticate` value of
 /// the server's 401 or 403, which seeds discovery. A 403 `insufficient_scope` is a step-up:
 /// it asks for the scopes granted so far and those the challenge names, at most
 /// [`MAX_STEP_UPS`] times in a row. Returns the URL the operator opens.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn begin(
-    vault: &Vault,
-    workspace: &str,
-    alias: &str,
-    server_url: &str,
-    definition: Arc<ServerDefinition>,
-    authorization: &PreparedAuthorization,
-    challenge: Option<&str>,
-) -> Result<String, String> {
+pub(crate) async fn begin(attempt: Attempt<'_>) -> Result<String, String> {
+    let Attempt {
+        vault,
+        workspace,
+        alias,
+        server_url,
+        definition,
+        authorization,
+        challenge,
+    } = attempt;
     let step_up = challenge.is_some_and(|challenge| is_insufficient_scope(server_url, challenge));
     let previous = vault.authorized(workspace, alias, &definition);
     let scopes = match challenge {
@@ -781,18 +794,20 @@ pub(crate) fn device_requested(
 /// identity (the pre-registered client, else dynamic registration for the device grant),
 /// then the device authorization request. Refused when the authorization server advertises
 /// no `device_authorization_endpoint`: there is no fallback.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn begin_device(
-    vault: &Vault,
-    workspace: &str,
-    alias: &str,
-    server_url: &str,
-    definition: Arc<ServerDefinition>,
-    authorization: &PreparedAuthorization,
-    challenge: Option<&str>,
+    attempt: Attempt<'_>,
     scope: Option<String>,
     http: reqwest::Client,
 ) -> Result<(), String> {
+    let Attempt {
+        vault,
+        workspace,
+        alias,
+        server_url,
+        definition,
+        authorization,
+        challenge,
+    } = attempt;
     let PreparedAuthorization::OAuth {
         client_id,
         client_secret,

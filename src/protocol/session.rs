@@ -141,35 +141,21 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                         .into(),
                 );
             };
+            let attempt = super::oauth::Attempt {
+                vault: &options.oauth,
+                workspace,
+                alias,
+                server_url: &server_url,
+                definition: Arc::new(definition.clone()),
+                authorization: oauth,
+                challenge: Some(&challenge),
+            };
             let begun = match super::oauth::device_requested(&options.oauth, workspace, alias) {
                 Some(scope) => match options.http_client() {
-                    Ok(http) => {
-                        super::oauth::begin_device(
-                            &options.oauth,
-                            workspace,
-                            alias,
-                            &server_url,
-                            Arc::new(definition.clone()),
-                            oauth,
-                            Some(&challenge),
-                            scope,
-                            http,
-                        )
-                        .await
-                    }
+                    Ok(http) => super::oauth::begin_device(attempt, scope, http).await,
                     Err(detail) => Err(detail),
                 },
-                None => super::oauth::begin(
-                    &options.oauth,
-                    workspace,
-                    alias,
-                    &server_url,
-                    Arc::new(definition.clone()),
-                    oauth,
-                    Some(&challenge),
-                )
-                .await
-                .map(|_| ()),
+                None => super::oauth::begin(attempt).await.map(|_| ()),
             };
             match begun {
                 Ok(_) => {
