@@ -1023,7 +1023,7 @@ impl Workspace {
             None => self.enable(alias).await,
         };
         // Whatever happened, the request is spent.
-        let _ = crate::protocol::device_request_taken(vault, &self.name, alias);
+        let _ = vault.take_device_request(&self.name, alias);
         let server = answer?;
         match server.authorization.and_then(|pending| pending.device) {
             Some(device) => Ok(device),

@@ -18,11 +18,8 @@ mod stdio;
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, OnUpdate, SourceOpener};
-pub(crate) use http::same_origin_redirects;
-pub(crate) use oauth::{
-    Polled, Replay, Vault, complete as oauth_complete, device_requested as device_request_taken,
-    poll_device,
-};
+pub(crate) use http::{Bounded, describe, read_bounded, same_origin_redirects};
+pub(crate) use oauth::{Polled, Replay, Vault, complete as oauth_complete, poll_device};
 pub(crate) use reaper::Reaper;
 pub(crate) use session::{Opened, Opening, Ready, Relisted, Session, count, open, relist};
 pub(crate) use stdio::{StderrTail, describe_exit, kill_group};

@@ -6,9 +6,9 @@
 //! provider handed out or received is then looked for in what the host let out.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use plurnk_mcp::{
@@ -25,43 +25,14 @@ use support::{peer_script, peers};
 mod calls;
 use calls::shutdown_clean;
 
+#[path = "support/logs.rs"]
+mod logs;
+
 /// Where the provider sends the person back; nothing listens there: the browser stops at it
 /// and the URL goes to `oauth_complete`.
 const REDIRECT: &str = "http://127.0.0.1:9/callback";
 /// The pre-registered client-credentials client's secret.
 const MACHINE_SECRET: &str = "machine-SECRET-client-4e1b9c";
-
-/// Every log line the host (and rmcp under it) writes in this binary, at every level.
-fn captured() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let writer = log.clone();
-        // Through the scrubbing writer, as the command line (and an embedder) logs.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
-            .with_ansi(false)
-            .with_writer(plurnk_mcp::redact::Scrubbing::new(move || {
-                Sink(writer.clone())
-            }))
-            .try_init();
-        log
-    })
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut log) = self.0.lock() {
-            log.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// The provider and the MCP server, for as long as this value lives.
 struct World {
@@ -340,7 +311,7 @@ fn problem_text(problem: &Problem) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_until_revoked() {
-    let log = captured();
+    logs::capture();
     let world = World::start();
     let dir = std::env::temp_dir().join(format!("plurnk-oauth-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -465,7 +436,7 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         "the provider saw codes, verifiers and tokens: {}",
         issued.len()
     );
-    let log = String::from_utf8_lossy(&log.lock().expect("log").clone()).into_owned();
+    let log = logs::logged();
     assert!(
         log.contains("TRACE") || log.contains("DEBUG"),
         "the log is captured"
@@ -485,7 +456,7 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer() {
-    let log = captured();
+    logs::capture();
     let world = World::start();
     let host = Host::start(config(&[("MACHINE_SECRET", MACHINE_SECRET.into())]))
         .await
@@ -543,14 +514,14 @@ async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer()
 
     let mut secrets = world.issued().await;
     secrets.push(MACHINE_SECRET.to_owned());
-    let log = String::from_utf8_lossy(&log.lock().expect("log").clone()).into_owned();
+    let log = logs::logged();
     holds_none("the trace log", &log, &secrets);
     holds_none("what the host answered", &shown, &secrets);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
-    let log = captured();
+    logs::capture();
     let world = World::start();
     let host = Host::start(config(&[])).await.expect("host starts");
     let workspace = host.default_workspace();
@@ -624,7 +595,7 @@ async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
     shutdown_clean(host).await;
 
     let issued = world.issued().await;
-    let log = String::from_utf8_lossy(&log.lock().expect("log").clone()).into_owned();
+    let log = logs::logged();
     holds_none("the trace log", &log, &issued);
     holds_none("what the host answered", &shown, &issued);
 }

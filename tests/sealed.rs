@@ -3,8 +3,7 @@
 //! runs real misbehaving processes or HTTP servers on 127.0.0.1:0.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, ServerState};
 use serde_json::json;
@@ -14,47 +13,14 @@ mod calls;
 
 #[path = "support/processes.rs"]
 mod processes;
+
+#[path = "support/logs.rs"]
+mod logs;
 use calls::{BOUND, shutdown_clean};
+use logs::logged;
 use processes::marked;
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
-
-/// Every log line of this test process at `trace`, every crate included, written through
-/// the same scrubbing writer the command line uses.
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        #[derive(Clone)]
-        struct Capture(Arc<Mutex<Vec<u8>>>);
-        impl Write for Capture {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                if let Ok(mut buffer) = self.0.lock() {
-                    buffer.extend_from_slice(bytes);
-                }
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let capture = Capture(buffer.clone());
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
-            .with_writer(plurnk_mcp::redact::Scrubbing::new(move || capture.clone()))
-            .with_ansi(false)
-            .finish();
-        let _ = tracing::subscriber::set_global_default(subscriber);
-        buffer
-    })
-}
-
-fn logged() -> String {
-    logs()
-        .lock()
-        .map(|buffer| String::from_utf8_lossy(&buffer).into_owned())
-        .unwrap_or_default()
-}
 
 fn config(pairs: &[(&str, String)]) -> HostConfig {
     let mut map: BTreeMap<String, String> = pairs
@@ -76,7 +42,7 @@ fn holds(text: &str, secret: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_a_server_echoes_never_reach_a_problem_a_call_error_or_a_log_line() {
-    logs();
+    logs::capture();
     const URL_SECRET: &str = "query-SECRET-5150";
     const ENV_SECRET: &str = "env-SECRET-8086";
     let closed_port = {

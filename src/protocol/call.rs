@@ -967,19 +967,63 @@ fn invalid_content(block: &Value) -> Option<String> {
     }
 }
 
-fn error_kind(error: &dyn std::error::Error) -> String {
-    // Walk to the innermost cause: that is the io error or the HTTP status, which carries
-    // no URL or header.
-    let mut inner: &dyn std::error::Error = error;
-    while let Some(source) = inner.source() {
-        inner = source;
+fn error_kind(error: &(dyn std::error::Error + 'static)) -> String {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    // Walk to the innermost cause: the io error or the HTTP status, which carries no URL or
+    // header. An authorization refusal carries the server's challenge header instead: it is
+    // named in our words (the challenge only seeds a new authorization).
+    let mut inner: &(dyn std::error::Error + 'static) = error;
+    loop {
+        if inner.is::<AuthRequiredError>() {
+            return "the server refused the token (HTTP 401)".to_owned();
+        }
+        if inner.is::<InsufficientScopeError>() {
+            return "the server asked for more scope (HTTP 403)".to_owned();
+        }
+        match inner.source() {
+            Some(source) => inner = source,
+            None => break,
+        }
     }
-    inner.to_string()
+    crate::redact::scrub_capped(&inner.to_string(), 512)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_token_is_named_without_the_servers_challenge() {
+        use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+        #[derive(Debug)]
+        struct Outer(Box<dyn std::error::Error + Send + Sync>);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "transport: {}", self.0)
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(self.0.as_ref())
+            }
+        }
+        let challenge = "Bearer error=\"invalid_token\", error_description=\"SERVER-TEXT\"";
+        let refused = Outer(Box::new(AuthRequiredError::new(challenge.into())));
+        assert_eq!(
+            error_kind(&refused),
+            "the server refused the token (HTTP 401)"
+        );
+        let scope = Outer(Box::new(InsufficientScopeError::new(
+            challenge.into(),
+            None,
+        )));
+        assert_eq!(
+            error_kind(&scope),
+            "the server asked for more scope (HTTP 403)"
+        );
+        let long = Outer(Box::new(std::io::Error::other("x".repeat(10_000))));
+        assert!(error_kind(&long).len() < 1_000);
+    }
 
     #[test]
     fn a_progress_route_lives_exactly_as_long_as_its_request() {

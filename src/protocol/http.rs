@@ -90,3 +90,48 @@ pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
         }
     })
 }
+
+/// Why a response body could not be read whole.
+pub(crate) enum Bounded {
+    /// It passed its bound.
+    TooLarge,
+    /// The connection failed while it was read (said scrubbed).
+    Failed(String),
+}
+
+/// A response body of at most `limit` bytes: what a server may make the host hold.
+pub(crate) async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, Bounded> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(Bounded::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| Bounded::Failed(describe(&e)))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(Bounded::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// An error with its causes, scrubbed of every registered secret (reqwest prints the URL).
+pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    crate::redact::scrub(&text).into_owned()
+}

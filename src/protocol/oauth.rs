@@ -84,11 +84,40 @@ struct Authorized {
     definition: Arc<ServerDefinition>,
 }
 
+/// The one authorization of a server that waits for its person.
+enum Waiting {
+    /// Through the browser: for the callback URL.
+    Code(Box<Pending>),
+    /// Through the device grant: for the person to enter the user code.
+    Device(Box<DevicePending>),
+}
+
+impl Waiting {
+    fn replay_mut(&mut self) -> &mut Replay {
+        match self {
+            Self::Code(pending) => &mut pending.replay,
+            Self::Device(device) => &mut device.replay,
+        }
+    }
+
+    fn shown(&self) -> PendingAuthorization {
+        match self {
+            Self::Code(pending) => PendingAuthorization {
+                url: pending.url.clone(),
+                device: None,
+            },
+            Self::Device(device) => PendingAuthorization {
+                url: device.shown.verification_uri.clone(),
+                device: Some(device.shown.clone()),
+            },
+        }
+    }
+}
+
 #[derive(Default)]
 struct Entry {
-    pending: Option<Pending>,
-    /// A device authorization waiting for its person (replaces `pending`'s role for it).
-    device: Option<DevicePending>,
+    /// The authorization waiting for its person; a new one replaces it.
+    waiting: Option<Waiting>,
     /// The next authorization uses the device grant, with this scope (if any).
     device_requested: Option<Option<String>>,
     authorized: Option<Authorized>,
@@ -122,8 +151,7 @@ impl Vault {
         let key = (workspace.to_owned(), alias.to_owned());
         let entry = entries.entry(key.clone()).or_default();
         let result = f(entry);
-        if entry.pending.is_none()
-            && entry.device.is_none()
+        if entry.waiting.is_none()
             && entry.device_requested.is_none()
             && entry.authorized.is_none()
             && entry.step_ups == 0
@@ -168,28 +196,16 @@ impl Vault {
         });
     }
 
-    /// Records a new pending authorization; the one before it (if any) is dropped, so its
-    /// callback no longer completes anything.
-    fn set_pending(&self, workspace: &str, alias: &str, pending: Pending) {
-        self.with(workspace, alias, |entry| {
-            entry.pending = Some(pending);
-            entry.device = None;
-        });
+    /// Records a new waiting authorization; the one before it (if any) is dropped, so its
+    /// callback or device code no longer completes anything.
+    fn set_waiting(&self, workspace: &str, alias: &str, waiting: Waiting) {
+        self.with(workspace, alias, |entry| entry.waiting = Some(waiting));
     }
 
-    /// Where the pending authorization is given, if one is pending.
+    /// Where the waiting authorization is given, if one waits.
     pub(crate) fn pending(&self, workspace: &str, alias: &str) -> Option<PendingAuthorization> {
         self.with(workspace, alias, |entry| {
-            if let Some(device) = &entry.device {
-                return Some(PendingAuthorization {
-                    url: device.shown.verification_uri.clone(),
-                    device: Some(device.shown.clone()),
-                });
-            }
-            entry.pending.as_ref().map(|pending| PendingAuthorization {
-                url: pending.url.clone(),
-                device: None,
-            })
+            entry.waiting.as_ref().map(Waiting::shown)
         })
     }
 
@@ -204,19 +220,20 @@ impl Vault {
     /// will perform, if an add asked for it (the alias exists nowhere else until then).
     pub(crate) fn pending_add(&self, workspace: &str, alias: &str) -> Option<ServerDefinition> {
         self.with(workspace, alias, |entry| {
-            let replay = entry
-                .pending
-                .as_ref()
-                .map(|pending| &pending.replay)
-                .or(entry.device.as_ref().map(|device| &device.replay));
-            match replay {
+            match entry.waiting.as_mut().map(Waiting::replay_mut) {
                 Some(Replay::Add(definition)) => Some((**definition).clone()),
                 _ => None,
             }
         })
     }
 
-    fn take_device_request(&self, workspace: &str, alias: &str) -> Option<Option<String>> {
+    /// Takes the device request of `(workspace, alias)`, if the next authorization is to
+    /// use the device grant (so a request that no authorization used is spent too).
+    pub(crate) fn take_device_request(
+        &self,
+        workspace: &str,
+        alias: &str,
+    ) -> Option<Option<String>> {
         self.with(workspace, alias, |entry| entry.device_requested.take())
     }
 
@@ -224,29 +241,50 @@ impl Vault {
     /// that asked for it replays the add; by default it enables the alias).
     pub(crate) fn set_replay(&self, workspace: &str, alias: &str, url: &str, replay: Replay) {
         self.with(workspace, alias, |entry| {
-            if let Some(pending) = entry.pending.as_mut().filter(|pending| pending.url == url) {
-                pending.replay = replay;
-            } else if let Some(device) = entry
-                .device
+            if let Some(waiting) = entry
+                .waiting
                 .as_mut()
-                .filter(|device| device.shown.verification_uri == url)
+                .filter(|waiting| waiting.shown().url == url)
             {
-                device.replay = replay;
+                *waiting.replay_mut() = replay;
             }
         });
     }
 
-    /// Takes the pending authorization out, to complete it.
+    /// Takes the browser authorization out, to complete it.
     pub(crate) fn take_pending(&self, workspace: &str, alias: &str) -> Option<Pending> {
-        self.with(workspace, alias, |entry| entry.pending.take())
+        self.with(workspace, alias, |entry| match entry.waiting.take() {
+            Some(Waiting::Code(pending)) => Some(*pending),
+            other => {
+                entry.waiting = other;
+                None
+            }
+        })
     }
 
-    /// Puts back a pending authorization whose completion failed before its code was
+    /// Takes the device authorization whose handle is `device` out, to poll it.
+    fn take_device(&self, workspace: &str, alias: &str, device: &str) -> Option<DevicePending> {
+        self.with(workspace, alias, |entry| match entry.waiting.take() {
+            Some(Waiting::Device(pending)) if pending.shown.device == device => Some(*pending),
+            other => {
+                entry.waiting = other;
+                None
+            }
+        })
+    }
+
+    /// Puts back an authorization taken out to complete or poll, unless a newer request
+    /// replaced it meanwhile.
+    fn restore(&self, workspace: &str, alias: &str, waiting: Waiting) {
+        self.with(workspace, alias, |entry| {
+            entry.waiting.get_or_insert(waiting);
+        });
+    }
+
+    /// Puts back a browser authorization whose completion failed before its code was
     /// spent, unless a newer request replaced it meanwhile.
     pub(crate) fn restore_pending(&self, workspace: &str, alias: &str, pending: Pending) {
-        self.with(workspace, alias, |entry| {
-            entry.pending.get_or_insert(pending);
-        });
+        self.restore(workspace, alias, Waiting::Code(Box::new(pending)));
     }
 
     /// Forgets everything about `(workspace, alias)`: a disable or a removal.
@@ -272,8 +310,9 @@ pub(crate) struct Attempt<'a> {
 /// the pending one of `(workspace, alias)`. `challenge` is the `WWW-Authenticate` value of
 /// the server's 401 or 403, which seeds discovery. A 403 `insufficient_scope` is a step-up:
 /// it asks for the scopes granted so far and those the challenge names, at most
-/// [`MAX_STEP_UPS`] times in a row. Returns the URL the operator opens.
-pub(crate) async fn begin(attempt: Attempt<'_>) -> Result<String, String> {
+/// [`MAX_STEP_UPS`] times for one authorization. Its URL is the vault's
+/// [`Vault::pending`].
+pub(crate) async fn begin(attempt: Attempt<'_>) -> Result<(), String> {
     let Attempt {
         vault,
         workspace,
@@ -347,17 +386,32 @@ pub(crate) async fn begin(attempt: Attempt<'_>) -> Result<String, String> {
             refusal(&error)
         )
     })?;
-    vault.set_pending(
+    vault.set_waiting(
         workspace,
         alias,
-        Pending {
+        Waiting::Code(Box::new(Pending {
             state,
-            url: url.clone(),
+            url: shown(url, "authorization URL")?,
             definition,
             replay: Replay::Enable(Box::default()),
-        },
+        })),
     );
-    Ok(url)
+    Ok(())
+}
+
+/// The longest URL or code from an authorization server the host shows anyone.
+const MAX_SHOWN: usize = 4096;
+
+/// `value` (what the authorization server gave as `what`), if it is short enough to show.
+fn shown(value: impl Into<String>, what: &str) -> Result<String, String> {
+    let value = value.into();
+    if value.len() > MAX_SHOWN {
+        return Err(format!(
+            "its authorization server's {what} is longer than {MAX_SHOWN} bytes, so it is not \
+             shown; check the server's OAuth metadata"
+        ));
+    }
+    Ok(value)
 }
 
 /// Finishes `pending` with the complete callback URL (state, `code` and `iss` validated by
@@ -487,9 +541,6 @@ pub(crate) async fn client_credentials(
 /// Registers the client's current access and refresh tokens as secrets, so a server (or a
 /// log line of rmcp's) reflecting one shows `<redacted>`.
 pub(crate) async fn register_token(client: &AuthorizedClient) {
-    if let Ok(token) = client.get_access_token().await {
-        crate::redact::register([token]);
-    }
     let credentials = client.auth_manager.lock().await.get_credentials().await;
     if let Ok((_, Some(response))) = credentials
         && let Ok(fields) = serde_json::to_value(&response)
@@ -557,6 +608,8 @@ pub(crate) type ChallengeSlot = Arc<Mutex<Option<String>>>;
 pub(crate) struct Challenged<C> {
     inner: C,
     slot: Option<ChallengeSlot>,
+    /// The token registered last: a request with the same one registers nothing again.
+    registered: Arc<Mutex<Option<String>>>,
 }
 
 impl<C> Challenged<C> {
@@ -565,17 +618,32 @@ impl<C> Challenged<C> {
         Self {
             inner,
             slot: Some(slot),
+            registered: Arc::default(),
         }
     }
 
     /// Registers the tokens it is handed.
     pub(crate) fn registering(inner: C) -> Self {
-        Self { inner, slot: None }
+        Self {
+            inner,
+            slot: None,
+            registered: Arc::default(),
+        }
     }
 
-    fn register(auth_header: &Option<String>) {
-        if let Some(token) = auth_header {
+    /// Registers `auth_header`'s token once, when it is new (a refresh): the registry's own
+    /// check computes every spelling, too much for each request.
+    fn register(&self, auth_header: &Option<String>) {
+        let Some(token) = auth_header else {
+            return;
+        };
+        let mut registered = self
+            .registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if registered.as_deref() != Some(token.as_str()) {
             crate::redact::register([token]);
+            *registered = Some(token.clone());
         }
     }
 
@@ -620,7 +688,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        Self::register(&auth_header);
+        self.register(&auth_header);
         let result = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -637,7 +705,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        Self::register(&auth_header);
+        self.register(&auth_header);
         let result = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -661,7 +729,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        Self::register(&auth_header);
+        self.register(&auth_header);
         let result = self
             .inner
             .post_message_with_response_limits(
@@ -683,7 +751,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        Self::register(&auth_header);
+        self.register(&auth_header);
         let result = self
             .inner
             .delete_session(uri, session_id, auth_header, custom_headers)
@@ -699,7 +767,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        Self::register(&auth_header);
+        self.register(&auth_header);
         let result = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -716,7 +784,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        Self::register(&auth_header);
+        self.register(&auth_header);
         let result = self
             .inner
             .get_stream_with_max_sse_event_size(
@@ -733,7 +801,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
 }
 
 /// The scopes a step-up asks for: those granted so far and those the challenge names.
-pub(crate) async fn step_up_scopes(
+async fn step_up_scopes(
     client: Option<&AuthorizedClient>,
     server_url: &str,
     challenge: &str,
@@ -756,7 +824,7 @@ pub(crate) async fn step_up_scopes(
 }
 
 /// Whether the challenge asks for more scope (a 403 `insufficient_scope`).
-pub(crate) fn is_insufficient_scope(server_url: &str, challenge: &str) -> bool {
+fn is_insufficient_scope(server_url: &str, challenge: &str) -> bool {
     reqwest::Url::parse(server_url)
         .map(|base| WWWAuthenticateParams::parse(challenge, &base).is_insufficient_scope())
         .unwrap_or(false)
@@ -771,23 +839,12 @@ pub(crate) struct DevicePending {
     device_code: String,
     client_id: String,
     client_secret: Option<String>,
-    token_endpoint: String,
     metadata: rmcp::transport::auth::AuthorizationMetadata,
     server_url: String,
     scopes: Vec<String>,
     expires_at: std::time::Instant,
     definition: Arc<ServerDefinition>,
     replay: Replay,
-}
-
-/// Takes the device request of `(workspace, alias)`, if the next authorization is to use
-/// the device grant (so a request that no authorization used is spent too).
-pub(crate) fn device_requested(
-    vault: &Vault,
-    workspace: &str,
-    alias: &str,
-) -> Option<Option<String>> {
-    vault.take_device_request(workspace, alias)
 }
 
 /// Starts a device authorization of `server_url`: discovery (from the challenge), a client
@@ -887,19 +944,20 @@ pub(crate) async fn begin_device(
     crate::redact::register([device_code]);
     let expires_in = number("expires_in").unwrap_or(600).min(3600);
     let shown = DeviceAuthorization {
-        verification_uri: verification_uri.to_owned(),
-        verification_uri_complete: field("verification_uri_complete").map(str::to_owned),
-        user_code: user_code.to_owned(),
+        verification_uri: shown(verification_uri, "verification URI")?,
+        verification_uri_complete: field("verification_uri_complete")
+            .map(|uri| shown(uri, "verification URI"))
+            .transpose()?,
+        user_code: shown(user_code, "user code")?,
         interval: number("interval").unwrap_or(5).clamp(1, 60),
         expires_in,
-        device: random_handle(),
+        device: next_handle(),
     };
     let pending = DevicePending {
         shown,
         device_code: device_code.to_owned(),
         client_id,
         client_secret,
-        token_endpoint: metadata.token_endpoint.clone(),
         metadata,
         server_url: server_url.to_owned(),
         scopes,
@@ -907,10 +965,7 @@ pub(crate) async fn begin_device(
         definition,
         replay: Replay::Enable(Box::default()),
     };
-    vault.with(workspace, alias, |entry| {
-        entry.pending = None;
-        entry.device = Some(pending);
-    });
+    vault.set_waiting(workspace, alias, Waiting::Device(Box::new(pending)));
     Ok(())
 }
 
@@ -945,10 +1000,7 @@ async fn register_device_client(
             response.status().as_u16()
         ));
     }
-    let client: serde_json::Value = response
-        .json()
-        .await
-        .map_err(|_| "its registration endpoint answered no JSON".to_owned())?;
+    let client = json_bounded(response).await?;
     let id = client["client_id"]
         .as_str()
         .ok_or_else(|| "its registration endpoint answered no client_id".to_owned())?;
@@ -956,6 +1008,22 @@ async fn register_device_client(
         id.to_owned(),
         client["client_secret"].as_str().map(str::to_owned),
     ))
+}
+
+/// The most an authorization server's answer may make the host hold.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// A JSON answer of at most [`MAX_ANSWER_BYTES`]; anything that is not JSON is `null`.
+async fn json_bounded(response: reqwest::Response) -> Result<serde_json::Value, String> {
+    match super::http::read_bounded(response, MAX_ANSWER_BYTES).await {
+        Ok(body) => Ok(serde_json::from_slice(&body).unwrap_or_default()),
+        Err(super::http::Bounded::TooLarge) => Err(format!(
+            "the authorization server answered more than {MAX_ANSWER_BYTES} bytes"
+        )),
+        Err(super::http::Bounded::Failed(_)) => {
+            Err("the authorization server's answer could not be read".to_owned())
+        }
+    }
 }
 
 /// A form POST to one of the authorization server's endpoints, authenticated as the client
@@ -968,11 +1036,9 @@ async fn token_request(
     client_secret: Option<&str>,
     form: &[(&str, String)],
 ) -> Result<serde_json::Value, String> {
-    let body = form
-        .iter()
-        .map(|(key, value)| format!("{key}={}", urlencode(value)))
-        .collect::<Vec<_>>()
-        .join("&");
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
     let mut request = http
         .post(endpoint)
         .header(
@@ -983,14 +1049,17 @@ async fn token_request(
         .timeout(std::time::Duration::from_secs(20))
         .body(body);
     if let Some(secret) = client_secret {
-        request = request.basic_auth(urlencode(client_id), Some(urlencode(secret)));
+        // RFC 6749 §2.3.1: each form-encoded before Basic encoding.
+        let encoded =
+            |value: &str| form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>();
+        request = request.basic_auth(encoded(client_id), Some(encoded(secret)));
     }
     let response = request
         .send()
         .await
         .map_err(|_| "the authorization server could not be reached".to_owned())?;
     let status = response.status();
-    let answer: serde_json::Value = response.json().await.unwrap_or_default();
+    let answer = json_bounded(response).await?;
     if status.is_success() {
         return Ok(answer);
     }
@@ -1009,33 +1078,12 @@ async fn token_request(
     })
 }
 
-fn urlencode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                out.push(byte as char);
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
-}
-
-fn random_handle() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut handle = String::from("device-");
-    for _ in 0..2 {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or_default(),
-        );
-        handle.push_str(&format!("{:016x}", hasher.finish()));
-    }
-    handle
+/// A handle no other device authorization of this host has had: it only tells attempts
+/// apart (polling needs the workspace handle anyway), so a counter does.
+fn next_handle() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("device-{n}")
 }
 
 /// What one poll found, for the host to act on.
@@ -1055,10 +1103,7 @@ pub(crate) async fn poll_device(
     device: &str,
     http: reqwest::Client,
 ) -> Result<Polled, Problem> {
-    let Some(mut pending) = vault.with(workspace, alias, |entry| match entry.device.as_ref() {
-        Some(pending) if pending.shown.device == device => entry.device.take(),
-        _ => None,
-    }) else {
+    let Some(mut pending) = vault.take_device(workspace, alias, device) else {
         return Err(Problem::oauth_not_pending(alias));
     };
     if std::time::Instant::now() >= pending.expires_at {
@@ -1072,16 +1117,14 @@ pub(crate) async fn poll_device(
     ];
     let answer = token_request(
         &http,
-        &pending.token_endpoint,
+        &pending.metadata.token_endpoint,
         &pending.client_id,
         pending.client_secret.as_deref(),
         &form,
     )
     .await;
     let keep = |pending: DevicePending, status: DevicePoll| {
-        vault.with(workspace, alias, |entry| {
-            entry.device.get_or_insert(pending);
-        });
+        vault.restore(workspace, alias, Waiting::Device(Box::new(pending)));
         Ok(Polled::Status(status))
     };
     let tokens = match answer {

@@ -150,12 +150,12 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                 authorization: oauth,
                 challenge: Some(&challenge),
             };
-            let begun = match super::oauth::device_requested(&options.oauth, workspace, alias) {
+            let begun = match options.oauth.take_device_request(workspace, alias) {
                 Some(scope) => match options.http_client() {
                     Ok(http) => super::oauth::begin_device(attempt, scope, http).await,
                     Err(detail) => Err(detail),
                 },
-                None => super::oauth::begin(attempt).await.map(|_| ()),
+                None => super::oauth::begin(attempt).await,
             };
             match begun {
                 Ok(_) => {

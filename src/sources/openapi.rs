@@ -35,6 +35,7 @@ use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
 use crate::config::{Piece, Secret};
+use crate::protocol::{Bounded, describe, read_bounded};
 
 /// The default deadline of one request, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -749,48 +750,6 @@ fn parse_document(bytes: &[u8], shown: &str) -> Result<Value, Vec<DeclarationErr
         };
         vec![DeclarationError::new(shown, "(document)", problem, fix)]
     })
-}
-
-/// Why a body could not be read whole.
-enum Bounded {
-    /// It passed its bound.
-    TooLarge,
-    /// The connection failed while it was read.
-    Failed(String),
-}
-
-/// A response body of at most `limit` bytes.
-async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, Bounded> {
-    if response
-        .content_length()
-        .is_some_and(|length| length > limit as u64)
-    {
-        return Err(Bounded::TooLarge);
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| Bounded::Failed(describe(&e)))?
-    {
-        if body.len() + chunk.len() > limit {
-            return Err(Bounded::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-/// An error with its causes, scrubbed of every registered secret (reqwest prints the URL).
-fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        cause = inner.source();
-    }
-    crate::redact::scrub(&text).into_owned()
 }
 
 /// `404 Not Found`.
