@@ -1198,3 +1198,26 @@ pub(crate) async fn poll_device(
         pending.replay,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_an_authorization_server_makes_the_host_show_is_bounded() {
+        assert_eq!(
+            shown("https://as.test/device", "verification URI").as_deref(),
+            Ok("https://as.test/device")
+        );
+        let refused = shown("u".repeat(MAX_SHOWN + 1), "user code").expect_err("too long");
+        assert!(
+            refused.contains("user code") && refused.contains("4096"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn device_handles_tell_attempts_apart() {
+        assert_ne!(next_handle(), next_handle());
+    }
+}
