@@ -64,9 +64,10 @@ SCENARIOS=(
   auth/iss-normalized
   auth/metadata-issuer-mismatch
   auth/client-credentials-basic
+  auth/dpop
+  auth/dpop-nonce
 )
-# Not driven yet: auth/dpop, auth/dpop-nonce,
-# auth/wif-jwt-bearer. Declined by the host specification: auth/enterprise-managed-authorization
+# Not driven yet: auth/wif-jwt-bearer. Declined by the host specification: auth/enterprise-managed-authorization
 # (§mcp-ema-deferral) and auth/client-credentials-jwt (private-key JWT client authentication is
 # a declared non-goal, §oauth-client-credentials).
 # The spec version a scenario runs at, and any extra flag.

@@ -195,7 +195,8 @@ pub const MATRIX: &[Row] = &[
         note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
                auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; a refused \
                live token re-authorizes from its challenge (step-up, migration); the device \
-               grant (authorize_device, poll_device); not yet: DPoP",
+               grant (authorize_device, poll_device); DPoP-bound tokens wherever the \
+               authorization server advertises ES256 proofs (protocol/dpop.rs)",
     },
     Row {
         surface: "sampling",

@@ -8,6 +8,7 @@
 mod call;
 mod catalog;
 mod connect;
+mod dpop;
 pub(crate) mod guard;
 mod http;
 mod oauth;

@@ -2,8 +2,11 @@
 //! in front of a real Streamable HTTP MCP server that accepts only that provider's tokens
 //! (`tests/peers/oauth_world.mjs`, both on 127.0.0.1). The interactive flow is completed the
 //! way a person's browser would (log in, consent, hand the callback URL to
-//! `oauth_complete`); the client-credentials grant runs by itself. Every credential the
-//! provider handed out or received is then looked for in what the host let out.
+//! `oauth_complete`); the client-credentials grant runs by itself. The provider advertises
+//! DPoP and requires its nonce, and the MCP server accepts its DPoP-bound tokens only with
+//! proofs of the key and its own nonce, so every flow here proves a key (and one provider
+//! without DPoP shows bearer tokens still work). Every credential the provider handed out or
+//! received is then looked for in what the host let out.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -93,6 +96,28 @@ impl World {
             .json()
             .await
             .expect("a JSON list")
+    }
+
+    /// How the MCP server was shown tokens: `{dpop, bearer, nonceChallenges}`.
+    async fn presented(&self) -> Value {
+        reqwest::get(format!("{}/presented", self.admin))
+            .await
+            .expect("the world answers")
+            .json()
+            .await
+            .expect("a JSON object")
+    }
+
+    /// Asserts every token the MCP server accepted was bound to the host's DPoP key and
+    /// presented with a proof, the server's nonce challenge answered on the way.
+    async fn assert_proved(&self) {
+        let presented = self.presented().await;
+        assert!(presented["dpop"].as_u64() >= Some(1), "{presented}");
+        assert_eq!(presented["bearer"], 0, "{presented}");
+        assert!(
+            presented["nonceChallenges"].as_u64() >= Some(1),
+            "{presented}"
+        );
     }
 
     /// Destroys every refresh token and refuses every access token issued so far.
@@ -404,6 +429,7 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         .expect("the second authorization completes the enable");
     assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
     assert!(whoami(&workspace, "world").await.is_ok());
+    world.assert_proved().await;
     shown.push(format!("{:?}", workspace.snapshot()));
     shown.push(format!("{:?}", workspace.list().await));
     shutdown_clean(host).await;
@@ -474,6 +500,26 @@ async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer()
     assert_eq!(ready.state, ServerState::Ready);
     let text = whoami(&workspace, "machine").await.expect("authorized");
     assert!(text.starts_with("machine"), "{text}");
+    world.assert_proved().await;
+
+    // A provider without DPoP: the same grant gives a bearer token, presented as one.
+    let plain = World::start_with(&[("OAUTH_WORLD_NO_DPOP", "1")]);
+    let bearer = workspace
+        .add(definition("plain", &plain.mcp, grant(&plain.issuer)))
+        .await
+        .expect("the grant runs without DPoP");
+    assert_eq!(bearer.state, ServerState::Ready, "{:?}", bearer.problem);
+    let text = whoami(&workspace, "plain").await.expect("authorized");
+    assert!(text.starts_with("machine"), "{text}");
+    let presented = plain.presented().await;
+    assert_eq!(
+        (
+            presented["dpop"].as_u64(),
+            presented["bearer"].as_u64() >= Some(1)
+        ),
+        (Some(0), true),
+        "{presented}"
+    );
 
     // Bound to another issuer, the secret is not sent at all.
     let refused = workspace
@@ -573,6 +619,7 @@ async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
     assert_eq!(server.state, ServerState::Ready, "{:?}", server.problem);
     let text = whoami(&workspace, "world").await.expect("authorized");
     assert!(text.starts_with("ada"), "{text}");
+    world.assert_proved().await;
     shutdown_clean(host).await;
 
     // A provider without the device grant: a clear refusal, nothing else.
@@ -600,13 +647,16 @@ async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
     holds_none("what the host answered", &shown, &issued);
 }
 
-/// Reads `child`'s stdout lines until one holds `marker`; that line.
+/// Reads `child`'s stdout lines until one holds `marker`; that line. Every line read is
+/// kept in `seen`.
 async fn line_with(
     lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
     marker: &str,
+    seen: &mut Vec<String>,
 ) -> String {
     let found = tokio::time::timeout(Duration::from_secs(30), async {
         while let Ok(Some(line)) = lines.next_line().await {
+            seen.push(line.clone());
             if line.contains(marker) {
                 return Some(line);
             }
@@ -636,11 +686,19 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
             .arg(&state)
             .args(args)
             .env("PLURNK_MCP_ALLOW_ADD", "true")
+            .env("PLURNK_MCP_LOG", "trace")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         command
+    };
+
+    // Everything the commands printed, on either stream, at the most verbose log level.
+    let mut seen = Vec::new();
+    let keep = |output: &std::process::Output, seen: &mut Vec<String>| {
+        seen.push(String::from_utf8_lossy(&output.stdout).into_owned());
+        seen.push(String::from_utf8_lossy(&output.stderr).into_owned());
     };
 
     // `add` of an OAuth server: the URL is printed, the callback URL read from stdin.
@@ -649,7 +707,7 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         .spawn()
         .expect("plurnk-mcp add starts");
     let mut lines = tokio::io::BufReader::new(add.stdout.take().expect("stdout")).lines();
-    let url = line_with(&mut lines, &world.issuer).await;
+    let url = line_with(&mut lines, &world.issuer, &mut seen).await;
     let callback = approve(url.trim()).await;
     let mut stdin = add.stdin.take().expect("stdin");
     stdin
@@ -657,7 +715,7 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         .await
         .expect("the callback is written");
     drop(stdin);
-    let ready = line_with(&mut lines, "world").await;
+    let ready = line_with(&mut lines, "world", &mut seen).await;
     assert!(ready.contains("ready"), "{ready}");
     let added = tokio::time::timeout(Duration::from_secs(30), add.wait_with_output())
         .await
@@ -668,12 +726,14 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         "{}",
         String::from_utf8_lossy(&added.stderr)
     );
+    keep(&added, &mut seen);
 
     // A new process has no tokens: status says how to authorize it.
     let status = tokio::time::timeout(Duration::from_secs(30), command(&["status"]).output())
         .await
         .expect("status ends")
         .expect("status runs");
+    keep(&status, &mut seen);
     let said = String::from_utf8_lossy(&status.stderr);
     assert!(said.contains("plurnk-mcp auth world"), "{said}");
     assert!(
@@ -687,7 +747,7 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         .spawn()
         .expect("plurnk-mcp auth starts");
     let mut lines = tokio::io::BufReader::new(auth.stdout.take().expect("stdout")).lines();
-    let shown = line_with(&mut lines, "On any device, open").await;
+    let shown = line_with(&mut lines, "On any device, open", &mut seen).await;
     let complete = shown
         .split_whitespace()
         .find(|word| word.starts_with("http"))
@@ -696,9 +756,9 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
     browse(&complete)
         .await
         .expect_err("the device flow ends on a page");
-    let ready = line_with(&mut lines, "is ready").await;
+    let ready = line_with(&mut lines, "is ready", &mut seen).await;
     assert!(ready.contains("world"), "{ready}");
-    let tool = line_with(&mut lines, "whoami").await;
+    let tool = line_with(&mut lines, "whoami", &mut seen).await;
     assert!(tool.contains("whoami"));
     let authed = tokio::time::timeout(Duration::from_secs(30), auth.wait_with_output())
         .await
@@ -709,5 +769,15 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         "{}",
         String::from_utf8_lossy(&authed.stderr)
     );
+    keep(&authed, &mut seen);
+
+    // No credential the provider issued or received is in anything the commands printed.
+    let printed = seen.join("\n");
+    assert!(
+        printed.contains("TRACE") || printed.contains("DEBUG"),
+        "the commands logged at trace level"
+    );
+    holds_none("the command line's output", &printed, &world.issued().await);
+    world.assert_proved().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

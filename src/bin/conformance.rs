@@ -83,6 +83,8 @@ const AUTH_SCENARIOS: &[&str] = &[
     "auth/iss-normalized",
     "auth/metadata-issuer-mismatch",
     "auth/client-credentials-basic",
+    "auth/dpop",
+    "auth/dpop-nonce",
 ];
 
 /// Where the authorization server sends the person back; the mock authorization server

@@ -37,6 +37,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 
+use super::dpop::{self, Dpop, OAuthHttp};
 use crate::config::{PreparedAuthorization, ServerDefinition};
 use crate::model::{Customize, DeviceAuthorization, DevicePoll, PendingAuthorization, Problem};
 
@@ -61,6 +62,8 @@ pub(crate) enum Replay {
 /// One authorization waiting for its callback.
 pub(crate) struct Pending {
     state: OAuthState,
+    /// The proof key of this authorization (used when its server advertises DPoP).
+    dpop: Arc<Dpop>,
     url: String,
     /// The definition being opened when authorization was asked for.
     definition: Arc<ServerDefinition>,
@@ -373,9 +376,13 @@ pub(crate) async fn begin(attempt: Attempt<'_>) -> Result<(), String> {
     if let Some(challenge) = challenge {
         request = request.with_challenge(challenge);
     }
-    let mut state = OAuthState::new(server_url, None)
-        .await
-        .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
+    let dpop = Dpop::new()?;
+    let mut state = OAuthState::new_with_oauth_http_client(
+        server_url,
+        OAuthHttp::new(server_url, dpop.clone())?,
+    )
+    .await
+    .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
     state
         .start_authorization(request)
         .await
@@ -391,6 +398,7 @@ pub(crate) async fn begin(attempt: Attempt<'_>) -> Result<(), String> {
         alias,
         Waiting::Code(Box::new(Pending {
             state,
+            dpop,
             url: shown(url, "authorization URL")?,
             definition,
             replay: Replay::Enable(Box::default()),
@@ -447,14 +455,14 @@ pub(crate) async fn complete(
         let problem = refused(refusal(&error));
         return Err(Box::new((Some(pending), problem)));
     }
-    let (definition, replay) = (pending.definition, pending.replay);
+    let (definition, replay, dpop) = (pending.definition, pending.replay, pending.dpop);
     let Some(manager) = pending.state.into_authorization_manager() else {
         return Err(Box::new((
             None,
             refused("the authorization ended in no usable state"),
         )));
     };
-    let client = AuthClient::new(Challenged::registering(http_client), manager);
+    let client = AuthClient::new(Challenged::registering(http_client, dpop), manager);
     register_token(&client).await;
     Ok((client, definition, replay))
 }
@@ -489,7 +497,9 @@ pub(crate) async fn client_credentials(
         ),
         retryable: false,
     };
-    let mut manager = AuthorizationManager::new(server_url)
+    let dpop = Dpop::new().map_err(|why| failed(&why))?;
+    let oauth_http = OAuthHttp::new(server_url, dpop.clone()).map_err(|why| failed(&why))?;
+    let mut manager = AuthorizationManager::new_with_oauth_http_client(server_url, oauth_http)
         .await
         .map_err(|error| failed(refusal(&error)))?;
     let resolution = manager
@@ -533,7 +543,7 @@ pub(crate) async fn client_credentials(
         .exchange_client_credentials(&config)
         .await
         .map_err(|error| failed(refusal(&error)))?;
-    let client = AuthClient::new(Challenged::registering(http_client), manager);
+    let client = AuthClient::new(Challenged::registering(http_client, dpop), manager);
     register_token(&client).await;
     Ok(client)
 }
@@ -600,14 +610,17 @@ fn refusal(error: &AuthError) -> &'static str {
 /// 403 for a scope), after rmcp's own silent refresh: what a new authorization starts from.
 pub(crate) type ChallengeSlot = Arc<Mutex<Option<String>>>;
 
-/// A Streamable HTTP client that is the client it wraps, plus: every bearer token handed to
-/// it is registered as a secret (inside rmcp's [`AuthClient`], which hands it the current
-/// token, refreshed ones included), and, with a [`ChallengeSlot`] (outside it), each
-/// challenge the server's refusals carry is recorded there.
+/// A Streamable HTTP client that is the client it wraps, plus: inside rmcp's [`AuthClient`]
+/// (which hands it the current token, refreshed ones included), every token is registered
+/// as a secret, and one bound to the authorization's DPoP key is presented with the DPoP
+/// scheme and a proof; outside it, with a [`ChallengeSlot`], each challenge the server's
+/// refusals carry is recorded there.
 #[derive(Clone)]
 pub(crate) struct Challenged<C> {
     inner: C,
     slot: Option<ChallengeSlot>,
+    /// The authorization's proof key, and the client that learns a resource's nonce.
+    proving: Option<(Arc<Dpop>, reqwest::Client)>,
     /// The token registered last: a request with the same one registers nothing again.
     registered: Arc<Mutex<Option<String>>>,
 }
@@ -618,15 +631,7 @@ impl<C> Challenged<C> {
         Self {
             inner,
             slot: Some(slot),
-            registered: Arc::default(),
-        }
-    }
-
-    /// Registers the tokens it is handed.
-    pub(crate) fn registering(inner: C) -> Self {
-        Self {
-            inner,
-            slot: None,
+            proving: None,
             registered: Arc::default(),
         }
     }
@@ -677,6 +682,65 @@ impl<C> Challenged<C> {
     }
 }
 
+impl Challenged<reqwest::Client> {
+    /// Registers the tokens it is handed, and presents those bound to `dpop`'s key with
+    /// proofs of it.
+    pub(crate) fn registering(inner: reqwest::Client, dpop: Arc<Dpop>) -> Self {
+        Self {
+            proving: Some((dpop, inner.clone())),
+            inner,
+            slot: None,
+            registered: Arc::default(),
+        }
+    }
+}
+
+impl<C: StreamableHttpClient + Sync> Challenged<C> {
+    /// Sends one request through `call` (given the token to send as a bearer, and the
+    /// headers): a token bound to the DPoP key goes as `Authorization: DPoP` with a fresh
+    /// proof for `method` on `uri` instead, and a `use_dpop_nonce` refusal is answered once
+    /// with the nonce the server gives.
+    async fn present<T, F, Fut>(
+        &self,
+        method: &'static str,
+        uri: &str,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        call: F,
+    ) -> Result<T, StreamableHttpError<C::Error>>
+    where
+        F: Fn(Option<String>, HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
+    {
+        self.register(&auth_header);
+        let bound = match (&self.proving, &auth_header) {
+            (Some((dpop, http)), Some(token)) if dpop.binds(token) => Some((dpop, http, token)),
+            _ => None,
+        };
+        let Some((dpop, http, token)) = bound else {
+            return self.note(call(auth_header, custom_headers).await);
+        };
+        let proved = || {
+            let mut headers = custom_headers.clone();
+            let presented = dpop
+                .resource_headers(method, uri, token)
+                .map_err(|why| StreamableHttpError::from(AuthError::InternalError(why)))?;
+            headers.extend(presented);
+            Ok::<_, StreamableHttpError<C::Error>>(headers)
+        };
+        let result = call(None, proved()?).await;
+        if let Err(StreamableHttpError::AuthRequired(refused)) = &result
+            && dpop::wants_nonce(&refused.www_authenticate_header)
+        {
+            let version = custom_headers.get(&HeaderName::from_static("mcp-protocol-version"));
+            if dpop.learn_resource_nonce(http, uri, token, version).await {
+                return self.note(call(None, proved()?).await);
+            }
+        }
+        self.note(result)
+    }
+}
+
 impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
     type Error = C::Error;
 
@@ -688,12 +752,22 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.register(&auth_header);
-        let result = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await;
-        self.note(result)
+        self.present(
+            "POST",
+            &uri,
+            auth_header,
+            custom_headers,
+            |auth, headers| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    headers,
+                )
+            },
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -705,19 +779,23 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.register(&auth_header);
-        let result = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await;
-        self.note(result)
+        self.present(
+            "POST",
+            &uri,
+            auth_header,
+            custom_headers,
+            |auth, headers| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    headers,
+                    max_sse_event_size,
+                )
+            },
+        )
+        .await
     }
 
     async fn post_message_with_response_limits(
@@ -729,19 +807,23 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.register(&auth_header);
-        let result = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await;
-        self.note(result)
+        self.present(
+            "POST",
+            &uri,
+            auth_header,
+            custom_headers,
+            |auth, headers| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth,
+                    headers,
+                    limits,
+                )
+            },
+        )
+        .await
     }
 
     async fn delete_session(
@@ -751,12 +833,17 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.register(&auth_header);
-        let result = self
-            .inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await;
-        self.note(result)
+        self.present(
+            "DELETE",
+            &uri,
+            auth_header,
+            custom_headers,
+            |auth, headers| {
+                self.inner
+                    .delete_session(uri.clone(), session_id.clone(), auth, headers)
+            },
+        )
+        .await
     }
 
     async fn get_stream(
@@ -767,12 +854,16 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.register(&auth_header);
-        let result = self
-            .inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await;
-        self.note(result)
+        self.present("GET", &uri, auth_header, custom_headers, |auth, headers| {
+            self.inner.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                auth,
+                headers,
+            )
+        })
+        .await
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -784,19 +875,17 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Challenged<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.register(&auth_header);
-        let result = self
-            .inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
+        self.present("GET", &uri, auth_header, custom_headers, |auth, headers| {
+            self.inner.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                auth,
+                headers,
                 max_sse_event_size,
             )
-            .await;
-        self.note(result)
+        })
+        .await
     }
 }
 
@@ -840,6 +929,8 @@ pub(crate) struct DevicePending {
     client_id: String,
     client_secret: Option<String>,
     metadata: rmcp::transport::auth::AuthorizationMetadata,
+    /// The proof key of this authorization (used when its server advertises DPoP).
+    dpop: Arc<Dpop>,
     server_url: String,
     scopes: Vec<String>,
     expires_at: std::time::Instant,
@@ -874,9 +965,13 @@ pub(crate) async fn begin_device(
     else {
         return Err("its authorization is not interactive OAuth".to_owned());
     };
-    let manager = AuthorizationManager::new(server_url)
-        .await
-        .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
+    let dpop = Dpop::new()?;
+    let manager = AuthorizationManager::new_with_oauth_http_client(
+        server_url,
+        OAuthHttp::new(server_url, dpop.clone())?,
+    )
+    .await
+    .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
     let metadata = manager
         .resolve_metadata_from_challenge(challenge)
         .await
@@ -927,6 +1022,7 @@ pub(crate) async fn begin_device(
         &client_id,
         client_secret.as_deref(),
         &form,
+        None,
     )
     .await
     .map_err(|why| format!("the device authorization request failed: {why}"))?;
@@ -959,6 +1055,7 @@ pub(crate) async fn begin_device(
         client_id,
         client_secret,
         metadata,
+        dpop,
         server_url: server_url.to_owned(),
         scopes,
         expires_at: std::time::Instant::now() + std::time::Duration::from_secs(expires_in),
@@ -1035,32 +1132,52 @@ async fn token_request(
     client_id: &str,
     client_secret: Option<&str>,
     form: &[(&str, String)],
+    dpop: Option<&Dpop>,
 ) -> Result<serde_json::Value, String> {
     let body = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form)
         .finish();
-    let mut request = http
-        .post(endpoint)
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .header(reqwest::header::ACCEPT, "application/json")
-        .timeout(std::time::Duration::from_secs(20))
-        .body(body);
-    if let Some(secret) = client_secret {
-        // RFC 6749 §2.3.1: each form-encoded before Basic encoding.
-        let encoded =
-            |value: &str| form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>();
-        request = request.basic_auth(encoded(client_id), Some(encoded(secret)));
-    }
-    let response = request
-        .send()
-        .await
-        .map_err(|_| "the authorization server could not be reached".to_owned())?;
-    let status = response.status();
-    let answer = json_bounded(response).await?;
+    let dpop = dpop.filter(|dpop| dpop.wants_proof(endpoint));
+    // A `use_dpop_nonce` refusal is answered once, with the nonce it gave.
+    let mut nonce_retry = dpop.is_some();
+    let (status, answer) = loop {
+        let mut request = http
+            .post(endpoint)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .header(reqwest::header::ACCEPT, "application/json")
+            .timeout(std::time::Duration::from_secs(20))
+            .body(body.clone());
+        if let Some(secret) = client_secret {
+            // RFC 6749 §2.3.1: each form-encoded before Basic encoding.
+            let encoded =
+                |value: &str| form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>();
+            request = request.basic_auth(encoded(client_id), Some(encoded(secret)));
+        }
+        if let Some(dpop) = dpop {
+            let proof = dpop.proof("POST", endpoint, None, dpop::Audience::TokenEndpoint)?;
+            request = request.header("dpop", proof);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|_| "the authorization server could not be reached".to_owned())?;
+        let status = response.status();
+        let fresh = dpop
+            .is_some_and(|dpop| dpop.note_nonce(dpop::Audience::TokenEndpoint, response.headers()));
+        let answer = json_bounded(response).await?;
+        if nonce_retry && fresh && answer["error"] == "use_dpop_nonce" {
+            nonce_retry = false;
+            continue;
+        }
+        break (status, answer);
+    };
     if status.is_success() {
+        if let Some(dpop) = dpop {
+            dpop.note_token(&answer);
+        }
         return Ok(answer);
     }
     // The OAuth error code only, bounded to its grammar; the description is the server's.
@@ -1121,6 +1238,7 @@ pub(crate) async fn poll_device(
         &pending.client_id,
         pending.client_secret.as_deref(),
         &form,
+        Some(&pending.dpop),
     )
     .await;
     let keep = |pending: DevicePending, status: DevicePoll| {
@@ -1160,9 +1278,12 @@ pub(crate) async fn poll_device(
             "server \"{alias}\" (http): the device authorization's token could not be kept ({why})"
         ))
     };
-    let mut manager = AuthorizationManager::new(pending.server_url.as_str())
-        .await
-        .map_err(|error| unusable(refusal(&error)))?;
+    let oauth_http =
+        OAuthHttp::new(&pending.server_url, pending.dpop.clone()).map_err(|why| unusable(&why))?;
+    let mut manager =
+        AuthorizationManager::new_with_oauth_http_client(pending.server_url.as_str(), oauth_http)
+            .await
+            .map_err(|error| unusable(refusal(&error)))?;
     manager.set_metadata(pending.metadata.clone());
     let mut config = OAuthClientConfig::new(pending.client_id.clone(), "http://127.0.0.1/")
         .with_scopes(pending.scopes.clone());
@@ -1190,7 +1311,7 @@ pub(crate) async fn poll_device(
         .await
         .map_err(|error| unusable(refusal(&error)))?;
     manager.set_credential_store(store);
-    let client = AuthClient::new(Challenged::registering(http), manager);
+    let client = AuthClient::new(Challenged::registering(http, pending.dpop), manager);
     register_token(&client).await;
     Ok(Polled::Authorized(
         client,

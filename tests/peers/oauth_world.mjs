@@ -10,14 +10,22 @@
 //   (JWT access tokens with the MCP URL as audience, 4 s lifetime), refresh tokens for
 //   clients registered with that grant, the device authorization grant (unless
 //   OAUTH_WORLD_NO_DEVICE=1), the client-credentials grant for the pre-registered client `machine`,
-//   the development login and consent pages (any login, any password).
+//   the development login and consent pages (any login, any password), and DPoP (RFC 9449)
+//   with a nonce required at the token endpoint (unless OAUTH_WORLD_NO_DPOP=1): a client
+//   that sends proofs gets tokens bound to its key.
 // - MCP server at /mcp: tool `whoami` answers the token's subject and scope. A request
 //   without a valid token gets 401 with a challenge naming the protected-resource metadata.
+//   A DPoP-bound token is accepted only with the DPoP scheme and a valid proof of its key
+//   (method, URL, `ath`, a fresh `jti`, and the server's current nonce, which changes every
+//   few requests; a stale one gets a `use_dpop_nonce` challenge); an unbound token only
+//   with the Bearer scheme.
 // - Admin: POST /revoke destroys every refresh token issued so far and makes the MCP server
 //   refuse every access token issued before it; GET /issued lists every credential the
 //   provider handed out or received (access and refresh tokens, codes, PKCE verifiers,
-//   client secrets), so a test can grep the host's output for each.
+//   client secrets), so a test can grep the host's output for each; GET /presented counts
+//   how the MCP server was shown tokens ({dpop, bearer, nonceChallenges}).
 import { createRequire } from "node:module";
+import { createHash, randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -68,6 +76,10 @@ const provider = new Provider(issuer, {
   scopes: ["openid", "offline_access", "mcp"],
   pkce: { required: () => true },
   features: {
+    dPoP:
+      process.env.OAUTH_WORLD_NO_DPOP === "1"
+        ? { enabled: false }
+        : { enabled: true, nonceSecret: randomBytes(32), requireNonce: () => true },
     devInteractions: { enabled: true },
     registration: { enabled: true },
     clientCredentials: { enabled: true },
@@ -107,12 +119,48 @@ provider.on("server_error", (_ctx, error) => console.error("provider error:", er
 providerHttp.on("request", provider.callback());
 
 const jwks = jose.createRemoteJWKSet(new URL(`${issuer}/jwks`));
-const refuse = (res, error) => {
+const refuse = (res, error, scheme = "Bearer", headers = {}) => {
   res.writeHead(401, {
-    "www-authenticate": `Bearer error="${error}", scope="mcp", resource_metadata="${metadataUrl}"`,
+    "www-authenticate": `${scheme} error="${error}", scope="mcp", resource_metadata="${metadataUrl}"`,
     "content-type": "application/json",
+    ...headers,
   });
   res.end(JSON.stringify({ error }));
+};
+
+// The MCP server's DPoP nonce: a new one every few accepted proofs.
+const presented = { dpop: 0, bearer: 0, nonceChallenges: 0 };
+let nonce = randomBytes(16).toString("base64url");
+let proofsOnNonce = 0;
+const proofIds = new Set();
+// Whether `proof` proves the key `jkt` for this request and this token; "nonce" when only
+// its nonce is not the current one.
+const checkProof = async (proof, jkt, req, token) => {
+  if (typeof proof !== "string" || proof.includes(",")) return "no single proof";
+  let payload, protectedHeader;
+  try {
+    ({ payload, protectedHeader } = await jose.jwtVerify(proof, jose.EmbeddedJWK, {
+      typ: "dpop+jwt",
+      algorithms: ["ES256", "EdDSA", "Ed25519"],
+    }));
+  } catch {
+    return "signature";
+  }
+  if ((await jose.calculateJwkThumbprint(protectedHeader.jwk, "sha256")) !== jkt) return "key";
+  if (payload.htm !== req.method || payload.htu !== mcpUrl) return "target";
+  const ath = createHash("sha256").update(token).digest("base64url");
+  if (payload.ath !== ath) return "ath";
+  if (typeof payload.iat !== "number" || Math.abs(Date.now() / 1000 - payload.iat) > 60) {
+    return "iat";
+  }
+  if (typeof payload.jti !== "string" || proofIds.has(payload.jti)) return "replay";
+  proofIds.add(payload.jti);
+  if (payload.nonce !== nonce) return "nonce";
+  if (++proofsOnNonce >= 3) {
+    nonce = randomBytes(16).toString("base64url");
+    proofsOnNonce = 0;
+  }
+  return "ok";
 };
 
 mcpHttp.on("request", async (req, res) => {
@@ -127,6 +175,11 @@ mcpHttp.on("request", async (req, res) => {
         bearer_methods_supported: ["header"],
       }),
     );
+    return;
+  }
+  if (url.pathname === "/presented") {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify(presented));
     return;
   }
   if (url.pathname === "/issued") {
@@ -147,15 +200,30 @@ mcpHttp.on("request", async (req, res) => {
     return;
   }
   const header = req.headers.authorization ?? "";
-  const match = /^Bearer (.+)$/i.exec(header);
+  const match = /^(Bearer|DPoP) (.+)$/i.exec(header);
   if (!match) return refuse(res, "invalid_request");
+  const [, scheme, token] = match;
   let claims;
   try {
-    ({ payload: claims } = await jose.jwtVerify(match[1], jwks, { issuer, audience: mcpUrl }));
+    ({ payload: claims } = await jose.jwtVerify(token, jwks, { issuer, audience: mcpUrl }));
   } catch {
-    return refuse(res, "invalid_token");
+    return refuse(res, "invalid_token", scheme);
   }
-  if (refused.has(claims.jti)) return refuse(res, "invalid_token");
+  if (refused.has(claims.jti)) return refuse(res, "invalid_token", scheme);
+  const jkt = claims.cnf?.jkt;
+  if (jkt) {
+    if (scheme.toLowerCase() !== "dpop") return refuse(res, "invalid_token", "DPoP");
+    const verdict = await checkProof(req.headers.dpop, jkt, req, token);
+    if (verdict === "nonce") {
+      presented.nonceChallenges++;
+      return refuse(res, "use_dpop_nonce", "DPoP", { "dpop-nonce": nonce });
+    }
+    if (verdict !== "ok") return refuse(res, "invalid_dpop_proof", "DPoP");
+    presented.dpop++;
+  } else {
+    if (scheme.toLowerCase() !== "bearer") return refuse(res, "invalid_token");
+    presented.bearer++;
+  }
   seen.add(claims.jti);
   const server = new McpServer({ name: "oauth-world", version: "1.0.0" });
   server.registerTool(

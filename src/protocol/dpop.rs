@@ -1,0 +1,577 @@
+//! DPoP (RFC 9449): proof-of-possession for OAuth tokens, when an authorization server
+//! advertises it.
+//!
+//! rmcp has no DPoP, so this module adds what it lacks at the two places rmcp lets a host in:
+//!
+//! - [`OAuthHttp`], the [`OAuthHttpClient`] every OAuth request of an authorization goes
+//!   through (discovery, registration, the token requests). It watches the
+//!   authorization-server metadata go by; when that advertises `ES256` in
+//!   `dpop_signing_alg_values_supported`, every request to its `token_endpoint` carries a
+//!   fresh proof, a `use_dpop_nonce` refusal is answered once with the nonce it gave (§8),
+//!   and a token the server issues as `token_type: DPoP` is remembered as bound.
+//! - [`Dpop::resource_headers`], used by the connection's HTTP client: a bound token is sent
+//!   as `Authorization: DPoP <token>` with a proof of its own (`ath` binds it to the token),
+//!   and a server's `use_dpop_nonce` challenge is answered once (§9).
+//!
+//! The key is an ECDSA P-256 key made for one authorization and held in process memory
+//! only, like the tokens bound to it: refreshes prove the same key, and a new authorization
+//! makes a new one. Bound tokens are remembered by their `ath` (a hash), never in clear.
+//!
+//! [`OAuthHttp`] is also where the host's address rule for OAuth requests lives (rmcp
+//! applies it only to its own client): a name an authorization server or a server's
+//! metadata gives may resolve to a loopback or private address only when the server's own
+//! URL is of that class, and never to a link-local or otherwise reserved one.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_lc_rs::rand::{SecureRandom as _, SystemRandom};
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use rmcp::transport::auth::{
+    OAuthHttpClient, OAuthHttpClientError, OAuthHttpClientFuture, OAuthHttpRedirectPolicy,
+    OAuthHttpRequest,
+};
+
+/// The only proof algorithm the host signs with.
+const ALG: &str = "ES256";
+
+/// The most one authorization-server answer may make the host hold (as rmcp's own client).
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// The most redirects one OAuth request follows, when it follows any.
+const MAX_REDIRECTS: usize = 10;
+
+/// How long one OAuth request may take when rmcp names no time.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many token endpoints and bound tokens one authorization remembers.
+const MAX_REMEMBERED: usize = 8;
+
+/// The longest nonce the host keeps.
+const MAX_NONCE: usize = 512;
+
+/// One authorization's proof key and what it has learnt: which token endpoints want proofs,
+/// the nonces the authorization server and the resource gave, and which tokens are bound.
+pub(crate) struct Dpop {
+    key: EcdsaKeyPair,
+    /// The public key as a JWK (`kty`, `crv`, `x`, `y`): what every proof carries.
+    jwk: serde_json::Value,
+    rng: SystemRandom,
+    learnt: Mutex<Learnt>,
+}
+
+#[derive(Default)]
+struct Learnt {
+    /// Token endpoints whose metadata advertised `ES256` proofs.
+    token_endpoints: Vec<String>,
+    /// The authorization server's latest `DPoP-Nonce`.
+    server_nonce: Option<String>,
+    /// The resource's latest `DPoP-Nonce`.
+    resource_nonce: Option<String>,
+    /// The `ath` of each token issued as `token_type: DPoP`.
+    bound: Vec<String>,
+}
+
+impl std::fmt::Debug for Dpop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dpop(..)")
+    }
+}
+
+/// Which nonce a proof carries.
+#[derive(Clone, Copy)]
+pub(crate) enum Audience {
+    /// The authorization server's token endpoint.
+    TokenEndpoint,
+    /// The MCP server.
+    Resource,
+}
+
+impl Dpop {
+    /// A new key for one authorization.
+    pub(crate) fn new() -> Result<Arc<Self>, String> {
+        let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING)
+            .map_err(|_| "no DPoP key could be made".to_owned())?;
+        // An uncompressed P-256 point: 0x04, then x and y of 32 bytes each.
+        let point = key.public_key().as_ref();
+        if point.len() != 65 || point[0] != 4 {
+            return Err("the DPoP key's public point is not an uncompressed P-256 point".into());
+        }
+        let jwk = serde_json::json!({
+            "kty": "EC",
+            "crv": "P-256",
+            "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+            "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
+        });
+        Ok(Arc::new(Self {
+            key,
+            jwk,
+            rng: SystemRandom::new(),
+            learnt: Mutex::default(),
+        }))
+    }
+
+    fn learnt(&self) -> std::sync::MutexGuard<'_, Learnt> {
+        self.learnt
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A proof (RFC 9449 §4.2) for one request: `method` on `url` (its query and fragment
+    /// left out), bound to `access_token` when one is presented, with the latest nonce of
+    /// `audience` when one was given.
+    pub(crate) fn proof(
+        &self,
+        method: &str,
+        url: &str,
+        access_token: Option<&str>,
+        audience: Audience,
+    ) -> Result<String, String> {
+        let mut htu = reqwest::Url::parse(url).map_err(|_| "a DPoP target is not a URL")?;
+        htu.set_query(None);
+        htu.set_fragment(None);
+        let mut jti = [0u8; 16];
+        self.rng
+            .fill(&mut jti)
+            .map_err(|_| "no DPoP proof identifier could be made")?;
+        let iat = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.as_secs())
+            .unwrap_or_default();
+        let mut claims = serde_json::json!({
+            "jti": URL_SAFE_NO_PAD.encode(jti),
+            "htm": method,
+            "htu": htu.as_str(),
+            "iat": iat,
+        });
+        if let Some(token) = access_token {
+            claims["ath"] = ath(token).into();
+        }
+        let nonce = match audience {
+            Audience::TokenEndpoint => self.learnt().server_nonce.clone(),
+            Audience::Resource => self.learnt().resource_nonce.clone(),
+        };
+        if let Some(nonce) = nonce {
+            claims["nonce"] = nonce.into();
+        }
+        let header = serde_json::json!({ "typ": "dpop+jwt", "alg": ALG, "jwk": self.jwk });
+        let input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let signature = self
+            .key
+            .sign(&self.rng, input.as_bytes())
+            .map_err(|_| "a DPoP proof could not be signed")?;
+        Ok(format!(
+            "{input}.{}",
+            URL_SAFE_NO_PAD.encode(signature.as_ref())
+        ))
+    }
+
+    /// Records what an authorization-server metadata document says about DPoP: its token
+    /// endpoint wants proofs when it advertises `ES256`, and no longer when it does not.
+    fn note_metadata(&self, document: &serde_json::Value) {
+        let Some(endpoint) = document["token_endpoint"].as_str() else {
+            return;
+        };
+        let endpoint = without_query(endpoint);
+        let advertised = document["dpop_signing_alg_values_supported"]
+            .as_array()
+            .is_some_and(|algs| algs.iter().any(|alg| alg.as_str() == Some(ALG)));
+        let mut learnt = self.learnt();
+        learnt.token_endpoints.retain(|known| *known != endpoint);
+        if advertised {
+            remember(&mut learnt.token_endpoints, endpoint);
+        }
+    }
+
+    /// Whether a POST to `url` is a token request that carries a proof.
+    pub(super) fn wants_proof(&self, url: &str) -> bool {
+        let url = without_query(url);
+        self.learnt().token_endpoints.contains(&url)
+    }
+
+    /// Records a token endpoint's answer: the token it issued is bound when its type is DPoP.
+    pub(super) fn note_token(&self, answer: &serde_json::Value) {
+        let bound = answer["token_type"]
+            .as_str()
+            .is_some_and(|kind| kind.eq_ignore_ascii_case("dpop"));
+        if let (true, Some(token)) = (bound, answer["access_token"].as_str()) {
+            remember(&mut self.learnt().bound, ath(token));
+        }
+    }
+
+    pub(super) fn note_nonce(
+        &self,
+        audience: Audience,
+        headers: &reqwest::header::HeaderMap,
+    ) -> bool {
+        let Some(nonce) = headers
+            .get("dpop-nonce")
+            .and_then(|value| value.to_str().ok())
+            .filter(|nonce| !nonce.is_empty() && nonce.len() <= MAX_NONCE)
+        else {
+            return false;
+        };
+        crate::redact::register([nonce]);
+        let mut learnt = self.learnt();
+        let slot = match audience {
+            Audience::TokenEndpoint => &mut learnt.server_nonce,
+            Audience::Resource => &mut learnt.resource_nonce,
+        };
+        *slot = Some(nonce.to_owned());
+        true
+    }
+
+    /// Whether `token` was issued bound to this key.
+    pub(crate) fn binds(&self, token: &str) -> bool {
+        self.learnt().bound.contains(&ath(token))
+    }
+
+    /// The headers that present `token` to the resource for `method` on `url`: the DPoP
+    /// scheme and a fresh proof.
+    pub(crate) fn resource_headers(
+        &self,
+        method: &str,
+        url: &str,
+        token: &str,
+    ) -> Result<[(reqwest::header::HeaderName, reqwest::header::HeaderValue); 2], String> {
+        let proof = self.proof(method, url, Some(token), Audience::Resource)?;
+        let value = |text: String| {
+            reqwest::header::HeaderValue::from_str(&text)
+                .map(|mut value| {
+                    value.set_sensitive(true);
+                    value
+                })
+                .map_err(|_| "a DPoP header is not a header value".to_owned())
+        };
+        Ok([
+            (
+                reqwest::header::AUTHORIZATION,
+                value(format!("DPoP {token}"))?,
+            ),
+            (
+                reqwest::header::HeaderName::from_static("dpop"),
+                value(proof)?,
+            ),
+        ])
+    }
+
+    /// Learns the resource's nonce after it refused a proof with `use_dpop_nonce`: rmcp's
+    /// client keeps only the refusal's `WWW-Authenticate`, not its `DPoP-Nonce`, so the host
+    /// asks once more itself, with a `ping` (harmless if the server answers it). Whether a
+    /// new nonce was learnt.
+    pub(crate) async fn learn_resource_nonce(
+        &self,
+        http: &reqwest::Client,
+        url: &str,
+        token: &str,
+        protocol_version: Option<&reqwest::header::HeaderValue>,
+    ) -> bool {
+        let Ok(headers) = self.resource_headers("POST", url, token) else {
+            return false;
+        };
+        let mut request = http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .timeout(Duration::from_secs(10))
+            .body(r#"{"jsonrpc":"2.0","id":"dpop-nonce","method":"ping"}"#);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        if let Some(version) = protocol_version {
+            request = request.header("mcp-protocol-version", version.clone());
+        }
+        match request.send().await {
+            Ok(response) => self.note_nonce(Audience::Resource, response.headers()),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Whether a challenge asks for a (new) DPoP nonce.
+pub(crate) fn wants_nonce(challenge: &str) -> bool {
+    challenge.to_ascii_lowercase().contains("use_dpop_nonce")
+}
+
+/// `base64url(SHA-256(token))`: the `ath` claim (RFC 9449 §4.2).
+fn ath(token: &str) -> String {
+    URL_SAFE_NO_PAD.encode(aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        token.as_bytes(),
+    ))
+}
+
+fn without_query(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut url) => {
+            url.set_query(None);
+            url.set_fragment(None);
+            url.to_string()
+        }
+        Err(_) => url.to_owned(),
+    }
+}
+
+fn remember(list: &mut Vec<String>, value: String) {
+    if !list.contains(&value) {
+        if list.len() >= MAX_REMEMBERED {
+            list.remove(0);
+        }
+        list.push(value);
+    }
+}
+
+/// The HTTP client of one authorization's OAuth requests: rmcp's requests, sent with the
+/// host's address rule, with DPoP proofs where the authorization server asks for them.
+pub(crate) struct OAuthHttp {
+    follow: reqwest::Client,
+    stop: reqwest::Client,
+    rule: AddressRule,
+    dpop: Arc<Dpop>,
+}
+
+impl OAuthHttp {
+    /// The client for authorizing the server at `server_url`, proving `dpop`'s key.
+    pub(crate) fn new(server_url: &str, dpop: Arc<Dpop>) -> Result<Arc<Self>, String> {
+        let base = reqwest::Url::parse(server_url).map_err(|_| "its URL is not a URL")?;
+        let rule = AddressRule::of(&base);
+        let follow_rule = rule.clone();
+        let follow = reqwest::redirect::Policy::custom(move |attempt| {
+            if !follow_rule.allows_url(attempt.url()) {
+                attempt.error("a redirect of an OAuth request named an address not allowed")
+            } else if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error("an OAuth request was redirected too many times")
+            } else {
+                attempt.follow()
+            }
+        });
+        let build = |redirect| {
+            reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .redirect(redirect)
+                .dns_resolver(Arc::new(rule.clone()))
+                .build()
+                .map_err(|_| "no HTTP client for OAuth could be made".to_owned())
+        };
+        Ok(Arc::new(Self {
+            follow: build(follow)?,
+            stop: build(reqwest::redirect::Policy::none())?,
+            rule,
+            dpop,
+        }))
+    }
+
+    async fn send(
+        &self,
+        request: OAuthHttpRequest,
+    ) -> Result<::http::Response<Vec<u8>>, OAuthHttpClientError> {
+        let OAuthHttpRequest {
+            request,
+            redirect_policy,
+            timeout,
+            ..
+        } = request;
+        let client = match redirect_policy {
+            OAuthHttpRedirectPolicy::Stop => &self.stop,
+            _ => &self.follow,
+        };
+        let (parts, body) = request.into_parts();
+        let url = parts.uri.to_string();
+        // An address in the URL itself never goes through the resolver.
+        if let Ok(parsed) = reqwest::Url::parse(&url)
+            && !self.rule.allows_url(&parsed)
+        {
+            return Err("an OAuth request named an address not allowed".into());
+        }
+        let proved = parts.method == reqwest::Method::POST && self.dpop.wants_proof(&url);
+        let mut nonce_retry = proved;
+        loop {
+            let mut builder = client
+                .request(parts.method.clone(), url.as_str())
+                .headers(parts.headers.clone())
+                .timeout(timeout.unwrap_or(REQUEST_TIMEOUT))
+                .body(body.clone());
+            if proved {
+                let proof = self
+                    .dpop
+                    .proof("POST", &url, None, Audience::TokenEndpoint)?;
+                builder = builder.header("dpop", proof);
+            }
+            let response = builder.send().await?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            let version = response.version();
+            let answer = match super::http::read_bounded(response, MAX_ANSWER_BYTES).await {
+                Ok(answer) => answer,
+                Err(super::http::Bounded::TooLarge) => {
+                    return Err(format!(
+                        "an OAuth answer was longer than {MAX_ANSWER_BYTES} bytes"
+                    )
+                    .into());
+                }
+                Err(super::http::Bounded::Failed(error)) => return Err(error.into()),
+            };
+            let json = || serde_json::from_slice::<serde_json::Value>(&answer).ok();
+            if proved {
+                let fresh = self.dpop.note_nonce(Audience::TokenEndpoint, &headers);
+                if status.is_success() {
+                    if let Some(answer) = json() {
+                        self.dpop.note_token(&answer);
+                    }
+                } else if nonce_retry
+                    && fresh
+                    && json().is_some_and(|answer| answer["error"] == "use_dpop_nonce")
+                {
+                    nonce_retry = false;
+                    continue;
+                }
+            } else if parts.method == reqwest::Method::GET
+                && status.is_success()
+                && let Some(document) = json()
+            {
+                self.dpop.note_metadata(&document);
+            }
+            let mut reply = ::http::Response::builder().status(status).version(version);
+            for (name, value) in &headers {
+                reply = reply.header(name, value);
+            }
+            return Ok(reply.body(answer)?);
+        }
+    }
+}
+
+impl OAuthHttpClient for OAuthHttp {
+    fn execute(&self, request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
+        Box::pin(self.send(request))
+    }
+}
+
+/// Which addresses an authorization's OAuth requests may reach: public ones, and loopback or
+/// private ones only when the server's own URL is of that class.
+#[derive(Clone)]
+struct AddressRule {
+    /// The server's own address, when its URL names one.
+    base_ip: Option<IpAddr>,
+    /// The non-public classes its URL is of.
+    classes: Vec<Class>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Public,
+    Loopback,
+    Private,
+    Reserved,
+}
+
+impl Class {
+    fn of(ip: IpAddr) -> Self {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        match ip {
+            IpAddr::V4(v4) => {
+                let [a, b, ..] = v4.octets();
+                if v4.is_loopback() {
+                    Self::Loopback
+                } else if v4.is_private() || (a == 100 && (64..=127).contains(&b)) {
+                    Self::Private
+                } else if v4.is_link_local()
+                    || v4.is_broadcast()
+                    || v4.is_unspecified()
+                    || v4.is_multicast()
+                    || a == 0
+                    || (a == 198 && matches!(b, 18 | 19))
+                {
+                    Self::Reserved
+                } else {
+                    Self::Public
+                }
+            }
+            IpAddr::V6(v6) => {
+                let first = v6.segments()[0];
+                if v6.is_loopback() {
+                    Self::Loopback
+                } else if (first & 0xfe00) == 0xfc00 {
+                    Self::Private
+                } else if v6.is_unspecified() || v6.is_multicast() || (first & 0xffc0) == 0xfe80 {
+                    Self::Reserved
+                } else {
+                    Self::Public
+                }
+            }
+        }
+    }
+}
+
+impl AddressRule {
+    fn of(base: &reqwest::Url) -> Self {
+        let base_ip = literal(base);
+        let classes = match (base_ip, base.host_str()) {
+            (Some(ip), _) => vec![Class::of(ip)],
+            (None, Some(host)) => {
+                let host = host.trim_end_matches('.').to_ascii_lowercase();
+                if host == "localhost" || host.ends_with(".localhost") {
+                    vec![Class::Loopback]
+                } else {
+                    Vec::new()
+                }
+            }
+            (None, None) => Vec::new(),
+        };
+        Self { base_ip, classes }
+    }
+
+    fn allows(&self, ip: IpAddr) -> bool {
+        match Class::of(ip) {
+            Class::Public => true,
+            Class::Reserved => false,
+            class => self.base_ip == Some(ip) || self.classes.contains(&class),
+        }
+    }
+
+    /// Whether `url`, when it names an address itself, names an allowed one.
+    fn allows_url(&self, url: &reqwest::Url) -> bool {
+        literal(url).is_none_or(|ip| self.allows(ip))
+    }
+}
+
+/// The address `url` names itself, if it names one rather than a host name.
+fn literal(url: &reqwest::Url) -> Option<IpAddr> {
+    let host = url.host_str()?;
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+impl Resolve for AddressRule {
+    fn resolve(&self, name: Name) -> Resolving {
+        let rule = self.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|address| rule.allows(address.ip()))
+                .collect();
+            if allowed.is_empty() {
+                return Err(format!("no address of `{host}` is allowed for OAuth requests").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
