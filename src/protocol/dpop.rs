@@ -575,3 +575,143 @@ impl Resolve for AddressRule {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(part: &str) -> serde_json::Value {
+        let bytes = URL_SAFE_NO_PAD.decode(part).expect("base64url");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    #[test]
+    fn a_proof_is_signed_by_the_key_it_carries_and_names_its_request() {
+        let dpop = Dpop::new().expect("a key");
+        dpop.learnt().resource_nonce = Some("resource-nonce".into());
+        let proof = dpop
+            .proof(
+                "POST",
+                "https://mcp.example/mcp?x=1#f",
+                Some("the-token"),
+                Audience::Resource,
+            )
+            .expect("a proof");
+        let parts: Vec<&str> = proof.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let header = decode(parts[0]);
+        assert_eq!(header["typ"], "dpop+jwt");
+        assert_eq!(header["alg"], "ES256");
+        assert!(header["jwk"].get("d").is_none(), "no private part");
+        let claims = decode(parts[1]);
+        assert_eq!(claims["htm"], "POST");
+        assert_eq!(
+            claims["htu"], "https://mcp.example/mcp",
+            "no query or fragment"
+        );
+        assert_eq!(claims["ath"], ath("the-token"));
+        assert_eq!(claims["nonce"], "resource-nonce");
+        // The token endpoint's nonce is its own: none learnt yet.
+        let other = dpop
+            .proof(
+                "POST",
+                "https://as.example/token",
+                None,
+                Audience::TokenEndpoint,
+            )
+            .expect("a proof");
+        let other_claims = decode(other.split('.').nth(1).expect("claims"));
+        assert!(other_claims.get("nonce").is_none() && other_claims.get("ath").is_none());
+        assert_ne!(other_claims["jti"], claims["jti"], "a fresh jti per proof");
+        // The signature verifies against the public key in the header.
+        let jwk = &header["jwk"];
+        let mut point = vec![4u8];
+        for coordinate in ["x", "y"] {
+            let bytes = URL_SAFE_NO_PAD
+                .decode(jwk[coordinate].as_str().expect("a coordinate"))
+                .expect("base64url");
+            point.extend(bytes);
+        }
+        let key = aws_lc_rs::signature::UnparsedPublicKey::new(
+            &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
+            point,
+        );
+        let signature = URL_SAFE_NO_PAD.decode(parts[2]).expect("base64url");
+        let input = format!("{}.{}", parts[0], parts[1]);
+        assert!(key.verify(input.as_bytes(), &signature).is_ok());
+        assert!(key.verify(b"something else", &signature).is_err());
+    }
+
+    #[test]
+    fn only_a_token_endpoint_that_advertises_es256_gets_proofs_and_only_dpop_tokens_are_bound() {
+        let dpop = Dpop::new().expect("a key");
+        let endpoint = "https://as.example/token";
+        dpop.note_metadata(&serde_json::json!({
+            "token_endpoint": endpoint,
+            "dpop_signing_alg_values_supported": ["RS256"],
+        }));
+        assert!(!dpop.wants_proof(endpoint), "no ES256, no proofs");
+        dpop.note_metadata(&serde_json::json!({
+            "token_endpoint": endpoint,
+            "dpop_signing_alg_values_supported": ["ES256", "EdDSA"],
+        }));
+        assert!(dpop.wants_proof(endpoint));
+        assert!(!dpop.wants_proof("https://as.example/other"));
+        dpop.note_metadata(&serde_json::json!({ "token_endpoint": endpoint }));
+        assert!(!dpop.wants_proof(endpoint), "a newer document without DPoP");
+
+        dpop.note_token(&serde_json::json!({"access_token": "bearer-one", "token_type": "Bearer"}));
+        dpop.note_token(&serde_json::json!({"access_token": "bound-one", "token_type": "DPoP"}));
+        assert!(!dpop.binds("bearer-one"));
+        assert!(dpop.binds("bound-one"));
+        assert!(!format!("{dpop:?}").contains("bound-one"));
+    }
+
+    #[test]
+    fn oauth_requests_reach_loopback_or_private_addresses_only_from_a_server_of_that_class() {
+        let rule = |url: &str| AddressRule::of(&reqwest::Url::parse(url).expect("a URL"));
+        let ip = |text: &str| text.parse::<IpAddr>().expect("an address");
+        let public = rule("https://mcp.example/mcp");
+        assert!(public.allows(ip("93.184.216.34")));
+        assert!(!public.allows(ip("127.0.0.1")));
+        assert!(!public.allows(ip("10.0.0.9")));
+        assert!(
+            !public.allows(ip("::ffff:127.0.0.1")),
+            "a mapped loopback address"
+        );
+        assert!(
+            !public.allows(ip("169.254.169.254")),
+            "link-local: cloud metadata"
+        );
+        let loopback = rule("http://localhost:3000/mcp");
+        assert!(loopback.allows(ip("127.0.0.1")) && loopback.allows(ip("::1")));
+        assert!(!loopback.allows(ip("192.168.1.2")));
+        let private = rule("http://10.1.2.3/mcp");
+        assert!(private.allows(ip("10.9.9.9")) && private.allows(ip("fd00::1")));
+        assert!(!private.allows(ip("127.0.0.1")));
+        assert!(!private.allows(ip("fe80::1")) && !private.allows(ip("0.0.0.0")));
+        assert!(!public.allows_url(&reqwest::Url::parse("http://[::1]/x").expect("a URL")));
+        assert!(public.allows_url(&reqwest::Url::parse("http://as.example/x").expect("a URL")));
+    }
+
+    #[tokio::test]
+    async fn a_name_that_resolves_to_a_refused_address_is_not_reached() {
+        let rule = |url: &str| AddressRule::of(&reqwest::Url::parse(url).expect("a URL"));
+        let name = |host: &str| host.parse::<Name>().expect("a name");
+        let from_public = rule("https://mcp.example/mcp").resolve(name("localhost")).await;
+        assert!(from_public.is_err(), "localhost is loopback");
+        let from_loopback = rule("http://127.0.0.1:9/mcp")
+            .resolve(name("localhost"))
+            .await
+            .expect("loopback from a loopback server");
+        assert!(from_loopback.into_iter().all(|address| address.ip().is_loopback()));
+    }
+
+    #[test]
+    fn a_nonce_challenge_is_told_from_other_refusals() {
+        assert!(wants_nonce(
+            r#"DPoP error="use_dpop_nonce", resource_metadata="x""#
+        ));
+        assert!(!wants_nonce(r#"DPoP error="invalid_token""#));
+    }
+}
