@@ -66,8 +66,9 @@ SCENARIOS=(
   auth/client-credentials-basic
   auth/dpop
   auth/dpop-nonce
+  auth/wif-jwt-bearer
 )
-# Not driven yet: auth/wif-jwt-bearer. Declined by the host specification: auth/enterprise-managed-authorization
+# Declined by the host specification: auth/enterprise-managed-authorization
 # (§mcp-ema-deferral) and auth/client-credentials-jwt (private-key JWT client authentication is
 # a declared non-goal, §oauth-client-credentials).
 # The spec version a scenario runs at, and any extra flag.

@@ -151,7 +151,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 pub use authorization::{
-    Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization,
+    Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization, WorkloadIdentity,
 };
 pub use cascade::{Overlay, OverlayServer, OverlaySpecialization, resolve};
 pub use definition::{

@@ -1003,8 +1003,9 @@ fn edits(a: &str, b: &str, limit: usize) -> Option<usize> {
 /// `authorization-required`; the HTTP transport's 401 or 403 (`authorization required: …`,
 /// `Auth required`, `insufficient scope: …`, rmcp's words); a server that requires an
 /// authorization its definition lacks or that could not be had (`requires authorization`,
-/// `could not be authorized`, `authorization required (HTTP 401)`, `protocol/session.rs`), or a refused client-credentials grant
-/// (`oauth-client-credentials-failed`); a listing that failed (`could not be listed`, the
+/// `could not be authorized`, `authorization required (HTTP 401)`, `protocol/session.rs`), or a refused client-credentials
+/// or workload-identity grant (`oauth-client-credentials-failed`,
+/// `oauth-workload-identity-failed`); a listing that failed (`could not be listed`, the
 /// same file). Everything else is unreachable.
 fn not_ready_event(state: ServerState, kind: Option<&str>, detail: &str) -> TelemetryEvent {
     const AUTHORIZATION: [&str; 5] = [
@@ -1017,7 +1018,11 @@ fn not_ready_event(state: ServerState, kind: Option<&str>, detail: &str) -> Tele
     let lower = detail.to_lowercase();
     if matches!(
         kind,
-        Some("authorization-required" | "oauth-client-credentials-failed")
+        Some(
+            "authorization-required"
+                | "oauth-client-credentials-failed"
+                | "oauth-workload-identity-failed"
+        )
     ) || AUTHORIZATION.iter().any(|w| lower.contains(w))
     {
         return TelemetryEvent::AuthRequired;

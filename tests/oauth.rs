@@ -44,6 +44,9 @@ struct World {
     mcp: String,
     issuer: String,
     admin: String,
+    /// Identity tokens of the world's workload platform: one for the provider, one for
+    /// another audience.
+    workload: (String, String),
 }
 
 impl World {
@@ -83,6 +86,16 @@ impl World {
             mcp: field("mcp"),
             issuer: field("issuer"),
             admin: field("admin"),
+            workload: (
+                ports["workload"]["valid"]
+                    .as_str()
+                    .expect("a token")
+                    .to_owned(),
+                ports["workload"]["wrongAudience"]
+                    .as_str()
+                    .expect("a token")
+                    .to_owned(),
+            ),
             _stdin: stdin,
             child,
         }
@@ -147,7 +160,7 @@ fn config(pairs: &[(&str, String)]) -> HostConfig {
     map.insert("PLURNK_MCP_ALLOW_ADD".into(), "true".into());
     map.insert(
         "PLURNK_MCP_WORKSPACE_ENV".into(),
-        json!(["MACHINE_SECRET"]).to_string(),
+        json!(["MACHINE_SECRET", "WORKLOAD_JWT"]).to_string(),
     );
     map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "20000".into());
     HostConfig::from_env(map).expect("valid configuration")
@@ -560,6 +573,84 @@ async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer()
 
     let mut secrets = world.issued().await;
     secrets.push(MACHINE_SECRET.to_owned());
+    let log = logs::logged();
+    holds_none("the trace log", &log, &secrets);
+    holds_none("what the host answered", &shown, &secrets);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_exchanges_its_identity_token_and_again_once_the_token_expires() {
+    logs::capture();
+    let world = World::start();
+    let (valid, wrong_audience) = world.workload.clone();
+    let grant = |issuer: &str| {
+        json!({"type": "workload-identity", "clientId": "workload",
+               "assertion": "${WORKLOAD_JWT}", "issuer": issuer})
+    };
+    let host = Host::start(config(&[("WORKLOAD_JWT", valid.clone())]))
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let ready = workspace
+        .add(definition("runner", &world.mcp, grant(&world.issuer)))
+        .await
+        .expect("the grant runs while the connection is prepared");
+    assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
+    let text = whoami(&workspace, "runner").await.expect("authorized");
+    assert!(text.starts_with("workload"), "{text}");
+    // The token lives 4 s and the grant gives no refresh token: the grant runs again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let text = whoami(&workspace, "runner")
+        .await
+        .expect("a new grant behind the call");
+    assert!(text.starts_with("workload"), "{text}");
+    let presented = world.presented().await;
+    assert!(presented["bearer"].as_u64() >= Some(2), "{presented}");
+
+    // Bound to another issuer, the identity token is not sent.
+    let elsewhere = workspace
+        .add(definition(
+            "elsewhere",
+            &world.mcp,
+            grant("https://issuer.invalid"),
+        ))
+        .await
+        .expect_err("another issuer");
+    assert_eq!(
+        (elsewhere.status, elsewhere.kind.as_str()),
+        (502, "oauth-workload-identity-failed")
+    );
+    shutdown_clean(host).await;
+
+    // A token for another audience: refused by the provider, its OAuth error named.
+    let host = Host::start(config(&[("WORKLOAD_JWT", wrong_audience.clone())]))
+        .await
+        .expect("host starts");
+    let refused = host
+        .default_workspace()
+        .add(definition("runner", &world.mcp, grant(&world.issuer)))
+        .await
+        .expect_err("a token for another audience");
+    assert_eq!(
+        (refused.status, refused.kind.as_str()),
+        (502, "oauth-workload-identity-failed")
+    );
+    assert!(
+        refused.detail.contains("invalid_grant"),
+        "{}",
+        refused.detail
+    );
+    assert!(refused.detail.contains("\"runner\""), "{}", refused.detail);
+    shutdown_clean(host).await;
+
+    let shown = format!(
+        "{} {} {:?}",
+        problem_text(&elsewhere),
+        problem_text(&refused),
+        ready
+    );
+    let mut secrets = world.issued().await;
+    secrets.extend([valid, wrong_audience]);
     let log = logs::logged();
     holds_none("the trace log", &log, &secrets);
     holds_none("what the host answered", &shown, &secrets);

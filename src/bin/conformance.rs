@@ -85,6 +85,7 @@ const AUTH_SCENARIOS: &[&str] = &[
     "auth/client-credentials-basic",
     "auth/dpop",
     "auth/dpop-nonce",
+    "auth/wif-jwt-bearer",
 ];
 
 /// Where the authorization server sends the person back; the mock authorization server
@@ -189,6 +190,11 @@ async fn run_auth(url: &str, scenario: &str, context: &Value) -> anyhow::Result<
     if let Some(secret) = context["client_secret"].as_str() {
         env.insert(SECRET_VARIABLE.to_owned(), secret.to_owned());
     }
+    // The workload's identity token (the scenario also gives a wrong-audience and an expired
+    // one, for clients that probe their own error paths; the host's are unit-tested).
+    if let Some(token) = context["valid_jwt"].as_str() {
+        env.insert(SECRET_VARIABLE.to_owned(), token.to_owned());
+    }
     let host = start_host(env, None).await?;
     let outcome = authorize_and_call(&host, url, scenario, context).await;
     finish(host, outcome).await
@@ -205,6 +211,9 @@ async fn authorize_and_call(
     let authorization = match (scenario, client_id) {
         ("auth/client-credentials-basic", Some(client_id)) => {
             json!({"type": "client-credentials", "clientId": client_id, "clientSecret": secret})
+        }
+        ("auth/wif-jwt-bearer", Some(client_id)) => {
+            json!({"type": "workload-identity", "clientId": client_id, "assertion": secret})
         }
         ("auth/pre-registration", Some(client_id)) => json!({
             "type": "oauth", "redirectUrl": REDIRECT_URL,

@@ -1,4 +1,5 @@
-//! How a Streamable HTTP server authorizes requests: a bearer credential, interactive OAuth, or the client-credentials grant.
+//! How a Streamable HTTP server authorizes requests: a bearer credential, interactive OAuth,
+//! the client-credentials grant, or a workload's identity token (the JWT-bearer grant).
 //!
 //! Every credential is held unexpanded as a [`Secret`], ideally (and, outside
 //! the service environment's `_BEARER`, necessarily) one `${NAME}` reference
@@ -11,7 +12,7 @@ use serde::Serialize;
 use super::secret::{Bare, Secret};
 
 /// The `authorization` of an HTTP definition: the wire's closed union of
-/// `bearer`, `oauth` and `client-credentials` (absent means none).
+/// `bearer`, `oauth`, `client-credentials` and `workload-identity` (absent means none).
 ///
 /// `Serialize` gives the wire shape with every credential shown only when it is
 /// one `${NAME}` reference; `Debug` likewise.
@@ -29,6 +30,9 @@ pub enum Authorization {
     OAuth(OAuthAuthorization),
     /// The OAuth client-credentials grant for an application principal.
     ClientCredentials(ClientCredentials),
+    /// A workload's identity token exchanged for an access token (RFC 7523 JWT-bearer
+    /// grant, workload identity federation).
+    WorkloadIdentity(WorkloadIdentity),
 }
 
 impl Authorization {
@@ -39,12 +43,13 @@ impl Authorization {
         }
     }
 
-    /// The wire's `type`: `bearer`, `oauth` or `client-credentials`.
+    /// The wire's `type`: `bearer`, `oauth`, `client-credentials` or `workload-identity`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Bearer { .. } => "bearer",
             Self::OAuth(_) => "oauth",
             Self::ClientCredentials(_) => "client-credentials",
+            Self::WorkloadIdentity(_) => "workload-identity",
         }
     }
 
@@ -59,6 +64,7 @@ impl Authorization {
                 .map(|secret| ("clientSecret", secret))
                 .collect(),
             Self::ClientCredentials(grant) => vec![("clientSecret", &grant.client_secret)],
+            Self::WorkloadIdentity(grant) => vec![("assertion", &grant.assertion)],
         }
     }
 }
@@ -127,6 +133,39 @@ impl ClientCredentials {
     }
 }
 
+/// A workload's identity token (a JWT its platform issues: a Kubernetes service account
+/// token, a CI provider's OIDC token), presented to the authorization server with the
+/// JWT-bearer grant (RFC 7523 §2.1) for an access token. Nothing else authenticates the
+/// client: the token is the credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadIdentity {
+    /// The identity token: one `${NAME}` reference, expanded each time the connection is
+    /// prepared (so a rotated token is picked up).
+    pub assertion: Secret,
+    /// The client identifier the authorization server knows the workload by, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The scope to request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The authorization server the token may be sent to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+}
+
+impl WorkloadIdentity {
+    /// A grant with no client id, scope or issuer binding.
+    pub fn new(assertion: impl Into<String>) -> Self {
+        Self {
+            assertion: Secret::new(assertion),
+            client_id: None,
+            scope: None,
+            issuer: None,
+        }
+    }
+}
+
 /// An OAuth authorization with its credential expanded, for the connection
 /// that performs the flow. Like [`PreparedServer`](super::PreparedServer) it is
 /// never stored; `Debug` never prints the secret.
@@ -151,6 +190,17 @@ pub enum PreparedAuthorization {
         client_id: String,
         /// The client secret, expanded.
         client_secret: String,
+        /// The scope to request.
+        scope: Option<String>,
+        /// The bound issuer.
+        issuer: Option<String>,
+    },
+    /// The JWT-bearer grant of a workload's identity token.
+    WorkloadIdentity {
+        /// The identity token, expanded.
+        assertion: String,
+        /// The client identifier.
+        client_id: Option<String>,
         /// The scope to request.
         scope: Option<String>,
         /// The bound issuer.
@@ -187,6 +237,18 @@ impl fmt::Debug for PreparedAuthorization {
                 .debug_struct("ClientCredentials")
                 .field("client_id", client_id)
                 .field("client_secret", &Bare("<redacted>"))
+                .field("scope", scope)
+                .field("issuer", issuer)
+                .finish(),
+            Self::WorkloadIdentity {
+                assertion: _,
+                client_id,
+                scope,
+                issuer,
+            } => f
+                .debug_struct("WorkloadIdentity")
+                .field("assertion", &Bare("<redacted>"))
+                .field("client_id", client_id)
                 .field("scope", scope)
                 .field("issuer", issuer)
                 .finish(),

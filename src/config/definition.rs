@@ -955,6 +955,23 @@ impl<'a> Checker<'a> {
                     self.url(&field("issuer"), issuer, false);
                 }
             }
+            Authorization::WorkloadIdentity(grant) => {
+                self.credential(
+                    &field("assertion"),
+                    grant.assertion.unexpanded(),
+                    true,
+                    false,
+                );
+                if let Some(client_id) = &grant.client_id {
+                    self.non_blank(&field("clientId"), client_id);
+                }
+                if let Some(scope) = &grant.scope {
+                    self.non_blank(&field("scope"), scope);
+                }
+                if let Some(issuer) = &grant.issuer {
+                    self.url(&field("issuer"), issuer, false);
+                }
+            }
         }
         if let Some(header) = headers
             .keys()

@@ -155,7 +155,8 @@ pub enum ConfigError {
     /// private-key JWT client authentication).
     #[error(
         "{variable} asks for {what}, which plurnk-mcp declines by design ({why}): use \"oauth\" \
-         for a person or \"client-credentials\" with a client secret for an application"
+         for a person, \"client-credentials\" with a client secret for an application, or \
+         \"workload-identity\" with its platform's identity token for a workload"
     )]
     DeclinedAuthorization {
         /// The variable.

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::authorization::{
-    Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization,
+    Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization, WorkloadIdentity,
 };
 use super::definition::{RedactedValues, ServerDefinition, SettingNames, Transport};
 use super::environment::Environment;
@@ -185,6 +185,15 @@ impl ServerDefinition {
                             &prepared
                         {
                             secrets.value(client_secret);
+                        }
+                        authorization = Some(prepared);
+                    }
+                    Some(other @ Authorization::WorkloadIdentity(grant)) => {
+                        let variable = names.authorization_field(other, "assertion");
+                        let prepared = prepare_workload_identity(env, &variable, grant)?;
+                        if let PreparedAuthorization::WorkloadIdentity { assertion, .. } = &prepared
+                        {
+                            secrets.value(assertion);
                         }
                         authorization = Some(prepared);
                     }
@@ -393,6 +402,20 @@ fn prepare_oauth(
             .map(|secret| non_empty(env, variable, secret.unexpanded()))
             .transpose()?,
         scope: oauth.scope.clone(),
+    })
+}
+
+/// Expands the identity token of a workload-identity grant.
+fn prepare_workload_identity(
+    env: &Environment,
+    variable: &str,
+    grant: &WorkloadIdentity,
+) -> Result<PreparedAuthorization, ConfigError> {
+    Ok(PreparedAuthorization::WorkloadIdentity {
+        assertion: non_empty(env, variable, grant.assertion.unexpanded())?,
+        client_id: grant.client_id.clone(),
+        scope: grant.scope.clone(),
+        issuer: grant.issuer.clone(),
     })
 }
 

@@ -35,8 +35,8 @@ impl Kind {
     }
 }
 
-const AUTHORIZATION: &str = "a JSON object whose \"type\" is \"bearer\", \"oauth\" or \
-                             \"client-credentials\", such as {\"type\": \"bearer\", \"token\": \
+const AUTHORIZATION: &str = "a JSON object whose \"type\" is \"bearer\", \"oauth\", \
+                             \"client-credentials\" or \"workload-identity\", such as {\"type\": \"bearer\", \"token\": \
                              \"${API_TOKEN}\"}";
 const OBJECT: &str = "a JSON object";
 
@@ -131,6 +131,12 @@ const OAUTH: [Field; 5] = [
 const CLIENT_CREDENTIALS: [Field; 4] = [
     required("clientId", Kind::Text),
     required("clientSecret", Kind::Text),
+    nullable("scope", Kind::Text),
+    nullable("issuer", Kind::Text),
+];
+const WORKLOAD_IDENTITY: [Field; 4] = [
+    required("assertion", Kind::Text),
+    nullable("clientId", Kind::Text),
     nullable("scope", Kind::Text),
     nullable("issuer", Kind::Text),
 ];
@@ -349,6 +355,7 @@ fn authorization(variable: &str, object: &Map<String, Value>, faults: &mut Vec<C
         Some(Value::String(kind)) if kind == "bearer" => &BEARER,
         Some(Value::String(kind)) if kind == "oauth" => &OAUTH,
         Some(Value::String(kind)) if kind == "client-credentials" => &CLIENT_CREDENTIALS,
+        Some(Value::String(kind)) if kind == "workload-identity" => &WORKLOAD_IDENTITY,
         None => {
             faults.push(ConfigError::MissingField {
                 variable: variable.to_owned(),
@@ -369,7 +376,7 @@ fn authorization(variable: &str, object: &Map<String, Value>, faults: &mut Vec<C
         Some(other) => {
             faults.push(ConfigError::WrongJsonShape {
                 variable: format!("{variable}.type"),
-                expected: "\"bearer\", \"oauth\" or \"client-credentials\"",
+                expected: "\"bearer\", \"oauth\", \"client-credentials\" or \"workload-identity\"",
                 found: match other {
                     Value::String(_) => "it is another string".to_owned(),
                     other => format!("it is {}", json::kind(other)),

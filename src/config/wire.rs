@@ -19,7 +19,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::authorization::{Authorization, ClientCredentials, OAuthAuthorization};
+use super::authorization::{
+    Authorization, ClientCredentials, OAuthAuthorization, WorkloadIdentity,
+};
 use super::definition::{
     DefinitionParts, HttpDefinition, RedactedValues, ServerDefinition, SettingNames,
     StdioDefinition, Transport,
@@ -191,6 +193,20 @@ pub enum McpAuthorization {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         issuer: Option<String>,
     },
+    /// A workload's identity token exchanged with the JWT-bearer grant (RFC 7523).
+    WorkloadIdentity {
+        /// One `${NAME}` reference to the identity token (a JWT).
+        assertion: String,
+        /// The client identifier the authorization server knows the workload by.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_id: Option<String>,
+        /// The scope to request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+        /// The authorization server the token may be sent to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issuer: Option<String>,
+    },
 }
 
 /// The closed supplement to a definition that add and customized enable accept.
@@ -352,6 +368,12 @@ impl From<&Authorization> for McpAuthorization {
                 scope: grant.scope.clone(),
                 issuer: grant.issuer.clone(),
             },
+            Authorization::WorkloadIdentity(grant) => Self::WorkloadIdentity {
+                assertion: grant.assertion.unexpanded().to_owned(),
+                client_id: grant.client_id.clone(),
+                scope: grant.scope.clone(),
+                issuer: grant.issuer.clone(),
+            },
         }
     }
 }
@@ -384,6 +406,17 @@ impl From<&McpAuthorization> for Authorization {
             } => Self::ClientCredentials(ClientCredentials {
                 client_id,
                 client_secret: Secret::new(client_secret),
+                scope,
+                issuer,
+            }),
+            McpAuthorization::WorkloadIdentity {
+                assertion,
+                client_id,
+                scope,
+                issuer,
+            } => Self::WorkloadIdentity(WorkloadIdentity {
+                assertion: Secret::new(assertion),
+                client_id,
                 scope,
                 issuer,
             }),
@@ -643,6 +676,18 @@ impl fmt::Debug for McpAuthorization {
                 .debug_struct("ClientCredentials")
                 .field("client_id", client_id)
                 .field("client_secret", &Credential(client_secret))
+                .field("scope", scope)
+                .field("issuer", issuer)
+                .finish(),
+            Self::WorkloadIdentity {
+                assertion,
+                client_id,
+                scope,
+                issuer,
+            } => f
+                .debug_struct("WorkloadIdentity")
+                .field("assertion", &Credential(assertion))
+                .field("client_id", client_id)
                 .field("scope", scope)
                 .field("issuer", issuer)
                 .finish(),

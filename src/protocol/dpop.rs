@@ -698,13 +698,19 @@ mod tests {
     async fn a_name_that_resolves_to_a_refused_address_is_not_reached() {
         let rule = |url: &str| AddressRule::of(&reqwest::Url::parse(url).expect("a URL"));
         let name = |host: &str| host.parse::<Name>().expect("a name");
-        let from_public = rule("https://mcp.example/mcp").resolve(name("localhost")).await;
+        let from_public = rule("https://mcp.example/mcp")
+            .resolve(name("localhost"))
+            .await;
         assert!(from_public.is_err(), "localhost is loopback");
         let from_loopback = rule("http://127.0.0.1:9/mcp")
             .resolve(name("localhost"))
             .await
             .expect("loopback from a loopback server");
-        assert!(from_loopback.into_iter().all(|address| address.ip().is_loopback()));
+        assert!(
+            from_loopback
+                .into_iter()
+                .all(|address| address.ip().is_loopback())
+        );
     }
 
     #[test]

@@ -548,6 +548,204 @@ pub(crate) async fn client_credentials(
     Ok(client)
 }
 
+/// The JWT-bearer grant's `grant_type` (RFC 7523 §2.1).
+const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
+/// Runs the JWT-bearer grant (RFC 7523 §2.1) of a workload's identity token against
+/// `server_url`'s authorization server, bound to `issuer` when the definition names one. The
+/// token goes only to a token endpoint the server published, and not to one whose
+/// authorization server lists its grants without this one. A refusal is `502
+/// oauth-workload-identity-failed` naming the server and the OAuth error code, and is not
+/// retried: the grant runs again only when the connection is prepared again, or once when
+/// the server refuses the token it gave.
+pub(crate) async fn workload_identity(
+    alias: &str,
+    server_url: &str,
+    authorization: &PreparedAuthorization,
+    http_client: reqwest::Client,
+) -> Result<AuthorizedClient, Problem> {
+    let failed = |why: &str| Problem {
+        status: 502,
+        kind: "oauth-workload-identity-failed".into(),
+        detail: format!(
+            "server \"{alias}\" (http): the workload-identity grant failed: {why}; check the \
+             identity token (its audience and expiry), the client id and the scope"
+        ),
+        retryable: false,
+    };
+    let PreparedAuthorization::WorkloadIdentity {
+        assertion,
+        client_id,
+        scope,
+        issuer,
+    } = authorization
+    else {
+        return Err(failed("its authorization is not a workload identity"));
+    };
+    let dpop = Dpop::new().map_err(|why| failed(&why))?;
+    let oauth_http = OAuthHttp::new(server_url, dpop.clone()).map_err(|why| failed(&why))?;
+    let mut manager = AuthorizationManager::new_with_oauth_http_client(server_url, oauth_http)
+        .await
+        .map_err(|error| failed(refusal(&error)))?;
+    let resolution = manager
+        .resolve_metadata()
+        .await
+        .map_err(|error| failed(refusal(&error)))?;
+    if !resolution.source.is_discovered() {
+        return Err(failed(
+            "the server publishes no protected-resource or authorization-server metadata, so \
+             there is no token endpoint to send the identity token to",
+        ));
+    }
+    let metadata = resolution.metadata;
+    if let Some(expected) = issuer {
+        let found = metadata.issuer.as_deref();
+        if found.map(normalize_issuer) != Some(normalize_issuer(expected)) {
+            return Err(failed(
+                "the authorization server is not the issuer the definition binds the identity \
+                 token to, so it was not sent",
+            ));
+        }
+    }
+    if let Some(grants) = metadata
+        .additional_fields
+        .get("grant_types_supported")
+        .and_then(serde_json::Value::as_array)
+        && !grants.iter().any(|grant| grant == JWT_BEARER_GRANT)
+    {
+        return Err(failed(
+            "its authorization server does not list the JWT-bearer grant, so the identity \
+             token was not sent",
+        ));
+    }
+    let mut form = vec![
+        ("grant_type", JWT_BEARER_GRANT.to_owned()),
+        ("assertion", assertion.clone()),
+        ("resource", server_url.to_owned()),
+    ];
+    if let Some(scope) = scope {
+        form.push(("scope", scope.clone()));
+    }
+    if let Some(client_id) = client_id {
+        form.push(("client_id", client_id.clone()));
+    }
+    let client_name = client_id.clone().unwrap_or_else(|| "workload".to_owned());
+    let regrant = Regrant {
+        http: http_client.clone(),
+        token_endpoint: metadata.token_endpoint.clone(),
+        form,
+        dpop: dpop.clone(),
+        latest: Mutex::default(),
+        renewing: tokio::sync::Mutex::default(),
+        refused: std::sync::atomic::AtomicBool::new(false),
+    };
+    let answer = regrant
+        .grant()
+        .await
+        .map_err(|code| failed(&format!("the authorization server refused it ({code})")))?;
+    let response: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(answer)
+        .map_err(|_| failed("the authorization server's answer is not an OAuth token response"))?;
+    let scopes: Vec<String> = scope
+        .as_deref()
+        .map(|scope| scope.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    manager.set_metadata(metadata.clone());
+    manager
+        .configure_client(
+            OAuthClientConfig::new(client_name.clone(), "http://127.0.0.1/")
+                .with_scopes(scopes.clone()),
+        )
+        .map_err(|error| failed(refusal(&error)))?;
+    let received = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .ok();
+    let store = InMemoryCredentialStore::new();
+    store
+        .save(
+            StoredCredentials::new(client_name, Some(response), scopes, received)
+                .with_issuer(metadata.issuer.clone()),
+        )
+        .await
+        .map_err(|error| failed(refusal(&error)))?;
+    manager.set_credential_store(store);
+    let challenged = Challenged::registering(http_client, dpop).regranting(Arc::new(regrant));
+    let client = AuthClient::new(challenged, manager);
+    register_token(&client).await;
+    Ok(client)
+}
+
+/// A workload-identity grant, to run again when the server refuses the token it gave (an
+/// expired one: the grant issues no refresh token). One renewal at a time; after a refused
+/// one, none: the connection fails, and a new preparation reads the identity token anew.
+pub(crate) struct Regrant {
+    http: reqwest::Client,
+    token_endpoint: String,
+    form: Vec<(&'static str, String)>,
+    dpop: Arc<Dpop>,
+    /// The latest token the grant gave.
+    latest: Mutex<Option<String>>,
+    renewing: tokio::sync::Mutex<()>,
+    refused: std::sync::atomic::AtomicBool,
+}
+
+impl Regrant {
+    /// One token request; the answer, or the OAuth error code of a refusal.
+    async fn grant(&self) -> Result<serde_json::Value, String> {
+        let answer = token_request(
+            &self.http,
+            &self.token_endpoint,
+            "",
+            None,
+            &self.form,
+            Some(&self.dpop),
+        )
+        .await;
+        let token = answer
+            .as_ref()
+            .ok()
+            .and_then(|answer| answer["access_token"].as_str())
+            .map(str::to_owned);
+        if let Some(token) = token {
+            crate::redact::register([&token]);
+            *self
+                .latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(token);
+        }
+        answer
+    }
+
+    fn current(&self) -> Option<String> {
+        self.latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A new token in place of the refused one, unless a renewal was refused before.
+    async fn renew(&self) -> Option<String> {
+        use std::sync::atomic::Ordering;
+        let refused_token = self.current();
+        let _one = self.renewing.lock().await;
+        if self.refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let latest = self.current();
+        if latest != refused_token {
+            // Another request's renewal ran meanwhile.
+            return latest;
+        }
+        match self.grant().await {
+            Ok(_) => self.current(),
+            Err(_) => {
+                self.refused.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
 /// Registers the client's current access and refresh tokens as secrets, so a server (or a
 /// log line of rmcp's) reflecting one shows `<redacted>`.
 pub(crate) async fn register_token(client: &AuthorizedClient) {
@@ -621,6 +819,8 @@ pub(crate) struct Challenged<C> {
     slot: Option<ChallengeSlot>,
     /// The authorization's proof key, and the client that learns a resource's nonce.
     proving: Option<(Arc<Dpop>, reqwest::Client)>,
+    /// How a refused workload-identity token is replaced: the grant run again.
+    regrant: Option<Arc<Regrant>>,
     /// The token registered last: a request with the same one registers nothing again.
     registered: Arc<Mutex<Option<String>>>,
 }
@@ -632,6 +832,7 @@ impl<C> Challenged<C> {
             inner,
             slot: Some(slot),
             proving: None,
+            regrant: None,
             registered: Arc::default(),
         }
     }
@@ -690,8 +891,15 @@ impl Challenged<reqwest::Client> {
             proving: Some((dpop, inner.clone())),
             inner,
             slot: None,
+            regrant: None,
             registered: Arc::default(),
         }
+    }
+
+    /// Also runs `regrant` when the server refuses the token, and sends the new one.
+    fn regranting(mut self, regrant: Arc<Regrant>) -> Self {
+        self.regrant = Some(regrant);
+        self
     }
 }
 
@@ -712,13 +920,50 @@ impl<C: StreamableHttpClient + Sync> Challenged<C> {
         F: Fn(Option<String>, HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
     {
+        let Some(regrant) = &self.regrant else {
+            return self
+                .send(method, uri, auth_header, &custom_headers, &call)
+                .await;
+        };
+        // The grant's latest token, which rmcp (holding only the first) does not know.
+        let token = regrant.current().or(auth_header);
+        let result = self.send(method, uri, token, &custom_headers, &call).await;
+        match &result {
+            Err(StreamableHttpError::AuthRequired(refused))
+                if !dpop::wants_nonce(&refused.www_authenticate_header) =>
+            {
+                match regrant.renew().await {
+                    Some(fresh) => {
+                        self.send(method, uri, Some(fresh), &custom_headers, &call)
+                            .await
+                    }
+                    None => result,
+                }
+            }
+            _ => result,
+        }
+    }
+
+    /// [`Self::present`] without the regrant.
+    async fn send<T, F, Fut>(
+        &self,
+        method: &'static str,
+        uri: &str,
+        auth_header: Option<String>,
+        custom_headers: &HashMap<HeaderName, HeaderValue>,
+        call: &F,
+    ) -> Result<T, StreamableHttpError<C::Error>>
+    where
+        F: Fn(Option<String>, HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<C::Error>>>,
+    {
         self.register(&auth_header);
         let bound = match (&self.proving, &auth_header) {
             (Some((dpop, http)), Some(token)) if dpop.binds(token) => Some((dpop, http, token)),
             _ => None,
         };
         let Some((dpop, http, token)) = bound else {
-            return self.note(call(auth_header, custom_headers).await);
+            return self.note(call(auth_header, custom_headers.clone()).await);
         };
         let proved = || {
             let mut headers = custom_headers.clone();

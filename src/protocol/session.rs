@@ -115,6 +115,12 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                     .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
                 Some(super::oauth::client_credentials(alias, url, authorization, client).await?)
             }
+            PreparedAuthorization::WorkloadIdentity { .. } => {
+                let client = options
+                    .http_client()
+                    .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
+                Some(super::oauth::workload_identity(alias, url, authorization, client).await?)
+            }
             PreparedAuthorization::OAuth { .. } => {
                 options.oauth.authorized(workspace, alias, definition)
             }
@@ -180,6 +186,16 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                         "server \"{alias}\" (http) refused the token the client-credentials \
                          grant of client \"{client_id}\" gave: check the client's scope and \
                          the server's audience"
+                    ),
+                    retryable: false,
+                },
+                Some(PreparedAuthorization::WorkloadIdentity { .. }) => Problem {
+                    status: 502,
+                    kind: "oauth-workload-identity-failed".into(),
+                    detail: format!(
+                        "server \"{alias}\" (http) refused the token its workload-identity \
+                         grant gave, even after a new grant: check the scope and the server's \
+                         audience"
                     ),
                     retryable: false,
                 },

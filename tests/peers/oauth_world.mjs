@@ -4,12 +4,17 @@
 //   node oauth_world.mjs <npm-prefix>
 //
 // Both listen on 127.0.0.1 (ports chosen by the system). The first stdout line is JSON:
-// {"issuer", "mcp", "admin"} (admin: the base URL of /revoke and /issued). It stops by itself when its stdin closes.
+// {"issuer", "mcp", "admin", "workload"} (admin: the base URL of /revoke and /issued;
+// workload: {valid, wrongAudience}, two identity tokens of a workload platform). It stops by
+// itself when its stdin closes.
 //
 // - Provider: dynamic registration (native loopback redirects), PKCE, resource indicators
 //   (JWT access tokens with the MCP URL as audience, 4 s lifetime), refresh tokens for
 //   clients registered with that grant, the device authorization grant (unless
 //   OAUTH_WORLD_NO_DEVICE=1), the client-credentials grant for the pre-registered client `machine`,
+//   the JWT-bearer grant (RFC 7523) for the pre-registered public client `workload`, whose
+//   assertion must be an identity token of the world's workload platform with the issuer as
+//   audience (it answers bearer tokens of 4 s),
 //   the development login and consent pages (any login, any password), and DPoP (RFC 9449)
 //   with a nonce required at the token endpoint (unless OAUTH_WORLD_NO_DPOP=1): a client
 //   that sends proofs gets tokens bound to its key.
@@ -56,6 +61,18 @@ const issuer = `http://127.0.0.1:${providerPort}`;
 const mcpUrl = `http://127.0.0.1:${mcpPort}/mcp`;
 const metadataUrl = `http://127.0.0.1:${mcpPort}/.well-known/oauth-protected-resource/mcp`;
 const MACHINE_SECRET = process.env.OAUTH_WORLD_MACHINE_SECRET ?? "machine-secret-0000";
+const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+// The workload platform: its key signs identity tokens the provider trusts.
+const platform = await jose.generateKeyPair("ES256");
+const identityToken = (audience) =>
+  new jose.SignJWT({})
+    .setProtectedHeader({ alg: "ES256", typ: "JWT" })
+    .setIssuer("https://platform.example")
+    .setSubject("system:serviceaccount:ci:runner")
+    .setAudience(audience)
+    .setIssuedAt()
+    .setExpirationTime("1h")
+    .sign(platform.privateKey);
 
 const refreshTokens = [];
 // The access tokens the MCP server has accepted, and those it refuses since a revocation.
@@ -71,6 +88,13 @@ const provider = new Provider(issuer, {
       redirect_uris: [],
       response_types: [],
       token_endpoint_auth_method: "client_secret_basic",
+    },
+    {
+      client_id: "workload",
+      grant_types: [JWT_BEARER],
+      redirect_uris: [],
+      response_types: [],
+      token_endpoint_auth_method: "none",
     },
   ],
   scopes: ["openid", "offline_access", "mcp"],
@@ -100,6 +124,33 @@ const provider = new Provider(issuer, {
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed("refresh_token"),
   findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
 });
+// The JWT-bearer grant: the assertion must be the platform's, for this provider.
+provider.registerGrantType(
+  JWT_BEARER,
+  async (ctx) => {
+    const { assertion } = ctx.oidc.params;
+    try {
+      await jose.jwtVerify(assertion, platform.publicKey, { audience: issuer });
+    } catch {
+      ctx.status = 400;
+      ctx.body = { error: "invalid_grant", error_description: "the assertion is not valid" };
+      return;
+    }
+    issued.push(assertion);
+    const token = new provider.ClientCredentials({ client: ctx.oidc.client, scope: "mcp" });
+    token.resourceServer = {
+      scope: "mcp",
+      audience: mcpUrl,
+      accessTokenFormat: "jwt",
+      accessTokenTTL: 4,
+    };
+    const value = await token.save();
+    issued.push(value);
+    ctx.body = { access_token: value, token_type: "Bearer", expires_in: 4, scope: "mcp" };
+  },
+  ["assertion", "scope", "resource"],
+  ["resource"],
+);
 provider.on("refresh_token.saved", (token) => refreshTokens.push(token));
 const issued = [];
 provider.on("grant.success", (ctx) => {
@@ -244,8 +295,12 @@ mcpHttp.on("request", async (req, res) => {
   await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
 });
 
+const workload = {
+  valid: await identityToken(issuer),
+  wrongAudience: await identityToken("https://elsewhere.example"),
+};
 console.log(
-  JSON.stringify({ issuer, mcp: mcpUrl, admin: `http://127.0.0.1:${mcpPort}` }),
+  JSON.stringify({ issuer, mcp: mcpUrl, admin: `http://127.0.0.1:${mcpPort}`, workload }),
 );
 // Only that line goes to stdout (the reader may stop after it); anything else to stderr.
 process.stdout.on("error", () => {});
