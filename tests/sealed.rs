@@ -269,10 +269,11 @@ async fn an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_sec
     .await;
     let host = Host::start(config(&[
         ("CLIENT_SECRET", "cc-SECRET-5656".into()),
+        ("WORKLOAD_JWT", "wi-SECRET-identity-9090".into()),
         ("PLURNK_MCP_ALLOW_ADD", "true".into()),
         (
             "PLURNK_MCP_WORKSPACE_ENV",
-            json!(["CLIENT_SECRET"]).to_string(),
+            json!(["CLIENT_SECRET", "WORKLOAD_JWT"]).to_string(),
         ),
     ]))
     .await
@@ -291,6 +292,12 @@ async fn an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_sec
                    "clientSecret": "${CLIENT_SECRET}"}),
             "oauth-client-credentials-failed",
             "client \"machine-id\"",
+        ),
+        (
+            "workload",
+            json!({"type": "workload-identity", "assertion": "${WORKLOAD_JWT}"}),
+            "oauth-workload-identity-failed",
+            "no token endpoint to send the identity token to",
         ),
     ] {
         let options = plurnk_mcp::config::McpServerOptions::from_json(
@@ -325,13 +332,18 @@ async fn an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_sec
             "{}",
             problem.detail
         );
+        assert!(
+            !holds(&problem.detail, "wi-SECRET-identity-9090"),
+            "{}",
+            problem.detail
+        );
         assert!(!problem.detail.contains("EVIL-TEXT"), "{}", problem.detail);
         assert!(
             workspace.snapshot().server(alias).is_none(),
             "a failed add publishes nothing"
         );
     }
-    // Discovery failed before any token request: the secret went nowhere, in no spelling.
+    // Discovery failed before any token request: the secrets went nowhere, in no spelling.
     let reached = reached.lock().map(|r| r.clone()).unwrap_or_default();
     assert!(!reached.is_empty(), "the server was asked");
     for request in &reached {
@@ -342,6 +354,10 @@ async fn an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_sec
         assert!(
             !request.contains("bWFjaGluZS1pZDpjYy1TRUNSRVQtNTY1Ng"),
             "{request}"
+        );
+        assert!(
+            !holds(request, "wi-SECRET-identity-9090"),
+            "the identity token was sent: {request}"
         );
     }
     // Nothing is pending: a callback completes nothing.

@@ -218,6 +218,10 @@ fn credentials_must_be_one_reference() {
             json!({"type": "client-credentials", "clientId": "a", "clientSecret": "${A}${B}"}),
             "web.authorization.clientSecret",
         ),
+        (
+            json!({"type": "workload-identity", "assertion": "eyJhbGciOi.hunter2.sig"}),
+            "web.authorization.assertion",
+        ),
     ];
     for (authorization, variable) in cases {
         let errors = ServerDefinition::try_from(wire(authorization)).unwrap_err();
@@ -343,6 +347,18 @@ fn wire_definitions_get_the_environment_checks() {
                                        "clientSecret": "${S}", "issuer": "issuer"}})
         ),
         ["x.authorization.clientId", "x.authorization.issuer"]
+    );
+    assert_eq!(
+        check(
+            json!({"transport": "http", "name": "x", "url": "https://h/",
+                     "authorization": {"type": "workload-identity", "assertion": "${T}",
+                                       "clientId": " ", "scope": "", "issuer": "issuer"}})
+        ),
+        [
+            "x.authorization.clientId",
+            "x.authorization.scope",
+            "x.authorization.issuer"
+        ]
     );
 }
 
@@ -946,6 +962,31 @@ fn oauth_and_client_credentials_prepare_their_secret() {
             ..
         })
     ));
+    let env = Environment::new([("RUNNER_JWT", "EXPANDEDIDENTITY")]);
+    let workload = definition(
+        json!({"type": "workload-identity", "assertion": "${RUNNER_JWT}",
+                                     "clientId": "runner", "scope": "mcp"}),
+    );
+    let prepared = workload.prepare(&env).unwrap();
+    assert_eq!(
+        prepared.authorization,
+        Some(PreparedAuthorization::WorkloadIdentity {
+            assertion: "EXPANDEDIDENTITY".into(),
+            client_id: Some("runner".into()),
+            scope: Some("mcp".into()),
+            issuer: None,
+        })
+    );
+    assert!(!format!("{prepared:?}").contains("EXPANDEDIDENTITY"));
+    let fault = workload.prepare(&Environment::default()).unwrap_err();
+    assert_eq!(fault.variable(), "web.authorization.assertion");
+    // The wire form round-trips, the reference unexpanded.
+    let wire = McpServerDefinition::try_from(&workload).unwrap();
+    let text = serde_json::to_string(&wire).unwrap();
+    assert!(text.contains(r#""type":"workload-identity""#), "{text}");
+    assert!(text.contains(r#""assertion":"${RUNNER_JWT}""#), "{text}");
+    assert_eq!(ServerDefinition::try_from(wire).unwrap(), workload);
+
     // A bearer stays a header, as before.
     let bearer = server(&service(), "github")
         .prepare(service().env())
@@ -1018,7 +1059,8 @@ fn schemas_are_closed_unions() {
         [
             &json!("bearer"),
             &json!("oauth"),
-            &json!("client-credentials")
+            &json!("client-credentials"),
+            &json!("workload-identity")
         ]
     );
     let options = serde_json::to_value(schemars::schema_for!(McpServerOptions)).unwrap();
