@@ -189,13 +189,15 @@ pub const MATRIX: &[Row] = &[
             "an_application_authorizes_with_client_credentials_bound_to_its_issuer",
             "an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_secret",
             "a_daemon_without_a_browser_authorizes_with_the_device_grant",
+            "a_workload_exchanges_its_identity_token_and_again_once_the_token_expires",
             "only_a_client_credentials_connection_advertises_that_extension",
             "the_command_line_authorizes_through_a_browser_and_with_a_device_code",
         ],
         note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
                auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; a refused \
                live token re-authorizes from its challenge (step-up, migration); the device \
-               grant (authorize_device, poll_device); DPoP-bound tokens wherever the \
+               grant (authorize_device, poll_device); a workload's identity token through \
+               the JWT-bearer grant (workload-identity); DPoP-bound tokens wherever the \
                authorization server advertises ES256 proofs (protocol/dpop.rs)",
     },
     Row {

@@ -1,6 +1,6 @@
 //! OAuth for Streamable HTTP servers, over rmcp's `auth` feature: the interactive
-//! authorization-code flow (human principal) and the client-credentials grant (application
-//! principal).
+//! authorization-code flow and the device grant (human principal), the client-credentials
+//! grant (application principal), and the JWT-bearer grant of a workload's identity token.
 //!
 //! rmcp does the protocol: protected-resource and authorization-server discovery (from the
 //! `WWW-Authenticate` challenge, else the well-known probes), PKCE S256, resource
@@ -16,9 +16,14 @@
 //! - [`begin`] and [`complete`]: start an authorization (its URL goes to the operator; there
 //!   is no callback listener) and finish it with the complete callback URL.
 //! - [`client_credentials`]: the grant, with the definition's issuer binding.
+//! - [`begin_device`] and [`poll_device`]: the device grant (RFC 8628), which rmcp lacks.
+//! - [`workload_identity`]: the JWT-bearer grant (RFC 7523), which rmcp lacks outside
+//!   enterprise-managed authorization, and its [`Regrant`].
 //!
+//! Every authorization's OAuth requests go through [`OAuthHttp`] (DPoP, `dpop.rs`).
 //! Every failure becomes text of our own: an authorization server's error text (attacker
-//! owned) is never echoed, and no credential is ever in a message.
+//! owned) is never echoed (only an OAuth error code, bounded to its grammar), and no
+//! credential is ever in a message.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
