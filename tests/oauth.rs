@@ -534,6 +534,46 @@ async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer()
         "{presented}"
     );
 
+    // An authorization that waits while its alias is added otherwise: completing it would
+    // replace that server, so it is refused, and consumed.
+    let waiting = workspace
+        .add(definition(
+            "race",
+            &world.mcp,
+            json!({"type": "oauth", "redirectUrl": REDIRECT}),
+        ))
+        .await
+        .expect("a pending authorization");
+    let url = waiting.authorization.expect("an authorization URL").url;
+    let other = workspace
+        .add(definition("race", &world.mcp, grant(&world.issuer)))
+        .await
+        .expect("the alias is added with the grant meanwhile");
+    assert_eq!(other.state, ServerState::Ready, "{:?}", other.problem);
+    let callback = approve(&url).await;
+    let conflict = workspace
+        .oauth_complete("race", &callback)
+        .await
+        .expect_err("the alias changed meanwhile");
+    assert_eq!(
+        (conflict.status, conflict.kind.as_str()),
+        (409, "oauth-target-conflict")
+    );
+    let again = workspace
+        .oauth_complete("race", &callback)
+        .await
+        .expect_err("the conflict consumed it");
+    assert_eq!(again.kind, "oauth-not-pending");
+    let unknown = workspace
+        .oauth_complete("nobody", &callback)
+        .await
+        .expect_err("no such server");
+    assert_eq!(
+        (unknown.status, unknown.kind.as_str()),
+        (404, "oauth-not-pending")
+    );
+    assert!(whoami(&workspace, "race").await.is_ok(), "the added server stays");
+
     // Bound to another issuer, the secret is not sent at all.
     let refused = workspace
         .add(definition(
@@ -564,9 +604,10 @@ async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer()
     assert!(!wrong.detail.contains("wrong-SECRET-value-77"));
     shutdown_clean(host2).await;
     let shown = format!(
-        "{} {} {:?}",
+        "{} {} {} {:?}",
         problem_text(&refused),
         problem_text(&wrong),
+        problem_text(&conflict),
         workspace.snapshot()
     );
     shutdown_clean(host).await;

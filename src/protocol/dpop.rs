@@ -312,6 +312,36 @@ fn ath(token: &str) -> String {
     ))
 }
 
+/// The form fields of an OAuth request that are credentials.
+const FORM_CREDENTIALS: [&str; 7] = [
+    "code",
+    "code_verifier",
+    "refresh_token",
+    "client_secret",
+    "assertion",
+    "client_assertion",
+    "device_code",
+];
+
+/// Registers as secrets the credentials an OAuth request's form carries, whichever of
+/// rmcp's requests it is: none of them may then appear anywhere the host lets text out.
+pub(super) fn register_form_credentials(body: &[u8]) {
+    let values: Vec<String> = form_urlencoded::parse(body)
+        .filter(|(key, _)| FORM_CREDENTIALS.contains(&key.as_ref()))
+        .map(|(_, value)| value.into_owned())
+        .collect();
+    crate::redact::register(values);
+}
+
+/// Registers as secrets the tokens an authorization server's answer carries (a refresh
+/// rotates the refresh token, too).
+pub(super) fn register_answer_credentials(answer: &serde_json::Value) {
+    let tokens = ["access_token", "refresh_token", "id_token"]
+        .into_iter()
+        .filter_map(|key| answer[key].as_str().map(str::to_owned));
+    crate::redact::register(tokens);
+}
+
 fn without_query(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut url) => {
@@ -394,6 +424,9 @@ impl OAuthHttp {
         {
             return Err("an OAuth request named an address not allowed".into());
         }
+        if parts.method == reqwest::Method::POST {
+            register_form_credentials(&body);
+        }
         let proved = parts.method == reqwest::Method::POST && self.dpop.wants_proof(&url);
         let mut nonce_retry = proved;
         loop {
@@ -423,6 +456,11 @@ impl OAuthHttp {
                 Err(super::http::Bounded::Failed(error)) => return Err(error.into()),
             };
             let json = || serde_json::from_slice::<serde_json::Value>(&answer).ok();
+            if status.is_success()
+                && let Some(answer) = json()
+            {
+                register_answer_credentials(&answer);
+            }
             if proved {
                 let fresh = self.dpop.note_nonce(Audience::TokenEndpoint, &headers);
                 if status.is_success() {
@@ -710,6 +748,26 @@ mod tests {
             from_loopback
                 .into_iter()
                 .all(|address| address.ip().is_loopback())
+        );
+    }
+
+    #[test]
+    fn every_credential_an_oauth_request_or_answer_carries_is_registered() {
+        register_form_credentials(
+            b"grant_type=authorization_code&code=code-SENTINEL-4411&code_verifier=verifier-SENTINEL-4412&redirect_uri=http%3A%2F%2Flocalhost%2Fcb",
+        );
+        register_answer_credentials(&serde_json::json!({
+            "access_token": "access-SENTINEL-4413",
+            "refresh_token": "rotated-SENTINEL-4414",
+            "token_type": "Bearer",
+        }));
+        let text = "code-SENTINEL-4411 verifier-SENTINEL-4412 access-SENTINEL-4413 \
+                    rotated-SENTINEL-4414 http://localhost/cb";
+        let scrubbed = crate::redact::scrub(text);
+        assert!(!scrubbed.contains("SENTINEL"), "{scrubbed}");
+        assert!(
+            scrubbed.contains("http://localhost/cb"),
+            "not a credential: {scrubbed}"
         );
     }
 
