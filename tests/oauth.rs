@@ -572,7 +572,10 @@ async fn an_application_authorizes_with_client_credentials_bound_to_its_issuer()
         (unknown.status, unknown.kind.as_str()),
         (404, "oauth-not-pending")
     );
-    assert!(whoami(&workspace, "race").await.is_ok(), "the added server stays");
+    assert!(
+        whoami(&workspace, "race").await.is_ok(),
+        "the added server stays"
+    );
 
     // Bound to another issuer, the secret is not sent at all.
     let refused = workspace

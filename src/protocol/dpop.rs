@@ -496,14 +496,27 @@ impl OAuthHttpClient for OAuthHttp {
 }
 
 /// Which addresses an authorization's OAuth requests may reach: public ones, and loopback or
-/// private ones only when the server's own URL is of that class.
+/// private ones only when the server's own URL is of that class (and a configured proxy
+/// wherever it is).
 #[derive(Clone)]
 struct AddressRule {
     /// The server's own address, when its URL names one.
     base_ip: Option<IpAddr>,
     /// The non-public classes its URL is of.
     classes: Vec<Class>,
+    /// The hosts of the proxies the environment names: reached wherever they are.
+    proxies: Vec<String>,
 }
+
+/// The variables that name a proxy for reqwest.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -569,7 +582,24 @@ impl AddressRule {
             }
             (None, None) => Vec::new(),
         };
-        Self { base_ip, classes }
+        let proxies = PROXY_VARIABLES
+            .iter()
+            .filter_map(|variable| std::env::var(variable).ok())
+            .filter_map(|proxy| {
+                let proxy = if proxy.contains("://") {
+                    proxy
+                } else {
+                    format!("http://{proxy}")
+                };
+                let url = reqwest::Url::parse(&proxy).ok()?;
+                url.host_str().map(|host| host.to_ascii_lowercase())
+            })
+            .collect();
+        Self {
+            base_ip,
+            classes,
+            proxies,
+        }
     }
 
     fn allows(&self, ip: IpAddr) -> bool {
@@ -602,6 +632,10 @@ impl Resolve for AddressRule {
             let host = name.as_str().to_owned();
             let resolved: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            // A proxy the operator configured is theirs to place, on a private network too.
+            if rule.proxies.contains(&host.to_ascii_lowercase()) {
+                return Ok(Box::new(resolved.into_iter()) as Addrs);
+            }
             let allowed: Vec<SocketAddr> = resolved
                 .into_iter()
                 .filter(|address| rule.allows(address.ip()))
@@ -749,6 +783,10 @@ mod tests {
                 .into_iter()
                 .all(|address| address.ip().is_loopback())
         );
+        // A configured proxy is reached wherever it is.
+        let mut proxied = rule("https://mcp.example/mcp");
+        proxied.proxies = vec!["localhost".into()];
+        assert!(proxied.resolve(name("localhost")).await.is_ok());
     }
 
     #[test]
