@@ -32,9 +32,9 @@ use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
-    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, ClientCredentialsConfig,
-    CredentialStore as _, InMemoryCredentialStore, OAuthClientConfig, OAuthState,
-    StoredCredentials, WWWAuthenticateParams,
+    AuthClient, AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
+    ClientCredentialsConfig, CredentialStore as _, InMemoryCredentialStore, OAuthClientConfig,
+    OAuthState, StoredCredentials, WWWAuthenticateParams,
 };
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -502,33 +502,11 @@ pub(crate) async fn client_credentials(
         ),
         retryable: false,
     };
-    let dpop = Dpop::new().map_err(|why| failed(&why))?;
-    let oauth_http = OAuthHttp::new(server_url, dpop.clone()).map_err(|why| failed(&why))?;
-    let mut manager = AuthorizationManager::new_with_oauth_http_client(server_url, oauth_http)
-        .await
-        .map_err(|error| failed(refusal(&error)))?;
-    let resolution = manager
-        .resolve_metadata()
-        .await
-        .map_err(|error| failed(refusal(&error)))?;
-    // A secret goes only to a token endpoint the server published: never to one inferred
-    // from its URL (the 2025-03-26 fallback), which it gave no sign of running.
-    if !resolution.source.is_discovered() {
-        return Err(failed(
-            "the server publishes no protected-resource or authorization-server metadata, so \
-             there is no token endpoint to send the secret to",
-        ));
-    }
-    if let Some(expected) = issuer {
-        let found = resolution.metadata.issuer.as_deref();
-        if found.map(normalize_issuer) != Some(normalize_issuer(expected)) {
-            return Err(failed(
-                "the authorization server is not the issuer the definition binds the credential \
-                 to, so the secret was not sent",
-            ));
-        }
-    }
-    manager.set_metadata(resolution.metadata);
+    let (mut manager, metadata, dpop) =
+        discover_for_grant(server_url, issuer.as_deref(), "the secret")
+            .await
+            .map_err(|why| failed(&why))?;
+    manager.set_metadata(metadata);
     let config = ClientCredentialsConfig::ClientSecret {
         client_id: client_id.clone(),
         client_secret: client_secret.clone(),
@@ -551,6 +529,68 @@ pub(crate) async fn client_credentials(
     let client = AuthClient::new(Challenged::registering(http_client, dpop), manager);
     register_token(&client).await;
     Ok(client)
+}
+
+/// Discovery for a grant that sends a credential of its own (`what`): a manager over a new
+/// DPoP key, and the authorization server's metadata. The credential goes only to a token
+/// endpoint the server published, never to one inferred from its URL (the 2025-03-26
+/// fallback), which it gave no sign of running; and with `issuer`, only to that issuer's.
+async fn discover_for_grant(
+    server_url: &str,
+    issuer: Option<&str>,
+    what: &str,
+) -> Result<(AuthorizationManager, AuthorizationMetadata, Arc<Dpop>), String> {
+    let dpop = Dpop::new()?;
+    let oauth_http = OAuthHttp::new(server_url, dpop.clone())?;
+    let manager = AuthorizationManager::new_with_oauth_http_client(server_url, oauth_http)
+        .await
+        .map_err(|error| refusal(&error).to_owned())?;
+    let resolution = manager
+        .resolve_metadata()
+        .await
+        .map_err(|error| refusal(&error).to_owned())?;
+    if !resolution.source.is_discovered() {
+        return Err(format!(
+            "the server publishes no protected-resource or authorization-server metadata, so \
+             there is no token endpoint to send {what} to"
+        ));
+    }
+    if let Some(expected) = issuer {
+        let found = resolution.metadata.issuer.as_deref();
+        if found.map(normalize_issuer) != Some(normalize_issuer(expected)) {
+            return Err(format!(
+                "the authorization server is not the issuer the definition binds {what} to, so \
+                 it was not sent"
+            ));
+        }
+    }
+    Ok((manager, resolution.metadata, dpop))
+}
+
+/// `manager` holding `response`, the token a grant of our own obtained, for the client
+/// `config` describes (rmcp refreshes it when it came with a refresh token).
+async fn holding(
+    mut manager: AuthorizationManager,
+    metadata: AuthorizationMetadata,
+    config: OAuthClientConfig,
+    response: rmcp::transport::auth::OAuthTokenResponse,
+) -> Result<AuthorizationManager, AuthError> {
+    let issuer = metadata.issuer.clone();
+    manager.set_metadata(metadata);
+    let (client_id, scopes) = (config.client_id.clone(), config.scopes.clone());
+    manager.configure_client(config)?;
+    let received = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .ok();
+    let store = InMemoryCredentialStore::new();
+    store
+        .save(
+            StoredCredentials::new(client_id, Some(response), scopes, received).with_issuer(issuer),
+        )
+        .await?;
+    manager.set_credential_store(store);
+    Ok(manager)
 }
 
 /// The JWT-bearer grant's `grant_type` (RFC 7523 §2.1).
@@ -587,31 +627,10 @@ pub(crate) async fn workload_identity(
     else {
         return Err(failed("its authorization is not a workload identity"));
     };
-    let dpop = Dpop::new().map_err(|why| failed(&why))?;
-    let oauth_http = OAuthHttp::new(server_url, dpop.clone()).map_err(|why| failed(&why))?;
-    let mut manager = AuthorizationManager::new_with_oauth_http_client(server_url, oauth_http)
-        .await
-        .map_err(|error| failed(refusal(&error)))?;
-    let resolution = manager
-        .resolve_metadata()
-        .await
-        .map_err(|error| failed(refusal(&error)))?;
-    if !resolution.source.is_discovered() {
-        return Err(failed(
-            "the server publishes no protected-resource or authorization-server metadata, so \
-             there is no token endpoint to send the identity token to",
-        ));
-    }
-    let metadata = resolution.metadata;
-    if let Some(expected) = issuer {
-        let found = metadata.issuer.as_deref();
-        if found.map(normalize_issuer) != Some(normalize_issuer(expected)) {
-            return Err(failed(
-                "the authorization server is not the issuer the definition binds the identity \
-                 token to, so it was not sent",
-            ));
-        }
-    }
+    let (manager, metadata, dpop) =
+        discover_for_grant(server_url, issuer.as_deref(), "the identity token")
+            .await
+            .map_err(|why| failed(&why))?;
     if let Some(grants) = metadata
         .additional_fields
         .get("grant_types_supported")
@@ -654,26 +673,10 @@ pub(crate) async fn workload_identity(
         .as_deref()
         .map(|scope| scope.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
-    manager.set_metadata(metadata.clone());
-    manager
-        .configure_client(
-            OAuthClientConfig::new(client_name.clone(), "http://127.0.0.1/")
-                .with_scopes(scopes.clone()),
-        )
-        .map_err(|error| failed(refusal(&error)))?;
-    let received = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .ok();
-    let store = InMemoryCredentialStore::new();
-    store
-        .save(
-            StoredCredentials::new(client_name, Some(response), scopes, received)
-                .with_issuer(metadata.issuer.clone()),
-        )
+    let config = OAuthClientConfig::new(client_name, "http://127.0.0.1/").with_scopes(scopes);
+    let manager = holding(manager, metadata, config, response)
         .await
         .map_err(|error| failed(refusal(&error)))?;
-    manager.set_credential_store(store);
     let challenged = Challenged::registering(http_client, dpop).regranting(Arc::new(regrant));
     let client = AuthClient::new(challenged, manager);
     register_token(&client).await;
@@ -1530,37 +1533,18 @@ pub(crate) async fn poll_device(
     };
     let oauth_http =
         OAuthHttp::new(&pending.server_url, pending.dpop.clone()).map_err(|why| unusable(&why))?;
-    let mut manager =
+    let manager =
         AuthorizationManager::new_with_oauth_http_client(pending.server_url.as_str(), oauth_http)
             .await
             .map_err(|error| unusable(refusal(&error)))?;
-    manager.set_metadata(pending.metadata.clone());
     let mut config = OAuthClientConfig::new(pending.client_id.clone(), "http://127.0.0.1/")
         .with_scopes(pending.scopes.clone());
     if let Some(secret) = &pending.client_secret {
         config = config.with_client_secret(secret.clone());
     }
-    manager
-        .configure_client(config)
-        .map_err(|error| unusable(refusal(&error)))?;
-    let received = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .ok();
-    let store = InMemoryCredentialStore::new();
-    store
-        .save(
-            StoredCredentials::new(
-                pending.client_id.clone(),
-                Some(response),
-                pending.scopes.clone(),
-                received,
-            )
-            .with_issuer(pending.metadata.issuer.clone()),
-        )
+    let manager = holding(manager, pending.metadata.clone(), config, response)
         .await
         .map_err(|error| unusable(refusal(&error)))?;
-    manager.set_credential_store(store);
     let client = AuthClient::new(Challenged::registering(http, pending.dpop), manager);
     register_token(&client).await;
     Ok(Polled::Authorized(
