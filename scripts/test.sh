@@ -11,21 +11,36 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/install-peers.sh
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --all-targets --locked
+# Each step runs in turn and the first failure stops the run; every step's wall time is
+# printed as it ends and again in a table at the end, so a slow CI run says where it went.
+timings=()
+step() {
+  local name="$1" start=$SECONDS
+  shift
+  echo "test.sh: step $name" >&2
+  "$@"
+  timings+=("$(printf '%-20s %5d s' "$name" $((SECONDS - start)))")
+  echo "test.sh: step $name took $((SECONDS - start)) s" >&2
+}
+
+step peers bash scripts/install-peers.sh
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+step tests cargo test --workspace --all-targets --locked
 # `--all-targets` leaves out doctests: the crate's examples in its docs must compile too.
-cargo test --workspace --doc --locked
+step doctests cargo test --workspace --doc --locked
 # The daemon-subtree example runs to its end (it exits non-zero when a step did not happen).
-cargo run --locked --quiet --example subtree
+step subtree cargo run --locked --quiet --example subtree
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
 # it exits non-zero when any trial fails or loses a call).
-BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json
+step bench env BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json
 # Every fuzz target for 10 s on nightly (scripts/fuzz.sh; longer runs: FUZZ_SECONDS).
-bash scripts/fuzz.sh
+step fuzz bash scripts/fuzz.sh
 # The official MCP conformance suite's client scenarios, one at a time, through our host.
-bash scripts/conformance.sh
+step conformance bash scripts/conformance.sh
 # The suite's server scenarios, one at a time, against `plurnk-mcp serve` over HTTP in front of
 # the conformance fixture.
-bash scripts/conformance-server.sh
+step conformance-server bash scripts/conformance-server.sh
+
+echo "test.sh: every step passed in $SECONDS s" >&2
+printf 'test.sh:   %s\n' "${timings[@]}" >&2
