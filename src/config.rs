@@ -160,6 +160,7 @@ pub use definition::{
 pub use environment::Environment;
 pub(crate) use environment::{Piece, is_single_reference, pieces};
 pub use error::{ConfigError, ConfigErrors};
+pub(crate) use keys::target_variable;
 pub use keys::{MAX_ALIAS_LEN, RESERVED_ALIASES, is_valid_alias, tool_summary_key};
 pub(crate) use prepared::is_credential_name;
 pub use prepared::{PreparedServer, PreparedTransport};

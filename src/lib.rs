@@ -74,9 +74,9 @@ pub use host::{
 pub use model::{
     Authored, CallError, Catalog, CompletionRef, DeviceAuthorization, DevicePoll, Effect,
     Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
-    Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink, PromptInfo,
-    ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, TelemetryEvent, ToolInfo,
-    ToolResult, TransportKind, WorkspaceSnapshot,
+    Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink,
+    PromptArgumentInfo, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot,
+    ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
 pub use prometheus::PrometheusError;
 pub use store::{

@@ -308,7 +308,11 @@ pub fn resource_facet(snapshot: &WorkspaceSnapshot, server: &str) -> Option<Stri
             if let Some(text) = resource.description.as_deref().and_then(first_sentence) {
                 let _ = write!(out, ": {text}");
             }
-            let _ = writeln!(out, " — `{}`", resource.uri);
+            let _ = writeln!(
+                out,
+                " — `{}`",
+                normalized(&resource.uri).unwrap_or_default()
+            );
         }
         out.push('\n');
     }
@@ -319,7 +323,7 @@ pub fn resource_facet(snapshot: &WorkspaceSnapshot, server: &str) -> Option<Stri
                 out,
                 "- {} `{}`",
                 one_line(&template.name).unwrap_or_default(),
-                template.uri_template
+                normalized(&template.uri_template).unwrap_or_default()
             );
             if let Some(text) = template.description.as_deref().and_then(first_sentence) {
                 let _ = write!(out, ": {text}");
@@ -344,7 +348,7 @@ pub fn prompt_facet(snapshot: &WorkspaceSnapshot, server: &str) -> Option<String
         let _ = write!(
             out,
             "- [{}]({alias}:///prompts/{})",
-            prompt.name,
+            one_line(&prompt.name).unwrap_or_default(),
             encode(&prompt.name)
         );
         if let Some(text) = prompt.description.as_deref().and_then(first_sentence) {
