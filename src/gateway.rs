@@ -10,8 +10,9 @@
 //! an alias never holds `_` (aliases are `[a-z][a-z0-9-]*`), so the first `_` always splits
 //! a served name back into its server and its own name, whatever the name holds.
 //! [`Naming::Unprefixed`] serves one server's names as they are, and only that server.
-//! Resources keep their URIs (a URI is already global); a read goes to the server that
-//! lists the URI, else to the server whose template's literal prefix matches it longest.
+//! Resources keep their URIs, each listed with its server in `_meta` ([`SERVER_META`]); a
+//! read goes to the one server that claims the URI (lists it, or has a template that expands
+//! to it), and a URI several servers claim is refused unless the request names its server.
 //!
 //! **Changes.** A server that goes `unavailable` leaves `tools/list` and comes back when it
 //! is ready again; the gateway tells its clients with `notifications/tools/list_changed`
@@ -26,6 +27,7 @@
 //! pass through in both revisions.
 
 mod http;
+mod uri_template;
 
 use std::{
     collections::BTreeMap,
@@ -48,6 +50,7 @@ use rmcp::{
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use self::uri_template::UriTemplate;
 use crate::host::{CallOptions, InputRelay, Workspace};
 use crate::model::{
     CallError, Elicitation, ElicitationAnswer, Interaction, InteractionHandler, Operation,
@@ -61,6 +64,10 @@ pub const SEPARATOR: char = '_';
 
 /// The request `_meta` key of the client's capabilities (2026-07-28), relayed upstream.
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The `_meta` key naming a resource's server: on each listed resource and template, on
+/// every read's result, and on a read request that chooses its server.
+pub const SERVER_META: &str = "plurnk/server";
 
 /// How the gateway names what it serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,10 +105,21 @@ struct View {
     prompts: Vec<Value>,
     resources: Vec<Value>,
     templates: Vec<Value>,
-    /// Listed resource URI → alias.
-    resource_owner: BTreeMap<String, String>,
-    /// (the template's literal prefix, its URI template, alias).
-    template_owner: Vec<(String, String, String)>,
+    /// Listed resource URI → every alias that lists it.
+    resource_owners: BTreeMap<String, Vec<String>>,
+    /// (the parsed template, its URI template, alias).
+    template_owner: Vec<(Option<UriTemplate>, String, String)>,
+}
+
+/// Why no one server can answer for a URI.
+#[derive(Debug, PartialEq)]
+enum Unroutable {
+    /// No server lists it, no template matches it, and several servers offer resources.
+    Unclaimed,
+    /// Several servers claim it, each named: none is chosen for the client.
+    Ambiguous(Vec<String>),
+    /// The request chose a server this gateway does not serve resources of.
+    NotServed(String),
 }
 
 impl View {
@@ -145,21 +163,24 @@ impl View {
                 view.prompts.push(served);
             }
             for resource in server.catalog.resources.iter() {
-                view.resources.push(resource.definition.clone());
-                view.resource_owner
+                view.resources
+                    .push(with_server(&resource.definition, alias));
+                let owners = view
+                    .resource_owners
                     .entry(resource.uri.clone())
-                    .or_insert_with(|| alias.to_owned());
+                    .or_default();
+                if !owners.iter().any(|owner| owner == alias) {
+                    owners.push(alias.to_owned());
+                }
             }
             for template in server.catalog.templates.iter() {
-                view.templates.push(template.definition.clone());
-                let prefix = template
-                    .uri_template
-                    .split('{')
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-                view.template_owner
-                    .push((prefix, template.uri_template.clone(), alias.to_owned()));
+                view.templates
+                    .push(with_server(&template.definition, alias));
+                view.template_owner.push((
+                    UriTemplate::parse(&template.uri_template),
+                    template.uri_template.clone(),
+                    alias.to_owned(),
+                ));
             }
         }
         view
@@ -174,26 +195,55 @@ impl View {
         ]
     }
 
-    /// The server a URI belongs to: the one that lists it, else the one whose template's
-    /// literal prefix matches it longest, else the only server offering resources.
-    fn resource_route(&self, uri: &str) -> Option<&str> {
-        if let Some(alias) = self.resource_owner.get(uri) {
-            return Some(alias);
+    /// The server a URI belongs to, so that no server answers for another's resources
+    /// without the client knowing: the server the request chose (`_meta` [`SERVER_META`]),
+    /// else the one server that lists the URI, else the one server whose template can
+    /// expand to it (RFC 6570, not a prefix), else the only server offering resources. A
+    /// URI that several servers list, or that no server lists and several servers'
+    /// templates match, is ambiguous and refused, naming them: the first in some order
+    /// would be a guess a hostile server could win.
+    fn resource_route(&self, uri: &str, chosen: Option<&str>) -> Result<&str, Unroutable> {
+        let offering = || {
+            self.resource_owners
+                .values()
+                .flatten()
+                .chain(self.template_owner.iter().map(|(_, _, alias)| alias))
+        };
+        if let Some(chosen) = chosen {
+            return offering()
+                .find(|alias| *alias == chosen)
+                .map(String::as_str)
+                .ok_or_else(|| Unroutable::NotServed(chosen.to_owned()));
         }
-        let by_template = self
+        fn one(claimants: Vec<&str>) -> Result<&str, Unroutable> {
+            match claimants.as_slice() {
+                [only] => Ok(*only),
+                _ => Err(Unroutable::Ambiguous(
+                    claimants.iter().map(|alias| (*alias).to_owned()).collect(),
+                )),
+            }
+        }
+        if let Some(owners) = self.resource_owners.get(uri) {
+            return one(owners.iter().map(String::as_str).collect());
+        }
+        let mut matching: Vec<&str> = self
             .template_owner
             .iter()
-            .filter(|(prefix, _, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
-            .max_by_key(|(prefix, _, _)| prefix.len())
-            .map(|(_, _, alias)| alias.as_str());
-        by_template.or_else(|| {
-            let mut owners = self
-                .resource_owner
-                .values()
-                .chain(self.template_owner.iter().map(|(_, _, alias)| alias));
-            let first = owners.next()?;
-            owners.all(|alias| alias == first).then_some(first.as_str())
-        })
+            .filter(|(template, _, _)| template.as_ref().is_some_and(|t| t.matches(uri)))
+            .map(|(_, _, alias)| alias.as_str())
+            .collect();
+        matching.sort_unstable();
+        matching.dedup();
+        if !matching.is_empty() {
+            return one(matching);
+        }
+        let mut servers = offering();
+        let first = servers.next().ok_or(Unroutable::Unclaimed)?;
+        if servers.all(|alias| alias == first) {
+            Ok(first)
+        } else {
+            Err(Unroutable::Unclaimed)
+        }
     }
 
     fn template_route(&self, uri_template: &str) -> Option<&str> {
@@ -542,6 +592,47 @@ fn to_mcp(error: CallError) -> McpError {
     }
 }
 
+impl Unroutable {
+    /// The client's error: which URI, and what would route it.
+    fn into_error(self, uri: &str) -> McpError {
+        let message = match self {
+            Self::Unclaimed => format!(
+                "no server of this gateway offers resource \"{uri}\": resources/list and \
+                 resources/templates/list name what it serves"
+            ),
+            Self::Ambiguous(servers) => format!(
+                "resource \"{uri}\" is claimed by servers {}: name the one to read in the \
+                 request's _meta \"{SERVER_META}\" (each listed resource carries its server there)",
+                servers
+                    .iter()
+                    .map(|alias| format!("\"{alias}\""))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+            Self::NotServed(chosen) => format!(
+                "the request's _meta \"{SERVER_META}\" names \"{}\", which serves no resources \
+                 here: name a server from resources/list",
+                crate::redact::scrub_capped(&chosen, 64)
+            ),
+        };
+        McpError::resource_not_found(message, Some(json!({ "uri": uri })))
+    }
+}
+
+/// `value` (an object a server gave) with `_meta` [`SERVER_META`] naming `alias`.
+fn with_server(value: &Value, alias: &str) -> Value {
+    let mut value = value.clone();
+    if let Some(object) = value.as_object_mut() {
+        let meta = object
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(SERVER_META.to_owned(), Value::String(alias.to_owned()));
+        }
+    }
+    value
+}
+
 fn from_wire<T: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result<T, McpError> {
     serde_json::from_value(value).map_err(|error| {
         McpError::internal_error(
@@ -727,28 +818,30 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let view = self.view();
-        let Some(alias) = view.resource_route(&request.uri) else {
-            return Err(McpError::resource_not_found(
-                format!(
-                    "no server of this gateway offers resource \"{}\": resources/list and \
-                     resources/templates/list name what it serves",
-                    request.uri
-                ),
-                Some(json!({ "uri": request.uri })),
-            ));
-        };
+        // rmcp hands a request's `_meta` over in its context, not in its params.
+        let chosen = context.meta.0.get(SERVER_META).and_then(Value::as_str);
+        let alias = view
+            .resource_route(&request.uri, chosen)
+            .map_err(|unroutable| unroutable.into_error(&request.uri))?
+            .to_owned();
         let relay = relay_of(request.input_responses, request.request_state);
         let operation = Operation::ReadResource {
             uri: request.uri.clone(),
         };
-        self.forward(alias, operation, relay, &context)
+        let forwarded = self
+            .forward(&alias, operation, relay, &context)
             .await
-            .map_err(to_mcp)?
-            .into_response(
-                ReadResourceResponse::InputRequired,
-                ReadResourceResponse::Complete,
-                "resource",
-            )
+            .map_err(to_mcp)?;
+        // The client learns which server answered, as it does from a tool's served name.
+        let forwarded = match forwarded {
+            Forwarded::Complete(result) => Forwarded::Complete(with_server(&result, &alias)),
+            input => input,
+        };
+        forwarded.into_response(
+            ReadResourceResponse::InputRequired,
+            ReadResourceResponse::Complete,
+            "resource",
+        )
     }
 
     async fn complete(
@@ -775,14 +868,11 @@ impl ServerHandler for Gateway {
             Some("ref/resource") => {
                 let uri = wire["ref"]["uri"].as_str().unwrap_or_default();
                 let view = self.view();
-                let Some(alias) = view
-                    .template_route(uri)
-                    .or_else(|| view.resource_route(uri))
-                else {
-                    return Err(McpError::invalid_params(
-                        format!("no server of this gateway offers resource template \"{uri}\""),
-                        None,
-                    ));
+                let alias = match view.template_route(uri) {
+                    Some(alias) => alias,
+                    None => view
+                        .resource_route(uri, None)
+                        .map_err(|unroutable| unroutable.into_error(uri))?,
                 };
                 (
                     alias.to_owned(),
@@ -986,20 +1076,50 @@ mod tests {
         );
     }
 
+    fn template(text: &str, alias: &str) -> (Option<UriTemplate>, String, String) {
+        (UriTemplate::parse(text), text.to_owned(), alias.to_owned())
+    }
+
     #[test]
-    fn a_uri_goes_to_the_server_listing_it_then_the_longest_template_prefix() {
+    fn a_uri_goes_to_the_one_server_that_claims_it_and_an_ambiguous_one_to_none() {
         let view = View {
-            resource_owner: [("test://static".to_owned(), "a".to_owned())].into(),
+            resource_owners: [
+                ("test://static".to_owned(), vec!["a".to_owned()]),
+                (
+                    "test://shared".to_owned(),
+                    vec!["a".to_owned(), "c".to_owned()],
+                ),
+            ]
+            .into(),
             template_owner: vec![
-                ("test://".into(), "test://{x}".into(), "b".into()),
-                ("test://deep/".into(), "test://deep/{y}".into(), "c".into()),
+                template("test://{x}", "b"),
+                template("test://deep/{y}", "c"),
+                template("file:///{+path}", "a"),
+                template("file:///{+anything}", "c"),
             ],
             ..View::default()
         };
-        assert_eq!(view.resource_route("test://static"), Some("a"));
-        assert_eq!(view.resource_route("test://deep/1"), Some("c"));
-        assert_eq!(view.resource_route("test://other"), Some("b"));
-        assert_eq!(view.resource_route("file:///etc"), None);
+        let route = |uri| view.resource_route(uri, None);
+        assert_eq!(route("test://static"), Ok("a"));
+        // A broad template never takes what one server lists, nor a URI it cannot expand to.
+        assert_eq!(route("test://deep/1"), Ok("c"));
+        assert_eq!(route("test://other"), Ok("b"));
+        let both = Err(Unroutable::Ambiguous(vec!["a".into(), "c".into()]));
+        assert_eq!(route("test://shared"), both);
+        assert_eq!(route("file:///etc/hosts"), both);
+        assert_eq!(route("mail://x"), Err(Unroutable::Unclaimed));
+        // The client names the server: that one answers, whatever else claims the URI.
+        assert_eq!(view.resource_route("test://shared", Some("c")), Ok("c"));
+        assert_eq!(
+            view.resource_route("test://shared", Some("zz")),
+            Err(Unroutable::NotServed("zz".into()))
+        );
         assert_eq!(view.template_route("test://deep/{y}"), Some("c"));
+        // One server offering resources answers for every URI nobody else claims.
+        let single = View {
+            resource_owners: [("x://a".to_owned(), vec!["only".to_owned()])].into(),
+            ..View::default()
+        };
+        assert_eq!(single.resource_route("x://unlisted", None), Ok("only"));
     }
 }

@@ -225,24 +225,45 @@ async fn plurnk_mcp_attaches_to_a_gateway_and_reaches_every_upstream_through_it(
     assert_eq!(counted.text(), "counted 3");
     assert_eq!(*seen.lock().expect("progress"), vec![1.0, 2.0, 3.0]);
 
-    // Resources keep their URIs; the read reaches the server that lists it.
-    let resources = &gw.catalog.resources;
-    assert!(
-        resources
-            .iter()
-            .any(|resource| resource.uri == "fixture://counter"),
-        "{resources:?}"
-    );
-    let read = outer
+    // Resources keep their URIs, each listed with the server it belongs to. Alpha and beta
+    // both list this one: a read that does not say which is refused, naming both, rather
+    // than handed to whichever sorts first (a server could claim another's URI that way).
+    let counters: Vec<&Value> = gw
+        .catalog
+        .resources
+        .iter()
+        .filter(|resource| resource.uri == "fixture://counter")
+        .map(|resource| &resource.definition["_meta"]["plurnk/server"])
+        .collect();
+    assert_eq!(counters, [&json!("alpha"), &json!("beta")]);
+    match outer
         .read_resource("gw", "fixture://counter", CallOptions::default())
         .await
-        .expect("read through the gateway");
+    {
+        Err(CallError::Remote { message, .. }) => assert!(
+            message.contains("claimed by servers \"alpha\" and \"beta\"")
+                && message.contains("plurnk/server"),
+            "{message}"
+        ),
+        other => panic!("an ambiguous read is refused: {other:?}"),
+    }
+    // A client that names the server reads from that one, and the answer says who answered.
+    let read = post_json(
+        &pair.url,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "resources/read",
+               "params": {"uri": "fixture://counter",
+                          "_meta": {"plurnk/server": "beta",
+                                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
+    );
+    let result = &read["result"];
     assert!(
-        read["contents"][0]["text"]
+        result["contents"][0]["text"]
             .as_str()
             .is_some_and(|text| text.starts_with("reads: ")),
         "{read}"
     );
+    assert_eq!(result["_meta"]["plurnk/server"], "beta", "{read}");
 
     // A credential an upstream reflects reaches no client of the gateway.
     let revealed = outer
@@ -445,8 +466,10 @@ fn modern_meta() -> Value {
 /// body or the first SSE `data:` event that is one).
 fn post_json(url: &str, message: Value) -> Value {
     let method = message["method"].as_str().unwrap_or_default().to_owned();
+    // Mcp-Name carries the tool or prompt name, or a resource's URI.
     let name = message["params"]["name"]
         .as_str()
+        .or_else(|| message["params"]["uri"].as_str())
         .unwrap_or_default()
         .to_owned();
     let mut headers = vec![("Mcp-Method", method.as_str())];
