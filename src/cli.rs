@@ -51,9 +51,28 @@ pub(crate) fn init_logging(default: &str) {
         .try_init();
 }
 
-/// Text a server wrote, made safe for a terminal: no escape sequence gets through; line
-/// breaks stay.
-fn printable(text: &str) -> String {
+/// A message that may quote a server (its error, its stderr), a file or a caller, made safe
+/// for a terminal: no control character gets through (an escape sequence would drive the
+/// terminal, a carriage return would overwrite the line), and every line break is followed by
+/// an indent, so nothing quoted can start a line of its own and pass for the command's own
+/// words.
+pub(crate) fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\n  "),
+            '\t' => out.push(' '),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A document the host rendered (what the model reads), for a terminal: its lines are its
+/// own (the projection puts a server's text on one line), so line breaks stay; no other
+/// control character gets through.
+fn document_text(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
         .collect()
@@ -113,7 +132,7 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
             errors.errors().len()
         );
         for error in errors.errors() {
-            errln!("  - {error}");
+            errln!("  - {}", printable(&error.to_string()));
         }
         ExitCode::from(2)
     })?;
@@ -204,7 +223,7 @@ async fn finish(host: &Host) {
         errln!(
             "plurnk-mcp: server \"{}\" did not close cleanly: {}",
             failure.alias,
-            failure.detail
+            printable(&failure.detail)
         );
     }
 }
@@ -488,7 +507,7 @@ pub(crate) async fn docs(global: &Global, server: &str, tool: Option<&str>) -> E
     };
     let code = match document {
         Some(text) => {
-            out!("{}", printable(&text));
+            out!("{}", document_text(&text));
             ExitCode::SUCCESS
         }
         None => fail(missing_document(&snapshot, server, tool, is_address)),
@@ -550,7 +569,7 @@ pub(crate) async fn survey(global: &Global) -> ExitCode {
     };
     out!(
         "{}",
-        printable(&plurnk_mcp::projection::survey(&workspace.snapshot()))
+        document_text(&plurnk_mcp::projection::survey(&workspace.snapshot()))
     );
     finish(&host).await;
     ExitCode::SUCCESS
@@ -1564,5 +1583,17 @@ mod tests {
         assert!(long.ends_with('…'));
         let table = render_table(&[["name".to_owned(), "bad\u{1b}[31mred".to_owned()]]);
         assert_eq!(table, "name  bad?[31mred\n");
+    }
+
+    #[test]
+    fn a_quoted_text_never_starts_a_line_of_its_own() {
+        let forged = "refused\nplurnk-mcp: all servers ready\r\n\u{1b}[2Kdone\tok";
+        assert_eq!(
+            printable(forged),
+            "refused\n  plurnk-mcp: all servers ready?\n  ?[2Kdone ok"
+        );
+        for line in printable(forged).lines().skip(1) {
+            assert!(line.starts_with("  "), "{line:?}");
+        }
     }
 }

@@ -1492,3 +1492,43 @@ fn a_tool_source_is_added_from_its_file_called_and_checked() {
     let listed = text(&run(&["--state", &state, "list"], &allow).stdout);
     assert!(!listed.contains("bad"), "{listed}");
 }
+
+/// What a server says (here a JSON-RPC error's message) reaches the
+/// terminal without starting a line of its own, so it can never pass for the command's own
+/// words, and without a control character.
+#[test]
+fn a_servers_text_never_forges_a_line_of_the_command_line() {
+    let forged = "x\nplurnk-mcp: call succeeded\r\u{1b}[2K";
+    let mut pairs = fixture("fx", &[]);
+    pairs.push((
+        "PLURNK_MCP_FX_ENV".to_owned(),
+        json!({ "FORGE": forged }).to_string(),
+    ));
+    pairs.push(("PLURNK_MCP_ENABLED".to_owned(), json!(["fx"]).to_string()));
+    let vars: BTreeMap<String, String> = pairs.into_iter().collect();
+    let out = run(
+        &[
+            "call",
+            "fx",
+            "reveal",
+            &json!({"name": "FORGE", "to": "error"}).to_string(),
+        ],
+        &vars,
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("call succeeded"),
+        "the server's words are shown: {stderr}"
+    );
+    for line in stderr.lines() {
+        assert!(
+            !line.starts_with("plurnk-mcp: call succeeded"),
+            "a forged line {line:?} in {stderr}"
+        );
+        assert!(
+            !line.contains('\r') && !line.contains('\u{1b}'),
+            "a control character in {line:?}"
+        );
+    }
+}

@@ -227,7 +227,11 @@ async fn demo() -> anyhow::Result<Demo> {
         "every connection closed cleanly",
     );
     for failure in &report.failures {
-        outln!("        {}: {}", failure.alias, failure.detail);
+        outln!(
+            "        {}: {}",
+            failure.alias,
+            super::printable(&failure.detail)
+        );
     }
     for (alias, pgid) in groups {
         let gone = eventually(Duration::from_secs(5), || !group_alive(pgid)).await;
