@@ -14,9 +14,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use plurnk_mcp::config::OverlayServer;
 use plurnk_mcp::{
-    CallOptions, Host, HostConfig, HostOptions, Problem, ServerDefinition, ServerSnapshot,
-    ServerState, SqliteStore, Workspace,
+    CallOptions, Customize, Host, HostConfig, HostOptions, Problem, ServerDefinition,
+    ServerSnapshot, ServerState, SqliteStore, Workspace,
 };
 use serde_json::{Value, json};
 
@@ -30,6 +31,9 @@ use calls::shutdown_clean;
 
 #[path = "support/logs.rs"]
 mod logs;
+
+#[path = "support/http.rs"]
+mod http;
 
 /// Where the provider sends the person back; nothing listens there: the browser stops at it
 /// and the URL goes to `oauth_complete`.
@@ -406,6 +410,36 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         .expect("the call is authorized");
     assert!(text.starts_with("ada "), "{text}");
 
+    // An overlay that points the alias at another URL is another server: the tokens of this
+    // authorization are never presented there, and the server keeps its own.
+    let (elsewhere, reached) = http::raw_http(
+        "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer\r\ncontent-length: 0\r\n\
+         connection: close\r\n\r\n"
+            .into(),
+    )
+    .await;
+    let moved = Customize {
+        overlay: Some(OverlayServer::Definition(definition(
+            "world",
+            &format!("http://{elsewhere}/mcp"),
+            json!({"type": "oauth", "redirectUrl": REDIRECT}),
+        ))),
+        options: None,
+    };
+    let answer = workspace.enable_with("world", moved).await;
+    shown.push(format!("{answer:?}"));
+    let reached = reached.lock().map(|r| r.join("\n")).unwrap_or_default();
+    assert!(!reached.is_empty(), "the overlay's URL was dialled");
+    holds_none("the overlay's URL", &reached, &world.issued().await);
+    assert!(
+        !reached.to_ascii_lowercase().contains("authorization: dpop"),
+        "{reached}"
+    );
+    let text = whoami(&workspace, "world")
+        .await
+        .expect("the server keeps its own authorization");
+    assert!(text.starts_with("ada "), "{text}");
+
     // A replayed callback completes nothing.
     let replayed = workspace
         .oauth_complete("world", &callback)
@@ -423,6 +457,17 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         .await
         .expect("refreshed behind the call");
     assert!(text.starts_with("ada "), "{text}");
+    // The refresh answered a new refresh token, which the host has not sent anywhere yet:
+    // it is a secret from the moment it arrived, so a server that echoes it shows nothing.
+    let leaked = workspace
+        .call_tool("world", "leak", json!({}), CallOptions::default())
+        .await
+        .expect("leak answers")
+        .text();
+    assert_eq!(
+        leaked, "refresh <redacted>",
+        "the rotated refresh token showed"
+    );
 
     // Revoked refresh token: the server becomes authorization-required with a new URL.
     world.revoke().await;
@@ -491,6 +536,78 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         .join("\n");
     holds_none("the state file", &bytes, &issued);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server that answers every call of one tool with 403 `insufficient_scope` gets a new
+/// authorization asked of its person three times in a row, and then no more: it is
+/// unavailable, saying why and what to do, instead of asking for approval forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_keeps_asking_for_more_scope_is_stepped_up_at_most_three_times() {
+    let world = World::start();
+    let host = Host::start(config(&[])).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let pending = workspace
+        .add(definition(
+            "world",
+            &world.mcp,
+            json!({"type": "oauth", "redirectUrl": REDIRECT}),
+        ))
+        .await
+        .expect("a pending authorization");
+    let url = pending.authorization.expect("an authorization URL").url;
+    let ready = workspace
+        .oauth_complete("world", &approve(&url).await)
+        .await
+        .expect("authorized");
+    assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
+    let escalate = || async {
+        workspace
+            .call_tool("world", "escalate", json!({}), CallOptions::default())
+            .await
+    };
+    let mut approvals = Vec::new();
+    for round in 1..=3 {
+        assert!(escalate().await.is_err(), "round {round}");
+        let again = wait_server(&workspace, "world", |s| {
+            s.state == ServerState::AuthorizationRequired && s.authorization.is_some()
+        })
+        .await;
+        let url = again.authorization.expect("a URL").url;
+        assert!(
+            !approvals.contains(&url),
+            "round {round}: a new authorization"
+        );
+        let ready = workspace
+            .oauth_complete("world", &approve(&url).await)
+            .await
+            .expect("the step-up completes");
+        assert_eq!(ready.state, ServerState::Ready, "round {round}");
+        approvals.push(url);
+    }
+    assert!(escalate().await.is_err());
+    // The lost connection reconnects, and its authorization decides: a fourth request for
+    // approval, or the refusal.
+    let refused = wait_server(&workspace, "world", |s| {
+        s.state == ServerState::AuthorizationRequired
+            || s.problem
+                .as_ref()
+                .is_some_and(|p| p.detail.contains("scope"))
+    })
+    .await;
+    assert_eq!(
+        refused.state,
+        ServerState::Unavailable,
+        "no fourth approval is asked for: {:?}",
+        refused.authorization
+    );
+    let detail = refused.problem.map(|p| p.detail).unwrap_or_default();
+    assert!(
+        detail.contains("asked for more scope 3 times in a row"),
+        "{detail}"
+    );
+    let presented = world.presented().await;
+    assert_eq!(presented["escalations"], 4, "{presented}");
+    shutdown_clean(host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,6 @@
 //! runs real misbehaving processes or HTTP servers on 127.0.0.1:0.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, ServerState};
 use serde_json::json;
@@ -16,7 +15,11 @@ mod processes;
 
 #[path = "support/logs.rs"]
 mod logs;
+
+#[path = "support/http.rs"]
+mod http;
 use calls::{BOUND, shutdown_clean};
+use http::{json_answer, raw_http, routed_http};
 use logs::logged;
 use processes::marked;
 
@@ -186,33 +189,6 @@ async fn secrets_a_server_echoes_never_reach_a_problem_a_call_error_or_a_log_lin
     }
 }
 
-/// A bare HTTP/1.1 responder on 127.0.0.1:0: records each request's head and answers every
-/// one with `answer`.
-async fn raw_http(answer: String) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let recorded = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let (answer, recorded) = (answer.clone(), recorded.clone());
-            tokio::spawn(async move {
-                let mut buffer = vec![0u8; 64 * 1024];
-                let read = stream.read(&mut buffer).await.unwrap_or(0);
-                if let Ok(mut seen) = recorded.lock() {
-                    seen.push(String::from_utf8_lossy(&buffer[..read]).into_owned());
-                }
-                let _ = stream.write_all(answer.as_bytes()).await;
-                let _ = stream.shutdown().await;
-            });
-        }
-    });
-    (address, seen)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_never_follow_a_redirect_to_another_origin() {
     let (elsewhere, reached) = raw_http(
@@ -252,6 +228,93 @@ async fn credentials_never_follow_a_redirect_to_another_origin() {
     assert!(
         reached.is_empty(),
         "the other origin was sent a request: {reached:?}"
+    );
+    shutdown_clean(host).await;
+}
+
+/// The client secret of a client-credentials grant goes to the token endpoint the server
+/// published, and nowhere that endpoint redirects to: a 307 keeps a POST's body, so
+/// following it to another origin would hand the secret over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_request_redirected_to_another_origin_takes_no_secret_there() {
+    let (elsewhere, reached) = routed_http(|_, _| {
+        json_answer(
+            "200 OK",
+            &json!({"access_token": "stolen-access-token", "token_type": "Bearer"}),
+        )
+    })
+    .await;
+    let (origin, asked) = routed_http(move |me, path| match path {
+        "/mcp" => "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer\r\n\
+                   content-length: 0\r\nconnection: close\r\n\r\n"
+            .to_owned(),
+        p if p.starts_with("/.well-known/oauth-protected-resource") => json_answer(
+            "200 OK",
+            &json!({"resource": format!("http://{me}/mcp"),
+                    "authorization_servers": [format!("http://{me}")]}),
+        ),
+        p if p.starts_with("/.well-known/oauth-authorization-server")
+            || p.starts_with("/.well-known/openid-configuration") =>
+        {
+            json_answer(
+                "200 OK",
+                &json!({"issuer": format!("http://{me}"),
+                        "authorization_endpoint": format!("http://{me}/authorize"),
+                        "token_endpoint": format!("http://{me}/token"),
+                        "grant_types_supported": ["client_credentials"],
+                        "token_endpoint_auth_methods_supported":
+                            ["client_secret_post", "client_secret_basic"],
+                        "response_types_supported": ["code"]}),
+            )
+        }
+        "/token" => format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{elsewhere}/token\r\n\
+             content-length: 0\r\nconnection: close\r\n\r\n"
+        ),
+        _ => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned(),
+    })
+    .await;
+    let host = Host::start(config(&[
+        ("CLIENT_SECRET", "cc-redirect-SECRET-4242".into()),
+        ("PLURNK_MCP_ALLOW_ADD", "true".into()),
+        (
+            "PLURNK_MCP_WORKSPACE_ENV",
+            json!(["CLIENT_SECRET"]).to_string(),
+        ),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let options = plurnk_mcp::config::McpServerOptions::from_json(
+        &json!({"authorization": {"type": "client-credentials", "clientId": "machine-id",
+                                  "clientSecret": "${CLIENT_SECRET}"}})
+        .to_string(),
+    )
+    .expect("valid options");
+    let definition =
+        plurnk_mcp::ServerDefinition::from_target("machine", &format!("http://{origin}/mcp"))
+            .and_then(|d| d.with_options(&options))
+            .expect("a valid definition");
+    let problem = workspace
+        .add(definition)
+        .await
+        .expect_err("the grant cannot complete");
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (502, "oauth-client-credentials-failed"),
+        "{problem:?}"
+    );
+    let asked = asked.lock().map(|a| a.clone()).unwrap_or_default();
+    assert!(
+        asked
+            .iter()
+            .any(|request| request.starts_with("POST /token")),
+        "the published token endpoint was asked: {asked:?}"
+    );
+    let reached = reached.lock().map(|r| r.clone()).unwrap_or_default();
+    assert!(
+        reached.is_empty(),
+        "the redirect's origin was sent a request: {reached:?}"
     );
     shutdown_clean(host).await;
 }
