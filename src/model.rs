@@ -623,9 +623,12 @@ pub enum CallError {
         /// The tool.
         tool: String,
     },
-    /// The per-call deadline passed; the request was cancelled on the wire.
+    /// The call's one deadline passed (it bounds every round, the Task and every answer the
+    /// call waited on together), or, when progress resets it, no progress came in time; the
+    /// request or Task was cancelled on the wire.
     #[error(
-        "server \"{alias}\" did not answer {tool} within {timeout_ms} ms; the request was cancelled"
+        "server \"{alias}\" did not finish {tool} within its deadline of {timeout_ms} ms; the \
+         server was told to stop"
     )]
     Timeout {
         /// The alias.

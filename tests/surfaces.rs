@@ -929,6 +929,106 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
     shutdown_clean(host).await;
 }
 
+/// The caller's deadline owns the whole operation: four input rounds of a second each, and
+/// a Task that takes a second to be created and would then run for ten, both end at the one
+/// deadline of 1.5 s (plus at most the 500 ms the cancellation's round trip is allowed here),
+/// the server is told, and the error names the deadline that passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_deadline_owns_every_round_and_the_task_and_the_server_is_told() {
+    let host = Host::start(python_surfaces()).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let deadline = Duration::from_millis(1_500);
+    let bound = deadline + Duration::from_millis(500);
+    let options = || CallOptions {
+        timeout: Some(deadline),
+        ..CallOptions::default()
+    };
+    let log = |tool: &'static str| {
+        let workspace = workspace.clone();
+        async move {
+            let text = workspace
+                .call_tool("py", tool, json!({}), CallOptions::default())
+                .await
+                .expect("the log answers")
+                .text();
+            serde_json::from_str::<serde_json::Value>(&text).expect("JSON")
+        }
+    };
+
+    let started = Instant::now();
+    let rounds = workspace
+        .call_tool(
+            "py",
+            "slow_rounds",
+            json!({"rounds": 4, "delay_ms": 1000}),
+            options(),
+        )
+        .await;
+    let took = started.elapsed();
+    match &rounds {
+        Err(error @ CallError::Timeout { timeout_ms, .. }) => {
+            assert_eq!(*timeout_ms, 1_500, "{error}");
+            assert!(error.to_string().contains("1500 ms"), "{error}");
+        }
+        other => panic!("the rounds end at the deadline: {other:?}"),
+    }
+    assert!(took < bound, "four rounds took {took:?}");
+    // The round in flight at the deadline was cancelled on the server, and none ran after it.
+    let rounds_log = loop {
+        let rounds_log = log("round_log").await;
+        if rounds_log.as_array().is_some_and(|log| log.len() >= 2) {
+            break rounds_log;
+        }
+        assert!(started.elapsed() < BOUND, "{rounds_log}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(rounds_log, json!(["finished:1", "cancelled:2"]));
+
+    let before: Vec<String> = log("task_log")
+        .await
+        .as_object()
+        .map(|tasks| tasks.keys().cloned().collect())
+        .unwrap_or_default();
+    let started = Instant::now();
+    let task = workspace
+        .call_tool(
+            "py",
+            "long_job",
+            json!({"steps": 50, "delay_ms": 200, "create_delay_ms": 1000}),
+            options(),
+        )
+        .await;
+    let took = started.elapsed();
+    assert!(
+        matches!(
+            task,
+            Err(CallError::Timeout {
+                timeout_ms: 1_500,
+                ..
+            })
+        ),
+        "{task:?}"
+    );
+    assert!(took < bound, "the Task took {took:?}");
+    let tasks = log("task_log").await;
+    let statuses: Vec<&str> = tasks
+        .as_object()
+        .map(|tasks| {
+            tasks
+                .iter()
+                .filter(|(id, _)| !before.contains(id))
+                .filter_map(|(_, task)| task["status"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        statuses,
+        ["cancelled"],
+        "tasks/cancel reached the server: {tasks}"
+    );
+    shutdown_clean(host).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_peers_elicitation_goes_to_the_hosts_interaction() {
     let peers = peers();

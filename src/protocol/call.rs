@@ -42,6 +42,10 @@ pub(crate) const MAX_TASK_POLLS: usize = 10_000;
 /// How long a courtesy message (a cancellation) may take to hand over before it is dropped.
 const NOTIFY_BOUND: Duration = Duration::from_secs(1);
 
+/// How near the operation's deadline rmcp's own timer must fire to be taken as that
+/// deadline (rather than a per-progress timeout): timers fire a millisecond or so late.
+const RMCP_TIMER_SLACK: Duration = Duration::from_millis(20);
+
 /// What is owed to a server when its caller drops a call before it settles.
 enum Owed {
     /// `notifications/cancelled` for the request in flight.
@@ -127,6 +131,35 @@ impl CallContext {
             Some(cancel) => cancel.cancelled().await,
             None => std::future::pending().await,
         }
+    }
+}
+
+/// The one deadline of an operation (§mcp-host-composition: MRTR rounds, the request
+/// timeout, cancellation and a Task's end are one lifecycle): every round, the creation of a
+/// Task and its polling, and every interaction the operation waits on end by this instant.
+/// Progress moves it only when the caller asked for that, and never past the caller's
+/// maximum.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: tokio::time::Instant,
+    /// What the caller gave (or the default), for the error that says it passed.
+    budget: Duration,
+}
+
+impl Deadline {
+    fn of(context: &CallContext) -> Self {
+        let budget = context
+            .reset_on_progress
+            .map_or(context.timeout, |max_total| max_total.max(context.timeout));
+        Self {
+            at: tokio::time::Instant::now() + budget,
+            budget,
+        }
+    }
+
+    fn remaining(&self) -> Duration {
+        self.at
+            .saturating_duration_since(tokio::time::Instant::now())
     }
 }
 
@@ -239,6 +272,7 @@ impl CallPeer {
                 ),
                 None => (None, None),
             };
+        let deadline = Deadline::of(context);
         let mut state_only_rounds = 0u32;
         for round in 0..MAX_INPUT_ROUNDS {
             // Only a read that answers no input round may come from the cache.
@@ -249,9 +283,10 @@ impl CallPeer {
                 // like the Task loop below: the future of every call is as large as its
                 // largest branch, and it is moved at each layer between the caller and here.
                 (ClientRequest::ReadResourceRequest(read), 0) if plain => {
-                    Box::pin(self.read_cached(read.params.clone(), context, &label)).await?
+                    Box::pin(self.read_cached(read.params.clone(), context, deadline, &label))
+                        .await?
                 }
-                _ => self.send(request, context, &label).await?,
+                _ => self.send(request, context, deadline, &label).await?,
             };
             match answer {
                 ServerResult::InputRequiredResult(input) if context.relay.is_some() => {
@@ -274,7 +309,8 @@ impl CallPeer {
                             "input_required carried neither input requests nor requestState",
                         ));
                     }
-                    let (answers, request_state) = self.fulfil(input, context, &label).await?;
+                    let (answers, request_state) =
+                        self.fulfil(input, context, deadline, &label).await?;
                     if had_requests {
                         state_only_rounds = 0;
                     } else {
@@ -283,6 +319,9 @@ impl CallPeer {
                         state_only_rounds += 1;
                         tokio::select! {
                             () = tokio::time::sleep(Duration::from_millis(millis)) => {}
+                            () = tokio::time::sleep_until(deadline.at) => {
+                                return Err(self.timeout(&label, deadline.budget));
+                            }
                             () = context.cancelled() => {
                                 return Err(CallError::Cancelled {
                                     alias: self.alias.clone(),
@@ -300,7 +339,8 @@ impl CallPeer {
                     let mut owed = task["taskId"]
                         .as_str()
                         .map(|id| Courtesy::owe(&self.peer, Owed::Task(id.to_owned())));
-                    let result = Box::pin(self.drive_task(operation, task, context, &label)).await;
+                    let result =
+                        Box::pin(self.drive_task(operation, task, context, deadline, &label)).await;
                     if let Some(owed) = owed.as_mut() {
                         owed.paid();
                     }
@@ -326,13 +366,15 @@ impl CallPeer {
         operation: &Operation,
         mut task: Value,
         context: &CallContext,
+        owning: Deadline,
         label: &str,
     ) -> Result<ToolResult, CallError> {
         let Some(task_id) = task["taskId"].as_str().map(str::to_owned) else {
             return Err(self.protocol(label, "the Task carries no taskId"));
         };
-        let deadline =
-            tokio::time::Instant::now() + context.reset_on_progress.unwrap_or(context.timeout);
+        // The operation's deadline, not a fresh one: the request that created the Task has
+        // already spent part of it.
+        let deadline = owning.at;
         let mut answered: std::collections::BTreeSet<String> = Default::default();
         for _poll in 0..MAX_TASK_POLLS {
             match task["status"].as_str().unwrap_or("working") {
@@ -388,15 +430,30 @@ impl CallPeer {
                         pending.retain(|key, _| !answered.contains(key));
                     }
                     if fresh.input_requests.as_ref().is_some_and(|r| !r.is_empty()) {
-                        let (responses, _) = self.fulfil(fresh, context, label).await?;
+                        let asked = self.fulfil(fresh, context, owning, label).await;
+                        let (responses, _) = match asked {
+                            Ok(answered) => answered,
+                            Err(error) => {
+                                // The Task is the server's work in flight: it is told.
+                                self.cancel_task(&task_id).await;
+                                return Err(error);
+                            }
+                        };
                         answered.extend(responses.keys().cloned());
                         let update: UpdateTaskParams = serde_json::from_value(json!({
                             "taskId": task_id,
                             "inputResponses": responses,
                         }))
                         .map_err(|error| self.protocol(label, &error.to_string()))?;
-                        self.bounded(deadline, label, self.peer.update_task(update))
-                            .await?;
+                        if let Err(error) = self
+                            .bounded(owning, label, self.peer.update_task(update))
+                            .await
+                        {
+                            if matches!(error, CallError::Timeout { .. }) {
+                                self.cancel_task(&task_id).await;
+                            }
+                            return Err(error);
+                        }
                     }
                 }
                 _ => {}
@@ -417,14 +474,7 @@ impl CallPeer {
                 }
                 () = tokio::time::sleep_until(deadline) => {
                     self.cancel_task(&task_id).await;
-                    return Err(CallError::Timeout {
-                        alias: self.alias.clone(),
-                        tool: label.to_owned(),
-                        timeout_ms: u64::try_from(
-                            context.reset_on_progress.unwrap_or(context.timeout).as_millis(),
-                        )
-                        .unwrap_or(u64::MAX),
-                    });
+                    return Err(self.timeout(label, owning.budget));
                 }
                 () = self.lost.cancelled() => {
                     return Err(CallError::ConnectionLost {
@@ -436,10 +486,18 @@ impl CallPeer {
             }
             let polled = tokio::select! {
                 polled = self.bounded(
-                    deadline,
+                    owning,
                     label,
                     self.peer.get_task(GetTaskParams::new(task_id.clone())),
-                ) => polled?,
+                ) => match polled {
+                    Ok(polled) => polled,
+                    Err(error) => {
+                        if matches!(error, CallError::Timeout { .. }) {
+                            self.cancel_task(&task_id).await;
+                        }
+                        return Err(error);
+                    }
+                },
                 () = context.cancelled() => {
                     self.cancel_task(&task_id).await;
                     return Err(CallError::Cancelled {
@@ -460,17 +518,13 @@ impl CallPeer {
     /// Runs one Task request, bounded by the operation's deadline.
     async fn bounded<T>(
         &self,
-        deadline: tokio::time::Instant,
+        deadline: Deadline,
         label: &str,
         request: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, CallError> {
-        match tokio::time::timeout_at(deadline, request).await {
+        match tokio::time::timeout_at(deadline.at, request).await {
             Ok(result) => result.map_err(|error| self.map_error(label, error)),
-            Err(_) => Err(CallError::Timeout {
-                alias: self.alias.clone(),
-                tool: label.to_owned(),
-                timeout_ms: 0,
-            }),
+            Err(_) => Err(self.timeout(label, deadline.budget)),
         }
     }
 
@@ -559,18 +613,24 @@ impl CallPeer {
         &self,
         request: ClientRequest,
         context: &CallContext,
+        owning: Deadline,
         label: &str,
     ) -> Result<ServerResult, CallError> {
-        // One timer per call. A plain deadline is the host's own: rmcp is given none (its
-        // expiry would await the cancellation without a bound), and on expiry the host sends
-        // the cancellation itself, bounded. A deadline that progress resets is rmcp's (only
-        // it sees progress), and the host's timer then bounds the whole wait a moment after
-        // rmcp's has had its chance.
+        // One timer per call, at the operation's deadline. A plain deadline is the host's
+        // own: rmcp is given none (its expiry would await the cancellation without a bound),
+        // and on expiry the host sends the cancellation itself, bounded. A deadline that
+        // progress resets is rmcp's (only it sees progress), within what is left of the
+        // operation's, and the host's timer then bounds the whole wait a moment after rmcp's
+        // has had its chance.
+        let remaining = owning.remaining();
+        if remaining.is_zero() {
+            return Err(self.timeout(label, owning.budget));
+        }
         let resets = context.reset_on_progress;
         let options = match resets {
-            Some(max_total) => PeerRequestOptions::with_timeout(context.timeout)
+            Some(_) => PeerRequestOptions::with_timeout(context.timeout.min(remaining))
                 .reset_timeout_on_progress()
-                .with_max_total_timeout(max_total),
+                .with_max_total_timeout(remaining),
             None => PeerRequestOptions::no_options(),
         };
         let mut options = options;
@@ -582,21 +642,17 @@ impl CallPeer {
         // The same deadline bounds handing the request over and waiting for its answer: a
         // server that stops reading its input blocks the write, and with it everything
         // queued behind.
-        let started = tokio::time::Instant::now();
-        let deadline = tokio::time::sleep(context.timeout);
+        let deadline = tokio::time::sleep_until(owning.at);
         tokio::pin!(deadline);
         let handle = tokio::select! {
             biased;
             sent = self.peer.send_cancellable_request(request, options) => {
                 sent.map_err(|error| self.map_error(label, error))?
             }
-            () = &mut deadline => return Err(self.timeout(label, context.timeout)),
+            () = &mut deadline => return Err(self.timeout(label, owning.budget)),
         };
-        if let Some(max_total) = resets {
-            let budget = max_total.max(context.timeout);
-            deadline
-                .as_mut()
-                .reset(started + budget.saturating_add(NOTIFY_BOUND));
+        if resets.is_some() {
+            deadline.as_mut().reset(owning.at + NOTIFY_BOUND);
         }
         let _route = RouteGuard {
             routes: &self.routes,
@@ -610,14 +666,25 @@ impl CallPeer {
         let mut owed = Courtesy::owe(&self.peer, Owed::Request(id.clone()));
         let settled = tokio::select! {
             biased;
-            response = handle.await_response() => {
-                response.map_err(|error| self.map_error(label, error))
-            }
+            response = handle.await_response() => response.map_err(|error| match error {
+                // rmcp's timer (progress resets it): either the operation's deadline passed
+                // (rmcp was given what was left of it) or no progress came within the
+                // caller's per-report timeout; the error names the one that did.
+                ServiceError::Timeout { .. } => {
+                    let passed = if owning.remaining() < RMCP_TIMER_SLACK {
+                        owning.budget
+                    } else {
+                        context.timeout
+                    };
+                    self.timeout(label, passed)
+                }
+                error => self.map_error(label, error),
+            }),
             () = &mut deadline => {
                 if resets.is_none() {
                     self.notify_cancelled(id, "the request timed out").await;
                 }
-                Err(self.timeout(label, context.timeout))
+                Err(self.timeout(label, owning.budget))
             }
             () = context.cancelled() => {
                 // On HTTP the dropped response future closes the request's stream; the
@@ -654,10 +721,11 @@ impl CallPeer {
         &self,
         params: ReadResourceRequestParams,
         context: &CallContext,
+        owning: Deadline,
         label: &str,
     ) -> Result<ServerResult, CallError> {
         let uri = params.uri.clone();
-        let read = tokio::time::timeout(context.timeout, self.peer.read_resource_once(params));
+        let read = tokio::time::timeout_at(owning.at, self.peer.read_resource_once(params));
         tokio::select! {
             biased;
             read = read => match read {
@@ -673,7 +741,7 @@ impl CallPeer {
                 }
                 Ok(Ok(_)) => Err(self.protocol(label, "the answer does not fit the request")),
                 Ok(Err(error)) => Err(self.map_error(label, error)),
-                Err(_) => Err(self.timeout(label, context.timeout)),
+                Err(_) => Err(self.timeout(label, owning.budget)),
             },
             () = context.cancelled() => Err(CallError::Cancelled {
                 alias: self.alias.clone(),
@@ -694,6 +762,7 @@ impl CallPeer {
         &self,
         input: InputRequiredResult,
         context: &CallContext,
+        owning: Deadline,
         label: &str,
     ) -> Result<(InputResponses, Option<String>), CallError> {
         let mut requests = BTreeMap::new();
@@ -715,6 +784,9 @@ impl CallPeer {
                 };
                 tokio::select! {
                     answers = handler(interaction) => answers,
+                    () = tokio::time::sleep_until(owning.at) => {
+                        return Err(self.timeout(label, owning.budget));
+                    }
                     () = context.cancelled() => {
                         return Err(CallError::Cancelled {
                             alias: self.alias.clone(),

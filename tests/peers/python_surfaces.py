@@ -38,7 +38,11 @@ Surfaces:
                                  -32021 without the extension
               task_log()         every task's status and tasks/get count, JSON by task id
               long_job(server_cancels=true)  the task ends cancelled by the server
+              long_job(create_delay_ms=N)  the task is created only after N ms
               ask_state_only(rounds)  input_required with only requestState, `rounds` times
+              slow_rounds(rounds, delay_ms)  the same, each round sleeping delay_ms first;
+                                 round_log() says which rounds finished and which were
+                                 cancelled while they slept
               ask_without_state()  input requests without requestState
               ask_nothing()      input_required with empty inputRequests and no requestState (invalid)
               boom()             JSON-RPC error -32012 "boom" with data (not an isError result)
@@ -286,6 +290,10 @@ class TasksExtension(Extension):
             raise MCPError(code=INVALID_PARAMS, message="steps and delay_ms must be integers") from None
         if steps < 0 or delay_ms < 0:
             raise MCPError(code=INVALID_PARAMS, message="steps and delay_ms must not be negative")
+        # A server slow to create its Task: the creation spends the caller's deadline too.
+        create_delay_ms = args.get("create_delay_ms", 0)
+        if isinstance(create_delay_ms, int) and create_delay_ms > 0:
+            await anyio.sleep(create_delay_ms / 1000)
         task = _Task(
             task_id=f"task-{next(self._ids)}",
             tool=params.name,
@@ -521,6 +529,31 @@ async def ask_state_only(ctx: Context, rounds: int = 3) -> str | InputRequiredRe
     if done < rounds:
         return InputRequiredResult(request_state=f"round:{done + 1}")
     return f"done after {rounds} state-only rounds"
+
+
+# What each slow_rounds round did: "finished:<round>", or "cancelled:<round>" when the client
+# cancelled it while it slept.
+_ROUNDS: list[str] = []
+
+
+@server.tool(description="Each round sleeps delay_ms, then asks for its requestState back; after `rounds` "
+                         "rounds returns 'done after {rounds} slow rounds'.", structured_output=False)
+async def slow_rounds(ctx: Context, rounds: int = 4, delay_ms: int = 1000) -> str | InputRequiredResult:
+    done = int((ctx.request_state or "round:0").split(":")[1])
+    try:
+        await anyio.sleep(delay_ms / 1000)
+    except anyio.get_cancelled_exc_class():
+        _ROUNDS.append(f"cancelled:{done + 1}")
+        raise
+    _ROUNDS.append(f"finished:{done + 1}")
+    if done + 1 < rounds:
+        return InputRequiredResult(request_state=f"round:{done + 1}")
+    return f"done after {rounds} slow rounds"
+
+
+@server.tool(description="What each slow_rounds round did, as a JSON list.", structured_output=False)
+def round_log() -> str:
+    return json.dumps(_ROUNDS)
 
 
 @server.tool(description="Asks for a name with no requestState; 'hello, {name}' once answered.",
