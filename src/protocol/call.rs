@@ -42,6 +42,13 @@ pub(crate) const MAX_TASK_POLLS: usize = 10_000;
 /// How long a courtesy message (a cancellation) may take to hand over before it is dropped.
 const NOTIFY_BOUND: Duration = Duration::from_secs(1);
 
+/// How long `tasks/cancel` may take to be answered before the host stops waiting.
+const TASK_CANCEL_BOUND: Duration = Duration::from_secs(2);
+
+/// How long a call stopped by its session's closing may take to tell its server (a
+/// cancellation, or a Task's cancel) before it is dropped.
+pub(crate) const STOP_GRACE: Duration = NOTIFY_BOUND.saturating_add(TASK_CANCEL_BOUND);
+
 /// How near the operation's deadline rmcp's own timer must fire to be taken as that
 /// deadline (rather than a per-progress timeout): timers fire a millisecond or so late.
 const RMCP_TIMER_SLACK: Duration = Duration::from_millis(20);
@@ -96,7 +103,7 @@ impl Drop for Courtesy {
                 }
                 Owed::Task(task_id) => {
                     let cancel = peer.cancel_task(CancelTaskParams::new(task_id));
-                    let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
+                    let _ = tokio::time::timeout(TASK_CANCEL_BOUND, cancel).await;
                 }
             }
         });
@@ -139,27 +146,61 @@ impl CallContext {
 /// Task and its polling, and every interaction the operation waits on end by this instant.
 /// Progress moves it only when the caller asked for that, and never past the caller's
 /// maximum.
+///
+/// The session's closing is part of the same lifecycle: a drain past its bound, a disable,
+/// a definition swap or a shutdown stops the operation as its caller would, so the server is
+/// told (`notifications/cancelled`, `tasks/cancel`) before the connection closes.
 #[derive(Clone, Copy)]
-struct Deadline {
+struct Owning<'a> {
     at: tokio::time::Instant,
     /// What the caller gave (or the default), for the error that says it passed.
     budget: Duration,
+    /// Cancelled when the session closes under the operation.
+    closing: &'a CancellationToken,
 }
 
-impl Deadline {
-    fn of(context: &CallContext) -> Self {
+/// Who stopped an operation before it ended.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// Its caller cancelled it.
+    Caller,
+    /// The session closes: a drain past its bound, a disable, a swap or a shutdown.
+    Closing,
+}
+
+impl Stop {
+    /// What the server is told.
+    fn reason(self) -> &'static str {
+        match self {
+            Self::Caller => "cancelled by the caller",
+            Self::Closing => "the client is closing the connection",
+        }
+    }
+}
+
+impl<'a> Owning<'a> {
+    fn of(context: &CallContext, closing: &'a CancellationToken) -> Self {
         let budget = context
             .reset_on_progress
             .map_or(context.timeout, |max_total| max_total.max(context.timeout));
         Self {
             at: tokio::time::Instant::now() + budget,
             budget,
+            closing,
         }
     }
 
     fn remaining(&self) -> Duration {
         self.at
             .saturating_duration_since(tokio::time::Instant::now())
+    }
+
+    /// Completes when the caller cancels or the session closes, saying which.
+    async fn stopped(&self, context: &CallContext) -> Stop {
+        tokio::select! {
+            () = context.cancelled() => Stop::Caller,
+            () = self.closing.cancelled() => Stop::Closing,
+        }
     }
 }
 
@@ -259,6 +300,7 @@ impl CallPeer {
         &self,
         operation: &Operation,
         context: &CallContext,
+        closing: &CancellationToken,
     ) -> Result<ToolResult, CallError> {
         let label = operation.label();
         let (mut responses, mut state): (Option<InputResponses>, Option<String>) =
@@ -272,7 +314,7 @@ impl CallPeer {
                 ),
                 None => (None, None),
             };
-        let deadline = Deadline::of(context);
+        let deadline = Owning::of(context, closing);
         let mut state_only_rounds = 0u32;
         for round in 0..MAX_INPUT_ROUNDS {
             // Only a read that answers no input round may come from the cache.
@@ -322,11 +364,8 @@ impl CallPeer {
                             () = tokio::time::sleep_until(deadline.at) => {
                                 return Err(self.timeout(&label, deadline.budget));
                             }
-                            () = context.cancelled() => {
-                                return Err(CallError::Cancelled {
-                                    alias: self.alias.clone(),
-                                    tool: label.into_owned(),
-                                });
+                            stop = deadline.stopped(context) => {
+                                return Err(self.stopped(&label, stop));
                             }
                         }
                     }
@@ -366,7 +405,7 @@ impl CallPeer {
         operation: &Operation,
         mut task: Value,
         context: &CallContext,
-        owning: Deadline,
+        owning: Owning<'_>,
         label: &str,
     ) -> Result<ToolResult, CallError> {
         let Some(task_id) = task["taskId"].as_str().map(str::to_owned) else {
@@ -465,12 +504,9 @@ impl CallPeer {
             let sleep = tokio::time::sleep(Duration::from_millis(interval));
             tokio::select! {
                 () = sleep => {}
-                () = context.cancelled() => {
+                stop = owning.stopped(context) => {
                     self.cancel_task(&task_id).await;
-                    return Err(CallError::Cancelled {
-                        alias: self.alias.clone(),
-                        tool: label.to_owned(),
-                    });
+                    return Err(self.stopped(label, stop));
                 }
                 () = tokio::time::sleep_until(deadline) => {
                     self.cancel_task(&task_id).await;
@@ -498,12 +534,9 @@ impl CallPeer {
                         return Err(error);
                     }
                 },
-                () = context.cancelled() => {
+                stop = owning.stopped(context) => {
                     self.cancel_task(&task_id).await;
-                    return Err(CallError::Cancelled {
-                        alias: self.alias.clone(),
-                        tool: label.to_owned(),
-                    });
+                    return Err(self.stopped(label, stop));
                 }
             };
             task = serde_json::to_value(&polled).unwrap_or_default();
@@ -518,7 +551,7 @@ impl CallPeer {
     /// Runs one Task request, bounded by the operation's deadline.
     async fn bounded<T>(
         &self,
-        deadline: Deadline,
+        deadline: Owning<'_>,
         label: &str,
         request: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, CallError> {
@@ -533,7 +566,7 @@ impl CallPeer {
         let cancel = self
             .peer
             .cancel_task(CancelTaskParams::new(task_id.to_owned()));
-        let _ = tokio::time::timeout(Duration::from_secs(2), cancel).await;
+        let _ = tokio::time::timeout(TASK_CANCEL_BOUND, cancel).await;
     }
 
     fn build(
@@ -613,7 +646,7 @@ impl CallPeer {
         &self,
         request: ClientRequest,
         context: &CallContext,
-        owning: Deadline,
+        owning: Owning<'_>,
         label: &str,
     ) -> Result<ServerResult, CallError> {
         // One timer per call, at the operation's deadline. A plain deadline is the host's
@@ -686,14 +719,11 @@ impl CallPeer {
                 }
                 Err(self.timeout(label, owning.budget))
             }
-            () = context.cancelled() => {
+            stop = owning.stopped(context) => {
                 // On HTTP the dropped response future closes the request's stream; the
                 // notification covers stdio and legacy peers.
-                self.notify_cancelled(id, "cancelled by the caller").await;
-                Err(CallError::Cancelled {
-                    alias: self.alias.clone(),
-                    tool: label.to_owned(),
-                })
+                self.notify_cancelled(id, stop.reason()).await;
+                Err(self.stopped(label, stop))
             }
             () = self.lost.cancelled() => Err(CallError::ConnectionLost {
                 alias: self.alias.clone(),
@@ -721,7 +751,7 @@ impl CallPeer {
         &self,
         params: ReadResourceRequestParams,
         context: &CallContext,
-        owning: Deadline,
+        owning: Owning<'_>,
         label: &str,
     ) -> Result<ServerResult, CallError> {
         let uri = params.uri.clone();
@@ -743,10 +773,7 @@ impl CallPeer {
                 Ok(Err(error)) => Err(self.map_error(label, error)),
                 Err(_) => Err(self.timeout(label, owning.budget)),
             },
-            () = context.cancelled() => Err(CallError::Cancelled {
-                alias: self.alias.clone(),
-                tool: label.to_owned(),
-            }),
+            stop = owning.stopped(context) => Err(self.stopped(label, stop)),
             () = self.lost.cancelled() => Err(CallError::ConnectionLost {
                 alias: self.alias.clone(),
                 tool: label.to_owned(),
@@ -762,7 +789,7 @@ impl CallPeer {
         &self,
         input: InputRequiredResult,
         context: &CallContext,
-        owning: Deadline,
+        owning: Owning<'_>,
         label: &str,
     ) -> Result<(InputResponses, Option<String>), CallError> {
         let mut requests = BTreeMap::new();
@@ -787,11 +814,8 @@ impl CallPeer {
                     () = tokio::time::sleep_until(owning.at) => {
                         return Err(self.timeout(label, owning.budget));
                     }
-                    () = context.cancelled() => {
-                        return Err(CallError::Cancelled {
-                            alias: self.alias.clone(),
-                            tool: label.to_owned(),
-                        });
+                    stop = owning.stopped(context) => {
+                        return Err(self.stopped(label, stop));
                     }
                 }
             }
@@ -850,6 +874,20 @@ impl CallPeer {
             return Err(self.protocol(label, &bad));
         }
         Ok(ToolResult { is_error, result })
+    }
+
+    /// The error of an operation stopped before it ended.
+    fn stopped(&self, label: &str, stop: Stop) -> CallError {
+        match stop {
+            Stop::Caller => CallError::Cancelled {
+                alias: self.alias.clone(),
+                tool: label.to_owned(),
+            },
+            Stop::Closing => CallError::Closing {
+                alias: self.alias.clone(),
+                reason: "the server is closing".into(),
+            },
+        }
     }
 
     fn timeout(&self, label: &str, timeout: Duration) -> CallError {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::call::{CallContext, CallPeer};
+use super::call::{CallContext, CallPeer, STOP_GRACE};
 use super::connect::{ConnectError, ConnectOptions, Connection, Lister, OnUpdate, Target, connect};
 use crate::config::{Environment, PreparedAuthorization, PreparedTransport, ServerDefinition};
 use crate::model::{
@@ -581,12 +581,21 @@ impl Session {
             }
         };
         let started = Instant::now();
+        // A closing session stops the call the way its caller would, so the server is told
+        // before the count reaches zero and the connection closes; a call that cannot hand
+        // its notice over within the courtesy bound is dropped all the same.
+        let run = ready.peer.run(operation, context, &cancel);
+        tokio::pin!(run);
         let result = tokio::select! {
-            result = ready.peer.run(operation, context) => result,
-            () = cancel.cancelled() => Err(CallError::Closing {
-                alias: self.alias.clone(),
-                reason: "the server is closing".into(),
-            }),
+            biased;
+            result = &mut run => result,
+            () = cancel.cancelled() => match tokio::time::timeout(STOP_GRACE, &mut run).await {
+                Ok(result) => result,
+                Err(_) => Err(CallError::Closing {
+                    alias: self.alias.clone(),
+                    reason: "the server is closing".into(),
+                }),
+            },
         };
         // The places are given back before the caller has the answer, so a caller that
         // calls again at once finds them free.
