@@ -12,12 +12,20 @@
 //!
 //! - A flag and its value are two argv items (`--max-count 3`, never `--max-count=3`).
 //! - A boolean parameter is the flag's presence: `true` adds the flag, `false` nothing.
-//! - An array parameter with `repeat` gives one flag per item (`-e a -e b`); without it, the
-//!   flag once and then every item (`--files a b`); a positional array gives every item.
+//! - An array parameter with a flag must declare `repeat`, and gives one flag per item (`-e a
+//!   -e b`): after one flag, a program would read the second item on as options or operands
+//!   of their own (`find -name '*.txt' -exec …`). A positional array gives every item.
 //! - A `stdin` parameter is written to the program's standard input instead of argv (a
 //!   string as written, anything else as its JSON text); without one, stdin is closed.
-//! - A positional string may not start with `-`: the program would read it as an option.
+//! - No value that starts with `-` reaches argv — every item of every parameter, flag values
+//!   included — unless its parameter declares `allowDash`, or it is a positional of a tool
+//!   that declares `endOfOptions`, which puts `--` before the positionals (for a program
+//!   that reads `--` as the end of its options). A declaration whose `enum` or `default`
+//!   starts with `-` must say `allowDash` too.
 //! - An absent optional parameter with a `default` is passed as that default.
+//!
+//! So a model chooses values, never options: what reaches the program is exactly the
+//! declared command line with the model's values in the declared places.
 //!
 //! The program runs in its own process group, marked for the host's reaper, for at most
 //! `timeoutMs` (then its group is killed: [`SourceError::Timeout`]), with standard output
@@ -122,6 +130,10 @@ pub struct CliTool {
     /// Parse the standard output as JSON into the result's structured content.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub json: bool,
+    /// Put `--` before the positionals, which may then start with `-`: only for a program
+    /// that reads `--` as the end of its options.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_of_options: bool,
 }
 
 /// One parameter of a [`CliTool`].
@@ -154,6 +166,10 @@ pub struct CliParam {
     /// Written to the program's standard input instead of argv.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+    /// Its values may start with `-`: only for a parameter the program reads as a value
+    /// whatever it starts with (a flag that takes a negative number).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_dash: bool,
 }
 
 /// The JSON type of a [`CliParam`].
@@ -199,7 +215,14 @@ const DECLARATION_FIELDS: &[&str] = &[
     "versionArgs",
     "tools",
 ];
-const TOOL_FIELDS: &[&str] = &["name", "description", "args", "params", "json"];
+const TOOL_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "args",
+    "params",
+    "json",
+    "endOfOptions",
+];
 const PARAM_FIELDS: &[&str] = &[
     "name",
     "type",
@@ -210,6 +233,7 @@ const PARAM_FIELDS: &[&str] = &[
     "default",
     "enum",
     "stdin",
+    "allowDash",
 ];
 
 impl ParamType {
@@ -246,6 +270,13 @@ impl ParamType {
                 "items": { "type": ["string", "number", "boolean"] },
             }),
         }
+    }
+}
+
+impl CliParam {
+    /// Passed as a positional argument: no flag, not standard input, not a boolean.
+    fn positional(&self) -> bool {
+        self.flag.is_none() && !self.stdin && self.kind != ParamType::Boolean
     }
 }
 
@@ -382,6 +413,9 @@ fn parse_tool(faults: &mut Faults, path: &str, value: &Value) -> Option<CliTool>
     let json = faults
         .take::<bool>(object, path, "json", "true or false")
         .unwrap_or(false);
+    let end_of_options = faults
+        .take::<bool>(object, path, "endOfOptions", "true or false")
+        .unwrap_or(false);
     let params: Vec<CliParam> = match object.get("params") {
         None => Vec::new(),
         Some(Value::Array(items)) => items
@@ -399,12 +433,20 @@ fn parse_tool(faults: &mut Faults, path: &str, value: &Value) -> Option<CliTool>
         }
     };
     check_params(faults, path, &params);
+    if end_of_options && !params.iter().any(CliParam::positional) {
+        faults.add(
+            join(path, "endOfOptions"),
+            "the tool has no positional parameter to put after \"--\"",
+            "drop \"endOfOptions\", or declare the positional parameters it is for",
+        );
+    }
     Some(CliTool {
         name: name?,
         description,
         args,
         params,
         json,
+        end_of_options,
     })
 }
 
@@ -431,6 +473,7 @@ fn parse_param(faults: &mut Faults, path: &str, value: &Value) -> Option<CliPara
     let required = flag_of(faults, "required");
     let repeat = flag_of(faults, "repeat");
     let stdin = flag_of(faults, "stdin");
+    let allow_dash = flag_of(faults, "allowDash");
     let flag = faults.take::<String>(
         object,
         path,
@@ -449,6 +492,7 @@ fn parse_param(faults: &mut Faults, path: &str, value: &Value) -> Option<CliPara
         default,
         allowed,
         stdin,
+        allow_dash,
     };
     check_param(faults, path, &param);
     Some(param)
@@ -491,6 +535,45 @@ fn check_param(faults: &mut Faults, path: &str, param: &CliParam) {
             "repeat applies only to an array parameter with a flag",
             "drop \"repeat\", or make the parameter an array with a \"flag\"",
         );
+    }
+    if !param.repeat && param.kind == ParamType::Array && param.flag.is_some() && !param.stdin {
+        faults.add(
+            join(path, "repeat"),
+            "is missing: after one flag, a program would read the array's second item on as \
+             options and operands of their own",
+            "add \"repeat\": true, which puts the flag before every item (-e a -e b)",
+        );
+    }
+    if param.allow_dash && (param.stdin || param.kind == ParamType::Boolean) {
+        faults.add(
+            join(path, "allowDash"),
+            "allowDash applies only to a parameter whose value is passed in argv",
+            "drop \"allowDash\"",
+        );
+    }
+    if !param.allow_dash {
+        let dashed = |value: &Value| dash_item(value).is_some();
+        if let Some(allowed) = &param.allowed {
+            for (i, value) in allowed.iter().enumerate() {
+                if dashed(value) {
+                    faults.add(
+                        format!("{path}.enum[{i}]"),
+                        format!("{value} starts with '-', which a program reads as an option"),
+                        "add \"allowDash\": true if the program reads it as a value, or drop it",
+                    );
+                }
+            }
+        }
+        if let Some(default) = &param.default
+            && !param.stdin
+            && dashed(default)
+        {
+            faults.add(
+                join(path, "default"),
+                format!("{default} starts with '-', which a program reads as an option"),
+                "add \"allowDash\": true if the program reads it as a value, or change it",
+            );
+        }
     }
     if param.kind == ParamType::Boolean && param.flag.is_none() && !param.stdin {
         faults.add(
@@ -587,7 +670,7 @@ fn check_params(faults: &mut Faults, path: &str, params: &[CliParam]) {
             }
         }
         // A boolean without a flag is a fault of its own, not a positional.
-        if param.flag.is_some() || param.stdin || param.kind == ParamType::Boolean {
+        if !param.positional() {
             continue;
         }
         if let Some(earlier) = &array_positional {
@@ -992,7 +1075,7 @@ impl ToolSource for CliSource {
                 .iter()
                 .find(|candidate| candidate.name == tool)
                 .ok_or_else(|| SourceError::UnknownTool(tool.to_owned()))?;
-            let bound = bind(&tool.params, arguments)?;
+            let bound = bind(tool, arguments)?;
             let path = self.path();
             let program = resolve_program(&declaration.command, path.as_deref())
                 .map_err(SourceError::Unavailable)?;
@@ -1045,9 +1128,10 @@ struct Bound {
     stdin: Option<Vec<u8>>,
 }
 
-/// Checks `arguments` against `params` and builds the call's argv: flags in declaration
-/// order, then positionals.
-fn bind(params: &[CliParam], arguments: Map<String, Value>) -> Result<Bound, SourceError> {
+/// Checks `arguments` against `tool`'s parameters and builds the call's argv: flags in
+/// declaration order, then positionals (after `--` for a tool with `endOfOptions`).
+fn bind(tool: &CliTool, arguments: Map<String, Value>) -> Result<Bound, SourceError> {
+    let params = &tool.params;
     let invalid = |message: String| SourceError::InvalidArguments(message);
     if let Some(unknown) = arguments
         .keys()
@@ -1099,8 +1183,7 @@ fn bind(params: &[CliParam], arguments: Map<String, Value>) -> Result<Bound, Sou
             Value::Bool(_) => Vec::new(),
             other => vec![argv_text(other)],
         };
-        if let Some(item) = items.iter().find(|item| item.contains('\0')) {
-            let _ = item;
+        if items.iter().any(|item| item.contains('\0')) {
             return Err(invalid(format!(
                 "argument \"{}\" holds a NUL character, which no argument can carry: remove it",
                 param.name
@@ -1110,36 +1193,69 @@ fn bind(params: &[CliParam], arguments: Map<String, Value>) -> Result<Bound, Sou
             stdin = Some(argv_text(value).into_bytes());
             continue;
         }
+        // After `--` nothing is an option; anywhere else a leading '-' would make the value
+        // an option of the model's choosing, whether alone or after a flag.
+        let after_end = tool.end_of_options && param.positional();
+        if !param.allow_dash
+            && !after_end
+            && let Some((position, item)) = dash_item(value)
+        {
+            let which = match position {
+                Some(position) => format!("argument \"{}\" item {position}", param.name),
+                None => format!("argument \"{}\"", param.name),
+            };
+            return Err(invalid(format!(
+                "{which} is \"{}\", which starts with '-' and would be read as an option: pass \
+                 a value that does not start with '-'",
+                shorten(&item)
+            )));
+        }
         match &param.flag {
             Some(flag) if param.kind == ParamType::Boolean => {
                 if value == &Value::Bool(true) {
                     flags.push(flag.clone());
                 }
             }
-            Some(flag) if param.repeat => {
+            // An array with a flag always repeats it (the declaration must say so): one flag
+            // followed by several items is how `-exec` got in.
+            Some(flag) => {
                 for item in items {
                     flags.push(flag.clone());
                     flags.push(item);
                 }
             }
-            Some(flag) => {
-                flags.push(flag.clone());
-                flags.extend(items);
-            }
-            None => {
-                if let Some(item) = items.iter().find(|item| item.starts_with('-')) {
-                    return Err(invalid(format!(
-                        "argument \"{}\" is \"{item}\", which starts with '-' and would be read \
-                         as an option: pass a value that does not start with '-'",
-                        param.name
-                    )));
-                }
-                positionals.extend(items);
-            }
+            None => positionals.extend(items),
         }
+    }
+    if tool.end_of_options && !positionals.is_empty() {
+        flags.push("--".to_owned());
     }
     flags.extend(positionals);
     Ok(Bound { argv: flags, stdin })
+}
+
+/// The first argv item of `value` that starts with `-`, with its position (from 1) when
+/// `value` is an array.
+fn dash_item(value: &Value) -> Option<(Option<usize>, String)> {
+    match value {
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            let text = argv_text(item);
+            text.starts_with('-').then_some((Some(i + 1), text))
+        }),
+        Value::Bool(_) => None,
+        other => {
+            let text = argv_text(other);
+            text.starts_with('-').then_some((None, text))
+        }
+    }
+}
+
+/// A caller's value as an error quotes it: its first 64 characters.
+pub(crate) fn shorten(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((cut, _)) => format!("{}\u{2026}", &text[..cut]),
+        None => text.to_owned(),
+    }
 }
 
 /// A value as one argv item: a string as written, anything else as its JSON text.

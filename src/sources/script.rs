@@ -18,12 +18,16 @@
 //! `name:type=default` is optional with a default (a default is one word: it ends at the
 //! first space). A boolean is always optional: absent is `false`. `@description` lines
 //! join into the tool's description; `@tool name` names the tool, which is otherwise the
-//! declaration's `name`. Other `@` words (`@ts-check`, `@author`) are left alone.
+//! declaration's `name`; `@allow-dash name…` lets the named parameters take a value that
+//! starts with `-`. Other `@` words (`@ts-check`, `@author`) are left alone.
 //!
 //! A call runs `runtime… script --name value…`, one `--name value` pair per given (or
 //! defaulted) parameter in header order, with the same bounds, process group and reaper as
 //! the CLI adapter ([`super::cli::exec`]): a boolean is `--name` alone when `true` and
 //! nothing when `false`; a `json` parameter is its JSON text; a number its JSON spelling.
+//! A value that starts with `-` is refused unless its parameter is named by `@allow-dash`:
+//! many argument parsers (minimist, yargs, a hand-written `case`) would read `--name --dry`
+//! as two options, so the model could pass an option the header never declared.
 //! Runtimes: `bash` runs `bash script`, `python` `python3 script`, `uv` `uv run script`,
 //! `node` `node script`, `deno` `deno run script`, `bun` `bun run script`, and `shebang`
 //! (the default) the script itself, which must be executable and start with `#!`.
@@ -42,7 +46,7 @@ use serde_json::{Map, Value, json};
 
 use super::cli::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Exec, Faults, argv_text, describe_value, exec,
-    expand_env, outcome, probe_version, resolve_program,
+    expand_env, outcome, probe_version, resolve_program, shorten,
 };
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
@@ -218,6 +222,8 @@ pub struct ScriptParam {
     pub required: bool,
     /// Passed when the call does not give it.
     pub default: Option<Value>,
+    /// Its value may start with `-` (`@allow-dash`).
+    pub allow_dash: bool,
 }
 
 /// What a script's header declares.
@@ -243,6 +249,10 @@ impl ScriptHeader {
         let mut header = ScriptHeader::default();
         let mut descriptions = Vec::new();
         let mut names = BTreeSet::new();
+        // Each `@param`'s line, and each `@allow-dash` name with its line, for the checks
+        // that need the whole header.
+        let mut param_lines = Vec::new();
+        let mut dashed: Vec<(String, String)> = Vec::new();
         for (index, line) in text.lines().enumerate() {
             let field = format!("line {}", index + 1);
             let trimmed = line.trim();
@@ -276,9 +286,54 @@ impl ScriptHeader {
                             );
                         }
                         header.params.push(param);
+                        param_lines.push(field.clone());
                     }
                 }
+                "@allow-dash" => {
+                    if rest.is_empty() {
+                        faults.add(
+                            &field,
+                            "@allow-dash names no parameter",
+                            "name the parameters whose values may start with '-', such as \
+                             `@allow-dash offset`",
+                        );
+                    }
+                    dashed.extend(
+                        rest.split_whitespace()
+                            .map(|name| (name.to_owned(), field.clone())),
+                    );
+                }
                 _ => {}
+            }
+        }
+        for (name, field) in dashed {
+            match header.params.iter_mut().find(|param| param.name == name) {
+                Some(param) if param.kind == ScriptType::Boolean => faults.add(
+                    &field,
+                    format!("@allow-dash names the boolean \"{name}\", which passes no value"),
+                    format!("remove \"{name}\" from @allow-dash"),
+                ),
+                Some(param) => param.allow_dash = true,
+                None => faults.add(
+                    &field,
+                    format!("@allow-dash names \"{name}\", which no @param declares"),
+                    "name only declared parameters",
+                ),
+            }
+        }
+        for (param, field) in header.params.iter().zip(&param_lines) {
+            if let Some(default) = &param.default
+                && !param.allow_dash
+                && param.argv_item(default).starts_with('-')
+            {
+                faults.add(
+                    field,
+                    format!("default {default} starts with '-', which the script would read as an option"),
+                    format!(
+                        "add `@allow-dash {}` if the script reads it as a value, or change it",
+                        param.name
+                    ),
+                );
             }
         }
         let description = descriptions.join(" ");
@@ -344,7 +399,19 @@ fn parse_param(faults: &mut Faults, field: &str, spec: &str) -> Option<ScriptPar
         description: (!description.is_empty()).then(|| description.to_owned()),
         required: !optional && default.is_none() && kind != ScriptType::Boolean,
         default,
+        allow_dash: false,
     })
+}
+
+impl ScriptParam {
+    /// `value` as the argv item it becomes: a `json` parameter's JSON text, anything else as
+    /// the CLI adapter passes it.
+    fn argv_item(&self, value: &Value) -> String {
+        match self.kind {
+            ScriptType::Json => value.to_string(),
+            _ => argv_text(value),
+        }
+    }
 }
 
 impl ScriptDeclaration {
@@ -665,26 +732,30 @@ fn bind(params: &[ScriptParam], arguments: Map<String, Value>) -> Result<Vec<Str
             )));
         }
         let flag = format!("--{}", param.name);
-        match (param.kind, value) {
-            (ScriptType::Boolean, Value::Bool(true)) => argv.push(flag),
-            (ScriptType::Boolean, _) => {}
-            (ScriptType::Json, value) => {
+        let text = match (param.kind, value) {
+            (ScriptType::Boolean, Value::Bool(true)) => {
                 argv.push(flag);
-                argv.push(value.to_string());
+                continue;
             }
-            (_, value) => {
-                let text = argv_text(value);
-                if text.contains('\0') {
-                    return Err(invalid(format!(
-                        "argument \"{}\" holds a NUL character, which no argument can carry: \
-                         remove it",
-                        param.name
-                    )));
-                }
-                argv.push(flag);
-                argv.push(text);
-            }
+            (ScriptType::Boolean, _) => continue,
+            (_, value) => param.argv_item(value),
+        };
+        if text.contains('\0') {
+            return Err(invalid(format!(
+                "argument \"{}\" holds a NUL character, which no argument can carry: remove it",
+                param.name
+            )));
         }
+        if text.starts_with('-') && !param.allow_dash {
+            return Err(invalid(format!(
+                "argument \"{}\" is \"{}\", which starts with '-' and the script would read \
+                 as an option: pass a value that does not start with '-'",
+                param.name,
+                shorten(&text)
+            )));
+        }
+        argv.push(flag);
+        argv.push(text);
     }
     Ok(argv)
 }

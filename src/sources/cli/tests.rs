@@ -482,7 +482,7 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
             { "name": "quiet", "type": "boolean", "flag": "-q" },
             { "name": "verbose", "type": "boolean", "flag": "-v" },
             { "name": "format", "flag": "--format", "enum": ["json", "text"], "default": "text" },
-            { "name": "keys", "type": "array", "flag": "--keys" }
+            { "name": "keys", "type": "array", "flag": "--keys", "repeat": true }
         ]
     }))
     .expect("a tool");
@@ -497,7 +497,7 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
     }) else {
         unreachable!()
     };
-    let bound = bind(&tool.params, arguments).expect("binds");
+    let bound = bind(&tool, arguments).expect("binds");
     assert_eq!(
         bound.argv,
         [
@@ -512,7 +512,9 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
             "text",
             "--keys",
             "k1",
+            "--keys",
             "2",
+            "--keys",
             "true",
             "needle",
             "a.txt",
@@ -523,10 +525,100 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
         unreachable!()
     };
     assert_eq!(
-        bind(&tool.params, arguments),
+        bind(&tool, arguments),
         Err(SourceError::InvalidArguments(
             "argument \"format\" must be one of \"json\", \"text\", not \"yaml\"".into()
         ))
+    );
+}
+
+/// What `bind` makes of `arguments` for `tool`.
+fn bound(tool: &Value, arguments: Value) -> Result<Vec<String>, SourceError> {
+    let tool: CliTool = serde_json::from_value(tool.clone()).expect("a tool");
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object");
+    };
+    bind(&tool, arguments).map(|bound| bound.argv)
+}
+
+#[test]
+fn no_item_of_any_parameter_may_start_with_a_dash_unless_declared() {
+    let tool = json!({
+        "name": "t",
+        "params": [
+            { "name": "count", "type": "integer", "flag": "-n" },
+            { "name": "names", "type": "array", "flag": "-name", "repeat": true },
+            { "name": "offset", "type": "integer", "flag": "--offset", "allowDash": true },
+            { "name": "files", "type": "array" }
+        ]
+    });
+    let refusal = |which: &str, item: &str| {
+        Err(SourceError::InvalidArguments(format!(
+            "{which} is \"{item}\", which starts with '-' and would be read as an option: \
+             pass a value that does not start with '-'"
+        )))
+    };
+    // A flag's value, an item after the first of a flagged array and of a positional array,
+    // and a negative number: each is checked.
+    assert_eq!(
+        bound(&tool, json!({ "count": -1 })),
+        refusal("argument \"count\"", "-1")
+    );
+    assert_eq!(
+        bound(
+            &tool,
+            json!({ "names": ["*.txt", "-exec", "touch", "x", ";"] })
+        ),
+        refusal("argument \"names\" item 2", "-exec")
+    );
+    assert_eq!(
+        bound(&tool, json!({ "files": ["a", "b", "--delete"] })),
+        refusal("argument \"files\" item 3", "--delete")
+    );
+    // A long value is quoted only in part.
+    let long = format!("-{}", "x".repeat(200));
+    assert_eq!(
+        bound(&tool, json!({ "files": [long] })),
+        refusal(
+            "argument \"files\" item 1",
+            &format!("-{}\u{2026}", "x".repeat(63))
+        )
+    );
+    // Where the declaration allows it, and with none of them, the argv is what was declared.
+    assert_eq!(
+        bound(
+            &tool,
+            json!({ "offset": -5, "names": ["a", "b"], "files": ["c"] })
+        ),
+        Ok(["-name", "a", "-name", "b", "--offset", "-5", "c"]
+            .map(String::from)
+            .to_vec())
+    );
+    // After `--`, a positional may start with '-'; a flag's value still may not.
+    let mut ended = tool.clone();
+    ended["endOfOptions"] = json!(true);
+    assert_eq!(
+        bound(&ended, json!({ "count": 2, "files": ["-a", "--b"] })),
+        Ok(["-n", "2", "--", "-a", "--b"].map(String::from).to_vec())
+    );
+    assert_eq!(
+        bound(&ended, json!({ "count": -2, "files": ["-a"] })),
+        refusal("argument \"count\"", "-2")
+    );
+    // No positional given, no `--`.
+    assert_eq!(
+        bound(&ended, json!({ "count": 2 })),
+        Ok(["-n", "2"].map(String::from).to_vec())
+    );
+    // Standard input is no argv: it may start with anything.
+    let stdin = json!({ "name": "t", "params": [{ "name": "text", "stdin": true }] });
+    let Value::Object(arguments) = json!({ "text": "--help" }) else {
+        unreachable!()
+    };
+    let tool: CliTool = serde_json::from_value(stdin).expect("a tool");
+    assert_eq!(
+        bind(&tool, arguments).map(|bound| bound.stdin),
+        Ok(Some(b"--help".to_vec()))
     );
 }
 
@@ -555,7 +647,17 @@ fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
                     ]
                 },
                 { "name": "log", "extra": 1 },
-                { "name": "bad name" }
+                { "name": "bad name" },
+                {
+                    "name": "find",
+                    "endOfOptions": true,
+                    "params": [
+                        { "name": "names", "type": "array", "flag": "-name" },
+                        { "name": "all", "type": "boolean", "flag": "-a", "allowDash": true },
+                        { "name": "depth", "type": "integer", "flag": "-d", "enum": [1, -1] },
+                        { "name": "sort", "flag": "-s", "default": "-size" }
+                    ]
+                }
             ]
         }),
         "/etc/plurnk/sources/git.json",
@@ -612,6 +714,27 @@ fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
         ("tools[1].extra", "is not a field of this declaration"),
         ("tools[2].name", "\"bad name\" is not a tool name"),
         ("tools[1].name", "names tool \"log\" a second time"),
+        (
+            "tools[3].params[0].repeat",
+            "is missing: after one flag, a program would read the array's second item on as \
+             options and operands of their own",
+        ),
+        (
+            "tools[3].params[1].allowDash",
+            "allowDash applies only to a parameter whose value is passed in argv",
+        ),
+        (
+            "tools[3].params[2].enum[1]",
+            "-1 starts with '-', which a program reads as an option",
+        ),
+        (
+            "tools[3].params[3].default",
+            "\"-size\" starts with '-', which a program reads as an option",
+        ),
+        (
+            "tools[3].endOfOptions",
+            "the tool has no positional parameter to put after \"--\"",
+        ),
     ];
     let mut missing: Vec<_> = expected.iter().filter(|e| !fields.contains(e)).collect();
     let mut extra: Vec<_> = fields.iter().filter(|f| !expected.contains(f)).collect();
@@ -668,8 +791,10 @@ fn the_fields_parse_reads_are_the_fields_serde_knows() {
                 default: Some(json!([])),
                 allowed: Some(vec![]),
                 stdin: true,
+                allow_dash: true,
             }],
             json: true,
+            end_of_options: true,
         }],
     };
     let value = serde_json::to_value(&full).expect("serializes");
