@@ -282,6 +282,53 @@ pub(crate) fn kill_group(pgid: i32) {
     }
 }
 
+/// How many times [`kill_marked`] looks again after a pass that killed something: a process
+/// it killed may have forked just before, into a pid the pass had already gone by.
+const MARKED_PASSES: usize = 4;
+
+/// Sends `SIGKILL` to every process whose environment holds `entry` (`NAME=value`) exactly —
+/// the descendants of one child that left its group (`setsid`), found the way the reaper
+/// finds a host's — and returns how many it killed. One pass reads `/proc/<pid>/environ` of
+/// every process (about 1 ms for 90 processes); a process that cleared its environment is
+/// not found.
+pub(crate) fn kill_marked(entry: &str) -> usize {
+    let own = std::process::id();
+    let mut killed = 0;
+    for _ in 0..MARKED_PASSES {
+        let Ok(processes) = std::fs::read_dir("/proc") else {
+            return killed;
+        };
+        let mut this_pass = 0;
+        for process in processes.flatten() {
+            let name = process.file_name();
+            let Some(pid) = name.to_str().and_then(|name| name.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == own {
+                continue;
+            }
+            let Ok(environ) = std::fs::read(process.path().join("environ")) else {
+                continue;
+            };
+            let marked = environ
+                .split(|byte| *byte == 0)
+                .any(|variable| variable == entry.as_bytes());
+            if let (true, Ok(pid)) = (marked, i32::try_from(pid)) {
+                // SAFETY: `kill` has no memory-safety preconditions; a process that is already
+                // gone makes it fail with ESRCH.
+                if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                    this_pass += 1;
+                }
+            }
+        }
+        killed += this_pass;
+        if this_pass == 0 {
+            break;
+        }
+    }
+    killed
+}
+
 /// How a process ended, in words: "exited with status 3", "was killed by signal 9".
 pub(crate) fn describe_exit(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;

@@ -27,12 +27,16 @@
 //! So a model chooses values, never options: what reaches the program is exactly the
 //! declared command line with the model's values in the declared places.
 //!
-//! The program runs in its own process group, marked for the host's reaper, for at most
-//! `timeoutMs` (then its group is killed: [`SourceError::Timeout`]), with standard output
+//! The program runs in its own process group, marked for the host's reaper and with a mark
+//! of the run's own that its descendants inherit, for at most `timeoutMs` (then its group is
+//! killed: [`SourceError::Timeout`]), with standard output
 //! and standard error together bounded at `maxOutputBytes` (past it the group is killed:
 //! [`SourceError::OutputTooLarge`]). A non-zero exit is a result the model sees
 //! (`is_error: true`): standard output, then how it exited and the end of its standard
-//! error (the host's 4 KiB stderr tail, scrubbed of registered secrets). With `json`, the
+//! error (the host's 4 KiB stderr tail, scrubbed of registered secrets). When the leader
+//! exits, or the call ends any other way, its group and every process carrying the run's
+//! mark are killed: a background descendant, in the group or in a session of its own
+//! (`setsid`), neither holds the call to its deadline nor outlives it. With `json`, the
 //! standard output of a successful run is parsed into `structured`: one JSON value as is, a
 //! stream of several (`jq '.[]'`) as an array of them.
 //!
@@ -44,7 +48,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -55,7 +59,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
-use crate::protocol::{Reaper, StderrTail, describe_exit, kill_group};
+use crate::protocol::{Reaper, StderrTail, describe_exit, kill_group, kill_marked};
 
 /// How long a call may run unless the declaration says otherwise.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -1338,16 +1342,38 @@ pub(crate) struct Exited {
     pub stderr: Vec<u8>,
 }
 
-/// The process group of one run: killed when this is dropped, on every path — the run
-/// finished, ran out of time or output, or the call's future was dropped.
+/// The variable that marks every process one run starts, whatever group or session it moves
+/// to: its value is unique to the run.
+const CALL_MARK: &str = "_PLURNK_MCP_CALL";
+
+/// The `CALL_MARK=value` entry of a new run, unique in this process and among processes.
+fn call_mark() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{CALL_MARK}={}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The process group of one run and the mark of its processes: both killed when this is
+/// dropped, on every path — the run finished, ran out of time or output, or the call's future
+/// was dropped.
 struct Group<'a> {
     pgid: i32,
+    /// `CALL_MARK=value`: finds the descendants that left the group (`setsid`).
+    mark: String,
+    /// The marked processes were killed after the leader exited; the drop need not look again.
+    swept: AtomicBool,
     reaper: Option<&'a Arc<Reaper>>,
 }
 
 impl Drop for Group<'_> {
     fn drop(&mut self) {
         kill_group(self.pgid);
+        if !self.swept.load(Ordering::Acquire) {
+            kill_marked(&self.mark);
+        }
         if let Some(reaper) = self.reaper {
             reaper.forget(self.pgid);
         }
@@ -1355,11 +1381,10 @@ impl Drop for Group<'_> {
 }
 
 /// Runs a program in a process group of its own until it exits, its deadline passes or its
-/// output passes its bound; the group is killed in every case when this returns (or its
-/// future is dropped), so nothing a call starts outlives it.
-///
-/// A descendant that leaves the group (`setsid`) and keeps the output pipes open makes the
-/// call last until its deadline; the reaper still takes it when the host ends.
+/// output passes its bound; the group, and every process that carries the run's mark, is
+/// killed in every case when this returns (or its future is dropped), so nothing a call
+/// starts outlives it — descendants that left the group (`setsid`) included, unless they
+/// also cleared their environment (the reaper's limit too).
 pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
     let mut command = tokio::process::Command::new(spec.program);
     command
@@ -1383,6 +1408,10 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
         let (mark, owner) = reaper.mark();
         command.env(mark, owner);
     }
+    let mark = call_mark();
+    if let Some((name, value)) = mark.split_once('=') {
+        command.env(name, value);
+    }
     let name = spec.program.display();
     let mut child = command.spawn().map_err(|error| {
         SourceError::Unavailable(format!("{name} could not be started: {error}"))
@@ -1395,6 +1424,8 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
         })?;
     let group = Group {
         pgid,
+        mark,
+        swept: AtomicBool::new(false),
         reaper: spec.reaper,
     };
     if let Some(reaper) = spec.reaper {
@@ -1417,9 +1448,17 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
             let status = child.wait().await.map_err(|error| {
                 SourceError::Unavailable(format!("{name} could not be waited for: {error}"))
             })?;
-            // The leader is gone: whatever it left in its group goes too, which also ends
-            // the pipes a background descendant still holds.
+            // The leader is gone: whatever it left in its group or marked goes too, which
+            // also ends the pipes a background descendant still holds. The look through /proc
+            // blocks, so it runs off the runtime's workers.
             kill_group(group.pgid);
+            let mark = group.mark.clone();
+            if tokio::task::spawn_blocking(move || kill_marked(&mark))
+                .await
+                .is_ok()
+            {
+                group.swept.store(true, Ordering::Release);
+            }
             Ok(status)
         };
         tokio::try_join!(out, err, feed, exit)

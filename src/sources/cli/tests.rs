@@ -846,3 +846,71 @@ fn expanded_references_are_opened_and_their_faults_named() {
         format!("token {}", crate::redact::REDACTED)
     );
 }
+
+#[tokio::test]
+async fn a_leader_that_exits_takes_its_background_children_with_it() {
+    let scratch = Scratch::new("leader-exits");
+    let pidfile = scratch.path().join("child");
+    // The leader leaves a child in its group that holds the output pipes and carries no mark
+    // (its environment is cleared): only killing the group after the leader ends the pipes.
+    let source = sh(
+        "env -i \"$(command -v sleep)\" 30 & echo $! > \"$1\"",
+        5_000,
+        10_000,
+    );
+    let started = Instant::now();
+    let result = call(&source, "run", json!({ "file": pidfile }))
+        .await
+        .expect("the leader's exit is the call's end, not the deadline");
+    assert!(!result.is_error, "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let child = pid_in(&pidfile).await;
+    assert!(
+        gone(child).await,
+        "the background child {child} outlived its call"
+    );
+}
+
+#[tokio::test]
+async fn a_setsid_descendant_holding_the_pipes_is_killed_when_the_leader_exits_or_the_deadline_passes()
+ {
+    let scratch = Scratch::new("setsid");
+    // A descendant in a session of its own, holding the pipes, that writes its own pid; the
+    // leader goes on once it has.
+    let escape = "setsid sh -c 'echo $$ > \"$1\"; exec sleep 30' sh \"$1\" & \
+                  until [ -s \"$1\" ]; do sleep 0.01; done;";
+    let exits = sh(escape, 5_000, 10_000);
+    let pidfile = scratch.path().join("after-exit");
+    let started = Instant::now();
+    let result = call(&exits, "run", json!({ "file": pidfile }))
+        .await
+        .expect("the leader's exit is the call's end");
+    assert!(!result.is_error, "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let escaped = pid_in(&pidfile).await;
+    assert!(
+        gone(escaped).await,
+        "the setsid descendant {escaped} outlived its call"
+    );
+
+    // The leader waits for it: the call ends at its deadline, and so does the descendant.
+    let waits = sh(&format!("{escape} wait"), 1_000, 10_000);
+    let pidfile = scratch.path().join("after-deadline");
+    assert_eq!(
+        call(&waits, "run", json!({ "file": pidfile })).await,
+        Err(SourceError::Timeout { timeout_ms: 1_000 })
+    );
+    let escaped = pid_in(&pidfile).await;
+    assert!(
+        gone(escaped).await,
+        "the setsid descendant {escaped} outlived its deadline"
+    );
+}
