@@ -59,7 +59,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
-use crate::protocol::{Reaper, StderrTail, describe_exit, kill_group, kill_marked};
+use crate::protocol::{
+    Children, Inherited, Reaper, StderrTail, describe_exit, kill_group, kill_marked,
+};
 
 /// How long a call may run unless the declaration says otherwise.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -92,8 +94,9 @@ pub struct CliDeclaration {
     /// Arguments every call starts with (`-c color.ui=never`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// Environment entries added to the host's; values may hold `${NAME}`, which the
-    /// caller's `expand` resolves when the source is opened.
+    /// Environment entries added to what every child inherits (the default few and
+    /// `PLURNK_MCP_INHERIT_ENV`); values may hold `${NAME}`, which the caller's `expand`
+    /// resolves when the source is opened.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// The working directory (absolute); the host's when absent.
@@ -379,13 +382,13 @@ impl CliDeclaration {
         &self,
         origin: &str,
         expand: &dyn Fn(&str) -> Result<String, String>,
-        reaper: Arc<Reaper>,
+        children: Children,
     ) -> Result<CliSource, Vec<DeclarationError>> {
         let env = expand_env(&self.env, origin, expand)?;
         Ok(CliSource {
             declaration: self.clone(),
             env,
-            reaper,
+            children,
         })
     }
 
@@ -1026,8 +1029,9 @@ pub struct CliSource {
     declaration: CliDeclaration,
     /// The declared environment, expanded: never shown.
     env: Vec<(String, String)>,
-    /// Marks every call's process group, so a host that dies takes them with it.
-    reaper: Arc<Reaper>,
+    /// What every call's program starts from (the environment it inherits), and the reaper
+    /// that marks it, so a host that dies takes it with it.
+    children: Children,
 }
 
 impl std::fmt::Debug for CliSource {
@@ -1044,12 +1048,13 @@ impl CliSource {
         &self.declaration
     }
 
+    /// The `PATH` the program runs with, which it is looked up on: declared, or inherited.
     fn path(&self) -> Option<std::ffi::OsString> {
         self.env
             .iter()
             .find(|(name, _)| name == "PATH")
             .map(|(_, value)| value.into())
-            .or_else(|| std::env::var_os("PATH"))
+            .or_else(|| self.children.inherited.get("PATH").map(Into::into))
     }
 }
 
@@ -1089,12 +1094,13 @@ impl ToolSource for CliSource {
             let exited = exec(Exec {
                 program: &program,
                 args: &args,
+                inherited: &self.children.inherited,
                 env: &self.env,
                 cwd: declaration.cwd.as_deref(),
                 stdin: bound.stdin.as_deref(),
                 timeout: deadline.min(Duration::from_millis(declaration.timeout_ms)),
                 max_output: declaration.max_output_bytes,
-                reaper: Some(&self.reaper),
+                reaper: Some(&self.children.reaper),
             })
             .await?;
             Ok(outcome(&declaration.command, exited, tool.json))
@@ -1324,6 +1330,8 @@ pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<Pat
 pub(crate) struct Exec<'a> {
     pub program: &'a Path,
     pub args: &'a [String],
+    /// What the program starts from, before `env`.
+    pub inherited: &'a Inherited,
     pub env: &'a [(String, String)],
     pub cwd: Option<&'a Path>,
     /// Written to standard input, which is then closed; `None` gives it `/dev/null`.
@@ -1401,6 +1409,7 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
+    spec.inherited.apply(&mut command);
     for (key, value) in spec.env {
         command.env(key, value);
     }
@@ -1559,12 +1568,14 @@ pub(crate) fn outcome(label: &str, exited: Exited, json: bool) -> SourceResult {
     }
 }
 
-/// Runs `program args…` (bounded at 5 s and 64 KiB) and compares its trimmed output —
-/// standard output, or standard error when that is all it wrote — with `declared`.
+/// Runs `program args…` (bounded at 5 s and 64 KiB, with the default environment alone and
+/// outside any host) and compares its trimmed output — standard output, or standard error
+/// when that is all it wrote — with `declared`.
 pub(crate) async fn probe_version(program: &Path, args: &[String], declared: &str) -> Finding {
     let ran = exec(Exec {
         program,
         args,
+        inherited: &Inherited::defaults(),
         env: &[],
         cwd: None,
         stdin: None,

@@ -38,7 +38,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -51,7 +50,7 @@ use super::cli::{
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
-use crate::protocol::Reaper;
+use crate::protocol::Children;
 
 /// How much of a script is read for its header.
 const HEADER_BYTES: u64 = 64 << 10;
@@ -73,7 +72,8 @@ pub struct ScriptDeclaration {
     /// How much one call may write, stdout and stderr together, before it is killed.
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: usize,
-    /// Environment entries added to the host's; values may hold `${NAME}`.
+    /// Environment entries added to what every child inherits (the default few and
+    /// `PLURNK_MCP_INHERIT_ENV`); values may hold `${NAME}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// The working directory (absolute); the host's when absent.
@@ -483,7 +483,7 @@ impl ScriptDeclaration {
         &self,
         origin: &str,
         expand: &dyn Fn(&str) -> Result<String, String>,
-        reaper: Arc<Reaper>,
+        children: Children,
     ) -> Result<ScriptSource, Vec<DeclarationError>> {
         let shown = self.path.display().to_string();
         let text = read_head(&self.path).map_err(|problem| {
@@ -509,7 +509,7 @@ impl ScriptDeclaration {
             tool: header.tool.clone().unwrap_or_else(|| self.name.clone()),
             header,
             env,
-            reaper,
+            children,
         })
     }
 
@@ -590,8 +590,9 @@ pub struct ScriptSource {
     header: ScriptHeader,
     /// The declared environment, expanded: never shown.
     env: Vec<(String, String)>,
-    /// Marks every call's process group, so a host that dies takes them with it.
-    reaper: Arc<Reaper>,
+    /// What every call's program starts from (the environment it inherits), and the reaper
+    /// that marks it, so a host that dies takes it with it.
+    children: Children,
 }
 
 impl std::fmt::Debug for ScriptSource {
@@ -609,12 +610,13 @@ impl ScriptSource {
         &self.header
     }
 
+    /// The `PATH` the program runs with, which it is looked up on: declared, or inherited.
     fn path(&self) -> Option<std::ffi::OsString> {
         self.env
             .iter()
             .find(|(name, _)| name == "PATH")
             .map(|(_, value)| value.into())
-            .or_else(|| std::env::var_os("PATH"))
+            .or_else(|| self.children.inherited.get("PATH").map(Into::into))
     }
 }
 
@@ -656,12 +658,13 @@ impl ToolSource for ScriptSource {
             let exited = exec(Exec {
                 program: &program,
                 args: &args,
+                inherited: &self.children.inherited,
                 env: &self.env,
                 cwd: declaration.cwd.as_deref(),
                 stdin: None,
                 timeout: deadline.min(Duration::from_millis(declaration.timeout_ms)),
                 max_output: declaration.max_output_bytes,
-                reaper: Some(&self.reaper),
+                reaper: Some(&self.children.reaper),
             })
             .await?;
             let result: SourceResult = outcome(&script, exited, false);

@@ -80,7 +80,11 @@ fn no_references(raw: &str) -> Result<String, String> {
 fn open(declaration: Value) -> CliSource {
     let parsed = CliDeclaration::parse(&declaration, "test.json").expect("a valid declaration");
     parsed
-        .open("test.json", &no_references, Reaper::new())
+        .open(
+            "test.json",
+            &no_references,
+            crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+        )
         .expect("it opens")
 }
 
@@ -833,7 +837,11 @@ fn expanded_references_are_opened_and_their_faults_named() {
         _ => Err(format!("{raw} references an undefined variable")),
     };
     let faults = declaration
-        .open("gh.json", &expand, Reaper::new())
+        .open(
+            "gh.json",
+            &expand,
+            crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+        )
         .expect_err("a fault");
     assert_eq!(
         faults[0].to_string(),

@@ -64,7 +64,11 @@ fn open(declaration: Value) -> ScriptSource {
     let parsed = ScriptDeclaration::parse(&declaration, "/etc/plurnk/sources/s.json")
         .expect("a valid declaration");
     parsed
-        .open("s.json", &|raw: &str| Ok(raw.to_owned()), Reaper::new())
+        .open(
+            "s.json",
+            &|raw: &str| Ok(raw.to_owned()),
+            crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+        )
         .expect("it opens")
 }
 
