@@ -564,7 +564,8 @@ async fn a_child_gets_the_default_the_declared_and_the_allowed_environment_and_n
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Runs `plurnk-mcp` with the test's own environment plus `vars`, on a fresh state file.
+/// Runs `plurnk-mcp` with the test's own environment (less any `PLURNK_MCP_` setting) plus
+/// `vars`, on a fresh state file.
 fn command_line(args: &[&str], vars: &[(&str, String)]) -> std::process::Output {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -574,7 +575,14 @@ fn command_line(args: &[&str], vars: &[(&str, String)]) -> std::process::Output 
         NEXT.fetch_add(1, Ordering::SeqCst)
     ));
     let _ = std::fs::remove_file(&state);
-    let output = std::process::Command::new(EXE)
+    let mut command = std::process::Command::new(EXE);
+    // The caller's own settings, if any, would configure it too.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PLURNK_MCP_") {
+            command.env_remove(key);
+        }
+    }
+    let output = command
         .arg("--state")
         .arg(&state)
         .args(args)
