@@ -26,6 +26,7 @@
 //! | `PLURNK_MCP_CONNECT_TIMEOUT` | Positive whole milliseconds, default 10000 |
 //! | `PLURNK_MCP_REQUEST_TIMEOUT` | Positive whole milliseconds, default 60000 |
 //! | `PLURNK_MCP_DISCOVER_TIMEOUT` | Positive whole milliseconds, default 10000: how long to wait for `server/discover` before falling back to the legacy `initialize` handshake |
+//! | `PLURNK_MCP_INHERIT_ENV` | JSON array of the variable names every child process inherits beyond the default few (`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`, the locale); none by default |
 //!
 //! `${NAME}` references are expanded (only while preparing a connection) in the
 //! target, arguments, working directory, `_ENV` values, `_HEADERS` values, the
@@ -133,6 +134,7 @@ mod cascade;
 mod definition;
 mod environment;
 mod error;
+mod inherit;
 mod json;
 mod keys;
 mod load;
@@ -202,6 +204,9 @@ pub struct HostConfig {
     allow_add: bool,
     /// `PLURNK_MCP_WORKSPACE_ENV`: the names such definitions may refer to.
     workspace_env: BTreeSet<String>,
+    /// `PLURNK_MCP_INHERIT_ENV`: the variables every child process inherits beyond the
+    /// default few.
+    inherit_env: BTreeSet<String>,
     /// Kept whole for `${NAME}` expansion at connection time; it holds secrets,
     /// so its `Debug` shows only a count.
     env: Environment,
@@ -267,6 +272,21 @@ impl HostConfig {
         &self.workspace_env
     }
 
+    /// The names of the variables every child process (a stdio server, a source's program or
+    /// script) inherits beyond the default few (`PLURNK_MCP_INHERIT_ENV`); none unless the
+    /// operator lists them.
+    pub fn inherit_env(&self) -> &BTreeSet<String> {
+        &self.inherit_env
+    }
+
+    /// The variables [`inherit_env`](Self::inherit_env) names that the environment sets, with
+    /// their values: what every child is given beyond the default few.
+    pub(crate) fn inherited(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.inherit_env
+            .iter()
+            .filter_map(|name| Some((name.as_str(), self.env.get(name)?)))
+    }
+
     /// How long to wait for one request's response.
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
@@ -295,6 +315,7 @@ impl Default for HostConfig {
             discover_timeout: Self::DEFAULT_DISCOVER_TIMEOUT,
             allow_add: false,
             workspace_env: BTreeSet::new(),
+            inherit_env: BTreeSet::new(),
             env: Environment::default(),
         }
     }

@@ -211,6 +211,14 @@ impl Host {
     /// [`Host::start`] with explicit [`HostOptions`].
     pub async fn start_with(config: HostConfig, options: HostOptions) -> Result<Host, StartError> {
         crate::sources::admit(config.servers().values()).map_err(StartError::Sources)?;
+        // A declared server's credentials are secrets from the start, enabled or not: a value
+        // that reaches a child some other way (an allow-listed variable) is scrubbed all the
+        // same. `from_env` checked every reference, so each one prepares.
+        for definition in config.servers().values() {
+            if let Ok(prepared) = definition.prepare(config.env()) {
+                crate::redact::register(&prepared.secrets);
+            }
+        }
         let settings = Arc::new(Settings {
             connect: ConnectOptions {
                 connect_timeout: config.connect_timeout(),
@@ -221,6 +229,7 @@ impl Host {
                 sources: Some(crate::sources::opener()),
                 limits: options.limits,
                 reaper: crate::protocol::Reaper::new(),
+                inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
                 oauth: Arc::default(),
             },
             request_timeout: config.request_timeout(),

@@ -241,11 +241,11 @@ pub fn validate(kind: SourceKind, declaration: &Value, origin: &str) -> Vec<Decl
 /// expanded), opens it (its document, its program) and serves it in-process; the error says
 /// what is wrong and what to do.
 pub(crate) fn opener() -> crate::protocol::SourceOpener {
-    Arc::new(|kind, declaration, origin, reaper| {
+    Arc::new(|kind, declaration, origin, children| {
         Box::pin(async move {
             let kind = SourceKind::of(kind)
                 .ok_or_else(|| format!("{origin}: {kind} is not a kind of tool source"))?;
-            let source = readers::open(kind, &declaration, &origin, reaper).await?;
+            let source = readers::open(kind, &declaration, &origin, children).await?;
             Ok(server::connector(source, origin))
         })
     })

@@ -476,3 +476,235 @@ async fn shutdown_reaches_descendants_that_left_their_group() {
         marked(&mark)
     );
 }
+
+/// What every child inherits of the daemon's environment unless the operator names more.
+const INHERITED_BY_DEFAULT: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "USER",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_MONETARY",
+    "LC_NUMERIC",
+    "LC_TIME",
+];
+
+/// `NAME=value` lines, as a map.
+fn variables(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+/// The names in `seen` beyond the defaults, `also` and the host's own marks.
+fn beyond(seen: &BTreeMap<String, String>, also: &[&str]) -> Vec<String> {
+    seen.keys()
+        .filter(|name| {
+            !INHERITED_BY_DEFAULT.contains(&name.as_str())
+                && !also.contains(&name.as_str())
+                && !name.starts_with("_PLURNK_MCP_")
+        })
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_gets_the_default_the_declared_and_the_allowed_environment_and_nothing_else() {
+    const DORMANT_SECRET: &str = "dormant-SECRET-6502";
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("sealed-environment-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sources = dir.join("sources");
+    std::fs::create_dir_all(&sources).expect("sources dir");
+    // A script and a program that print exactly the environment they were started with.
+    let script = dir.join("environment.sh");
+    std::fs::write(
+        &script,
+        "#!/usr/bin/env bash\n# @description Prints its environment.\ntr '\\0' '\\n' < /proc/$$/environ\n",
+    )
+    .expect("script");
+    let declare = |name: &str, declaration: serde_json::Value| {
+        std::fs::write(sources.join(name), declaration.to_string()).expect("declaration");
+    };
+    declare(
+        "script.json",
+        json!({"kind": "script", "name": "printed", "path": script, "runtime": "bash",
+               "env": {"DECLARED_VAR": "declared-by-the-script"}}),
+    );
+    declare(
+        "cli.json",
+        json!({"kind": "cli", "name": "program", "command": "env",
+               "env": {"DECLARED_VAR": "declared-by-the-program"},
+               "tools": [{"name": "show"}]}),
+    );
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_ENVY", EXE.into()),
+        (
+            "PLURNK_MCP_ENVY_ARGS",
+            json!(["fixture", "--name", "envy"]).to_string(),
+        ),
+        (
+            "PLURNK_MCP_ENVY_ENV",
+            json!({"DECLARED_VAR": "declared-by-the-server"}).to_string(),
+        ),
+        // Declared, never enabled: its credential is a secret all the same.
+        ("PLURNK_MCP_DORMANT", EXE.into()),
+        (
+            "PLURNK_MCP_DORMANT_ENV",
+            json!({"TOKEN": "${DORMANT_SECRET}"}).to_string(),
+        ),
+        ("DORMANT_SECRET", DORMANT_SECRET.into()),
+        ("ALLOWED_VAR", "allowed-value".into()),
+        ("SENTINEL_VAR", "sentinel-value".into()),
+        (
+            "PLURNK_MCP_INHERIT_ENV",
+            json!(["ALLOWED_VAR", "DORMANT_SECRET"]).to_string(),
+        ),
+        ("PLURNK_MCP_SOURCES", sources.display().to_string()),
+        (
+            "PLURNK_MCP_ENABLED",
+            json!(["envy", "printed", "program"]).to_string(),
+        ),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    for (alias, tool, arguments, declared) in [
+        (
+            "envy",
+            "reveal",
+            json!({"name": "*", "to": "text"}),
+            "declared-by-the-server",
+        ),
+        ("printed", "printed", json!({}), "declared-by-the-script"),
+        ("program", "show", json!({}), "declared-by-the-program"),
+    ] {
+        let result = workspace
+            .call_tool(alias, tool, arguments, CallOptions::default())
+            .await
+            .unwrap_or_else(|error| panic!("{alias}: {error}"));
+        let seen = variables(&result.text());
+        assert_eq!(
+            seen.get("DECLARED_VAR").map(String::as_str),
+            Some(declared),
+            "{alias}: {seen:?}"
+        );
+        assert_eq!(
+            seen.get("ALLOWED_VAR").map(String::as_str),
+            Some("allowed-value"),
+            "{alias}"
+        );
+        // The host's configuration and its own process hold more (the test runner's
+        // CARGO_* variables, SENTINEL_VAR): none of it reaches a child.
+        assert!(!seen.contains_key("SENTINEL_VAR"), "{alias}: {seen:?}");
+        assert_eq!(
+            beyond(&seen, &["DECLARED_VAR", "ALLOWED_VAR", "DORMANT_SECRET"]),
+            Vec::<String>::new(),
+            "{alias}"
+        );
+        assert_eq!(
+            seen.get("PATH").cloned(),
+            std::env::var("PATH").ok(),
+            "{alias}: the default keeps its value"
+        );
+        // A credential of a server that was never enabled is scrubbed like any other.
+        assert_eq!(
+            seen.get("DORMANT_SECRET").map(String::as_str),
+            Some("<redacted>"),
+            "{alias}"
+        );
+        assert!(!holds(&result.text(), DORMANT_SECRET), "{alias}");
+    }
+    shutdown_clean(host).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `plurnk-mcp` with the test's own environment (less any `PLURNK_MCP_` setting) plus
+/// `vars`, on a fresh state file.
+fn command_line(args: &[&str], vars: &[(&str, String)]) -> std::process::Output {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "sealed-{}-{}.sqlite",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_file(&state);
+    let mut command = std::process::Command::new(EXE);
+    // The caller's own settings, if any, would configure it too.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PLURNK_MCP_") {
+            command.env_remove(key);
+        }
+    }
+    let output = command
+        .arg("--state")
+        .arg(&state)
+        .args(args)
+        .envs(vars.iter().map(|(key, value)| (*key, value)))
+        .output()
+        .expect("plurnk-mcp runs");
+    let _ = std::fs::remove_file(&state);
+    output
+}
+
+#[test]
+fn the_command_lines_own_environment_never_reaches_a_server_or_a_version_probe() {
+    // As a daemon would hold it: the gateway's bearer in the process environment.
+    const SENTINEL: &str = "gateway-bearer-SENTINEL-2718";
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("sealed-process-environment-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A version probe that prints its environment instead of a version.
+    std::fs::write(
+        dir.join("env.json"),
+        json!({"kind": "cli", "name": "probe", "command": "env", "versionArgs": [],
+               "version": "env 0.0", "tools": [{"name": "show"}]})
+        .to_string(),
+    )
+    .expect("declaration");
+    let vars = [
+        ("PLURNK_MCP_ENVY", EXE.to_owned()),
+        (
+            "PLURNK_MCP_ENVY_ARGS",
+            json!(["fixture", "--name", "envy"]).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["envy", "probe"]).to_string()),
+        ("PLURNK_MCP_SOURCES", dir.display().to_string()),
+        ("PLURNK_MCP_INHERIT_ENV", json!(["ALLOWED_VAR"]).to_string()),
+        ("ALLOWED_VAR", "allowed-value".to_owned()),
+        ("GATEWAY_BEARER", SENTINEL.to_owned()),
+    ];
+    let called = command_line(
+        &["call", "envy", "reveal", r#"{"name": "*", "to": "text"}"#],
+        &vars,
+    );
+    assert!(called.status.success(), "{called:?}");
+    let result: serde_json::Value = serde_json::from_slice(&called.stdout).expect("JSON");
+    let seen = variables(result["content"][0]["text"].as_str().unwrap_or_default());
+    assert_eq!(
+        seen.get("ALLOWED_VAR").map(String::as_str),
+        Some("allowed-value")
+    );
+    assert!(!seen.contains_key("GATEWAY_BEARER"), "{seen:?}");
+    assert_eq!(beyond(&seen, &["ALLOWED_VAR"]), Vec::<String>::new());
+
+    // `source check` shows what the probe printed: the default environment alone.
+    let checked = command_line(&["source", "check", "--json"], &vars);
+    let found: serde_json::Value = serde_json::from_slice(&checked.stdout).expect("JSON");
+    let detail = found[0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("PATH="), "{found}");
+    assert!(!detail.contains("GATEWAY_BEARER"), "{detail}");
+    assert!(!detail.contains(SENTINEL), "{detail}");
+    assert!(!detail.contains("ALLOWED_VAR"), "{detail}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

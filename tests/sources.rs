@@ -591,3 +591,216 @@ async fn declarations_in_a_directory_are_checked_at_start_and_a_collision_names_
     assert_eq!(git.state, ServerState::Ready, "{:?}", git.problem);
     shutdown_clean(host).await;
 }
+
+/// What a call through the host refuses, as the caller sees it: `-32602` and the message.
+async fn refused(
+    workspace: &plurnk_mcp::Workspace,
+    alias: &str,
+    tool: &str,
+    arguments: Value,
+) -> String {
+    match workspace
+        .call_tool(alias, tool, arguments, CallOptions::default())
+        .await
+    {
+        Err(CallError::Remote { code, message, .. }) => {
+            assert_eq!(code, -32602, "{message}");
+            message
+        }
+        other => panic!("{alias}/{tool} is refused: {other:?}"),
+    }
+}
+
+/// The faults of a declaration the reader refuses, as one message.
+fn refused_declaration(alias: &str, declaration: Value, origin: &Path) -> String {
+    match plurnk_mcp::sources::definition(
+        alias,
+        SourceKind::Cli,
+        declaration,
+        &origin.display().to_string(),
+    ) {
+        Ok(_) => panic!("{alias}: the declaration is refused"),
+        Err(errors) => errors.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_never_invents_a_command_line_for_find_git_or_sh() {
+    let dir = scratch("injection");
+    let repo = repository(&dir);
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).expect("work dir");
+    std::fs::write(work.join("a.txt"), "a\n").expect("write");
+    let pwned = |name: &str| work.join(name).exists() || repo.join(name).exists();
+    let host = host_on(&dir.join("state.sqlite")).await;
+    let workspace = host.workspace("team").await.expect("workspace");
+
+    // find: an array with a flag and no `repeat` passed `-exec touch PWNED ;` after one
+    // `-name`. It is refused at declaration, saying what to add.
+    let mut find = json!({
+        "kind": "cli", "name": "find", "command": "/usr/bin/find", "cwd": work,
+        "tools": [{"name": "byname", "args": ["."],
+                   "params": [{"name": "names", "type": "array", "flag": "-name"}]}]
+    });
+    let said = refused_declaration("find", find.clone(), &dir.join("find.json"));
+    assert!(
+        said.contains("find.json: tools[0].params[0].repeat: is missing")
+            && said.contains("add \"repeat\": true"),
+        "{said}"
+    );
+    // With `repeat`, every item gets its own flag, and an item that starts with '-' is refused
+    // before anything runs.
+    find["tools"][0]["params"][0]["repeat"] = json!(true);
+    workspace
+        .add(source(
+            "find",
+            SourceKind::Cli,
+            find,
+            &dir.join("find.json"),
+        ))
+        .await
+        .expect("find is added");
+    let message = refused(
+        &workspace,
+        "find",
+        "byname",
+        json!({"names": ["*.txt", "-exec", "touch", "PWNED", ";"]}),
+    )
+    .await;
+    assert!(
+        message.contains(
+            "argument \"names\" item 2 is \"-exec\", which starts with '-' and would be read as \
+             an option"
+        ),
+        "{message}"
+    );
+    assert!(!pwned("PWNED"), "find ran -exec");
+    let found = workspace
+        .call_tool(
+            "find",
+            "byname",
+            json!({"names": ["*.txt"]}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("find runs");
+    assert_eq!(found.text().trim(), "./a.txt");
+
+    // git: `--output=FILE` writes a file wherever it lands among the options.
+    let mut git = json!({
+        "kind": "cli", "name": "history", "command": "git", "cwd": repo,
+        "args": ["-c", "color.ui=never", "--no-pager"],
+        "env": {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"},
+        "tools": [
+            {"name": "by", "args": ["log", "--oneline"],
+             "params": [{"name": "authors", "type": "array", "flag": "--author"}]},
+            {"name": "show", "args": ["log", "--oneline"],
+             "params": [{"name": "revisions", "type": "array"}]},
+            {"name": "touched", "args": ["log", "--oneline"], "endOfOptions": true,
+             "params": [{"name": "paths", "type": "array", "required": true}]}
+        ]
+    });
+    let said = refused_declaration("history", git.clone(), &dir.join("git.json"));
+    assert!(
+        said.contains("git.json: tools[0].params[0].repeat: is missing"),
+        "{said}"
+    );
+    git["tools"][0]["params"][0]["repeat"] = json!(true);
+    workspace
+        .add(source(
+            "history",
+            SourceKind::Cli,
+            git,
+            &dir.join("git.json"),
+        ))
+        .await
+        .expect("git is added");
+    let message = refused(
+        &workspace,
+        "history",
+        "by",
+        json!({"authors": ["T", "--output=PWNED-A"]}),
+    )
+    .await;
+    assert!(
+        message.contains("argument \"authors\" item 2 is \"--output=PWNED-A\""),
+        "{message}"
+    );
+    // Every item of a positional array, not only the first.
+    let message = refused(
+        &workspace,
+        "history",
+        "show",
+        json!({"revisions": ["HEAD", "--output=PWNED-B"]}),
+    )
+    .await;
+    assert!(
+        message.contains("argument \"revisions\" item 2 is \"--output=PWNED-B\""),
+        "{message}"
+    );
+    // After `--`, git reads it as a path: no file is written, and the log is empty.
+    let touched = workspace
+        .call_tool(
+            "history",
+            "touched",
+            json!({"paths": ["--output=PWNED-C"]}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("git runs");
+    assert!(!touched.is_error, "{}", touched.text());
+    assert_eq!(touched.text(), "");
+    let logged = workspace
+        .call_tool(
+            "history",
+            "touched",
+            json!({"paths": ["notes.txt"]}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("git runs");
+    assert!(
+        logged.text().contains("the first commit"),
+        "{}",
+        logged.text()
+    );
+    for name in ["PWNED-A", "PWNED-B", "PWNED-C"] {
+        assert!(!pwned(name), "git wrote {name}");
+    }
+
+    // sh: `-o errexit -c 'touch PWNED'` makes an option list run code.
+    let mut shell = json!({
+        "kind": "cli", "name": "lint", "command": "sh", "cwd": work,
+        "tools": [{"name": "run",
+                   "params": [{"name": "options", "type": "array", "flag": "-o"},
+                              {"name": "script", "required": true}]}]
+    });
+    let said = refused_declaration("lint", shell.clone(), &dir.join("sh.json"));
+    assert!(
+        said.contains("sh.json: tools[0].params[0].repeat: is missing"),
+        "{said}"
+    );
+    shell["tools"][0]["params"][0]["repeat"] = json!(true);
+    workspace
+        .add(source("lint", SourceKind::Cli, shell, &dir.join("sh.json")))
+        .await
+        .expect("sh is added");
+    let message = refused(
+        &workspace,
+        "lint",
+        "run",
+        json!({"options": ["errexit", "-c", "touch PWNED-D"], "script": "a.txt"}),
+    )
+    .await;
+    assert!(
+        message.contains("argument \"options\" item 2 is \"-c\""),
+        "{message}"
+    );
+    let message = refused(&workspace, "lint", "run", json!({"script": "-c"})).await;
+    assert!(
+        message.contains("argument \"script\" is \"-c\""),
+        "{message}"
+    );
+    assert!(!pwned("PWNED-D"), "sh ran the model's code");
+    shutdown_clean(host).await;
+}

@@ -362,6 +362,19 @@ pub enum ConfigError {
         shown: String,
     },
 
+    /// `PLURNK_MCP_INHERIT_ENV` naming one of the host's own settings.
+    #[error(
+        "{variable} names \"{entry}\", one of the host's own settings, which describe every \
+         server and may hold their credentials: remove it (a server gets what its own \
+         definition declares)"
+    )]
+    InheritsHostSetting {
+        /// The variable.
+        variable: String,
+        /// The setting it names.
+        entry: String,
+    },
+
     /// A credential field that is not exactly one `${NAME}` reference.
     #[error(
         "{variable} must be exactly one ${{NAME}} reference, such as ${{API_TOKEN}}, naming the \
@@ -537,6 +550,7 @@ impl ConfigError {
             | Self::ReservedHeader { variable, .. }
             | Self::InvalidHeaderValue { variable, .. }
             | Self::InvalidEnvName { variable, .. }
+            | Self::InheritsHostSetting { variable, .. }
             | Self::CredentialNotReference { variable }
             | Self::ServiceControlInOverlay { variable }
             | Self::UnknownField { variable, .. }

@@ -19,6 +19,7 @@ pub const RESERVED_ALIASES: &[&str] = &[
     "allow-add",
     "workspace-env",
     "sources",
+    "inherit-env",
 ];
 
 /// The host-wide settings in the namespace.
@@ -37,10 +38,12 @@ pub(crate) enum Global {
     WorkspaceEnv,
     /// The directory of tool-source declarations.
     Sources,
+    /// The names of the daemon's variables every child process inherits.
+    InheritEnv,
 }
 
 impl Global {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 10] = [
         Self::Enabled,
         Self::Expanded,
         Self::ConnectTimeout,
@@ -50,6 +53,7 @@ impl Global {
         Self::AllowAdd,
         Self::WorkspaceEnv,
         Self::Sources,
+        Self::InheritEnv,
     ];
 
     /// The global a folded key names, if any.
@@ -69,6 +73,7 @@ impl Global {
             Self::AllowAdd => "allow-add",
             Self::WorkspaceEnv => "workspace-env",
             Self::Sources => "sources",
+            Self::InheritEnv => "inherit-env",
         }
     }
 
@@ -84,6 +89,7 @@ impl Global {
             Self::AllowAdd => "PLURNK_MCP_ALLOW_ADD",
             Self::WorkspaceEnv => "PLURNK_MCP_WORKSPACE_ENV",
             Self::Sources => "PLURNK_MCP_SOURCES",
+            Self::InheritEnv => "PLURNK_MCP_INHERIT_ENV",
         }
     }
 }

@@ -346,6 +346,10 @@ fn finish(
         .unwrap_or_default()
         .into_iter()
         .collect();
+    let inherit_env = globals
+        .get(&Global::InheritEnv)
+        .map(|key| super::inherit::read(key, env.get(key).unwrap_or_default(), &mut faults))
+        .unwrap_or_default();
 
     // Sorting by variable groups each variable's faults together; the sort is
     // stable, so within a variable they keep the order they were found in.
@@ -360,6 +364,7 @@ fn finish(
         discover_timeout,
         allow_add,
         workspace_env,
+        inherit_env,
         env,
     })
 }

@@ -104,6 +104,8 @@ pub(crate) struct ConnectOptions {
     pub limits: Limits,
     /// Kills what this host started if it dies (see `protocol/reaper.rs`).
     pub reaper: Arc<super::reaper::Reaper>,
+    /// What of the daemon's environment every child starts from.
+    pub inherited: Arc<super::stdio::Inherited>,
     /// Opens a tool source's declaration into an in-process server (the host gives
     /// [`crate::sources`]'s); `None` refuses every source.
     pub sources: Option<SourceOpener>,
@@ -132,7 +134,7 @@ pub(crate) type SourceOpener = Arc<
             TransportKind,
             serde_json::Value,
             String,
-            Arc<super::reaper::Reaper>,
+            super::stdio::Children,
         ) -> std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<InProcessConnector, String>> + Send>,
         > + Send
@@ -551,6 +553,7 @@ async fn attempt(
                 command,
                 args,
                 cwd: cwd.as_ref(),
+                inherited: &options.inherited,
                 env,
                 reaper: &options.reaper,
                 // The server's exit is its connection's loss, even when a process it
@@ -612,7 +615,10 @@ async fn attempt(
                 *kind,
                 declaration.clone(),
                 origin.clone(),
-                options.reaper.clone(),
+                super::stdio::Children {
+                    reaper: options.reaper.clone(),
+                    inherited: options.inherited.clone(),
+                },
             )
             .await
             .map_err(Failure::Source)?;

@@ -12,19 +12,31 @@
 //!
 //! - A flag and its value are two argv items (`--max-count 3`, never `--max-count=3`).
 //! - A boolean parameter is the flag's presence: `true` adds the flag, `false` nothing.
-//! - An array parameter with `repeat` gives one flag per item (`-e a -e b`); without it, the
-//!   flag once and then every item (`--files a b`); a positional array gives every item.
+//! - An array parameter with a flag must declare `repeat`, and gives one flag per item (`-e a
+//!   -e b`): after one flag, a program would read the second item on as options or operands
+//!   of their own (`find -name '*.txt' -exec …`). A positional array gives every item.
 //! - A `stdin` parameter is written to the program's standard input instead of argv (a
 //!   string as written, anything else as its JSON text); without one, stdin is closed.
-//! - A positional string may not start with `-`: the program would read it as an option.
+//! - No value that starts with `-` reaches argv — every item of every parameter, flag values
+//!   included — unless its parameter declares `allowDash`, or it is a positional of a tool
+//!   that declares `endOfOptions`, which puts `--` before the positionals (for a program
+//!   that reads `--` as the end of its options). A declaration whose `enum` or `default`
+//!   starts with `-` must say `allowDash` too.
 //! - An absent optional parameter with a `default` is passed as that default.
 //!
-//! The program runs in its own process group, marked for the host's reaper, for at most
-//! `timeoutMs` (then its group is killed: [`SourceError::Timeout`]), with standard output
+//! So a model chooses values, never options: what reaches the program is exactly the
+//! declared command line with the model's values in the declared places.
+//!
+//! The program runs in its own process group, marked for the host's reaper and with a mark
+//! of the run's own that its descendants inherit, for at most `timeoutMs` (then its group is
+//! killed: [`SourceError::Timeout`]), with standard output
 //! and standard error together bounded at `maxOutputBytes` (past it the group is killed:
 //! [`SourceError::OutputTooLarge`]). A non-zero exit is a result the model sees
 //! (`is_error: true`): standard output, then how it exited and the end of its standard
-//! error (the host's 4 KiB stderr tail, scrubbed of registered secrets). With `json`, the
+//! error (the host's 4 KiB stderr tail, scrubbed of registered secrets). When the leader
+//! exits, or the call ends any other way, its group and every process carrying the run's
+//! mark are killed: a background descendant, in the group or in a session of its own
+//! (`setsid`), neither holds the call to its deadline nor outlives it. With `json`, the
 //! standard output of a successful run is parsed into `structured`: one JSON value as is, a
 //! stream of several (`jq '.[]'`) as an array of them.
 //!
@@ -36,7 +48,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -47,7 +59,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
-use crate::protocol::{Reaper, StderrTail, describe_exit, kill_group};
+use crate::protocol::{
+    Children, Inherited, Reaper, StderrTail, describe_exit, kill_group, kill_marked,
+};
 
 /// How long a call may run unless the declaration says otherwise.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -80,8 +94,9 @@ pub struct CliDeclaration {
     /// Arguments every call starts with (`-c color.ui=never`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// Environment entries added to the host's; values may hold `${NAME}`, which the
-    /// caller's `expand` resolves when the source is opened.
+    /// Environment entries added to what every child inherits (the default few and
+    /// `PLURNK_MCP_INHERIT_ENV`); values may hold `${NAME}`, which the caller's `expand`
+    /// resolves when the source is opened.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// The working directory (absolute); the host's when absent.
@@ -122,6 +137,10 @@ pub struct CliTool {
     /// Parse the standard output as JSON into the result's structured content.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub json: bool,
+    /// Put `--` before the positionals, which may then start with `-`: only for a program
+    /// that reads `--` as the end of its options.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_of_options: bool,
 }
 
 /// One parameter of a [`CliTool`].
@@ -154,6 +173,10 @@ pub struct CliParam {
     /// Written to the program's standard input instead of argv.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+    /// Its values may start with `-`: only for a parameter the program reads as a value
+    /// whatever it starts with (a flag that takes a negative number).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_dash: bool,
 }
 
 /// The JSON type of a [`CliParam`].
@@ -199,7 +222,14 @@ const DECLARATION_FIELDS: &[&str] = &[
     "versionArgs",
     "tools",
 ];
-const TOOL_FIELDS: &[&str] = &["name", "description", "args", "params", "json"];
+const TOOL_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "args",
+    "params",
+    "json",
+    "endOfOptions",
+];
 const PARAM_FIELDS: &[&str] = &[
     "name",
     "type",
@@ -210,6 +240,7 @@ const PARAM_FIELDS: &[&str] = &[
     "default",
     "enum",
     "stdin",
+    "allowDash",
 ];
 
 impl ParamType {
@@ -246,6 +277,13 @@ impl ParamType {
                 "items": { "type": ["string", "number", "boolean"] },
             }),
         }
+    }
+}
+
+impl CliParam {
+    /// Passed as a positional argument: no flag, not standard input, not a boolean.
+    fn positional(&self) -> bool {
+        self.flag.is_none() && !self.stdin && self.kind != ParamType::Boolean
     }
 }
 
@@ -344,13 +382,13 @@ impl CliDeclaration {
         &self,
         origin: &str,
         expand: &dyn Fn(&str) -> Result<String, String>,
-        reaper: Arc<Reaper>,
+        children: Children,
     ) -> Result<CliSource, Vec<DeclarationError>> {
         let env = expand_env(&self.env, origin, expand)?;
         Ok(CliSource {
             declaration: self.clone(),
             env,
-            reaper,
+            children,
         })
     }
 
@@ -382,6 +420,9 @@ fn parse_tool(faults: &mut Faults, path: &str, value: &Value) -> Option<CliTool>
     let json = faults
         .take::<bool>(object, path, "json", "true or false")
         .unwrap_or(false);
+    let end_of_options = faults
+        .take::<bool>(object, path, "endOfOptions", "true or false")
+        .unwrap_or(false);
     let params: Vec<CliParam> = match object.get("params") {
         None => Vec::new(),
         Some(Value::Array(items)) => items
@@ -399,12 +440,20 @@ fn parse_tool(faults: &mut Faults, path: &str, value: &Value) -> Option<CliTool>
         }
     };
     check_params(faults, path, &params);
+    if end_of_options && !params.iter().any(CliParam::positional) {
+        faults.add(
+            join(path, "endOfOptions"),
+            "the tool has no positional parameter to put after \"--\"",
+            "drop \"endOfOptions\", or declare the positional parameters it is for",
+        );
+    }
     Some(CliTool {
         name: name?,
         description,
         args,
         params,
         json,
+        end_of_options,
     })
 }
 
@@ -431,6 +480,7 @@ fn parse_param(faults: &mut Faults, path: &str, value: &Value) -> Option<CliPara
     let required = flag_of(faults, "required");
     let repeat = flag_of(faults, "repeat");
     let stdin = flag_of(faults, "stdin");
+    let allow_dash = flag_of(faults, "allowDash");
     let flag = faults.take::<String>(
         object,
         path,
@@ -449,6 +499,7 @@ fn parse_param(faults: &mut Faults, path: &str, value: &Value) -> Option<CliPara
         default,
         allowed,
         stdin,
+        allow_dash,
     };
     check_param(faults, path, &param);
     Some(param)
@@ -491,6 +542,45 @@ fn check_param(faults: &mut Faults, path: &str, param: &CliParam) {
             "repeat applies only to an array parameter with a flag",
             "drop \"repeat\", or make the parameter an array with a \"flag\"",
         );
+    }
+    if !param.repeat && param.kind == ParamType::Array && param.flag.is_some() && !param.stdin {
+        faults.add(
+            join(path, "repeat"),
+            "is missing: after one flag, a program would read the array's second item on as \
+             options and operands of their own",
+            "add \"repeat\": true, which puts the flag before every item (-e a -e b)",
+        );
+    }
+    if param.allow_dash && (param.stdin || param.kind == ParamType::Boolean) {
+        faults.add(
+            join(path, "allowDash"),
+            "allowDash applies only to a parameter whose value is passed in argv",
+            "drop \"allowDash\"",
+        );
+    }
+    if !param.allow_dash {
+        let dashed = |value: &Value| dash_item(value).is_some();
+        if let Some(allowed) = &param.allowed {
+            for (i, value) in allowed.iter().enumerate() {
+                if dashed(value) {
+                    faults.add(
+                        format!("{path}.enum[{i}]"),
+                        format!("{value} starts with '-', which a program reads as an option"),
+                        "add \"allowDash\": true if the program reads it as a value, or drop it",
+                    );
+                }
+            }
+        }
+        if let Some(default) = &param.default
+            && !param.stdin
+            && dashed(default)
+        {
+            faults.add(
+                join(path, "default"),
+                format!("{default} starts with '-', which a program reads as an option"),
+                "add \"allowDash\": true if the program reads it as a value, or change it",
+            );
+        }
     }
     if param.kind == ParamType::Boolean && param.flag.is_none() && !param.stdin {
         faults.add(
@@ -587,7 +677,7 @@ fn check_params(faults: &mut Faults, path: &str, params: &[CliParam]) {
             }
         }
         // A boolean without a flag is a fault of its own, not a positional.
-        if param.flag.is_some() || param.stdin || param.kind == ParamType::Boolean {
+        if !param.positional() {
             continue;
         }
         if let Some(earlier) = &array_positional {
@@ -939,8 +1029,9 @@ pub struct CliSource {
     declaration: CliDeclaration,
     /// The declared environment, expanded: never shown.
     env: Vec<(String, String)>,
-    /// Marks every call's process group, so a host that dies takes them with it.
-    reaper: Arc<Reaper>,
+    /// What every call's program starts from (the environment it inherits), and the reaper
+    /// that marks it, so a host that dies takes it with it.
+    children: Children,
 }
 
 impl std::fmt::Debug for CliSource {
@@ -957,12 +1048,13 @@ impl CliSource {
         &self.declaration
     }
 
+    /// The `PATH` the program runs with, which it is looked up on: declared, or inherited.
     fn path(&self) -> Option<std::ffi::OsString> {
         self.env
             .iter()
             .find(|(name, _)| name == "PATH")
             .map(|(_, value)| value.into())
-            .or_else(|| std::env::var_os("PATH"))
+            .or_else(|| self.children.inherited.get("PATH").map(Into::into))
     }
 }
 
@@ -992,7 +1084,7 @@ impl ToolSource for CliSource {
                 .iter()
                 .find(|candidate| candidate.name == tool)
                 .ok_or_else(|| SourceError::UnknownTool(tool.to_owned()))?;
-            let bound = bind(&tool.params, arguments)?;
+            let bound = bind(tool, arguments)?;
             let path = self.path();
             let program = resolve_program(&declaration.command, path.as_deref())
                 .map_err(SourceError::Unavailable)?;
@@ -1002,12 +1094,13 @@ impl ToolSource for CliSource {
             let exited = exec(Exec {
                 program: &program,
                 args: &args,
+                inherited: &self.children.inherited,
                 env: &self.env,
                 cwd: declaration.cwd.as_deref(),
                 stdin: bound.stdin.as_deref(),
                 timeout: deadline.min(Duration::from_millis(declaration.timeout_ms)),
                 max_output: declaration.max_output_bytes,
-                reaper: Some(&self.reaper),
+                reaper: Some(&self.children.reaper),
             })
             .await?;
             Ok(outcome(&declaration.command, exited, tool.json))
@@ -1045,9 +1138,10 @@ struct Bound {
     stdin: Option<Vec<u8>>,
 }
 
-/// Checks `arguments` against `params` and builds the call's argv: flags in declaration
-/// order, then positionals.
-fn bind(params: &[CliParam], arguments: Map<String, Value>) -> Result<Bound, SourceError> {
+/// Checks `arguments` against `tool`'s parameters and builds the call's argv: flags in
+/// declaration order, then positionals (after `--` for a tool with `endOfOptions`).
+fn bind(tool: &CliTool, arguments: Map<String, Value>) -> Result<Bound, SourceError> {
+    let params = &tool.params;
     let invalid = |message: String| SourceError::InvalidArguments(message);
     if let Some(unknown) = arguments
         .keys()
@@ -1099,8 +1193,7 @@ fn bind(params: &[CliParam], arguments: Map<String, Value>) -> Result<Bound, Sou
             Value::Bool(_) => Vec::new(),
             other => vec![argv_text(other)],
         };
-        if let Some(item) = items.iter().find(|item| item.contains('\0')) {
-            let _ = item;
+        if items.iter().any(|item| item.contains('\0')) {
             return Err(invalid(format!(
                 "argument \"{}\" holds a NUL character, which no argument can carry: remove it",
                 param.name
@@ -1110,36 +1203,69 @@ fn bind(params: &[CliParam], arguments: Map<String, Value>) -> Result<Bound, Sou
             stdin = Some(argv_text(value).into_bytes());
             continue;
         }
+        // After `--` nothing is an option; anywhere else a leading '-' would make the value
+        // an option of the model's choosing, whether alone or after a flag.
+        let after_end = tool.end_of_options && param.positional();
+        if !param.allow_dash
+            && !after_end
+            && let Some((position, item)) = dash_item(value)
+        {
+            let which = match position {
+                Some(position) => format!("argument \"{}\" item {position}", param.name),
+                None => format!("argument \"{}\"", param.name),
+            };
+            return Err(invalid(format!(
+                "{which} is \"{}\", which starts with '-' and would be read as an option: pass \
+                 a value that does not start with '-'",
+                shorten(&item)
+            )));
+        }
         match &param.flag {
             Some(flag) if param.kind == ParamType::Boolean => {
                 if value == &Value::Bool(true) {
                     flags.push(flag.clone());
                 }
             }
-            Some(flag) if param.repeat => {
+            // An array with a flag always repeats it (the declaration must say so): one flag
+            // followed by several items is how `-exec` got in.
+            Some(flag) => {
                 for item in items {
                     flags.push(flag.clone());
                     flags.push(item);
                 }
             }
-            Some(flag) => {
-                flags.push(flag.clone());
-                flags.extend(items);
-            }
-            None => {
-                if let Some(item) = items.iter().find(|item| item.starts_with('-')) {
-                    return Err(invalid(format!(
-                        "argument \"{}\" is \"{item}\", which starts with '-' and would be read \
-                         as an option: pass a value that does not start with '-'",
-                        param.name
-                    )));
-                }
-                positionals.extend(items);
-            }
+            None => positionals.extend(items),
         }
+    }
+    if tool.end_of_options && !positionals.is_empty() {
+        flags.push("--".to_owned());
     }
     flags.extend(positionals);
     Ok(Bound { argv: flags, stdin })
+}
+
+/// The first argv item of `value` that starts with `-`, with its position (from 1) when
+/// `value` is an array.
+fn dash_item(value: &Value) -> Option<(Option<usize>, String)> {
+    match value {
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            let text = argv_text(item);
+            text.starts_with('-').then_some((Some(i + 1), text))
+        }),
+        Value::Bool(_) => None,
+        other => {
+            let text = argv_text(other);
+            text.starts_with('-').then_some((None, text))
+        }
+    }
+}
+
+/// A caller's value as an error quotes it: its first 64 characters.
+pub(crate) fn shorten(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((cut, _)) => format!("{}\u{2026}", &text[..cut]),
+        None => text.to_owned(),
+    }
 }
 
 /// A value as one argv item: a string as written, anything else as its JSON text.
@@ -1204,6 +1330,8 @@ pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<Pat
 pub(crate) struct Exec<'a> {
     pub program: &'a Path,
     pub args: &'a [String],
+    /// What the program starts from, before `env`.
+    pub inherited: &'a Inherited,
     pub env: &'a [(String, String)],
     pub cwd: Option<&'a Path>,
     /// Written to standard input, which is then closed; `None` gives it `/dev/null`.
@@ -1222,16 +1350,38 @@ pub(crate) struct Exited {
     pub stderr: Vec<u8>,
 }
 
-/// The process group of one run: killed when this is dropped, on every path — the run
-/// finished, ran out of time or output, or the call's future was dropped.
+/// The variable that marks every process one run starts, whatever group or session it moves
+/// to: its value is unique to the run.
+const CALL_MARK: &str = "_PLURNK_MCP_CALL";
+
+/// The `CALL_MARK=value` entry of a new run, unique in this process and among processes.
+fn call_mark() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{CALL_MARK}={}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The process group of one run and the mark of its processes: both killed when this is
+/// dropped, on every path — the run finished, ran out of time or output, or the call's future
+/// was dropped.
 struct Group<'a> {
     pgid: i32,
+    /// `CALL_MARK=value`: finds the descendants that left the group (`setsid`).
+    mark: String,
+    /// The marked processes were killed after the leader exited; the drop need not look again.
+    swept: AtomicBool,
     reaper: Option<&'a Arc<Reaper>>,
 }
 
 impl Drop for Group<'_> {
     fn drop(&mut self) {
         kill_group(self.pgid);
+        if !self.swept.load(Ordering::Acquire) {
+            kill_marked(&self.mark);
+        }
         if let Some(reaper) = self.reaper {
             reaper.forget(self.pgid);
         }
@@ -1239,11 +1389,10 @@ impl Drop for Group<'_> {
 }
 
 /// Runs a program in a process group of its own until it exits, its deadline passes or its
-/// output passes its bound; the group is killed in every case when this returns (or its
-/// future is dropped), so nothing a call starts outlives it.
-///
-/// A descendant that leaves the group (`setsid`) and keeps the output pipes open makes the
-/// call last until its deadline; the reaper still takes it when the host ends.
+/// output passes its bound; the group, and every process that carries the run's mark, is
+/// killed in every case when this returns (or its future is dropped), so nothing a call
+/// starts outlives it — descendants that left the group (`setsid`) included, unless they
+/// also cleared their environment (the reaper's limit too).
 pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
     let mut command = tokio::process::Command::new(spec.program);
     command
@@ -1260,12 +1409,17 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
+    spec.inherited.apply(&mut command);
     for (key, value) in spec.env {
         command.env(key, value);
     }
     if let Some(reaper) = spec.reaper {
         let (mark, owner) = reaper.mark();
         command.env(mark, owner);
+    }
+    let mark = call_mark();
+    if let Some((name, value)) = mark.split_once('=') {
+        command.env(name, value);
     }
     let name = spec.program.display();
     let mut child = command.spawn().map_err(|error| {
@@ -1279,6 +1433,8 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
         })?;
     let group = Group {
         pgid,
+        mark,
+        swept: AtomicBool::new(false),
         reaper: spec.reaper,
     };
     if let Some(reaper) = spec.reaper {
@@ -1301,9 +1457,17 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
             let status = child.wait().await.map_err(|error| {
                 SourceError::Unavailable(format!("{name} could not be waited for: {error}"))
             })?;
-            // The leader is gone: whatever it left in its group goes too, which also ends
-            // the pipes a background descendant still holds.
+            // The leader is gone: whatever it left in its group or marked goes too, which
+            // also ends the pipes a background descendant still holds. The look through /proc
+            // blocks, so it runs off the runtime's workers.
             kill_group(group.pgid);
+            let mark = group.mark.clone();
+            if tokio::task::spawn_blocking(move || kill_marked(&mark))
+                .await
+                .is_ok()
+            {
+                group.swept.store(true, Ordering::Release);
+            }
             Ok(status)
         };
         tokio::try_join!(out, err, feed, exit)
@@ -1404,12 +1568,14 @@ pub(crate) fn outcome(label: &str, exited: Exited, json: bool) -> SourceResult {
     }
 }
 
-/// Runs `program args…` (bounded at 5 s and 64 KiB) and compares its trimmed output —
-/// standard output, or standard error when that is all it wrote — with `declared`.
+/// Runs `program args…` (bounded at 5 s and 64 KiB, with the default environment alone and
+/// outside any host) and compares its trimmed output — standard output, or standard error
+/// when that is all it wrote — with `declared`.
 pub(crate) async fn probe_version(program: &Path, args: &[String], declared: &str) -> Finding {
     let ran = exec(Exec {
         program,
         args,
+        inherited: &Inherited::defaults(),
         env: &[],
         cwd: None,
         stdin: None,

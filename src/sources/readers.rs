@@ -48,7 +48,7 @@ pub(super) async fn open(
     kind: SourceKind,
     declaration: &Value,
     origin: &str,
-    reaper: Arc<crate::protocol::Reaper>,
+    children: crate::protocol::Children,
 ) -> Result<SharedSource, String> {
     let value = without_kind(declaration);
     // Every `${NAME}` was expanded as the connection was prepared.
@@ -56,11 +56,11 @@ pub(super) async fn open(
     Ok(match kind {
         SourceKind::Cli => {
             let declaration = CliDeclaration::parse(&value, origin).map_err(said)?;
-            Arc::new(declaration.open(origin, &expand, reaper).map_err(said)?)
+            Arc::new(declaration.open(origin, &expand, children).map_err(said)?)
         }
         SourceKind::Script => {
             let declaration = ScriptDeclaration::parse(&value, origin).map_err(said)?;
-            Arc::new(declaration.open(origin, &expand, reaper).map_err(said)?)
+            Arc::new(declaration.open(origin, &expand, children).map_err(said)?)
         }
         SourceKind::OpenApi => {
             let declaration = OpenApiDeclaration::parse(&value, origin).map_err(said)?;

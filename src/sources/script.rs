@@ -18,12 +18,16 @@
 //! `name:type=default` is optional with a default (a default is one word: it ends at the
 //! first space). A boolean is always optional: absent is `false`. `@description` lines
 //! join into the tool's description; `@tool name` names the tool, which is otherwise the
-//! declaration's `name`. Other `@` words (`@ts-check`, `@author`) are left alone.
+//! declaration's `name`; `@allow-dash name…` lets the named parameters take a value that
+//! starts with `-`. Other `@` words (`@ts-check`, `@author`) are left alone.
 //!
 //! A call runs `runtime… script --name value…`, one `--name value` pair per given (or
 //! defaulted) parameter in header order, with the same bounds, process group and reaper as
 //! the CLI adapter ([`super::cli::exec`]): a boolean is `--name` alone when `true` and
 //! nothing when `false`; a `json` parameter is its JSON text; a number its JSON spelling.
+//! A value that starts with `-` is refused unless its parameter is named by `@allow-dash`:
+//! many argument parsers (minimist, yargs, a hand-written `case`) would read `--name --dry`
+//! as two options, so the model could pass an option the header never declared.
 //! Runtimes: `bash` runs `bash script`, `python` `python3 script`, `uv` `uv run script`,
 //! `node` `node script`, `deno` `deno run script`, `bun` `bun run script`, and `shebang`
 //! (the default) the script itself, which must be executable and start with `#!`.
@@ -34,7 +38,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -42,12 +45,12 @@ use serde_json::{Map, Value, json};
 
 use super::cli::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Exec, Faults, argv_text, describe_value, exec,
-    expand_env, outcome, probe_version, resolve_program,
+    expand_env, outcome, probe_version, resolve_program, shorten,
 };
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
-use crate::protocol::Reaper;
+use crate::protocol::Children;
 
 /// How much of a script is read for its header.
 const HEADER_BYTES: u64 = 64 << 10;
@@ -69,7 +72,8 @@ pub struct ScriptDeclaration {
     /// How much one call may write, stdout and stderr together, before it is killed.
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: usize,
-    /// Environment entries added to the host's; values may hold `${NAME}`.
+    /// Environment entries added to what every child inherits (the default few and
+    /// `PLURNK_MCP_INHERIT_ENV`); values may hold `${NAME}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// The working directory (absolute); the host's when absent.
@@ -218,6 +222,8 @@ pub struct ScriptParam {
     pub required: bool,
     /// Passed when the call does not give it.
     pub default: Option<Value>,
+    /// Its value may start with `-` (`@allow-dash`).
+    pub allow_dash: bool,
 }
 
 /// What a script's header declares.
@@ -243,6 +249,10 @@ impl ScriptHeader {
         let mut header = ScriptHeader::default();
         let mut descriptions = Vec::new();
         let mut names = BTreeSet::new();
+        // Each `@param`'s line, and each `@allow-dash` name with its line, for the checks
+        // that need the whole header.
+        let mut param_lines = Vec::new();
+        let mut dashed: Vec<(String, String)> = Vec::new();
         for (index, line) in text.lines().enumerate() {
             let field = format!("line {}", index + 1);
             let trimmed = line.trim();
@@ -276,9 +286,54 @@ impl ScriptHeader {
                             );
                         }
                         header.params.push(param);
+                        param_lines.push(field.clone());
                     }
                 }
+                "@allow-dash" => {
+                    if rest.is_empty() {
+                        faults.add(
+                            &field,
+                            "@allow-dash names no parameter",
+                            "name the parameters whose values may start with '-', such as \
+                             `@allow-dash offset`",
+                        );
+                    }
+                    dashed.extend(
+                        rest.split_whitespace()
+                            .map(|name| (name.to_owned(), field.clone())),
+                    );
+                }
                 _ => {}
+            }
+        }
+        for (name, field) in dashed {
+            match header.params.iter_mut().find(|param| param.name == name) {
+                Some(param) if param.kind == ScriptType::Boolean => faults.add(
+                    &field,
+                    format!("@allow-dash names the boolean \"{name}\", which passes no value"),
+                    format!("remove \"{name}\" from @allow-dash"),
+                ),
+                Some(param) => param.allow_dash = true,
+                None => faults.add(
+                    &field,
+                    format!("@allow-dash names \"{name}\", which no @param declares"),
+                    "name only declared parameters",
+                ),
+            }
+        }
+        for (param, field) in header.params.iter().zip(&param_lines) {
+            if let Some(default) = &param.default
+                && !param.allow_dash
+                && param.argv_item(default).starts_with('-')
+            {
+                faults.add(
+                    field,
+                    format!("default {default} starts with '-', which the script would read as an option"),
+                    format!(
+                        "add `@allow-dash {}` if the script reads it as a value, or change it",
+                        param.name
+                    ),
+                );
             }
         }
         let description = descriptions.join(" ");
@@ -344,7 +399,19 @@ fn parse_param(faults: &mut Faults, field: &str, spec: &str) -> Option<ScriptPar
         description: (!description.is_empty()).then(|| description.to_owned()),
         required: !optional && default.is_none() && kind != ScriptType::Boolean,
         default,
+        allow_dash: false,
     })
+}
+
+impl ScriptParam {
+    /// `value` as the argv item it becomes: a `json` parameter's JSON text, anything else as
+    /// the CLI adapter passes it.
+    fn argv_item(&self, value: &Value) -> String {
+        match self.kind {
+            ScriptType::Json => value.to_string(),
+            _ => argv_text(value),
+        }
+    }
 }
 
 impl ScriptDeclaration {
@@ -416,7 +483,7 @@ impl ScriptDeclaration {
         &self,
         origin: &str,
         expand: &dyn Fn(&str) -> Result<String, String>,
-        reaper: Arc<Reaper>,
+        children: Children,
     ) -> Result<ScriptSource, Vec<DeclarationError>> {
         let shown = self.path.display().to_string();
         let text = read_head(&self.path).map_err(|problem| {
@@ -442,7 +509,7 @@ impl ScriptDeclaration {
             tool: header.tool.clone().unwrap_or_else(|| self.name.clone()),
             header,
             env,
-            reaper,
+            children,
         })
     }
 
@@ -523,8 +590,9 @@ pub struct ScriptSource {
     header: ScriptHeader,
     /// The declared environment, expanded: never shown.
     env: Vec<(String, String)>,
-    /// Marks every call's process group, so a host that dies takes them with it.
-    reaper: Arc<Reaper>,
+    /// What every call's program starts from (the environment it inherits), and the reaper
+    /// that marks it, so a host that dies takes it with it.
+    children: Children,
 }
 
 impl std::fmt::Debug for ScriptSource {
@@ -542,12 +610,13 @@ impl ScriptSource {
         &self.header
     }
 
+    /// The `PATH` the program runs with, which it is looked up on: declared, or inherited.
     fn path(&self) -> Option<std::ffi::OsString> {
         self.env
             .iter()
             .find(|(name, _)| name == "PATH")
             .map(|(_, value)| value.into())
-            .or_else(|| std::env::var_os("PATH"))
+            .or_else(|| self.children.inherited.get("PATH").map(Into::into))
     }
 }
 
@@ -589,12 +658,13 @@ impl ToolSource for ScriptSource {
             let exited = exec(Exec {
                 program: &program,
                 args: &args,
+                inherited: &self.children.inherited,
                 env: &self.env,
                 cwd: declaration.cwd.as_deref(),
                 stdin: None,
                 timeout: deadline.min(Duration::from_millis(declaration.timeout_ms)),
                 max_output: declaration.max_output_bytes,
-                reaper: Some(&self.reaper),
+                reaper: Some(&self.children.reaper),
             })
             .await?;
             let result: SourceResult = outcome(&script, exited, false);
@@ -665,26 +735,30 @@ fn bind(params: &[ScriptParam], arguments: Map<String, Value>) -> Result<Vec<Str
             )));
         }
         let flag = format!("--{}", param.name);
-        match (param.kind, value) {
-            (ScriptType::Boolean, Value::Bool(true)) => argv.push(flag),
-            (ScriptType::Boolean, _) => {}
-            (ScriptType::Json, value) => {
+        let text = match (param.kind, value) {
+            (ScriptType::Boolean, Value::Bool(true)) => {
                 argv.push(flag);
-                argv.push(value.to_string());
+                continue;
             }
-            (_, value) => {
-                let text = argv_text(value);
-                if text.contains('\0') {
-                    return Err(invalid(format!(
-                        "argument \"{}\" holds a NUL character, which no argument can carry: \
-                         remove it",
-                        param.name
-                    )));
-                }
-                argv.push(flag);
-                argv.push(text);
-            }
+            (ScriptType::Boolean, _) => continue,
+            (_, value) => param.argv_item(value),
+        };
+        if text.contains('\0') {
+            return Err(invalid(format!(
+                "argument \"{}\" holds a NUL character, which no argument can carry: remove it",
+                param.name
+            )));
         }
+        if text.starts_with('-') && !param.allow_dash {
+            return Err(invalid(format!(
+                "argument \"{}\" is \"{}\", which starts with '-' and the script would read \
+                 as an option: pass a value that does not start with '-'",
+                param.name,
+                shorten(&text)
+            )));
+        }
+        argv.push(flag);
+        argv.push(text);
     }
     Ok(argv)
 }

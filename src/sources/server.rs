@@ -166,7 +166,6 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::protocol::Reaper;
     use crate::sources::cli::CliDeclaration;
 
     /// A CLI source of `sh` tools: `echo` (text back), `json` (JSON back), `fail` (exit 2),
@@ -198,7 +197,11 @@ mod tests {
         )
         .expect("a valid declaration");
         let source = declaration
-            .open("shell.json", &|raw: &str| Ok(raw.to_owned()), Reaper::new())
+            .open(
+                "shell.json",
+                &|raw: &str| Ok(raw.to_owned()),
+                crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+            )
             .expect("it opens");
         Arc::new(source)
     }

@@ -80,7 +80,11 @@ fn no_references(raw: &str) -> Result<String, String> {
 fn open(declaration: Value) -> CliSource {
     let parsed = CliDeclaration::parse(&declaration, "test.json").expect("a valid declaration");
     parsed
-        .open("test.json", &no_references, Reaper::new())
+        .open(
+            "test.json",
+            &no_references,
+            crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+        )
         .expect("it opens")
 }
 
@@ -482,7 +486,7 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
             { "name": "quiet", "type": "boolean", "flag": "-q" },
             { "name": "verbose", "type": "boolean", "flag": "-v" },
             { "name": "format", "flag": "--format", "enum": ["json", "text"], "default": "text" },
-            { "name": "keys", "type": "array", "flag": "--keys" }
+            { "name": "keys", "type": "array", "flag": "--keys", "repeat": true }
         ]
     }))
     .expect("a tool");
@@ -497,7 +501,7 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
     }) else {
         unreachable!()
     };
-    let bound = bind(&tool.params, arguments).expect("binds");
+    let bound = bind(&tool, arguments).expect("binds");
     assert_eq!(
         bound.argv,
         [
@@ -512,7 +516,9 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
             "text",
             "--keys",
             "k1",
+            "--keys",
             "2",
+            "--keys",
             "true",
             "needle",
             "a.txt",
@@ -523,10 +529,100 @@ fn argv_is_flags_in_declaration_order_then_positionals() {
         unreachable!()
     };
     assert_eq!(
-        bind(&tool.params, arguments),
+        bind(&tool, arguments),
         Err(SourceError::InvalidArguments(
             "argument \"format\" must be one of \"json\", \"text\", not \"yaml\"".into()
         ))
+    );
+}
+
+/// What `bind` makes of `arguments` for `tool`.
+fn bound(tool: &Value, arguments: Value) -> Result<Vec<String>, SourceError> {
+    let tool: CliTool = serde_json::from_value(tool.clone()).expect("a tool");
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object");
+    };
+    bind(&tool, arguments).map(|bound| bound.argv)
+}
+
+#[test]
+fn no_item_of_any_parameter_may_start_with_a_dash_unless_declared() {
+    let tool = json!({
+        "name": "t",
+        "params": [
+            { "name": "count", "type": "integer", "flag": "-n" },
+            { "name": "names", "type": "array", "flag": "-name", "repeat": true },
+            { "name": "offset", "type": "integer", "flag": "--offset", "allowDash": true },
+            { "name": "files", "type": "array" }
+        ]
+    });
+    let refusal = |which: &str, item: &str| {
+        Err(SourceError::InvalidArguments(format!(
+            "{which} is \"{item}\", which starts with '-' and would be read as an option: \
+             pass a value that does not start with '-'"
+        )))
+    };
+    // A flag's value, an item after the first of a flagged array and of a positional array,
+    // and a negative number: each is checked.
+    assert_eq!(
+        bound(&tool, json!({ "count": -1 })),
+        refusal("argument \"count\"", "-1")
+    );
+    assert_eq!(
+        bound(
+            &tool,
+            json!({ "names": ["*.txt", "-exec", "touch", "x", ";"] })
+        ),
+        refusal("argument \"names\" item 2", "-exec")
+    );
+    assert_eq!(
+        bound(&tool, json!({ "files": ["a", "b", "--delete"] })),
+        refusal("argument \"files\" item 3", "--delete")
+    );
+    // A long value is quoted only in part.
+    let long = format!("-{}", "x".repeat(200));
+    assert_eq!(
+        bound(&tool, json!({ "files": [long] })),
+        refusal(
+            "argument \"files\" item 1",
+            &format!("-{}\u{2026}", "x".repeat(63))
+        )
+    );
+    // Where the declaration allows it, and with none of them, the argv is what was declared.
+    assert_eq!(
+        bound(
+            &tool,
+            json!({ "offset": -5, "names": ["a", "b"], "files": ["c"] })
+        ),
+        Ok(["-name", "a", "-name", "b", "--offset", "-5", "c"]
+            .map(String::from)
+            .to_vec())
+    );
+    // After `--`, a positional may start with '-'; a flag's value still may not.
+    let mut ended = tool.clone();
+    ended["endOfOptions"] = json!(true);
+    assert_eq!(
+        bound(&ended, json!({ "count": 2, "files": ["-a", "--b"] })),
+        Ok(["-n", "2", "--", "-a", "--b"].map(String::from).to_vec())
+    );
+    assert_eq!(
+        bound(&ended, json!({ "count": -2, "files": ["-a"] })),
+        refusal("argument \"count\"", "-2")
+    );
+    // No positional given, no `--`.
+    assert_eq!(
+        bound(&ended, json!({ "count": 2 })),
+        Ok(["-n", "2"].map(String::from).to_vec())
+    );
+    // Standard input is no argv: it may start with anything.
+    let stdin = json!({ "name": "t", "params": [{ "name": "text", "stdin": true }] });
+    let Value::Object(arguments) = json!({ "text": "--help" }) else {
+        unreachable!()
+    };
+    let tool: CliTool = serde_json::from_value(stdin).expect("a tool");
+    assert_eq!(
+        bind(&tool, arguments).map(|bound| bound.stdin),
+        Ok(Some(b"--help".to_vec()))
     );
 }
 
@@ -555,7 +651,17 @@ fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
                     ]
                 },
                 { "name": "log", "extra": 1 },
-                { "name": "bad name" }
+                { "name": "bad name" },
+                {
+                    "name": "find",
+                    "endOfOptions": true,
+                    "params": [
+                        { "name": "names", "type": "array", "flag": "-name" },
+                        { "name": "all", "type": "boolean", "flag": "-a", "allowDash": true },
+                        { "name": "depth", "type": "integer", "flag": "-d", "enum": [1, -1] },
+                        { "name": "sort", "flag": "-s", "default": "-size" }
+                    ]
+                }
             ]
         }),
         "/etc/plurnk/sources/git.json",
@@ -612,6 +718,27 @@ fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
         ("tools[1].extra", "is not a field of this declaration"),
         ("tools[2].name", "\"bad name\" is not a tool name"),
         ("tools[1].name", "names tool \"log\" a second time"),
+        (
+            "tools[3].params[0].repeat",
+            "is missing: after one flag, a program would read the array's second item on as \
+             options and operands of their own",
+        ),
+        (
+            "tools[3].params[1].allowDash",
+            "allowDash applies only to a parameter whose value is passed in argv",
+        ),
+        (
+            "tools[3].params[2].enum[1]",
+            "-1 starts with '-', which a program reads as an option",
+        ),
+        (
+            "tools[3].params[3].default",
+            "\"-size\" starts with '-', which a program reads as an option",
+        ),
+        (
+            "tools[3].endOfOptions",
+            "the tool has no positional parameter to put after \"--\"",
+        ),
     ];
     let mut missing: Vec<_> = expected.iter().filter(|e| !fields.contains(e)).collect();
     let mut extra: Vec<_> = fields.iter().filter(|f| !expected.contains(f)).collect();
@@ -668,8 +795,10 @@ fn the_fields_parse_reads_are_the_fields_serde_knows() {
                 default: Some(json!([])),
                 allowed: Some(vec![]),
                 stdin: true,
+                allow_dash: true,
             }],
             json: true,
+            end_of_options: true,
         }],
     };
     let value = serde_json::to_value(&full).expect("serializes");
@@ -708,7 +837,11 @@ fn expanded_references_are_opened_and_their_faults_named() {
         _ => Err(format!("{raw} references an undefined variable")),
     };
     let faults = declaration
-        .open("gh.json", &expand, Reaper::new())
+        .open(
+            "gh.json",
+            &expand,
+            crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+        )
         .expect_err("a fault");
     assert_eq!(
         faults[0].to_string(),
@@ -719,5 +852,73 @@ fn expanded_references_are_opened_and_their_faults_named() {
     assert_eq!(
         crate::redact::scrub("token cli-adapter-secret-8675309"),
         format!("token {}", crate::redact::REDACTED)
+    );
+}
+
+#[tokio::test]
+async fn a_leader_that_exits_takes_its_background_children_with_it() {
+    let scratch = Scratch::new("leader-exits");
+    let pidfile = scratch.path().join("child");
+    // The leader leaves a child in its group that holds the output pipes and carries no mark
+    // (its environment is cleared): only killing the group after the leader ends the pipes.
+    let source = sh(
+        "env -i \"$(command -v sleep)\" 30 & echo $! > \"$1\"",
+        5_000,
+        10_000,
+    );
+    let started = Instant::now();
+    let result = call(&source, "run", json!({ "file": pidfile }))
+        .await
+        .expect("the leader's exit is the call's end, not the deadline");
+    assert!(!result.is_error, "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let child = pid_in(&pidfile).await;
+    assert!(
+        gone(child).await,
+        "the background child {child} outlived its call"
+    );
+}
+
+#[tokio::test]
+async fn a_setsid_descendant_holding_the_pipes_is_killed_when_the_leader_exits_or_the_deadline_passes()
+ {
+    let scratch = Scratch::new("setsid");
+    // A descendant in a session of its own, holding the pipes, that writes its own pid; the
+    // leader goes on once it has.
+    let escape = "setsid sh -c 'echo $$ > \"$1\"; exec sleep 30' sh \"$1\" & \
+                  until [ -s \"$1\" ]; do sleep 0.01; done;";
+    let exits = sh(escape, 5_000, 10_000);
+    let pidfile = scratch.path().join("after-exit");
+    let started = Instant::now();
+    let result = call(&exits, "run", json!({ "file": pidfile }))
+        .await
+        .expect("the leader's exit is the call's end");
+    assert!(!result.is_error, "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let escaped = pid_in(&pidfile).await;
+    assert!(
+        gone(escaped).await,
+        "the setsid descendant {escaped} outlived its call"
+    );
+
+    // The leader waits for it: the call ends at its deadline, and so does the descendant.
+    let waits = sh(&format!("{escape} wait"), 1_000, 10_000);
+    let pidfile = scratch.path().join("after-deadline");
+    assert_eq!(
+        call(&waits, "run", json!({ "file": pidfile })).await,
+        Err(SourceError::Timeout { timeout_ms: 1_000 })
+    );
+    let escaped = pid_in(&pidfile).await;
+    assert!(
+        gone(escaped).await,
+        "the setsid descendant {escaped} outlived its deadline"
     );
 }

@@ -64,7 +64,11 @@ fn open(declaration: Value) -> ScriptSource {
     let parsed = ScriptDeclaration::parse(&declaration, "/etc/plurnk/sources/s.json")
         .expect("a valid declaration");
     parsed
-        .open("s.json", &|raw: &str| Ok(raw.to_owned()), Reaper::new())
+        .open(
+            "s.json",
+            &|raw: &str| Ok(raw.to_owned()),
+            crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+        )
         .expect("it opens")
 }
 
@@ -342,4 +346,101 @@ fn every_fault_of_a_declaration_is_reported_with_its_field() {
         Path::new("/etc/plurnk/sources/tools/x.sh")
     );
     assert_eq!(declaration.runtime, Runtime::Shebang);
+}
+
+#[tokio::test]
+async fn a_value_that_starts_with_a_dash_reaches_a_script_only_where_the_header_allows_it() {
+    let scratch = Scratch::new("dash");
+    // A hand-written parser that takes any `--word` as an option: `--repo --force` would be
+    // the option the header never declared.
+    let path = write(
+        scratch.path(),
+        "move.sh",
+        "#!/usr/bin/env bash\n# @param repo:string where\n# @param offset?:integer by how much\n\
+         # @param note?:json anything\n# @allow-dash offset\n\
+         printf '[%s]' \"$@\"; echo\n",
+        false,
+    );
+    let source = open(json!({ "name": "move", "path": path, "runtime": "bash" }));
+    assert_eq!(
+        call(&source, "move", json!({ "repo": "--force" })).await,
+        Err(SourceError::InvalidArguments(
+            "argument \"repo\" is \"--force\", which starts with '-' and the script would read \
+             as an option: pass a value that does not start with '-'"
+                .into()
+        ))
+    );
+    // A `json` value is checked as the text it becomes: a negative number starts with '-'.
+    assert!(matches!(
+        call(&source, "move", json!({ "repo": "r", "note": -3 })).await,
+        Err(SourceError::InvalidArguments(message)) if message.starts_with("argument \"note\" is \"-3\"")
+    ));
+    let moved = call(
+        &source,
+        "move",
+        json!({ "repo": "r", "offset": -3, "note": "-x" }),
+    )
+    .await
+    .expect("it runs");
+    assert_eq!(moved.text, "[--repo][r][--offset][-3][--note][\"-x\"]\n");
+}
+
+#[test]
+fn allow_dash_names_declared_parameters_and_a_dashed_default_needs_it() {
+    let faults = ScriptHeader::parse(
+        "#!/bin/sh\n\
+         # @param offset:integer=-1 how far\n\
+         # @param depth:integer=-2 how deep\n\
+         # @param dry:boolean only say\n\
+         # @allow-dash depth dry ghost\n\
+         # @allow-dash\n",
+        Runtime::Shebang,
+        "x.sh",
+    )
+    .expect_err("faults");
+    let found: Vec<(&str, &str)> = faults
+        .iter()
+        .map(|fault| (fault.field.as_str(), fault.problem.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("line 6", "@allow-dash names no parameter"),
+            (
+                "line 5",
+                "@allow-dash names the boolean \"dry\", which passes no value"
+            ),
+            (
+                "line 5",
+                "@allow-dash names \"ghost\", which no @param declares"
+            ),
+            (
+                "line 2",
+                "default -1 starts with '-', which the script would read as an option"
+            ),
+        ]
+    );
+    assert_eq!(
+        faults[3].fix,
+        "add `@allow-dash offset` if the script reads it as a value, or change it"
+    );
+}
+
+#[tokio::test]
+async fn a_script_writing_past_its_output_bound_is_stopped_and_killed() {
+    let scratch = Scratch::new("script-flood");
+    let pidfile = scratch.path().join("leader");
+    let path = write(
+        scratch.path(),
+        "flood",
+        "#!/bin/sh\n# @param file:string where the pid goes\necho $$ > \"$2\"; exec yes\n",
+        true,
+    );
+    let source = open(json!({ "name": "flood", "path": path, "maxOutputBytes": 10_000 }));
+    assert_eq!(
+        call(&source, "flood", json!({ "file": pidfile })).await,
+        Err(SourceError::OutputTooLarge { limit: 10_000 })
+    );
+    let leader = pid_in(&pidfile).await;
+    assert!(gone(leader).await, "yes ({leader}) outlived its call");
 }
