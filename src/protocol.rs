@@ -5,6 +5,7 @@
 //! [`ToolInfo`](crate::model::ToolInfo) and [`ToolResult`](crate::model::ToolResult), and
 //! failures arrive as [`ConnectError`] or [`CallError`](crate::model::CallError).
 
+mod address;
 mod call;
 mod catalog;
 mod connect;
