@@ -436,6 +436,196 @@ async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
     stop.cancel();
 }
 
+/// The `plurnk-mcp` binary, for the tests that run the command line as a child process.
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+/// Serves `router` on loopback until the token is cancelled; its `http://` origin.
+async fn serve(router: axum::Router) -> (String, tokio_util::sync::CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let origin = format!("http://{}", listener.local_addr().expect("address"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+    });
+    (origin, stop)
+}
+
+/// An API that answers 401 unless both of its credentials are right, and its document.
+struct Vault {
+    origin: String,
+    stop: tokio_util::sync::CancellationToken,
+    /// Requests answered (credentials right) and refused (401).
+    answered: Arc<std::sync::atomic::AtomicUsize>,
+    refused: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Vault {
+    async fn start(token: &'static str, key: &'static str) -> Self {
+        use axum::http::{HeaderMap, StatusCode, header};
+        use axum::response::IntoResponse;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let answered = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let (ok, no) = (answered.clone(), refused.clone());
+        let document = json!({
+            "openapi": "3.1.0",
+            "info": {"title": "Vault", "version": "1"},
+            "servers": [{"url": "/v1"}],
+            "paths": {"/whoami": {"get": {"operationId": "whoami", "summary": "Who the caller is"}}}
+        });
+        let router = axum::Router::new()
+            .route(
+                "/openapi.json",
+                axum::routing::get(move || async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        document.to_string(),
+                    )
+                }),
+            )
+            .route(
+                "/v1/whoami",
+                axum::routing::get(move |headers: HeaderMap| {
+                    let (ok, no) = (ok.clone(), no.clone());
+                    async move {
+                        let text = |name: header::HeaderName| {
+                            headers
+                                .get(name)
+                                .and_then(|value| value.to_str().ok())
+                                .unwrap_or_default()
+                                .to_owned()
+                        };
+                        let authorization = text(header::AUTHORIZATION);
+                        let api_key = text(header::HeaderName::from_static("x-api-key"));
+                        if authorization != format!("Bearer {token}") || api_key != key {
+                            no.fetch_add(1, Ordering::SeqCst);
+                            return (StatusCode::UNAUTHORIZED, "missing or wrong credentials")
+                                .into_response();
+                        }
+                        ok.fetch_add(1, Ordering::SeqCst);
+                        // Echoed, as a careless API would: the caller must see it scrubbed.
+                        let body =
+                            json!({"user": "ada", "authorization": authorization, "key": api_key});
+                        (
+                            [(header::CONTENT_TYPE, "application/json")],
+                            body.to_string(),
+                        )
+                            .into_response()
+                    }
+                }),
+            );
+        let (origin, stop) = serve(router).await;
+        Self {
+            origin,
+            stop,
+            answered,
+            refused,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authenticated_openapi_source_is_added_and_called_and_its_credentials_stay_secret() {
+    use std::sync::atomic::Ordering;
+    const TOKEN: &str = "vault-bearer-SENTINEL-5a1e";
+    const KEY: &str = "vault-key-SENTINEL-77c3";
+    let vault = Vault::start(TOKEN, KEY).await;
+    let dir = scratch("vault");
+    let state = dir.join("state.sqlite").display().to_string();
+    let file = dir.join("vault.json");
+    std::fs::write(
+        &file,
+        json!({"kind": "openapi", "name": "vault",
+               "spec": format!("{}/openapi.json", vault.origin),
+               "bearer": "${OAPI_TOK}", "headers": {"X-Api-Key": "${OAPI_KEY}"}})
+        .to_string(),
+    )
+    .expect("declaration");
+    let cli = |args: Vec<String>, token: &str| {
+        let mut command = tokio::process::Command::new(EXE);
+        command.args(["--state", &state]).args(args).env_clear();
+        for key in ["PATH", "HOME"] {
+            if let Ok(value) = std::env::var(key) {
+                command.env(key, value);
+            }
+        }
+        command
+            .env("PLURNK_MCP_LOG", "trace")
+            .env("PLURNK_MCP_ALLOW_ADD", "true")
+            .env("PLURNK_MCP_WORKSPACE_ENV", r#"["OAPI_TOK","OAPI_KEY"]"#)
+            .env("OAPI_TOK", token)
+            .env("OAPI_KEY", KEY);
+        async move { command.output().await.expect("plurnk-mcp runs") }
+    };
+    let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+    let mut seen = String::new();
+    let mut shown = |output: &std::process::Output| {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        seen.push_str(&text);
+        text
+    };
+
+    let added = cli(
+        args(&["add", "vault", "--source", &file.display().to_string()]),
+        TOKEN,
+    )
+    .await;
+    let said = shown(&added);
+    assert!(added.status.success(), "{said}");
+    let called = cli(args(&["call", "vault", "whoami", "{}"]), TOKEN).await;
+    let said = shown(&called);
+    assert!(called.status.success(), "{said}");
+    let result: Value = serde_json::from_slice(&called.stdout).unwrap_or_default();
+    assert_eq!(result["structuredContent"]["user"], "ada", "{said}");
+    assert_eq!(
+        result["structuredContent"]["authorization"], "<redacted>",
+        "{said}"
+    );
+    assert_eq!(result["structuredContent"]["key"], "<redacted>", "{said}");
+    assert_eq!(vault.answered.load(Ordering::SeqCst), 1);
+
+    // The API does check: with another token, the call is its 401, a result flagged isError.
+    let wrong = cli(
+        args(&["call", "vault", "whoami", "{}"]),
+        "not-the-vault-token-0000",
+    )
+    .await;
+    let said = shown(&wrong);
+    assert_eq!(wrong.status.code(), Some(1), "{said}");
+    assert!(said.contains("401 Unauthorized"), "{said}");
+    assert!(vault.refused.load(Ordering::SeqCst) >= 1);
+
+    let status = cli(args(&["status", "--json"]), TOKEN).await;
+    let said = shown(&status);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
+    assert_eq!(status["servers"]["vault"]["state"], "ready", "{said}");
+
+    // Neither credential in any spelling in anything the command line wrote (its trace log
+    // included), nor in the state file.
+    let lower = seen.to_ascii_lowercase();
+    for secret in [TOKEN, KEY] {
+        for spelling in [secret.to_owned(), secret.replace('-', "%2D")] {
+            assert!(
+                !lower.contains(&spelling.to_ascii_lowercase()),
+                "{spelling} was shown:\n{seen}"
+            );
+        }
+        let stored = std::fs::read(&state).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&stored).contains(secret));
+    }
+    assert!(seen.contains("TRACE"), "the log ran at trace level");
+    vault.stop.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_past_its_deadline_or_its_output_bound_is_killed_and_settles_typed() {
     let dir = scratch("bounds");

@@ -113,6 +113,17 @@ fn secret<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Se
     Ok(Option::<String>::deserialize(deserializer)?.map(Secret::new))
 }
 
+/// Whether a declaration's `${NAME}` references are as the operator wrote them, or were
+/// expanded as its connection was prepared (how the host hands it to the opener).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// As declared: a credential must be a reference, and references must be well formed.
+    AsDeclared,
+    /// Expanded: every credential is its value now, which the declaration as written was
+    /// checked to take from the environment.
+    Expanded,
+}
+
 /// Where the document is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SpecLocation {
@@ -154,6 +165,22 @@ impl OpenApiDeclaration {
     /// alias, a `spec` that is neither a path nor an `http(s)://` URL, a bad header, a literal
     /// credential, a non-positive bound, an empty operation name.
     pub fn parse(value: &Value, origin: &str) -> Result<Self, Vec<DeclarationError>> {
+        Self::read(value, origin, Written::AsDeclared)
+    }
+
+    /// Reads a declaration whose `${NAME}` references were already expanded, as the host
+    /// hands a source to its opener: the rules on how credentials are written held for the
+    /// declaration as written (the host read it with [`parse`](Self::parse) before), and here
+    /// a credential is its value by design.
+    ///
+    /// # Errors
+    ///
+    /// As [`parse`](Self::parse), but for those rules.
+    pub fn parse_expanded(value: &Value, origin: &str) -> Result<Self, Vec<DeclarationError>> {
+        Self::read(value, origin, Written::Expanded)
+    }
+
+    fn read(value: &Value, origin: &str, written: Written) -> Result<Self, Vec<DeclarationError>> {
         let mut faults = Faults {
             origin,
             list: Vec::new(),
@@ -274,6 +301,9 @@ impl OpenApiDeclaration {
                     "write the value on one line",
                 );
             }
+            if written == Written::Expanded {
+                continue;
+            }
             match crate::config::pieces(value) {
                 Err(_) => faults.push(
                     &field,
@@ -289,6 +319,7 @@ impl OpenApiDeclaration {
             }
         }
         if let Some(bearer) = &bearer
+            && written == Written::AsDeclared
             && !crate::config::is_single_reference(bearer)
         {
             faults.push(
