@@ -455,6 +455,164 @@ async fn serve(router: axum::Router) -> (String, tokio_util::sync::CancellationT
     (origin, stop)
 }
 
+/// A document whose one operation's body refers to a chain of `levels` schemas, each
+/// referring twice to the one below, with a `leaf`-byte string at the bottom: small as
+/// written, `2^levels × leaf` bytes resolved.
+fn fan_out(levels: usize, leaf: usize) -> Value {
+    let mut schemas = serde_json::Map::new();
+    for level in 0..levels {
+        let below = json!({"$ref": format!("#/components/schemas/L{}", level + 1)});
+        schemas.insert(
+            format!("L{level}"),
+            json!({"type": "object", "properties": {"a": below, "b": below}}),
+        );
+    }
+    schemas.insert(
+        format!("L{levels}"),
+        json!({"type": "string", "description": "x".repeat(leaf)}),
+    );
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Fan", "version": "1"},
+        "servers": [{"url": "/v1"}],
+        "paths": {"/deep": {"post": {
+            "operationId": "deep",
+            "requestBody": {"required": true, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/L0"}}}}
+        }}},
+        "components": {"schemas": schemas}
+    })
+}
+
+/// What a finished child process said and how much memory it held at its peak.
+struct Ran {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+    peak_rss_kib: i64,
+}
+
+/// Runs `plurnk-mcp args` with exactly `vars` (plus PATH and HOME), its address space limited
+/// to `limit_kib`, and reads its peak resident memory from the kernel as it is reaped.
+fn run_limited(args: &[String], vars: &[(&str, String)], limit_kib: u64, dir: &Path) -> Ran {
+    use std::os::unix::process::ExitStatusExt;
+    let stdout = dir.join("limited.stdout");
+    let stderr = dir.join("limited.stderr");
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""))
+        .arg(EXE)
+        .args(args)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+    for key in ["PATH", "HOME"] {
+        if let Ok(value) = std::env::var(key) {
+            command.env(key, value);
+        }
+    }
+    // glibc reserves 64 MiB of address space per arena, one per thread that contends: capped,
+    // the limit measures what the host holds, not how many cores the machine has.
+    command.env("MALLOC_ARENA_MAX", "2");
+    command.envs(vars.iter().map(|(key, value)| (*key, value.as_str())));
+    // Reaped by `wait4` below, which also gives its resource usage.
+    #[expect(clippy::zombie_processes)]
+    let child = command.spawn().expect("sh runs");
+    let pid = i32::try_from(child.id()).expect("a pid");
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data the kernel fills; the child is ours and reaped here once.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    Ran {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: read(&stdout),
+        stderr: read(&stderr),
+        peak_rss_kib: usage.ru_maxrss,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_whose_references_fan_out_is_refused_under_a_memory_limit() {
+    // 22 KB as written, 2.6 GB if its references were copied out: the host, limited to
+    // 512 MiB of address space, refuses it with the bound's name and keeps the other source
+    // ready; with the bound removed it dies of the allocation instead.
+    let dir = scratch("fan-out");
+    let fan = fan_out(17, 20_000);
+    assert!(fan.to_string().len() < 24_000);
+    let (fan_origin, stop_fan) = serve(axum::Router::new().route(
+        "/openapi.json",
+        axum::routing::get(move || async move {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                fan.to_string(),
+            )
+        }),
+    ))
+    .await;
+    let (pets_origin, stop_pets) = pet_store().await;
+    let declarations = dir.join("sources");
+    std::fs::create_dir_all(&declarations).expect("dir");
+    for (alias, origin) in [("fan", &fan_origin), ("pets", &pets_origin)] {
+        std::fs::write(
+            declarations.join(format!("{alias}.json")),
+            json!({"kind": "openapi", "name": alias, "spec": format!("{origin}/openapi.json")})
+                .to_string(),
+        )
+        .expect("declaration");
+    }
+    let args: Vec<String> = [
+        "--state",
+        &dir.join("state.sqlite").display().to_string(),
+        "status",
+        "--json",
+    ]
+    .map(str::to_owned)
+    .into();
+    let vars = [
+        ("PLURNK_MCP_SOURCES", declarations.display().to_string()),
+        ("PLURNK_MCP_ENABLED", json!(["fan", "pets"]).to_string()),
+    ];
+    let ran = tokio::task::spawn_blocking(move || run_limited(&args, &vars, 512 * 1024, &dir))
+        .await
+        .expect("the child is reaped");
+    assert!(
+        ran.status.success(),
+        "the host survives: {:?}\n{}",
+        ran.status,
+        ran.stderr
+    );
+    let status: Value = serde_json::from_str(&ran.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}\n{}", ran.stdout, ran.stderr));
+    assert_eq!(status["servers"]["pets"]["state"], "ready", "{status}");
+    assert_eq!(status["servers"]["fan"]["state"], "unavailable", "{status}");
+    let detail = status["servers"]["fan"]["problem"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        detail.contains(&format!(
+            "{fan_origin}/openapi.json: paths./deep.post: the operation's tool, its references \
+             resolved, is larger than 1048576 bytes (maxToolBytes); raise `maxToolBytes`"
+        )),
+        "{detail}"
+    );
+    // Its whole life, the host held less than the limit by far (measured: about 40 MiB).
+    assert!(
+        ran.peak_rss_kib < 128 * 1024,
+        "peak RSS {} KiB",
+        ran.peak_rss_kib
+    );
+    eprintln!(
+        "peak RSS of the host refusing the document: {} KiB",
+        ran.peak_rss_kib
+    );
+    stop_fan.cancel();
+    stop_pets.cancel();
+}
+
 /// An API that answers 401 unless both of its credentials are right, and its document.
 struct Vault {
     origin: String,

@@ -8,7 +8,8 @@
 //! gives an [`OpenApiSource`], the [`ToolSource`]. [`OpenApiDeclaration::check`] says whether
 //! the document is there and whether it is the version the declaration was written against.
 //!
-//! The API is an adversary like any MCP server: a call ends by its deadline, its response is
+//! The document and the API are adversaries like any MCP server. The document is bounded in
+//! bytes as read and as resolved (`document`). A call ends by its deadline, its response is
 //! bounded, and redirects are followed only within the origin they started from (the
 //! transport's own policy), so the bearer and the declared headers never reach another host.
 //! What comes back — a body, a connection error that prints the URL — is scrubbed of every
@@ -30,6 +31,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::io::AsyncReadExt;
 
+pub use self::document::Bounds;
 use self::document::{Document, Location, Operation, Required};
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
@@ -46,11 +48,20 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// The bound of the document itself, whether read from a file or fetched.
 pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
+/// The default bound of one tool written out (name, description, input schema, references
+/// resolved): eleven times the largest seen in public APIs (Box's, 94 KB).
+pub const DEFAULT_MAX_TOOL_BYTES: usize = 1024 * 1024;
+
+/// The default bound of all of a document's tools together, references resolved: nine times
+/// the largest seen in public APIs (PagerDuty's, 0.92 MB), and half the 16 MiB bound of one
+/// message, so the source's `tools/list` always fits one.
+pub const DEFAULT_MAX_CATALOG_BYTES: usize = 8 * 1024 * 1024;
+
 /// How long [`OpenApiDeclaration::check`] waits for a document URL.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The fields a declaration may have, for the unknown-field error.
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 12] = [
     "name",
     "spec",
     "baseUrl",
@@ -58,6 +69,8 @@ const FIELDS: [&str; 10] = [
     "bearer",
     "timeoutMs",
     "maxResponseBytes",
+    "maxToolBytes",
+    "maxCatalogBytes",
     "operations",
     "version",
     "kind",
@@ -90,6 +103,12 @@ pub struct OpenApiDeclaration {
     /// The bound of one response body.
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: usize,
+    /// The bound of one tool written out, references resolved.
+    #[serde(default = "default_max_tool_bytes")]
+    pub max_tool_bytes: usize,
+    /// The bound of all tools together, references resolved.
+    #[serde(default = "default_max_catalog_bytes")]
+    pub max_catalog_bytes: usize,
     /// The operationIds to offer; absent offers every operation.
     #[serde(default)]
     pub operations: Option<Vec<String>>,
@@ -107,6 +126,14 @@ fn default_timeout_ms() -> u64 {
 
 fn default_max_response_bytes() -> usize {
     DEFAULT_MAX_RESPONSE_BYTES
+}
+
+fn default_max_tool_bytes() -> usize {
+    DEFAULT_MAX_TOOL_BYTES
+}
+
+fn default_max_catalog_bytes() -> usize {
+    DEFAULT_MAX_CATALOG_BYTES
 }
 
 fn secret<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Secret>, D::Error> {
@@ -198,7 +225,10 @@ impl OpenApiDeclaration {
                 faults.push(
                     key,
                     "unknown field",
-                    &format!("remove it; the fields are {}", FIELDS[..9].join(", ")),
+                    &format!(
+                        "remove it; the fields are {}",
+                        FIELDS[..FIELDS.len() - 1].join(", ")
+                    ),
                 );
             }
         }
@@ -223,6 +253,14 @@ impl OpenApiDeclaration {
         let max_response_bytes: Option<usize> = faults.field(
             object,
             "maxResponseBytes",
+            false,
+            "a positive number of bytes",
+        );
+        let max_tool_bytes: Option<usize> =
+            faults.field(object, "maxToolBytes", false, "a positive number of bytes");
+        let max_catalog_bytes: Option<usize> = faults.field(
+            object,
+            "maxCatalogBytes",
             false,
             "a positive number of bytes",
         );
@@ -335,12 +373,26 @@ impl OpenApiDeclaration {
                 "write a positive number of milliseconds (default 30000)",
             );
         }
-        if max_response_bytes == Some(0) {
-            faults.push(
+        for (field, bound, default) in [
+            (
                 "maxResponseBytes",
-                "the bound is zero",
-                "write a positive number of bytes (default 4194304)",
-            );
+                max_response_bytes,
+                DEFAULT_MAX_RESPONSE_BYTES,
+            ),
+            ("maxToolBytes", max_tool_bytes, DEFAULT_MAX_TOOL_BYTES),
+            (
+                "maxCatalogBytes",
+                max_catalog_bytes,
+                DEFAULT_MAX_CATALOG_BYTES,
+            ),
+        ] {
+            if bound == Some(0) {
+                faults.push(
+                    field,
+                    "the bound is zero",
+                    &format!("write a positive number of bytes (default {default})"),
+                );
+            }
         }
         for (i, id) in operations.iter().flatten().enumerate() {
             if id.trim().is_empty() {
@@ -365,6 +417,8 @@ impl OpenApiDeclaration {
             bearer: bearer.map(Secret::new),
             timeout_ms: timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             max_response_bytes: max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
+            max_tool_bytes: max_tool_bytes.unwrap_or(DEFAULT_MAX_TOOL_BYTES),
+            max_catalog_bytes: max_catalog_bytes.unwrap_or(DEFAULT_MAX_CATALOG_BYTES),
             operations,
             version,
             origin: origin.to_owned(),
@@ -496,22 +550,32 @@ impl OpenApiDeclaration {
         headers: reqwest::header::HeaderMap,
     ) -> Result<OpenApiSource, Vec<DeclarationError>> {
         let location = self.location().map_err(|e| vec![e])?;
-        let client = client()
-            .map_err(|problem| vec![self.error("spec", &problem, "report this as a bug")])?;
+        let bug = |problem: String| vec![self.error("spec", &problem, "report this as a bug")];
         let timeout = Duration::from_millis(self.timeout_ms);
-        let (bytes, shown) = load(&client, &location, timeout).await.map_err(|problem| {
-            vec![self.error(
-                "spec",
-                &problem,
-                "point `spec` at a readable OpenAPI document",
-            )]
-        })?;
+        let (bytes, shown) = load(&client().map_err(bug)?, &location, timeout)
+            .await
+            .map_err(|problem| {
+                vec![self.error(
+                    "spec",
+                    &problem,
+                    "point `spec` at a readable OpenAPI document",
+                )]
+            })?;
         let value = parse_document(&bytes, &shown)?;
         let Document {
             version,
             server,
             operations,
-        } = document::read(&value, &shown, self.operations.as_deref()).map_err(|faults| {
+        } = document::read(
+            &value,
+            &shown,
+            self.operations.as_deref(),
+            Bounds {
+                tool_bytes: self.max_tool_bytes,
+                catalog_bytes: self.max_catalog_bytes,
+            },
+        )
+        .map_err(|faults| {
             faults
                 .into_iter()
                 .map(|mut fault| {
@@ -524,6 +588,7 @@ impl OpenApiDeclaration {
                 .collect::<Vec<_>>()
         })?;
         let base_url = self.base_url(server.as_deref(), &location)?;
+        let client = client().map_err(bug)?;
         if self.version.is_some() && self.version != version {
             // Opening still succeeds: the tools are what the document says now; `check` reports it.
             tracing::warn!(source = %self.name, declared = ?self.version, document = ?version, "the OpenAPI document is not the version the declaration was written against");
@@ -628,6 +693,8 @@ impl fmt::Debug for OpenApiDeclaration {
             .field("bearer", &self.bearer)
             .field("timeout_ms", &self.timeout_ms)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("max_tool_bytes", &self.max_tool_bytes)
+            .field("max_catalog_bytes", &self.max_catalog_bytes)
             .field("operations", &self.operations)
             .field("version", &self.version)
             .field("origin", &self.origin)
@@ -781,6 +848,19 @@ fn parse_document(bytes: &[u8], shown: &str) -> Result<Value, Vec<DeclarationErr
         };
         vec![DeclarationError::new(shown, "(document)", problem, fix)]
     })
+}
+
+/// The tools the document in `bytes` offers under `bounds`, or every fault of it: what
+/// opening a source reads from its document, without a declaration or the network. The
+/// fuzz targets drive it; not part of the API.
+#[doc(hidden)]
+pub fn document_tools(
+    bytes: &[u8],
+    bounds: Bounds,
+) -> Result<Vec<SourceTool>, Vec<DeclarationError>> {
+    let value = parse_document(bytes, "(document)")?;
+    let document = document::read(&value, "(document)", None, bounds)?;
+    Ok(document.operations.into_iter().map(|op| op.tool).collect())
 }
 
 /// `404 Not Found`.

@@ -619,6 +619,8 @@ fn every_fault_of_a_declaration_is_reported_at_once_with_its_field_and_fix() {
             "bearer": "sk-literal-0123456789",
             "timeoutMs": 0,
             "maxResponseBytes": "big",
+            "maxToolBytes": 0,
+            "maxCatalogBytes": -1,
             "operations": [""],
             "colour": "red"
         }),
@@ -631,6 +633,7 @@ fn every_fault_of_a_declaration_is_reported_at_once_with_its_field_and_fix() {
         [
             "colour",
             "maxResponseBytes",
+            "maxCatalogBytes",
             "name",
             "spec",
             "baseUrl",
@@ -640,6 +643,7 @@ fn every_fault_of_a_declaration_is_reported_at_once_with_its_field_and_fix() {
             "headers.X-Api-Key",
             "bearer",
             "timeoutMs",
+            "maxToolBytes",
             "operations[0]"
         ]
     );
@@ -784,6 +788,148 @@ async fn yaml_swagger_and_unknown_operations_say_what_to_do() {
         upload[0].problem.contains("only JSON bodies"),
         "{}",
         upload[0]
+    );
+}
+
+/// A document whose one operation's body refers to a chain of `levels` schemas, each
+/// referring twice to the one below, with a `leaf`-byte string at the bottom: small as
+/// written, `2^levels × leaf` bytes resolved.
+fn fan_out(levels: usize, leaf: usize) -> Value {
+    let mut schemas = Map::new();
+    for level in 0..levels {
+        let below = json!({"$ref": format!("#/components/schemas/L{}", level + 1)});
+        schemas.insert(
+            format!("L{level}"),
+            json!({"type": "object", "properties": {"a": below, "b": below}}),
+        );
+    }
+    schemas.insert(
+        format!("L{levels}"),
+        json!({"type": "string", "description": "x".repeat(leaf)}),
+    );
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Fan", "version": "1"},
+        "paths": {
+            "/deep": {"post": {
+                "operationId": "deep",
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/L0"}}}}
+            }},
+            "/pets": {"get": {"operationId": "listPets"}}
+        },
+        "components": {"schemas": schemas}
+    })
+}
+
+#[tokio::test]
+async fn a_document_whose_references_fan_out_is_refused_by_its_resolved_size() {
+    // 22 KB as written, 2.6 GB resolved: refused at the tool's bound, after about 1 MiB of
+    // work, naming the operation, the bound and the fix.
+    let doc = fan_out(17, 20_000);
+    assert!(doc.to_string().len() < 24_000);
+    let faults = faults_of(&doc.to_string(), json!({})).await;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(faults[0].origin.ends_with("openapi.json"), "{}", faults[0]);
+    assert_eq!(faults[0].field, "paths./deep.post");
+    assert_eq!(
+        faults[0].problem,
+        "the operation's tool, its references resolved, is larger than 1048576 bytes (maxToolBytes)"
+    );
+    assert!(
+        faults[0].fix.contains("raise `maxToolBytes`"),
+        "{}",
+        faults[0]
+    );
+
+    // A higher tool bound meets the document's own.
+    let faults = faults_of(&doc.to_string(), json!({"maxToolBytes": 1_000_000_000_u64})).await;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "paths./deep.post");
+    assert!(
+        faults[0].problem.starts_with(
+            "the document's tools, their references resolved, come to more than 8388608 bytes (maxCatalogBytes)"
+        ),
+        "{}",
+        faults[0]
+    );
+    assert!(
+        faults[0].fix.contains("raise `maxCatalogBytes`"),
+        "{}",
+        faults[0]
+    );
+
+    // Small enough, the same shape opens: the bound is on size, not on shape.
+    let dir = TempDir::new();
+    let source = dir
+        .declare(&fan_out(4, 100).to_string(), json!({}))
+        .open(&expand)
+        .await
+        .unwrap();
+    let deep = source
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "deep")
+        .unwrap();
+    let body = &deep.input_schema["properties"]["body"];
+    assert_eq!(
+        body["properties"]["a"]["properties"]["b"]["properties"]["a"]["properties"]["b"]["description"],
+        "x".repeat(100)
+    );
+}
+
+#[tokio::test]
+async fn the_tool_and_document_bounds_are_exact_and_settable() {
+    // Every operation offered: the work spent on one left out counts against the document too.
+    let mut doc = document();
+    doc["paths"]
+        .as_object_mut()
+        .unwrap()
+        .remove("/pets/{id}/photo");
+    let doc = doc.to_string();
+    let dir = TempDir::new();
+    let tools = dir
+        .declare(&doc, json!({}))
+        .open(&expand)
+        .await
+        .unwrap()
+        .tools();
+    // What a tool takes written out: its name, description and input schema as JSON.
+    let written = |tool: &SourceTool| {
+        serde_json::to_string(&tool.name).unwrap().len()
+            + tool
+                .description
+                .as_ref()
+                .map_or(0, |d| serde_json::to_string(d).unwrap().len())
+            + serde_json::to_string(&tool.input_schema).unwrap().len()
+    };
+    let largest = tools.iter().map(written).max().unwrap();
+    let total: usize = tools.iter().map(written).sum();
+
+    let opens = |extra: Value| {
+        let declaration = dir.declare(&doc, extra);
+        async move { declaration.open(&expand).await.map(|_| ()) }
+    };
+    assert!(opens(json!({"maxToolBytes": largest})).await.is_ok());
+    let refused = opens(json!({"maxToolBytes": largest - 1}))
+        .await
+        .unwrap_err();
+    assert!(
+        refused[0]
+            .problem
+            .contains(&format!("larger than {} bytes (maxToolBytes)", largest - 1)),
+        "{refused:?}"
+    );
+    assert!(opens(json!({"maxCatalogBytes": total})).await.is_ok());
+    let refused = opens(json!({"maxCatalogBytes": total - 1}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0]
+            .problem
+            .contains(&format!("more than {} bytes (maxCatalogBytes)", total - 1)),
+        "{refused:?}"
     );
 }
 
