@@ -17,6 +17,7 @@ mod reaper;
 mod session;
 mod stdio;
 
+pub(crate) use address::AddressRule;
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, OnUpdate, SourceOpener};

@@ -9,13 +9,19 @@
 //! the document is there and whether it is the version the declaration was written against.
 //!
 //! The document and the API are adversaries like any MCP server. The document is bounded in
-//! bytes as read and as resolved (`document`). A call ends by its deadline, its response is
-//! bounded, and redirects are followed only within the origin they started from (the
-//! transport's own policy), so the bearer and the declared headers never reach another host.
-//! What comes back — a body, a connection error that prints the URL — is scrubbed of every
-//! registered secret before it leaves the source. Only JSON documents are read (no YAML
-//! parser is among the crate's dependencies); a YAML document gets an error saying how to
-//! convert it.
+//! bytes as read and as resolved (`document`). Credentials go only where the declaration
+//! says: to `baseUrl`, or, without it, to the document's server only when that is the spec
+//! URL's own origin (a document read from a file, or one naming another origin, needs
+//! `baseUrl` before any header or bearer is sent). A server the document names at another
+//! origin is reached under the host's address rule ([`crate::protocol::AddressRule`], judged
+//! against the spec URL): never a link-local or reserved address, a loopback or private one
+//! only from a spec URL of that class. A model's arguments never set the request's framing,
+//! credentials or routing headers. A call ends by its deadline, its response is bounded, and
+//! redirects are followed only within the origin they started from (the transport's own
+//! policy). What comes back — a body, a connection error that prints the URL — is scrubbed
+//! of every registered secret before it leaves the source. Only JSON documents are read (no
+//! YAML parser is among the crate's dependencies); a YAML document gets an error saying how
+//! to convert it.
 
 mod document;
 #[cfg(test)]
@@ -37,7 +43,7 @@ use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
 use crate::config::{Piece, Secret};
-use crate::protocol::{Bounded, describe, read_bounded};
+use crate::protocol::{AddressRule, Bounded, describe, read_bounded};
 
 /// The default deadline of one request, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -552,7 +558,7 @@ impl OpenApiDeclaration {
         let location = self.location().map_err(|e| vec![e])?;
         let bug = |problem: String| vec![self.error("spec", &problem, "report this as a bug")];
         let timeout = Duration::from_millis(self.timeout_ms);
-        let (bytes, shown) = load(&client().map_err(bug)?, &location, timeout)
+        let (bytes, shown) = load(&client(None).map_err(bug)?, &location, timeout)
             .await
             .map_err(|problem| {
                 vec![self.error(
@@ -587,8 +593,8 @@ impl OpenApiDeclaration {
                 })
                 .collect::<Vec<_>>()
         })?;
-        let base_url = self.base_url(server.as_deref(), &location)?;
-        let client = client().map_err(bug)?;
+        let (base_url, rule) = self.base_url(server.as_deref(), &location, !headers.is_empty())?;
+        let client = client(rule).map_err(bug)?;
         if self.version.is_some() && self.version != version {
             // Opening still succeeds: the tools are what the document says now; `check` reports it.
             tracing::warn!(source = %self.name, declared = ?self.version, document = ?version, "the OpenAPI document is not the version the declaration was written against");
@@ -609,17 +615,36 @@ impl OpenApiDeclaration {
         })
     }
 
-    /// The declared base URL, else the document's first server resolved against its URL.
+    /// The declared base URL, else the document's first server resolved against its URL;
+    /// and the address rule requests to it meet, when the document chose another origin than
+    /// the operator's.
+    ///
+    /// `credentials` says whether requests carry declared headers or a bearer: those go only
+    /// to `baseUrl` or to the spec URL's own origin, so a document read from a file, or one
+    /// naming another origin, is refused then, with `baseUrl` as the fix. Sending them nowhere
+    /// instead would turn every call into the API's 401 with no word of why.
     fn base_url(
         &self,
         server: Option<&str>,
         location: &SpecLocation,
-    ) -> Result<reqwest::Url, Vec<DeclarationError>> {
+        credentials: bool,
+    ) -> Result<(reqwest::Url, Option<AddressRule>), Vec<DeclarationError>> {
         let fix = "write `baseUrl`, the API's absolute http(s):// URL";
-        let (url, field) = match (&self.base_url, server, location) {
-            (Some(url), _, _) => (reqwest::Url::parse(url), "baseUrl"),
-            (None, Some(server), SpecLocation::Url(spec)) => (spec.join(server), "spec"),
-            (None, Some(server), SpecLocation::File(_)) => (reqwest::Url::parse(server), "spec"),
+        let url = match (&self.base_url, server, location) {
+            (Some(url), _, _) => {
+                return match reqwest::Url::parse(url) {
+                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {
+                        Ok((url, None))
+                    }
+                    _ => Err(vec![self.error(
+                        "baseUrl",
+                        "not an absolute http(s):// URL",
+                        fix,
+                    )]),
+                };
+            }
+            (None, Some(server), SpecLocation::Url(spec)) => spec.join(server),
+            (None, Some(server), SpecLocation::File(_)) => reqwest::Url::parse(server),
             (None, None, _) => {
                 return Err(vec![self.error(
                     "baseUrl",
@@ -628,10 +653,50 @@ impl OpenApiDeclaration {
                 )]);
             }
         };
-        match url {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Ok(url),
-            _ => Err(vec![self.error(field, "the API's base URL is not an absolute http(s):// URL (a document read from a file can only name absolute servers)", fix)]),
+        let url = match url {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => url,
+            _ => return Err(vec![self.error("spec", "the API's base URL is not an absolute http(s):// URL (a document read from a file can only name absolute servers)", fix)]),
+        };
+        let SpecLocation::Url(spec) = location else {
+            if credentials {
+                return Err(vec![self.error(
+                    "baseUrl",
+                    &format!(
+                        "the document, read from a file, names the API's server ({}), and the declared headers and bearer go only where the declaration names",
+                        url.origin().ascii_serialization()
+                    ),
+                    "write `baseUrl` with the API's URL, the origin that is to receive the credentials",
+                )]);
+            }
+            // The file is the operator's: what it names is theirs too.
+            return Ok((url, None));
+        };
+        if url.origin() == spec.origin() {
+            return Ok((url, None));
         }
+        if credentials {
+            return Err(vec![self.error(
+                "baseUrl",
+                &format!(
+                    "the document's servers[0].url is another origin ({}) than the spec URL's ({}), and the declared headers and bearer go only where the declaration names",
+                    url.origin().ascii_serialization(),
+                    spec.origin().ascii_serialization()
+                ),
+                "write `baseUrl` with the API's URL if that origin is to receive the credentials",
+            )]);
+        }
+        let rule = AddressRule::of(spec);
+        if !rule.allows_url(&url) {
+            return Err(vec![self.error(
+                "spec",
+                &format!(
+                    "the document's servers[0].url names an address requests may not reach ({}): from a spec URL that is not of its class, a loopback or private address is refused, and a link-local or reserved one always",
+                    url.origin().ascii_serialization()
+                ),
+                "write `baseUrl` with the API's URL if it is meant to be reached",
+            )]);
+        }
+        Ok((url, Some(rule)))
     }
 
     /// Whether the document is there, and whether it is the version this declaration was
@@ -641,7 +706,7 @@ impl OpenApiDeclaration {
             Ok(location) => location,
             Err(fault) => return Finding::Missing(fault.to_string()),
         };
-        let client = match client() {
+        let client = match client(None) {
             Ok(client) => client,
             Err(problem) => return Finding::Missing(problem),
         };
@@ -766,10 +831,14 @@ fn looks_like_url(spec: &str) -> bool {
     lower.starts_with("http://") || lower.starts_with("https://")
 }
 
-/// The HTTP client of a source: same-origin redirects only; each request sets its deadline.
-fn client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .redirect(crate::protocol::same_origin_redirects())
+/// The HTTP client of a source: same-origin redirects only; names resolved under `rule`
+/// when the document chose the origin; each request sets its deadline.
+fn client(rule: Option<AddressRule>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder().redirect(crate::protocol::same_origin_redirects());
+    if let Some(rule) = rule {
+        builder = builder.dns_resolver(Arc::new(rule));
+    }
+    builder
         .build()
         .map_err(|error| format!("the HTTP client could not be built: {error}"))
 }

@@ -40,9 +40,6 @@ const MAX_RESOLVED_VALUES: usize = 1_000_000;
 /// The longest tool name.
 const MAX_TOOL_NAME: usize = 64;
 
-/// Header parameters OpenAPI says are ignored: the request's own framing and credentials.
-const IGNORED_HEADER_PARAMETERS: [&str; 3] = ["accept", "content-type", "authorization"];
-
 /// The bounds reading a document meets, in bytes of JSON as a tool is written out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
@@ -350,9 +347,9 @@ fn build<'d>(
         let location = match location.as_str() {
             "path" => Location::Path,
             "query" => Location::Query,
-            "header" if IGNORED_HEADER_PARAMETERS.contains(&name.to_ascii_lowercase().as_str()) => {
-                continue;
-            }
+            // OpenAPI ignores Accept, Content-Type and Authorization parameters; the host also
+            // keeps the request's framing, credentials and routing out of a model's hands.
+            "header" if !crate::config::caller_may_set_header(&name) => continue,
             "header" => Location::Header,
             "cookie" if !must => continue,
             "cookie" => {

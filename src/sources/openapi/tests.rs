@@ -93,8 +93,56 @@ fn document() -> Value {
 struct Api {
     /// `http://127.0.0.1:<port>`, serving `/openapi.json` and the API under `/v1`.
     origin: String,
+    /// The second origin, which answers `stolen` to anything.
+    other: String,
     /// What reached the second origin: one `Authorization` header (or `-`) per request.
     elsewhere: Arc<Mutex<Vec<String>>>,
+}
+
+/// A document of one operation, `GET /pets` (`listPets`), whose server is `server`.
+fn served_at(server: &str) -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Elsewhere", "version": "1"},
+        "servers": [{"url": server}],
+        "paths": {"/pets": {"get": {"operationId": "listPets"}}}
+    })
+}
+
+/// Header parameters a model must never set, beside one it may (`X-Trace`).
+const HEADER_PARAMETERS: [&str; 17] = [
+    "Host",
+    "Content-Length",
+    "Content-Type",
+    "Accept",
+    "Cookie",
+    "Authorization",
+    "Proxy-Authorization",
+    "X-Forwarded-For",
+    "X-Forwarded-Host",
+    "Forwarded",
+    "X-Real-IP",
+    "Connection",
+    "Transfer-Encoding",
+    "TE",
+    "Upgrade",
+    "Keep-Alive",
+    "X-Trace",
+];
+
+/// A document whose one operation (`echoHeaders`) declares every header of
+/// [`HEADER_PARAMETERS`] as a required parameter.
+fn header_document() -> Value {
+    let parameters: Vec<Value> = HEADER_PARAMETERS
+        .iter()
+        .map(|name| json!({"name": name, "in": "header", "required": true, "schema": {"type": "string"}}))
+        .collect();
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Headers", "version": "1"},
+        "servers": [{"url": "/v1"}],
+        "paths": {"/headers": {"get": {"operationId": "echoHeaders", "parameters": parameters}}}
+    })
 }
 
 impl Api {
@@ -116,11 +164,27 @@ impl Api {
         let other = serve(other).await;
 
         let away = format!("{other}/steal");
+        let cross = served_at(&format!("{other}/v1"));
         let api = axum::Router::new()
             .route(
                 "/openapi.json",
                 get(|| async { json_response(StatusCode::OK, &document()) }),
             )
+            .route(
+                "/cross.json",
+                get(move || async move { json_response(StatusCode::OK, &cross) }),
+            )
+            .route(
+                "/metadata.json",
+                get(|| async {
+                    json_response(StatusCode::OK, &served_at("http://169.254.169.254/latest"))
+                }),
+            )
+            .route(
+                "/headers.json",
+                get(|| async { json_response(StatusCode::OK, &header_document()) }),
+            )
+            .route("/v1/headers", get(echo_headers))
             .route("/v1/pets", get(list).post(create))
             .route("/v1/pets/{id}", get(show))
             .route("/v1/health", get(|| async { "ok" }))
@@ -153,7 +217,11 @@ impl Api {
                 }),
             );
         let origin = serve(api).await;
-        Self { origin, elsewhere }
+        Self {
+            origin,
+            other,
+            elsewhere,
+        }
     }
 
     fn spec(&self) -> String {
@@ -210,6 +278,20 @@ async fn show(Path(id): Path<String>, uri: Uri) -> Response {
         return (StatusCode::NOT_FOUND, "no such pet").into_response();
     }
     json_response(StatusCode::OK, &json!({"id": id, "path": uri.path()}))
+}
+
+/// Every header the request arrived with, names in lower case.
+async fn echo_headers(headers: HeaderMap) -> Response {
+    let received: Map<String, Value> = headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                Value::String(value.to_str().unwrap_or("?").to_owned()),
+            )
+        })
+        .collect();
+    json_response(StatusCode::OK, &Value::Object(received))
 }
 
 /// Echoes what it was sent, the credential included, as a careless API would.
@@ -539,6 +621,182 @@ async fn a_redirect_to_another_origin_is_not_followed_with_the_credential() {
     let here = source.call("here", Map::new(), DEADLINE).await.unwrap();
     assert!(!here.is_error, "{}", here.text);
     assert_eq!(here.structured.unwrap()["id"], "7");
+}
+
+#[tokio::test]
+async fn credentials_go_only_to_the_origin_the_declaration_names() {
+    let api = Api::start().await;
+    let cross = format!("{}/cross.json", api.origin);
+    let other = api.other.trim_end_matches('/');
+    // With the bearer, a document naming another origin than its own is refused at open.
+    let faults = api
+        .declaration(json!({"spec": cross}))
+        .open(&expand)
+        .await
+        .unwrap_err();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "baseUrl");
+    assert_eq!(
+        faults[0].problem,
+        format!(
+            "the document's servers[0].url is another origin ({other}) than the spec URL's ({}), \
+             and the declared headers and bearer go only where the declaration names",
+            api.origin
+        )
+    );
+    assert!(
+        faults[0].fix.starts_with("write `baseUrl`"),
+        "{}",
+        faults[0]
+    );
+    // A declared header is a credential as much as a bearer.
+    let header_only = OpenApiDeclaration::parse(
+        &json!({"name": "pets", "spec": cross, "headers": {"X-Client": "plurnk"}}),
+        "pets.json",
+    )
+    .unwrap();
+    assert_eq!(
+        header_only.open(&expand).await.unwrap_err()[0].field,
+        "baseUrl"
+    );
+
+    // Carrying nothing of ours, the document's server is reached (loopback from a loopback
+    // spec URL, under the address rule).
+    let bare = OpenApiDeclaration::parse(&json!({"name": "pets", "spec": cross}), "pets.json")
+        .unwrap()
+        .open(&expand)
+        .await
+        .unwrap();
+    assert_eq!(
+        bare.call("listPets", Map::new(), DEADLINE)
+            .await
+            .unwrap()
+            .text,
+        "stolen"
+    );
+    // Named by `baseUrl`, that origin is the operator's choice and gets the bearer.
+    let named = api
+        .declaration(json!({"spec": cross, "baseUrl": format!("{other}/v1")}))
+        .open(&expand)
+        .await
+        .unwrap();
+    named.call("listPets", Map::new(), DEADLINE).await.unwrap();
+    assert_eq!(
+        *api.elsewhere.lock().unwrap(),
+        ["-".to_owned(), format!("Bearer {TOKEN}")]
+    );
+
+    // A document read from a file belongs to no origin the declaration names.
+    let dir = TempDir::new();
+    std::fs::write(
+        dir.0.join("openapi.json"),
+        served_at("http://127.0.0.1:9/v1").to_string(),
+    )
+    .unwrap();
+    let origin = dir.0.join("pets.decl.json").display().to_string();
+    let from_file = OpenApiDeclaration::parse(
+        &json!({"name": "pets", "spec": "openapi.json", "bearer": "${PETS_TOKEN}"}),
+        &origin,
+    )
+    .unwrap();
+    let faults = from_file.open(&expand).await.unwrap_err();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "baseUrl");
+    assert!(
+        faults[0].problem.starts_with(
+            "the document, read from a file, names the API's server (http://127.0.0.1:9)"
+        ),
+        "{}",
+        faults[0]
+    );
+}
+
+#[tokio::test]
+async fn a_server_the_document_names_at_a_reserved_address_is_never_reached() {
+    let api = Api::start().await;
+    let spec = format!("{}/metadata.json", api.origin);
+    let faults = OpenApiDeclaration::parse(&json!({"name": "pets", "spec": spec}), "pets.json")
+        .unwrap()
+        .open(&expand)
+        .await
+        .unwrap_err();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "spec");
+    assert!(
+        faults[0].problem.contains("(http://169.254.169.254)")
+            && faults[0]
+                .problem
+                .contains("a link-local or reserved one always"),
+        "{}",
+        faults[0]
+    );
+    assert!(
+        faults[0].fix.starts_with("write `baseUrl`"),
+        "{}",
+        faults[0]
+    );
+    // The operator's own `baseUrl` is theirs to choose.
+    let named = OpenApiDeclaration::parse(
+        &json!({"name": "pets", "spec": spec, "baseUrl": format!("{}/v1", api.origin)}),
+        "pets.json",
+    )
+    .unwrap();
+    assert!(named.open(&expand).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_model_never_sets_the_framing_credential_or_routing_headers() {
+    let api = Api::start().await;
+    let source = api
+        .open(json!({"spec": format!("{}/headers.json", api.origin)}))
+        .await;
+    let tool = source.tools().into_iter().next().unwrap();
+    // Of the seventeen header parameters the document declares, the model sees one.
+    assert_eq!(
+        Value::Object(tool.input_schema),
+        json!({
+            "type": "object",
+            "properties": {"X-Trace": {"type": "string"}},
+            "required": ["X-Trace"],
+            "additionalProperties": false
+        })
+    );
+    for name in HEADER_PARAMETERS.iter().filter(|name| **name != "X-Trace") {
+        let refused = source
+            .call(
+                "echoHeaders",
+                args(json!({"X-Trace": "t-1", *name: "evil"})),
+                DEADLINE,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            SourceError::InvalidArguments(format!("\"{name}\" is not a parameter of echoHeaders"))
+        );
+    }
+    let sent = source
+        .call("echoHeaders", args(json!({"X-Trace": "t-1"})), DEADLINE)
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(sent["x-trace"], "t-1");
+    assert_eq!(
+        sent["host"],
+        api.origin.trim_start_matches("http://"),
+        "{sent}"
+    );
+    assert_eq!(sent["authorization"], "<redacted>", "{sent}");
+    for never in [
+        "cookie",
+        "x-forwarded-for",
+        "forwarded",
+        "x-real-ip",
+        "upgrade",
+    ] {
+        assert!(sent.get(never).is_none(), "{never}: {sent}");
+    }
 }
 
 #[tokio::test]
