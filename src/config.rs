@@ -171,8 +171,8 @@ pub use source::DeclarationError;
 pub(crate) use source::{each_string, each_string_mut};
 pub use target::TransportKind;
 pub(crate) use target::{
-    invalid_header_name, is_absolute_http_url, is_reserved_header, is_valid_header_value,
-    redact_url,
+    caller_may_set_header, invalid_header_name, is_absolute_http_url, is_reserved_header,
+    is_valid_header_value, redact_url,
 };
 pub use wire::{
     McpAuthorization, McpHttpDefinition, McpServerDefinition, McpServerOptions, McpStdioDefinition,

@@ -5,6 +5,7 @@
 //! [`ToolInfo`](crate::model::ToolInfo) and [`ToolResult`](crate::model::ToolResult), and
 //! failures arrive as [`ConnectError`] or [`CallError`](crate::model::CallError).
 
+mod address;
 mod call;
 mod catalog;
 mod connect;
@@ -16,6 +17,7 @@ mod reaper;
 mod session;
 mod stdio;
 
+pub(crate) use address::AddressRule;
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, OnUpdate, SourceOpener};

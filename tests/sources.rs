@@ -436,6 +436,354 @@ async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
     stop.cancel();
 }
 
+/// The `plurnk-mcp` binary, for the tests that run the command line as a child process.
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+/// Serves `router` on loopback until the token is cancelled; its `http://` origin.
+async fn serve(router: axum::Router) -> (String, tokio_util::sync::CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let origin = format!("http://{}", listener.local_addr().expect("address"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+    });
+    (origin, stop)
+}
+
+/// A document whose one operation's body refers to a chain of `levels` schemas, each
+/// referring twice to the one below, with a `leaf`-byte string at the bottom: small as
+/// written, `2^levels × leaf` bytes resolved.
+fn fan_out(levels: usize, leaf: usize) -> Value {
+    let mut schemas = serde_json::Map::new();
+    for level in 0..levels {
+        let below = json!({"$ref": format!("#/components/schemas/L{}", level + 1)});
+        schemas.insert(
+            format!("L{level}"),
+            json!({"type": "object", "properties": {"a": below, "b": below}}),
+        );
+    }
+    schemas.insert(
+        format!("L{levels}"),
+        json!({"type": "string", "description": "x".repeat(leaf)}),
+    );
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Fan", "version": "1"},
+        "servers": [{"url": "/v1"}],
+        "paths": {"/deep": {"post": {
+            "operationId": "deep",
+            "requestBody": {"required": true, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/L0"}}}}
+        }}},
+        "components": {"schemas": schemas}
+    })
+}
+
+/// What a finished child process said and how much memory it held at its peak.
+struct Ran {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+    peak_rss_kib: i64,
+}
+
+/// Runs `plurnk-mcp args` with exactly `vars` (plus PATH and HOME), its address space limited
+/// to `limit_kib`, and reads its peak resident memory from the kernel as it is reaped.
+fn run_limited(args: &[String], vars: &[(&str, String)], limit_kib: u64, dir: &Path) -> Ran {
+    use std::os::unix::process::ExitStatusExt;
+    let stdout = dir.join("limited.stdout");
+    let stderr = dir.join("limited.stderr");
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""))
+        .arg(EXE)
+        .args(args)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+    for key in ["PATH", "HOME"] {
+        if let Ok(value) = std::env::var(key) {
+            command.env(key, value);
+        }
+    }
+    // glibc reserves 64 MiB of address space per arena, one per thread that contends: capped,
+    // the limit measures what the host holds, not how many cores the machine has.
+    command.env("MALLOC_ARENA_MAX", "2");
+    command.envs(vars.iter().map(|(key, value)| (*key, value.as_str())));
+    // Reaped by `wait4` below, which also gives its resource usage.
+    #[expect(clippy::zombie_processes)]
+    let child = command.spawn().expect("sh runs");
+    let pid = i32::try_from(child.id()).expect("a pid");
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data the kernel fills; the child is ours and reaped here once.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    Ran {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: read(&stdout),
+        stderr: read(&stderr),
+        peak_rss_kib: usage.ru_maxrss,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_whose_references_fan_out_is_refused_under_a_memory_limit() {
+    // 22 KB as written, 2.6 GB if its references were copied out: the host, limited to
+    // 512 MiB of address space, refuses it with the bound's name and keeps the other source
+    // ready; with the bound removed it dies of the allocation instead.
+    let dir = scratch("fan-out");
+    let fan = fan_out(17, 20_000);
+    assert!(fan.to_string().len() < 24_000);
+    let (fan_origin, stop_fan) = serve(axum::Router::new().route(
+        "/openapi.json",
+        axum::routing::get(move || async move {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                fan.to_string(),
+            )
+        }),
+    ))
+    .await;
+    let (pets_origin, stop_pets) = pet_store().await;
+    let declarations = dir.join("sources");
+    std::fs::create_dir_all(&declarations).expect("dir");
+    for (alias, origin) in [("fan", &fan_origin), ("pets", &pets_origin)] {
+        std::fs::write(
+            declarations.join(format!("{alias}.json")),
+            json!({"kind": "openapi", "name": alias, "spec": format!("{origin}/openapi.json")})
+                .to_string(),
+        )
+        .expect("declaration");
+    }
+    let args: Vec<String> = [
+        "--state",
+        &dir.join("state.sqlite").display().to_string(),
+        "status",
+        "--json",
+    ]
+    .map(str::to_owned)
+    .into();
+    let vars = [
+        ("PLURNK_MCP_SOURCES", declarations.display().to_string()),
+        ("PLURNK_MCP_ENABLED", json!(["fan", "pets"]).to_string()),
+    ];
+    let ran = tokio::task::spawn_blocking(move || run_limited(&args, &vars, 512 * 1024, &dir))
+        .await
+        .expect("the child is reaped");
+    assert!(
+        ran.status.success(),
+        "the host survives: {:?}\n{}",
+        ran.status,
+        ran.stderr
+    );
+    let status: Value = serde_json::from_str(&ran.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}\n{}", ran.stdout, ran.stderr));
+    assert_eq!(status["servers"]["pets"]["state"], "ready", "{status}");
+    assert_eq!(status["servers"]["fan"]["state"], "unavailable", "{status}");
+    let detail = status["servers"]["fan"]["problem"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        detail.contains(&format!(
+            "{fan_origin}/openapi.json: paths./deep.post: the operation's tool, its references \
+             resolved, is larger than 1048576 bytes (maxToolBytes); raise `maxToolBytes`"
+        )),
+        "{detail}"
+    );
+    // Its whole life, the host held less than the limit by far (measured: about 40 MiB).
+    assert!(
+        ran.peak_rss_kib < 128 * 1024,
+        "peak RSS {} KiB",
+        ran.peak_rss_kib
+    );
+    eprintln!(
+        "peak RSS of the host refusing the document: {} KiB",
+        ran.peak_rss_kib
+    );
+    stop_fan.cancel();
+    stop_pets.cancel();
+}
+
+/// An API that answers 401 unless both of its credentials are right, and its document.
+struct Vault {
+    origin: String,
+    stop: tokio_util::sync::CancellationToken,
+    /// Requests answered (credentials right) and refused (401).
+    answered: Arc<std::sync::atomic::AtomicUsize>,
+    refused: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Vault {
+    async fn start(token: &'static str, key: &'static str) -> Self {
+        use axum::http::{HeaderMap, StatusCode, header};
+        use axum::response::IntoResponse;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let answered = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let (ok, no) = (answered.clone(), refused.clone());
+        let document = json!({
+            "openapi": "3.1.0",
+            "info": {"title": "Vault", "version": "1"},
+            "servers": [{"url": "/v1"}],
+            "paths": {"/whoami": {"get": {"operationId": "whoami", "summary": "Who the caller is"}}}
+        });
+        let router = axum::Router::new()
+            .route(
+                "/openapi.json",
+                axum::routing::get(move || async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        document.to_string(),
+                    )
+                }),
+            )
+            .route(
+                "/v1/whoami",
+                axum::routing::get(move |headers: HeaderMap| {
+                    let (ok, no) = (ok.clone(), no.clone());
+                    async move {
+                        let text = |name: header::HeaderName| {
+                            headers
+                                .get(name)
+                                .and_then(|value| value.to_str().ok())
+                                .unwrap_or_default()
+                                .to_owned()
+                        };
+                        let authorization = text(header::AUTHORIZATION);
+                        let api_key = text(header::HeaderName::from_static("x-api-key"));
+                        if authorization != format!("Bearer {token}") || api_key != key {
+                            no.fetch_add(1, Ordering::SeqCst);
+                            return (StatusCode::UNAUTHORIZED, "missing or wrong credentials")
+                                .into_response();
+                        }
+                        ok.fetch_add(1, Ordering::SeqCst);
+                        // Echoed, as a careless API would: the caller must see it scrubbed.
+                        let body =
+                            json!({"user": "ada", "authorization": authorization, "key": api_key});
+                        (
+                            [(header::CONTENT_TYPE, "application/json")],
+                            body.to_string(),
+                        )
+                            .into_response()
+                    }
+                }),
+            );
+        let (origin, stop) = serve(router).await;
+        Self {
+            origin,
+            stop,
+            answered,
+            refused,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authenticated_openapi_source_is_added_and_called_and_its_credentials_stay_secret() {
+    use std::sync::atomic::Ordering;
+    const TOKEN: &str = "vault-bearer-SENTINEL-5a1e";
+    const KEY: &str = "vault-key-SENTINEL-77c3";
+    let vault = Vault::start(TOKEN, KEY).await;
+    let dir = scratch("vault");
+    let state = dir.join("state.sqlite").display().to_string();
+    let file = dir.join("vault.json");
+    std::fs::write(
+        &file,
+        json!({"kind": "openapi", "name": "vault",
+               "spec": format!("{}/openapi.json", vault.origin),
+               "bearer": "${OAPI_TOK}", "headers": {"X-Api-Key": "${OAPI_KEY}"}})
+        .to_string(),
+    )
+    .expect("declaration");
+    let cli = |args: Vec<String>, token: &str| {
+        let mut command = tokio::process::Command::new(EXE);
+        command.args(["--state", &state]).args(args).env_clear();
+        for key in ["PATH", "HOME"] {
+            if let Ok(value) = std::env::var(key) {
+                command.env(key, value);
+            }
+        }
+        command
+            .env("PLURNK_MCP_LOG", "trace")
+            .env("PLURNK_MCP_ALLOW_ADD", "true")
+            .env("PLURNK_MCP_WORKSPACE_ENV", r#"["OAPI_TOK","OAPI_KEY"]"#)
+            .env("OAPI_TOK", token)
+            .env("OAPI_KEY", KEY);
+        async move { command.output().await.expect("plurnk-mcp runs") }
+    };
+    let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+    let mut seen = String::new();
+    let mut shown = |output: &std::process::Output| {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        seen.push_str(&text);
+        text
+    };
+
+    let added = cli(
+        args(&["add", "vault", "--source", &file.display().to_string()]),
+        TOKEN,
+    )
+    .await;
+    let said = shown(&added);
+    assert!(added.status.success(), "{said}");
+    let called = cli(args(&["call", "vault", "whoami", "{}"]), TOKEN).await;
+    let said = shown(&called);
+    assert!(called.status.success(), "{said}");
+    let result: Value = serde_json::from_slice(&called.stdout).unwrap_or_default();
+    assert_eq!(result["structuredContent"]["user"], "ada", "{said}");
+    assert_eq!(
+        result["structuredContent"]["authorization"], "<redacted>",
+        "{said}"
+    );
+    assert_eq!(result["structuredContent"]["key"], "<redacted>", "{said}");
+    assert_eq!(vault.answered.load(Ordering::SeqCst), 1);
+
+    // The API does check: with another token, the call is its 401, a result flagged isError.
+    let wrong = cli(
+        args(&["call", "vault", "whoami", "{}"]),
+        "not-the-vault-token-0000",
+    )
+    .await;
+    let said = shown(&wrong);
+    assert_eq!(wrong.status.code(), Some(1), "{said}");
+    assert!(said.contains("401 Unauthorized"), "{said}");
+    assert!(vault.refused.load(Ordering::SeqCst) >= 1);
+
+    let status = cli(args(&["status", "--json"]), TOKEN).await;
+    let said = shown(&status);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
+    assert_eq!(status["servers"]["vault"]["state"], "ready", "{said}");
+
+    // Neither credential in any spelling in anything the command line wrote (its trace log
+    // included), nor in the state file.
+    let lower = seen.to_ascii_lowercase();
+    for secret in [TOKEN, KEY] {
+        for spelling in [secret.to_owned(), secret.replace('-', "%2D")] {
+            assert!(
+                !lower.contains(&spelling.to_ascii_lowercase()),
+                "{spelling} was shown:\n{seen}"
+            );
+        }
+        let stored = std::fs::read(&state).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&stored).contains(secret));
+    }
+    assert!(seen.contains("TRACE"), "the log ran at trace level");
+    vault.stop.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_past_its_deadline_or_its_output_bound_is_killed_and_settles_typed() {
     let dir = scratch("bounds");

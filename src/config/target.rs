@@ -166,21 +166,46 @@ pub(crate) fn invalid_header_name(name: &str) -> Option<String> {
     Some(name.chars().take_while(|c| is_token_char(*c)).collect())
 }
 
-/// Headers the MCP transport sets on every request; a configured one would
-/// contradict the transport (`Mcp-*` carry protocol state, and body/header
-/// disagreement fails), so they are refused at load.
+/// Headers the transport sets on every request, and the hop-by-hop ones that describe one
+/// connection, not the request; a configured one would contradict the transport (`Mcp-*`
+/// carry protocol state, and body/header disagreement fails), so they are refused at load.
 pub(crate) fn is_reserved_header(name: &str) -> bool {
-    const RESERVED: [&str; 7] = [
+    const RESERVED: [&str; 12] = [
         "accept",
         "connection",
         "content-length",
         "content-type",
         "host",
+        "keep-alive",
         "last-event-id",
+        "proxy-connection",
+        "te",
+        "trailer",
         "transfer-encoding",
+        "upgrade",
     ];
     let lower = name.to_ascii_lowercase();
     lower.starts_with("mcp-") || RESERVED.contains(&lower.as_str())
+}
+
+/// Whether a caller's argument (a model's, through a tool source) may set header `name` on a
+/// request the operator's credentials ride on: never a reserved header, a credential or
+/// cookie, nor one a server reads as the client's own address or route (`Forwarded`,
+/// `X-Forwarded-*`, `X-Real-IP`, `Via`, `Proxy-*`).
+pub(crate) fn caller_may_set_header(name: &str) -> bool {
+    const OPERATOR_ONLY: [&str; 6] = [
+        "authorization",
+        "cookie",
+        "forwarded",
+        "via",
+        "x-real-ip",
+        "x-client-ip",
+    ];
+    let lower = name.to_ascii_lowercase();
+    !(is_reserved_header(name)
+        || OPERATOR_ONLY.contains(&lower.as_str())
+        || lower.starts_with("proxy-")
+        || lower.starts_with("x-forwarded-"))
 }
 
 /// Whether a header value can be sent: no line breaks, NUL or other control

@@ -162,6 +162,9 @@ pub(crate) enum ConnectError {
     /// The HTTP transport could not be built from the configuration.
     #[error("{0}")]
     Http(String),
+    /// A tool source could not be opened (its document, its program), said why.
+    #[error("could not open the tool source: {0}")]
+    Source(String),
     /// Setup did not finish within the connect timeout.
     #[error("did not finish connecting within {0} ms")]
     Timeout(u128),
@@ -466,7 +469,7 @@ impl Failure {
             Self::Spawn(error) => ConnectError::Spawn(scrub(&error.to_string()).into_owned()),
             Self::Http(detail) => ConnectError::Http(scrub(&detail).into_owned()),
             Self::Described(detail) => ConnectError::Negotiation(scrub(&detail).into_owned()),
-            Self::Source(detail) => ConnectError::Spawn(scrub(&detail).into_owned()),
+            Self::Source(detail) => ConnectError::Source(scrub(&detail).into_owned()),
             Self::Negotiation(error) => match error.auth_challenge() {
                 Some(challenge) => ConnectError::AuthRequired(challenge.to_owned()),
                 None => ConnectError::Negotiation(scrub(&describe_init_error(&error)).into_owned()),

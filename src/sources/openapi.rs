@@ -8,13 +8,20 @@
 //! gives an [`OpenApiSource`], the [`ToolSource`]. [`OpenApiDeclaration::check`] says whether
 //! the document is there and whether it is the version the declaration was written against.
 //!
-//! The API is an adversary like any MCP server: a call ends by its deadline, its response is
-//! bounded, and redirects are followed only within the origin they started from (the
-//! transport's own policy), so the bearer and the declared headers never reach another host.
-//! What comes back — a body, a connection error that prints the URL — is scrubbed of every
-//! registered secret before it leaves the source. Only JSON documents are read (no YAML
-//! parser is among the crate's dependencies); a YAML document gets an error saying how to
-//! convert it.
+//! The document and the API are adversaries like any MCP server. The document is bounded in
+//! bytes as read and as resolved (`document`). Credentials go only where the declaration
+//! says: to `baseUrl`, or, without it, to the document's server only when that is the spec
+//! URL's own origin (a document read from a file, or one naming another origin, needs
+//! `baseUrl` before any header or bearer is sent). A server the document names at another
+//! origin is reached under the host's address rule ([`crate::protocol::AddressRule`], judged
+//! against the spec URL): never a link-local or reserved address, a loopback or private one
+//! only from a spec URL of that class. A model's arguments never set the request's framing,
+//! credentials or routing headers. A call ends by its deadline, its response is bounded, and
+//! redirects are followed only within the origin they started from (the transport's own
+//! policy). What comes back — a body, a connection error that prints the URL — is scrubbed
+//! of every registered secret before it leaves the source. Only JSON documents are read (no
+//! YAML parser is among the crate's dependencies); a YAML document gets an error saying how
+//! to convert it.
 
 mod document;
 #[cfg(test)]
@@ -30,12 +37,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::io::AsyncReadExt;
 
+pub use self::document::Bounds;
 use self::document::{Document, Location, Operation, Required};
 use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
 use crate::config::{Piece, Secret};
-use crate::protocol::{Bounded, describe, read_bounded};
+use crate::protocol::{AddressRule, Bounded, describe, read_bounded};
 
 /// The default deadline of one request, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -46,11 +54,20 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// The bound of the document itself, whether read from a file or fetched.
 pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
+/// The default bound of one tool written out (name, description, input schema, references
+/// resolved): eleven times the largest seen in public APIs (Box's, 94 KB).
+pub const DEFAULT_MAX_TOOL_BYTES: usize = 1024 * 1024;
+
+/// The default bound of all of a document's tools together, references resolved: nine times
+/// the largest seen in public APIs (PagerDuty's, 0.92 MB), and half the 16 MiB bound of one
+/// message, so the source's `tools/list` always fits one.
+pub const DEFAULT_MAX_CATALOG_BYTES: usize = 8 * 1024 * 1024;
+
 /// How long [`OpenApiDeclaration::check`] waits for a document URL.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The fields a declaration may have, for the unknown-field error.
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 12] = [
     "name",
     "spec",
     "baseUrl",
@@ -58,6 +75,8 @@ const FIELDS: [&str; 10] = [
     "bearer",
     "timeoutMs",
     "maxResponseBytes",
+    "maxToolBytes",
+    "maxCatalogBytes",
     "operations",
     "version",
     "kind",
@@ -90,6 +109,12 @@ pub struct OpenApiDeclaration {
     /// The bound of one response body.
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: usize,
+    /// The bound of one tool written out, references resolved.
+    #[serde(default = "default_max_tool_bytes")]
+    pub max_tool_bytes: usize,
+    /// The bound of all tools together, references resolved.
+    #[serde(default = "default_max_catalog_bytes")]
+    pub max_catalog_bytes: usize,
     /// The operationIds to offer; absent offers every operation.
     #[serde(default)]
     pub operations: Option<Vec<String>>,
@@ -109,8 +134,27 @@ fn default_max_response_bytes() -> usize {
     DEFAULT_MAX_RESPONSE_BYTES
 }
 
+fn default_max_tool_bytes() -> usize {
+    DEFAULT_MAX_TOOL_BYTES
+}
+
+fn default_max_catalog_bytes() -> usize {
+    DEFAULT_MAX_CATALOG_BYTES
+}
+
 fn secret<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Secret>, D::Error> {
     Ok(Option::<String>::deserialize(deserializer)?.map(Secret::new))
+}
+
+/// Whether a declaration's `${NAME}` references are as the operator wrote them, or were
+/// expanded as its connection was prepared (how the host hands it to the opener).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// As declared: a credential must be a reference, and references must be well formed.
+    AsDeclared,
+    /// Expanded: every credential is its value now, which the declaration as written was
+    /// checked to take from the environment.
+    Expanded,
 }
 
 /// Where the document is.
@@ -154,6 +198,22 @@ impl OpenApiDeclaration {
     /// alias, a `spec` that is neither a path nor an `http(s)://` URL, a bad header, a literal
     /// credential, a non-positive bound, an empty operation name.
     pub fn parse(value: &Value, origin: &str) -> Result<Self, Vec<DeclarationError>> {
+        Self::read(value, origin, Written::AsDeclared)
+    }
+
+    /// Reads a declaration whose `${NAME}` references were already expanded, as the host
+    /// hands a source to its opener: the rules on how credentials are written held for the
+    /// declaration as written (the host read it with [`parse`](Self::parse) before), and here
+    /// a credential is its value by design.
+    ///
+    /// # Errors
+    ///
+    /// As [`parse`](Self::parse), but for those rules.
+    pub fn parse_expanded(value: &Value, origin: &str) -> Result<Self, Vec<DeclarationError>> {
+        Self::read(value, origin, Written::Expanded)
+    }
+
+    fn read(value: &Value, origin: &str, written: Written) -> Result<Self, Vec<DeclarationError>> {
         let mut faults = Faults {
             origin,
             list: Vec::new(),
@@ -171,7 +231,10 @@ impl OpenApiDeclaration {
                 faults.push(
                     key,
                     "unknown field",
-                    &format!("remove it; the fields are {}", FIELDS[..9].join(", ")),
+                    &format!(
+                        "remove it; the fields are {}",
+                        FIELDS[..FIELDS.len() - 1].join(", ")
+                    ),
                 );
             }
         }
@@ -196,6 +259,14 @@ impl OpenApiDeclaration {
         let max_response_bytes: Option<usize> = faults.field(
             object,
             "maxResponseBytes",
+            false,
+            "a positive number of bytes",
+        );
+        let max_tool_bytes: Option<usize> =
+            faults.field(object, "maxToolBytes", false, "a positive number of bytes");
+        let max_catalog_bytes: Option<usize> = faults.field(
+            object,
+            "maxCatalogBytes",
             false,
             "a positive number of bytes",
         );
@@ -274,6 +345,9 @@ impl OpenApiDeclaration {
                     "write the value on one line",
                 );
             }
+            if written == Written::Expanded {
+                continue;
+            }
             match crate::config::pieces(value) {
                 Err(_) => faults.push(
                     &field,
@@ -289,6 +363,7 @@ impl OpenApiDeclaration {
             }
         }
         if let Some(bearer) = &bearer
+            && written == Written::AsDeclared
             && !crate::config::is_single_reference(bearer)
         {
             faults.push(
@@ -304,12 +379,26 @@ impl OpenApiDeclaration {
                 "write a positive number of milliseconds (default 30000)",
             );
         }
-        if max_response_bytes == Some(0) {
-            faults.push(
+        for (field, bound, default) in [
+            (
                 "maxResponseBytes",
-                "the bound is zero",
-                "write a positive number of bytes (default 4194304)",
-            );
+                max_response_bytes,
+                DEFAULT_MAX_RESPONSE_BYTES,
+            ),
+            ("maxToolBytes", max_tool_bytes, DEFAULT_MAX_TOOL_BYTES),
+            (
+                "maxCatalogBytes",
+                max_catalog_bytes,
+                DEFAULT_MAX_CATALOG_BYTES,
+            ),
+        ] {
+            if bound == Some(0) {
+                faults.push(
+                    field,
+                    "the bound is zero",
+                    &format!("write a positive number of bytes (default {default})"),
+                );
+            }
         }
         for (i, id) in operations.iter().flatten().enumerate() {
             if id.trim().is_empty() {
@@ -334,6 +423,8 @@ impl OpenApiDeclaration {
             bearer: bearer.map(Secret::new),
             timeout_ms: timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             max_response_bytes: max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
+            max_tool_bytes: max_tool_bytes.unwrap_or(DEFAULT_MAX_TOOL_BYTES),
+            max_catalog_bytes: max_catalog_bytes.unwrap_or(DEFAULT_MAX_CATALOG_BYTES),
             operations,
             version,
             origin: origin.to_owned(),
@@ -465,22 +556,32 @@ impl OpenApiDeclaration {
         headers: reqwest::header::HeaderMap,
     ) -> Result<OpenApiSource, Vec<DeclarationError>> {
         let location = self.location().map_err(|e| vec![e])?;
-        let client = client()
-            .map_err(|problem| vec![self.error("spec", &problem, "report this as a bug")])?;
+        let bug = |problem: String| vec![self.error("spec", &problem, "report this as a bug")];
         let timeout = Duration::from_millis(self.timeout_ms);
-        let (bytes, shown) = load(&client, &location, timeout).await.map_err(|problem| {
-            vec![self.error(
-                "spec",
-                &problem,
-                "point `spec` at a readable OpenAPI document",
-            )]
-        })?;
+        let (bytes, shown) = load(&client(None).map_err(bug)?, &location, timeout)
+            .await
+            .map_err(|problem| {
+                vec![self.error(
+                    "spec",
+                    &problem,
+                    "point `spec` at a readable OpenAPI document",
+                )]
+            })?;
         let value = parse_document(&bytes, &shown)?;
         let Document {
             version,
             server,
             operations,
-        } = document::read(&value, &shown, self.operations.as_deref()).map_err(|faults| {
+        } = document::read(
+            &value,
+            &shown,
+            self.operations.as_deref(),
+            Bounds {
+                tool_bytes: self.max_tool_bytes,
+                catalog_bytes: self.max_catalog_bytes,
+            },
+        )
+        .map_err(|faults| {
             faults
                 .into_iter()
                 .map(|mut fault| {
@@ -492,7 +593,8 @@ impl OpenApiDeclaration {
                 })
                 .collect::<Vec<_>>()
         })?;
-        let base_url = self.base_url(server.as_deref(), &location)?;
+        let (base_url, rule) = self.base_url(server.as_deref(), &location, !headers.is_empty())?;
+        let client = client(rule).map_err(bug)?;
         if self.version.is_some() && self.version != version {
             // Opening still succeeds: the tools are what the document says now; `check` reports it.
             tracing::warn!(source = %self.name, declared = ?self.version, document = ?version, "the OpenAPI document is not the version the declaration was written against");
@@ -513,17 +615,36 @@ impl OpenApiDeclaration {
         })
     }
 
-    /// The declared base URL, else the document's first server resolved against its URL.
+    /// The declared base URL, else the document's first server resolved against its URL;
+    /// and the address rule requests to it meet, when the document chose another origin than
+    /// the operator's.
+    ///
+    /// `credentials` says whether requests carry declared headers or a bearer: those go only
+    /// to `baseUrl` or to the spec URL's own origin, so a document read from a file, or one
+    /// naming another origin, is refused then, with `baseUrl` as the fix. Sending them nowhere
+    /// instead would turn every call into the API's 401 with no word of why.
     fn base_url(
         &self,
         server: Option<&str>,
         location: &SpecLocation,
-    ) -> Result<reqwest::Url, Vec<DeclarationError>> {
+        credentials: bool,
+    ) -> Result<(reqwest::Url, Option<AddressRule>), Vec<DeclarationError>> {
         let fix = "write `baseUrl`, the API's absolute http(s):// URL";
-        let (url, field) = match (&self.base_url, server, location) {
-            (Some(url), _, _) => (reqwest::Url::parse(url), "baseUrl"),
-            (None, Some(server), SpecLocation::Url(spec)) => (spec.join(server), "spec"),
-            (None, Some(server), SpecLocation::File(_)) => (reqwest::Url::parse(server), "spec"),
+        let url = match (&self.base_url, server, location) {
+            (Some(url), _, _) => {
+                return match reqwest::Url::parse(url) {
+                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {
+                        Ok((url, None))
+                    }
+                    _ => Err(vec![self.error(
+                        "baseUrl",
+                        "not an absolute http(s):// URL",
+                        fix,
+                    )]),
+                };
+            }
+            (None, Some(server), SpecLocation::Url(spec)) => spec.join(server),
+            (None, Some(server), SpecLocation::File(_)) => reqwest::Url::parse(server),
             (None, None, _) => {
                 return Err(vec![self.error(
                     "baseUrl",
@@ -532,10 +653,50 @@ impl OpenApiDeclaration {
                 )]);
             }
         };
-        match url {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Ok(url),
-            _ => Err(vec![self.error(field, "the API's base URL is not an absolute http(s):// URL (a document read from a file can only name absolute servers)", fix)]),
+        let url = match url {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => url,
+            _ => return Err(vec![self.error("spec", "the API's base URL is not an absolute http(s):// URL (a document read from a file can only name absolute servers)", fix)]),
+        };
+        let SpecLocation::Url(spec) = location else {
+            if credentials {
+                return Err(vec![self.error(
+                    "baseUrl",
+                    &format!(
+                        "the document, read from a file, names the API's server ({}), and the declared headers and bearer go only where the declaration names",
+                        url.origin().ascii_serialization()
+                    ),
+                    "write `baseUrl` with the API's URL, the origin that is to receive the credentials",
+                )]);
+            }
+            // The file is the operator's: what it names is theirs too.
+            return Ok((url, None));
+        };
+        if url.origin() == spec.origin() {
+            return Ok((url, None));
         }
+        if credentials {
+            return Err(vec![self.error(
+                "baseUrl",
+                &format!(
+                    "the document's servers[0].url is another origin ({}) than the spec URL's ({}), and the declared headers and bearer go only where the declaration names",
+                    url.origin().ascii_serialization(),
+                    spec.origin().ascii_serialization()
+                ),
+                "write `baseUrl` with the API's URL if that origin is to receive the credentials",
+            )]);
+        }
+        let rule = AddressRule::of(spec);
+        if !rule.allows_url(&url) {
+            return Err(vec![self.error(
+                "spec",
+                &format!(
+                    "the document's servers[0].url names an address requests may not reach ({}): from a spec URL that is not of its class, a loopback or private address is refused, and a link-local or reserved one always",
+                    url.origin().ascii_serialization()
+                ),
+                "write `baseUrl` with the API's URL if it is meant to be reached",
+            )]);
+        }
+        Ok((url, Some(rule)))
     }
 
     /// Whether the document is there, and whether it is the version this declaration was
@@ -545,7 +706,7 @@ impl OpenApiDeclaration {
             Ok(location) => location,
             Err(fault) => return Finding::Missing(fault.to_string()),
         };
-        let client = match client() {
+        let client = match client(None) {
             Ok(client) => client,
             Err(problem) => return Finding::Missing(problem),
         };
@@ -597,6 +758,8 @@ impl fmt::Debug for OpenApiDeclaration {
             .field("bearer", &self.bearer)
             .field("timeout_ms", &self.timeout_ms)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("max_tool_bytes", &self.max_tool_bytes)
+            .field("max_catalog_bytes", &self.max_catalog_bytes)
             .field("operations", &self.operations)
             .field("version", &self.version)
             .field("origin", &self.origin)
@@ -668,10 +831,14 @@ fn looks_like_url(spec: &str) -> bool {
     lower.starts_with("http://") || lower.starts_with("https://")
 }
 
-/// The HTTP client of a source: same-origin redirects only; each request sets its deadline.
-fn client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .redirect(crate::protocol::same_origin_redirects())
+/// The HTTP client of a source: same-origin redirects only; names resolved under `rule`
+/// when the document chose the origin; each request sets its deadline.
+fn client(rule: Option<AddressRule>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder().redirect(crate::protocol::same_origin_redirects());
+    if let Some(rule) = rule {
+        builder = builder.dns_resolver(Arc::new(rule));
+    }
+    builder
         .build()
         .map_err(|error| format!("the HTTP client could not be built: {error}"))
 }
@@ -750,6 +917,19 @@ fn parse_document(bytes: &[u8], shown: &str) -> Result<Value, Vec<DeclarationErr
         };
         vec![DeclarationError::new(shown, "(document)", problem, fix)]
     })
+}
+
+/// The tools the document in `bytes` offers under `bounds`, or every fault of it: what
+/// opening a source reads from its document, without a declaration or the network. The
+/// fuzz targets drive it; not part of the API.
+#[doc(hidden)]
+pub fn document_tools(
+    bytes: &[u8],
+    bounds: Bounds,
+) -> Result<Vec<SourceTool>, Vec<DeclarationError>> {
+    let value = parse_document(bytes, "(document)")?;
+    let document = document::read(&value, "(document)", None, bounds)?;
+    Ok(document.operations.into_iter().map(|op| op.tool).collect())
 }
 
 /// `404 Not Found`.

@@ -63,7 +63,7 @@ pub(super) async fn open(
             Arc::new(declaration.open(origin, &expand, children).map_err(said)?)
         }
         SourceKind::OpenApi => {
-            let declaration = OpenApiDeclaration::parse(&value, origin).map_err(said)?;
+            let declaration = OpenApiDeclaration::parse_expanded(&value, origin).map_err(said)?;
             Arc::new(declaration.open(&expand).await.map_err(said)?)
         }
     })

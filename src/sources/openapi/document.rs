@@ -3,11 +3,17 @@
 //! built, and every fault in the document reported at once with its JSON path.
 //!
 //! The document may come from a server, so it is an adversary like any other: its size is
-//! bounded by the caller, and resolving references is bounded here in depth and in the
-//! number of values it may produce (a small document whose references fan out would
-//! otherwise expand without end).
+//! bounded by the caller, and resolving references is bounded here in depth, in the number of
+//! values, and in bytes (a small document whose references fan out — each level referring
+//! twice to the one below — would otherwise expand into gigabytes). Only what becomes a tool
+//! is resolved (a path item, its parameters and JSON request body), and what is resolved is
+//! counted as it is produced, so a document past a bound is refused after at most that much
+//! work. The bounds are on bytes written out, not only on memory: every tool's input schema
+//! is copied into the snapshot, the model's documents and the gateway's `tools/list`, so
+//! sharing resolved schemas inside the host would bound nothing that leaves it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io;
 
 use serde_json::{Map, Value, json};
 
@@ -34,8 +40,16 @@ const MAX_RESOLVED_VALUES: usize = 1_000_000;
 /// The longest tool name.
 const MAX_TOOL_NAME: usize = 64;
 
-/// Header parameters OpenAPI says are ignored: the request's own framing and credentials.
-const IGNORED_HEADER_PARAMETERS: [&str; 3] = ["accept", "content-type", "authorization"];
+/// The bounds reading a document meets, in bytes of JSON as a tool is written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// The most one tool may take: its name, description and input schema, references
+    /// resolved (the declaration's `maxToolBytes`).
+    pub tool_bytes: usize,
+    /// The most resolving may produce for the whole document, the tools together (the
+    /// declaration's `maxCatalogBytes`).
+    pub catalog_bytes: usize,
+}
 
 /// A document read into operations.
 #[derive(Debug)]
@@ -104,6 +118,7 @@ pub(super) fn read(
     document: &Value,
     origin: &str,
     allow: Option<&[String]>,
+    bounds: Bounds,
 ) -> Result<Document, Vec<DeclarationError>> {
     let error = |field: &str, problem: String, fix: &str| {
         DeclarationError::new(origin, field, problem, fix.to_owned())
@@ -155,23 +170,27 @@ pub(super) fn read(
     let mut resolver = Resolver {
         root: document,
         origin,
+        bounds,
         produced: 0,
+        catalog: 0,
+        tool: 0,
+        operation: String::new(),
     };
     let mut operations = Vec::new();
     // Tool name → the JSON path of the operation that took it.
     let mut taken: BTreeMap<String, String> = BTreeMap::new();
     // The operationIds of the allowed operations, offered or not.
     let mut seen_ids = BTreeSet::new();
-    for (path, item) in paths.into_iter().flatten() {
+    'paths: for (path, item) in paths.into_iter().flatten() {
         let at = format!("paths.{path}");
-        let item = match resolver.resolve(item, &at) {
+        let item = match resolver.target(item, &at) {
             Ok(item) => item,
             Err(fault) => {
                 faults.push(fault);
                 continue;
             }
         };
-        let shared = item.get("parameters").cloned().unwrap_or(Value::Null);
+        let shared = item.get("parameters");
         for (method, verb) in &METHODS {
             let method = *method;
             let Some(op) = item.get(method) else {
@@ -187,12 +206,18 @@ pub(super) fn read(
             if let Some(id) = id {
                 seen_ids.insert(id.to_owned());
             }
-            let built = build(origin, path, (method, verb), op, &shared, &op_at);
+            resolver.begin(&op_at);
+            let built = build(&mut resolver, path, (method, verb), op, shared, &op_at)
+                .and_then(|operation| resolver.written(operation));
             let operation = match built {
                 Ok(operation) => operation,
                 Err(Fault::Declaration(fault)) => {
                     faults.push(fault);
                     continue;
+                }
+                Err(Fault::Exhausted(fault)) => {
+                    faults.push(fault);
+                    break 'paths;
                 }
                 Err(Fault::Unsupported { field, problem }) => {
                     if allow.is_some() {
@@ -248,8 +273,11 @@ pub(super) fn read(
 
 /// Why one operation could not be built.
 enum Fault {
-    /// The document is wrong (a remote reference, a malformed parameter).
+    /// The document is wrong (a remote reference, a malformed parameter, a tool past its
+    /// bound).
     Declaration(DeclarationError),
+    /// The document is past a bound of the whole document: nothing more of it is read.
+    Exhausted(DeclarationError),
     /// The document is fine, but the operation needs what a tool here cannot send.
     Unsupported { field: String, problem: String },
 }
@@ -260,15 +288,17 @@ impl From<DeclarationError> for Fault {
     }
 }
 
-/// Builds the operation `method path` at `at`, with the path item's `shared` parameters.
-fn build(
-    origin: &str,
+/// Builds the operation `method path` at `at`, with the path item's `shared` parameters,
+/// resolving through `resolver` only what the tool takes.
+fn build<'d>(
+    resolver: &mut Resolver<'d>,
     path: &str,
     (method, verb): (&str, &reqwest::Method),
-    op: &Value,
-    shared: &Value,
+    op: &'d Value,
+    shared: Option<&'d Value>,
     at: &str,
 ) -> Result<Operation, Fault> {
+    let origin = resolver.origin;
     let name = tool_name(op.get("operationId").and_then(Value::as_str), method, path);
     let description = [op.get("summary"), op.get("description")]
         .into_iter()
@@ -278,17 +308,19 @@ fn build(
         .collect::<Vec<_>>()
         .join("\n\n");
 
-    // The operation's parameters override the path item's of the same name and location.
-    let mut declared: BTreeMap<(String, String), (Value, String)> = BTreeMap::new();
+    // The operation's parameters override the path item's of the same name and location;
+    // each is the parameter as written (a reference, perhaps) and the object it stands for.
+    let mut declared: BTreeMap<(String, String), (&'d Value, &'d Value, String)> = BTreeMap::new();
     for (source, list) in [
         (format!("{at}.parameters"), op.get("parameters")),
-        (format!("paths.{path}.parameters"), Some(shared)),
+        (format!("paths.{path}.parameters"), shared),
     ] {
         let Some(list) = list.and_then(Value::as_array) else {
             continue;
         };
-        for (i, parameter) in list.iter().enumerate() {
+        for (i, written) in list.iter().enumerate() {
             let field = format!("{source}[{i}]");
+            let parameter = resolver.target(written, &field)?;
             let name = parameter.get("name").and_then(Value::as_str);
             let location = parameter.get("in").and_then(Value::as_str);
             let (Some(name), Some(location)) = (name, location) else {
@@ -302,22 +334,22 @@ fn build(
             };
             declared
                 .entry((name.to_owned(), location.to_owned()))
-                .or_insert((parameter.clone(), field));
+                .or_insert((written, parameter, field));
         }
     }
 
     let mut properties = Map::new();
     let mut required = Vec::new();
     let mut parameters = Vec::new();
-    for ((name, location), (parameter, field)) in declared {
+    for ((name, location), (written, parameter, field)) in declared {
         let must =
             parameter.get("required").and_then(Value::as_bool) == Some(true) || location == "path";
         let location = match location.as_str() {
             "path" => Location::Path,
             "query" => Location::Query,
-            "header" if IGNORED_HEADER_PARAMETERS.contains(&name.to_ascii_lowercase().as_str()) => {
-                continue;
-            }
+            // OpenAPI ignores Accept, Content-Type and Authorization parameters; the host also
+            // keeps the request's framing, credentials and routing out of a model's hands.
+            "header" if !crate::config::caller_may_set_header(&name) => continue,
             "header" => Location::Header,
             "cookie" if !must => continue,
             "cookie" => {
@@ -345,8 +377,17 @@ fn build(
             )
             .into());
         }
-        let mut schema = parameter_schema(&parameter);
-        if let (Some(text), Some(schema)) = (parameter.get("description"), schema.as_object_mut()) {
+        let mut schema = match parameter_schema(parameter) {
+            Some((schema, schema_at)) => {
+                resolver.resolve(schema, &format!("{field}.{schema_at}"))?
+            }
+            None => json!({}),
+        };
+        // A description beside a reference (OpenAPI 3.1) wins over the parameter's own.
+        let text = written
+            .get("description")
+            .or_else(|| parameter.get("description"));
+        if let (Some(text), Some(schema)) = (text, schema.as_object_mut()) {
             schema.entry("description").or_insert_with(|| text.clone());
         }
         if properties.insert(name.clone(), schema).is_some() {
@@ -390,12 +431,19 @@ fn build(
     let body = match op.get("requestBody") {
         None => None,
         Some(request) => {
+            let body_at = format!("{at}.requestBody");
+            let request = resolver.target(request, &body_at)?;
             let must = request.get("required").and_then(Value::as_bool) == Some(true);
             match json_schema(request.get("content")) {
-                Some(schema) => {
+                Some((schema, media)) => {
+                    let schema = match schema {
+                        Some(schema) => resolver
+                            .resolve(schema, &format!("{body_at}.content.{media}.schema"))?,
+                        None => json!({}),
+                    };
                     if properties.insert("body".to_owned(), schema).is_some() {
                         return Err(Fault::Unsupported {
-                            field: format!("{at}.requestBody"),
+                            field: body_at,
                             problem:
                                 "a parameter is named \"body\", the argument the request body takes"
                                     .into(),
@@ -408,7 +456,7 @@ fn build(
                 }
                 None if must => {
                     return Err(Fault::Unsupported {
-                        field: format!("{at}.requestBody"),
+                        field: body_at,
                         problem:
                             "the required request body is not JSON, and only JSON bodies are sent"
                                 .into(),
@@ -419,18 +467,11 @@ fn build(
         }
     };
 
-    let mut schema = Map::new();
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), Value::Object(properties));
-    if !required.is_empty() {
-        schema.insert("required".into(), Value::Array(required));
-    }
-    schema.insert("additionalProperties".into(), json!(false));
     Ok(Operation {
         tool: SourceTool {
             name,
             description: (!description.is_empty()).then_some(description),
-            input_schema: schema,
+            input_schema: crate::sources::closed_object(properties, required),
         },
         method: verb.clone(),
         path: path.to_owned(),
@@ -439,29 +480,24 @@ fn build(
     })
 }
 
-/// A parameter's schema: its `schema`, or the schema of its one `content` entry.
-fn parameter_schema(parameter: &Value) -> Value {
-    parameter
-        .get("schema")
-        .cloned()
-        .or_else(|| {
-            parameter
-                .get("content")
-                .and_then(Value::as_object)
-                .and_then(|content| content.values().next())
-                .and_then(|media| media.get("schema"))
-                .cloned()
-        })
-        .unwrap_or_else(|| json!({}))
+/// A parameter's schema and where it is: its `schema`, or the schema of its one `content`
+/// entry.
+fn parameter_schema(parameter: &Value) -> Option<(&Value, String)> {
+    if let Some(schema) = parameter.get("schema") {
+        return Some((schema, "schema".to_owned()));
+    }
+    let (media, entry) = parameter.get("content")?.as_object()?.iter().next()?;
+    Some((entry.get("schema")?, format!("content.{media}.schema")))
 }
 
-/// The schema of the JSON entry of a `content` map (`application/json` or any `+json`).
-fn json_schema(content: Option<&Value>) -> Option<Value> {
+/// The JSON entry of a `content` map (`application/json` or any `+json`): its schema, if it
+/// has one, and its media type.
+fn json_schema(content: Option<&Value>) -> Option<(Option<&Value>, &str)> {
     let content = content?.as_object()?;
     content
         .iter()
         .find(|(media, _)| is_json_media(media))
-        .map(|(_, media)| media.get("schema").cloned().unwrap_or_else(|| json!({})))
+        .map(|(media, entry)| (entry.get("schema"), media.as_str()))
 }
 
 /// Whether a media type (or a `Content-Type` header) is JSON.
@@ -508,20 +544,60 @@ pub(super) fn tool_name(operation_id: Option<&str>, method: &str, path: &str) ->
     }
 }
 
-/// Resolves local `$ref`s against the document.
+/// Resolves local `$ref`s against the document, counting what it produces against the
+/// bounds.
 struct Resolver<'d> {
     /// The whole document, which `#/...` pointers index.
     root: &'d Value,
     /// The document's file or URL, for errors.
     origin: &'d str,
+    /// The bounds of one tool and of the whole document.
+    bounds: Bounds,
     /// How many values resolving has produced so far.
     produced: usize,
+    /// How many bytes resolving has produced so far, tools refused included: the work done.
+    catalog: usize,
+    /// How many bytes the tool being built has taken so far.
+    tool: usize,
+    /// The JSON path of the operation whose tool is being built, for errors.
+    operation: String,
 }
 
-impl Resolver<'_> {
+impl<'d> Resolver<'d> {
+    /// Starts counting the tool of the operation at `at`.
+    fn begin(&mut self, at: &str) {
+        self.tool = 0;
+        self.operation = at.to_owned();
+    }
+
+    /// The object `value` stands for: `value` itself, or what its chain of references points
+    /// to. Nothing is copied; a path item, a parameter or a request body is read where it is.
+    fn target(&self, value: &'d Value, at: &str) -> Result<&'d Value, DeclarationError> {
+        let mut value = value;
+        let mut field = at.to_owned();
+        let mut seen: Vec<&str> = Vec::new();
+        while let Some(Value::String(reference)) = value.get("$ref") {
+            if seen.contains(&reference.as_str()) {
+                return Err(DeclarationError::new(
+                    self.origin,
+                    format!("{field}.$ref"),
+                    format!("{reference:?} refers, through other references, back to itself"),
+                    "point the reference at a definition, not at another reference to it",
+                ));
+            }
+            if seen.len() >= MAX_REF_DEPTH {
+                return Err(self.too_deep(&field));
+            }
+            seen.push(reference);
+            value = self.pointee(reference, &field)?;
+            field = pointer_path(reference);
+        }
+        Ok(value)
+    }
+
     /// `value` (at the JSON path `at`) with every local reference replaced by what it
     /// points to. A reference back into one being resolved is cut to `{}` (any value).
-    fn resolve(&mut self, value: &Value, at: &str) -> Result<Value, DeclarationError> {
+    fn resolve(&mut self, value: &Value, at: &str) -> Result<Value, Fault> {
         self.resolve_in(value, at, &mut Vec::new())
     }
 
@@ -530,16 +606,14 @@ impl Resolver<'_> {
         value: &Value,
         at: &str,
         open: &mut Vec<String>,
-    ) -> Result<Value, DeclarationError> {
-        self.produced += 1;
-        if self.produced > MAX_RESOLVED_VALUES {
-            return Err(DeclarationError::new(
-                self.origin,
-                at,
-                format!("resolving references produced more than {MAX_RESOLVED_VALUES} values"),
-                "simplify the document's references, or list fewer `operations`",
-            ));
+    ) -> Result<Value, Fault> {
+        if let Value::Object(object) = value
+            && let Some(Value::String(reference)) = object.get("$ref")
+        {
+            return self.follow(object, reference, at, open);
         }
+        // Counted before anything is copied: a long string past the bound is never cloned.
+        self.charge(own_bytes(value))?;
         match value {
             Value::Array(items) => items
                 .iter()
@@ -547,19 +621,16 @@ impl Resolver<'_> {
                 .map(|(i, item)| self.resolve_in(item, &format!("{at}[{i}]"), open))
                 .collect::<Result<_, _>>()
                 .map(Value::Array),
-            Value::Object(object) => match object.get("$ref") {
-                Some(Value::String(reference)) => self.follow(object, reference, at, open),
-                _ => object
-                    .iter()
-                    .map(|(key, item)| {
-                        Ok((
-                            key.clone(),
-                            self.resolve_in(item, &format!("{at}.{key}"), open)?,
-                        ))
-                    })
-                    .collect::<Result<_, _>>()
-                    .map(Value::Object),
-            },
+            Value::Object(object) => object
+                .iter()
+                .map(|(key, item)| {
+                    Ok((
+                        key.clone(),
+                        self.resolve_in(item, &format!("{at}.{key}"), open)?,
+                    ))
+                })
+                .collect::<Result<_, _>>()
+                .map(Value::Object),
             scalar => Ok(scalar.clone()),
         }
     }
@@ -572,7 +643,33 @@ impl Resolver<'_> {
         reference: &str,
         at: &str,
         open: &mut Vec<String>,
-    ) -> Result<Value, DeclarationError> {
+    ) -> Result<Value, Fault> {
+        if open.iter().any(|r| r == reference) {
+            self.charge(2)?;
+            return Ok(json!({}));
+        }
+        if open.len() >= MAX_REF_DEPTH {
+            return Err(self.too_deep(at).into());
+        }
+        let target = self.pointee(reference, at)?;
+        open.push(reference.to_owned());
+        let resolved = self.resolve_in(target, &pointer_path(reference), open);
+        open.pop();
+        let mut resolved = resolved?;
+        if let Value::Object(target) = &mut resolved {
+            for (key, item) in object {
+                if key != "$ref" {
+                    self.charge(quoted_len(key) + 2)?;
+                    let item = self.resolve_in(item, &format!("{at}.{key}"), open)?;
+                    target.insert(key.clone(), item);
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// What the local `reference`, written at `at`, points to.
+    fn pointee(&self, reference: &str, at: &str) -> Result<&'d Value, DeclarationError> {
         let field = format!("{at}.$ref");
         let Some(pointer) = reference.strip_prefix('#') else {
             return Err(DeclarationError::new(
@@ -584,41 +681,140 @@ impl Resolver<'_> {
                 "copy what it refers to into the document's components and refer to it as #/components/...",
             ));
         };
-        if open.iter().any(|r| r == reference) {
-            return Ok(json!({}));
-        }
-        if open.len() >= MAX_REF_DEPTH {
-            return Err(DeclarationError::new(
-                self.origin,
-                field,
-                format!("references nest more than {MAX_REF_DEPTH} deep"),
-                "flatten the chain of references",
-            ));
-        }
-        let Some(target) = self.root.pointer(pointer) else {
-            return Err(DeclarationError::new(
+        self.root.pointer(pointer).ok_or_else(|| {
+            DeclarationError::new(
                 self.origin,
                 field,
                 format!("{reference:?} points at nothing in the document"),
                 "refer to a definition that exists, such as #/components/schemas/Pet",
-            ));
-        };
-        open.push(reference.to_owned());
-        let resolved = self.resolve_in(
-            target,
-            &pointer.trim_start_matches('/').replace('/', "."),
-            open,
-        );
-        open.pop();
-        let mut resolved = resolved?;
-        if let Value::Object(target) = &mut resolved {
-            for (key, item) in object {
-                if key != "$ref" {
-                    let item = self.resolve_in(item, &format!("{at}.{key}"), open)?;
-                    target.insert(key.clone(), item);
-                }
-            }
+            )
+        })
+    }
+
+    fn too_deep(&self, at: &str) -> DeclarationError {
+        DeclarationError::new(
+            self.origin,
+            format!("{at}.$ref"),
+            format!("references nest more than {MAX_REF_DEPTH} deep"),
+            "flatten the chain of references",
+        )
+    }
+
+    /// Counts `bytes` (and one value) produced for the tool being built, refusing the tool
+    /// past its bound and the document past its own.
+    fn charge(&mut self, bytes: usize) -> Result<(), Fault> {
+        self.produced += 1;
+        self.catalog = self.catalog.saturating_add(bytes);
+        self.tool = self.tool.saturating_add(bytes);
+        if self.produced > MAX_RESOLVED_VALUES {
+            return Err(Fault::Exhausted(DeclarationError::new(
+                self.origin,
+                &self.operation,
+                format!("resolving references produced more than {MAX_RESOLVED_VALUES} values"),
+                "simplify the document's references, or list fewer `operations`",
+            )));
         }
-        Ok(resolved)
+        if self.catalog > self.bounds.catalog_bytes {
+            return Err(Fault::Exhausted(self.catalog_fault()));
+        }
+        if self.tool > self.bounds.tool_bytes {
+            return Err(self.tool_fault().into());
+        }
+        Ok(())
+    }
+
+    /// `operation`, if the tool it offers, written out exactly, fits the bounds; the running
+    /// count only stops runaway resolving early, this one is exact.
+    fn written(&mut self, operation: Operation) -> Result<Operation, Fault> {
+        let tool = &operation.tool;
+        let mut count = Count(0);
+        serde_json::to_writer(&mut count, &tool.input_schema).map_err(|_| self.tool_fault())?;
+        let bytes =
+            count.0 + quoted_len(&tool.name) + tool.description.as_deref().map_or(0, quoted_len);
+        if bytes > self.bounds.tool_bytes {
+            return Err(self.tool_fault().into());
+        }
+        // The exact size replaces the running estimate of this tool in the document's count.
+        self.catalog = self.catalog.saturating_sub(self.tool).saturating_add(bytes);
+        if self.catalog > self.bounds.catalog_bytes {
+            return Err(Fault::Exhausted(self.catalog_fault()));
+        }
+        Ok(operation)
+    }
+
+    fn tool_fault(&self) -> DeclarationError {
+        DeclarationError::new(
+            self.origin,
+            &self.operation,
+            format!(
+                "the operation's tool, its references resolved, is larger than {} bytes (maxToolBytes)",
+                self.bounds.tool_bytes
+            ),
+            "raise `maxToolBytes` in the declaration if the document is trusted, or name the operations to offer in `operations` without this one",
+        )
+    }
+
+    fn catalog_fault(&self) -> DeclarationError {
+        DeclarationError::new(
+            self.origin,
+            &self.operation,
+            format!(
+                "the document's tools, their references resolved, come to more than {} bytes (maxCatalogBytes); nothing more of it was read",
+                self.bounds.catalog_bytes
+            ),
+            "raise `maxCatalogBytes` in the declaration if the document is trusted, or name fewer operations in `operations`",
+        )
+    }
+}
+
+/// The JSON path of a local reference's target, for errors (`#/components/schemas/Pet` →
+/// `components.schemas.Pet`).
+fn pointer_path(reference: &str) -> String {
+    reference
+        .trim_start_matches('#')
+        .trim_start_matches('/')
+        .replace('/', ".")
+}
+
+/// The bytes `value` itself takes in JSON, without what it holds: a scalar whole, an array's
+/// brackets and commas, an object's braces, keys, colons and commas.
+fn own_bytes(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(number) => number.to_string().len(),
+        Value::String(text) => quoted_len(text),
+        Value::Array(items) => 2 + items.len().saturating_sub(1),
+        Value::Object(object) => {
+            2 + object.len().saturating_sub(1)
+                + object.keys().map(|key| quoted_len(key) + 1).sum::<usize>()
+        }
+    }
+}
+
+/// The length of `text` as a JSON string, quotes and escapes included (as serde_json writes
+/// it).
+fn quoted_len(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|byte| match byte {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..0x20 => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// A writer that only counts.
+struct Count(usize);
+
+impl io::Write for Count {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }

@@ -93,8 +93,56 @@ fn document() -> Value {
 struct Api {
     /// `http://127.0.0.1:<port>`, serving `/openapi.json` and the API under `/v1`.
     origin: String,
+    /// The second origin, which answers `stolen` to anything.
+    other: String,
     /// What reached the second origin: one `Authorization` header (or `-`) per request.
     elsewhere: Arc<Mutex<Vec<String>>>,
+}
+
+/// A document of one operation, `GET /pets` (`listPets`), whose server is `server`.
+fn served_at(server: &str) -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Elsewhere", "version": "1"},
+        "servers": [{"url": server}],
+        "paths": {"/pets": {"get": {"operationId": "listPets"}}}
+    })
+}
+
+/// Header parameters a model must never set, beside one it may (`X-Trace`).
+const HEADER_PARAMETERS: [&str; 17] = [
+    "Host",
+    "Content-Length",
+    "Content-Type",
+    "Accept",
+    "Cookie",
+    "Authorization",
+    "Proxy-Authorization",
+    "X-Forwarded-For",
+    "X-Forwarded-Host",
+    "Forwarded",
+    "X-Real-IP",
+    "Connection",
+    "Transfer-Encoding",
+    "TE",
+    "Upgrade",
+    "Keep-Alive",
+    "X-Trace",
+];
+
+/// A document whose one operation (`echoHeaders`) declares every header of
+/// [`HEADER_PARAMETERS`] as a required parameter.
+fn header_document() -> Value {
+    let parameters: Vec<Value> = HEADER_PARAMETERS
+        .iter()
+        .map(|name| json!({"name": name, "in": "header", "required": true, "schema": {"type": "string"}}))
+        .collect();
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Headers", "version": "1"},
+        "servers": [{"url": "/v1"}],
+        "paths": {"/headers": {"get": {"operationId": "echoHeaders", "parameters": parameters}}}
+    })
 }
 
 impl Api {
@@ -116,11 +164,27 @@ impl Api {
         let other = serve(other).await;
 
         let away = format!("{other}/steal");
+        let cross = served_at(&format!("{other}/v1"));
         let api = axum::Router::new()
             .route(
                 "/openapi.json",
                 get(|| async { json_response(StatusCode::OK, &document()) }),
             )
+            .route(
+                "/cross.json",
+                get(move || async move { json_response(StatusCode::OK, &cross) }),
+            )
+            .route(
+                "/metadata.json",
+                get(|| async {
+                    json_response(StatusCode::OK, &served_at("http://169.254.169.254/latest"))
+                }),
+            )
+            .route(
+                "/headers.json",
+                get(|| async { json_response(StatusCode::OK, &header_document()) }),
+            )
+            .route("/v1/headers", get(echo_headers))
             .route("/v1/pets", get(list).post(create))
             .route("/v1/pets/{id}", get(show))
             .route("/v1/health", get(|| async { "ok" }))
@@ -153,7 +217,11 @@ impl Api {
                 }),
             );
         let origin = serve(api).await;
-        Self { origin, elsewhere }
+        Self {
+            origin,
+            other,
+            elsewhere,
+        }
     }
 
     fn spec(&self) -> String {
@@ -210,6 +278,20 @@ async fn show(Path(id): Path<String>, uri: Uri) -> Response {
         return (StatusCode::NOT_FOUND, "no such pet").into_response();
     }
     json_response(StatusCode::OK, &json!({"id": id, "path": uri.path()}))
+}
+
+/// Every header the request arrived with, names in lower case.
+async fn echo_headers(headers: HeaderMap) -> Response {
+    let received: Map<String, Value> = headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                Value::String(value.to_str().unwrap_or("?").to_owned()),
+            )
+        })
+        .collect();
+    json_response(StatusCode::OK, &Value::Object(received))
 }
 
 /// Echoes what it was sent, the credential included, as a careless API would.
@@ -542,6 +624,182 @@ async fn a_redirect_to_another_origin_is_not_followed_with_the_credential() {
 }
 
 #[tokio::test]
+async fn credentials_go_only_to_the_origin_the_declaration_names() {
+    let api = Api::start().await;
+    let cross = format!("{}/cross.json", api.origin);
+    let other = api.other.trim_end_matches('/');
+    // With the bearer, a document naming another origin than its own is refused at open.
+    let faults = api
+        .declaration(json!({"spec": cross}))
+        .open(&expand)
+        .await
+        .unwrap_err();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "baseUrl");
+    assert_eq!(
+        faults[0].problem,
+        format!(
+            "the document's servers[0].url is another origin ({other}) than the spec URL's ({}), \
+             and the declared headers and bearer go only where the declaration names",
+            api.origin
+        )
+    );
+    assert!(
+        faults[0].fix.starts_with("write `baseUrl`"),
+        "{}",
+        faults[0]
+    );
+    // A declared header is a credential as much as a bearer.
+    let header_only = OpenApiDeclaration::parse(
+        &json!({"name": "pets", "spec": cross, "headers": {"X-Client": "plurnk"}}),
+        "pets.json",
+    )
+    .unwrap();
+    assert_eq!(
+        header_only.open(&expand).await.unwrap_err()[0].field,
+        "baseUrl"
+    );
+
+    // Carrying nothing of ours, the document's server is reached (loopback from a loopback
+    // spec URL, under the address rule).
+    let bare = OpenApiDeclaration::parse(&json!({"name": "pets", "spec": cross}), "pets.json")
+        .unwrap()
+        .open(&expand)
+        .await
+        .unwrap();
+    assert_eq!(
+        bare.call("listPets", Map::new(), DEADLINE)
+            .await
+            .unwrap()
+            .text,
+        "stolen"
+    );
+    // Named by `baseUrl`, that origin is the operator's choice and gets the bearer.
+    let named = api
+        .declaration(json!({"spec": cross, "baseUrl": format!("{other}/v1")}))
+        .open(&expand)
+        .await
+        .unwrap();
+    named.call("listPets", Map::new(), DEADLINE).await.unwrap();
+    assert_eq!(
+        *api.elsewhere.lock().unwrap(),
+        ["-".to_owned(), format!("Bearer {TOKEN}")]
+    );
+
+    // A document read from a file belongs to no origin the declaration names.
+    let dir = TempDir::new();
+    std::fs::write(
+        dir.0.join("openapi.json"),
+        served_at("http://127.0.0.1:9/v1").to_string(),
+    )
+    .unwrap();
+    let origin = dir.0.join("pets.decl.json").display().to_string();
+    let from_file = OpenApiDeclaration::parse(
+        &json!({"name": "pets", "spec": "openapi.json", "bearer": "${PETS_TOKEN}"}),
+        &origin,
+    )
+    .unwrap();
+    let faults = from_file.open(&expand).await.unwrap_err();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "baseUrl");
+    assert!(
+        faults[0].problem.starts_with(
+            "the document, read from a file, names the API's server (http://127.0.0.1:9)"
+        ),
+        "{}",
+        faults[0]
+    );
+}
+
+#[tokio::test]
+async fn a_server_the_document_names_at_a_reserved_address_is_never_reached() {
+    let api = Api::start().await;
+    let spec = format!("{}/metadata.json", api.origin);
+    let faults = OpenApiDeclaration::parse(&json!({"name": "pets", "spec": spec}), "pets.json")
+        .unwrap()
+        .open(&expand)
+        .await
+        .unwrap_err();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "spec");
+    assert!(
+        faults[0].problem.contains("(http://169.254.169.254)")
+            && faults[0]
+                .problem
+                .contains("a link-local or reserved one always"),
+        "{}",
+        faults[0]
+    );
+    assert!(
+        faults[0].fix.starts_with("write `baseUrl`"),
+        "{}",
+        faults[0]
+    );
+    // The operator's own `baseUrl` is theirs to choose.
+    let named = OpenApiDeclaration::parse(
+        &json!({"name": "pets", "spec": spec, "baseUrl": format!("{}/v1", api.origin)}),
+        "pets.json",
+    )
+    .unwrap();
+    assert!(named.open(&expand).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_model_never_sets_the_framing_credential_or_routing_headers() {
+    let api = Api::start().await;
+    let source = api
+        .open(json!({"spec": format!("{}/headers.json", api.origin)}))
+        .await;
+    let tool = source.tools().into_iter().next().unwrap();
+    // Of the seventeen header parameters the document declares, the model sees one.
+    assert_eq!(
+        Value::Object(tool.input_schema),
+        json!({
+            "type": "object",
+            "properties": {"X-Trace": {"type": "string"}},
+            "required": ["X-Trace"],
+            "additionalProperties": false
+        })
+    );
+    for name in HEADER_PARAMETERS.iter().filter(|name| **name != "X-Trace") {
+        let refused = source
+            .call(
+                "echoHeaders",
+                args(json!({"X-Trace": "t-1", *name: "evil"})),
+                DEADLINE,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            SourceError::InvalidArguments(format!("\"{name}\" is not a parameter of echoHeaders"))
+        );
+    }
+    let sent = source
+        .call("echoHeaders", args(json!({"X-Trace": "t-1"})), DEADLINE)
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(sent["x-trace"], "t-1");
+    assert_eq!(
+        sent["host"],
+        api.origin.trim_start_matches("http://"),
+        "{sent}"
+    );
+    assert_eq!(sent["authorization"], "<redacted>", "{sent}");
+    for never in [
+        "cookie",
+        "x-forwarded-for",
+        "forwarded",
+        "x-real-ip",
+        "upgrade",
+    ] {
+        assert!(sent.get(never).is_none(), "{never}: {sent}");
+    }
+}
+
+#[tokio::test]
 async fn the_bearer_never_appears_in_an_error_or_debug() {
     let api = Api::start().await;
     let declaration = api.declaration(json!({"headers": {"X-Api-Key": "${API_KEY}"}}));
@@ -619,6 +877,8 @@ fn every_fault_of_a_declaration_is_reported_at_once_with_its_field_and_fix() {
             "bearer": "sk-literal-0123456789",
             "timeoutMs": 0,
             "maxResponseBytes": "big",
+            "maxToolBytes": 0,
+            "maxCatalogBytes": -1,
             "operations": [""],
             "colour": "red"
         }),
@@ -631,6 +891,7 @@ fn every_fault_of_a_declaration_is_reported_at_once_with_its_field_and_fix() {
         [
             "colour",
             "maxResponseBytes",
+            "maxCatalogBytes",
             "name",
             "spec",
             "baseUrl",
@@ -640,6 +901,7 @@ fn every_fault_of_a_declaration_is_reported_at_once_with_its_field_and_fix() {
             "headers.X-Api-Key",
             "bearer",
             "timeoutMs",
+            "maxToolBytes",
             "operations[0]"
         ]
     );
@@ -784,6 +1046,148 @@ async fn yaml_swagger_and_unknown_operations_say_what_to_do() {
         upload[0].problem.contains("only JSON bodies"),
         "{}",
         upload[0]
+    );
+}
+
+/// A document whose one operation's body refers to a chain of `levels` schemas, each
+/// referring twice to the one below, with a `leaf`-byte string at the bottom: small as
+/// written, `2^levels × leaf` bytes resolved.
+fn fan_out(levels: usize, leaf: usize) -> Value {
+    let mut schemas = Map::new();
+    for level in 0..levels {
+        let below = json!({"$ref": format!("#/components/schemas/L{}", level + 1)});
+        schemas.insert(
+            format!("L{level}"),
+            json!({"type": "object", "properties": {"a": below, "b": below}}),
+        );
+    }
+    schemas.insert(
+        format!("L{levels}"),
+        json!({"type": "string", "description": "x".repeat(leaf)}),
+    );
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Fan", "version": "1"},
+        "paths": {
+            "/deep": {"post": {
+                "operationId": "deep",
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/L0"}}}}
+            }},
+            "/pets": {"get": {"operationId": "listPets"}}
+        },
+        "components": {"schemas": schemas}
+    })
+}
+
+#[tokio::test]
+async fn a_document_whose_references_fan_out_is_refused_by_its_resolved_size() {
+    // 22 KB as written, 2.6 GB resolved: refused at the tool's bound, after about 1 MiB of
+    // work, naming the operation, the bound and the fix.
+    let doc = fan_out(17, 20_000);
+    assert!(doc.to_string().len() < 24_000);
+    let faults = faults_of(&doc.to_string(), json!({})).await;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(faults[0].origin.ends_with("openapi.json"), "{}", faults[0]);
+    assert_eq!(faults[0].field, "paths./deep.post");
+    assert_eq!(
+        faults[0].problem,
+        "the operation's tool, its references resolved, is larger than 1048576 bytes (maxToolBytes)"
+    );
+    assert!(
+        faults[0].fix.contains("raise `maxToolBytes`"),
+        "{}",
+        faults[0]
+    );
+
+    // A higher tool bound meets the document's own.
+    let faults = faults_of(&doc.to_string(), json!({"maxToolBytes": 1_000_000_000_u64})).await;
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].field, "paths./deep.post");
+    assert!(
+        faults[0].problem.starts_with(
+            "the document's tools, their references resolved, come to more than 8388608 bytes (maxCatalogBytes)"
+        ),
+        "{}",
+        faults[0]
+    );
+    assert!(
+        faults[0].fix.contains("raise `maxCatalogBytes`"),
+        "{}",
+        faults[0]
+    );
+
+    // Small enough, the same shape opens: the bound is on size, not on shape.
+    let dir = TempDir::new();
+    let source = dir
+        .declare(&fan_out(4, 100).to_string(), json!({}))
+        .open(&expand)
+        .await
+        .unwrap();
+    let deep = source
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "deep")
+        .unwrap();
+    let body = &deep.input_schema["properties"]["body"];
+    assert_eq!(
+        body["properties"]["a"]["properties"]["b"]["properties"]["a"]["properties"]["b"]["description"],
+        "x".repeat(100)
+    );
+}
+
+#[tokio::test]
+async fn the_tool_and_document_bounds_are_exact_and_settable() {
+    // Every operation offered: the work spent on one left out counts against the document too.
+    let mut doc = document();
+    doc["paths"]
+        .as_object_mut()
+        .unwrap()
+        .remove("/pets/{id}/photo");
+    let doc = doc.to_string();
+    let dir = TempDir::new();
+    let tools = dir
+        .declare(&doc, json!({}))
+        .open(&expand)
+        .await
+        .unwrap()
+        .tools();
+    // What a tool takes written out: its name, description and input schema as JSON.
+    let written = |tool: &SourceTool| {
+        serde_json::to_string(&tool.name).unwrap().len()
+            + tool
+                .description
+                .as_ref()
+                .map_or(0, |d| serde_json::to_string(d).unwrap().len())
+            + serde_json::to_string(&tool.input_schema).unwrap().len()
+    };
+    let largest = tools.iter().map(written).max().unwrap();
+    let total: usize = tools.iter().map(written).sum();
+
+    let opens = |extra: Value| {
+        let declaration = dir.declare(&doc, extra);
+        async move { declaration.open(&expand).await.map(|_| ()) }
+    };
+    assert!(opens(json!({"maxToolBytes": largest})).await.is_ok());
+    let refused = opens(json!({"maxToolBytes": largest - 1}))
+        .await
+        .unwrap_err();
+    assert!(
+        refused[0]
+            .problem
+            .contains(&format!("larger than {} bytes (maxToolBytes)", largest - 1)),
+        "{refused:?}"
+    );
+    assert!(opens(json!({"maxCatalogBytes": total})).await.is_ok());
+    let refused = opens(json!({"maxCatalogBytes": total - 1}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0]
+            .problem
+            .contains(&format!("more than {} bytes (maxCatalogBytes)", total - 1)),
+        "{refused:?}"
     );
 }
 
