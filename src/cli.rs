@@ -1141,25 +1141,33 @@ enum Imported {
     NotDisabled(plurnk_mcp::Problem),
 }
 
-/// `plurnk-mcp import <file> [--format F] [--dry-run]`: every server of another client's
-/// file added through `Workspace::add`, as `add` adds one; a disabled entry is disabled
-/// right after. Exit 0 when all were imported, 1 when some were skipped or refused, 2 when
-/// the file cannot be read or the host cannot start.
+/// The bounds of one `import`: `--max-bytes` and `--concurrency`.
+pub(crate) struct ImportBounds {
+    /// The largest file read.
+    pub(crate) max_bytes: u64,
+    /// How many entries connect at once (at least 1).
+    pub(crate) concurrency: usize,
+}
+
+/// `plurnk-mcp import <file> [--format F] [--dry-run] [--max-bytes B] [--concurrency N]`:
+/// every server of another client's file added through `Workspace::add`, as `add` adds one,
+/// at most N at once; a disabled entry is disabled right after. Exit 0 when all were
+/// imported, 1 when some were skipped or refused, 2 when the file cannot be read or the host
+/// cannot start.
 pub(crate) async fn import(
     global: &Global,
     file: &std::path::Path,
     format: Option<&str>,
     dry_run: bool,
+    bounds: ImportBounds,
 ) -> ExitCode {
+    use futures::StreamExt;
+    use plurnk_mcp::config::shorten;
     use plurnk_mcp::import::Format;
     let path = printable(&file.display().to_string());
-    let text = match std::fs::read_to_string(file) {
+    let text = match plurnk_mcp::import::read(file, &path, bounds.max_bytes) {
         Ok(text) => text,
-        Err(error) => {
-            return fail(format!(
-                "cannot read {path}: {error}: give the path of a Claude Desktop, Cursor, VS Code or Codex configuration file"
-            ));
-        }
+        Err(error) => return fail(error),
     };
     let format = match format {
         None => Format::detect(&file.to_string_lossy(), &text),
@@ -1168,7 +1176,7 @@ pub(crate) async fn import(
             None => {
                 return fail(format!(
                     "--format {:?} is not a format: use claude-desktop, cursor, vscode or codex",
-                    printable(name)
+                    printable(&shorten(name))
                 ));
             }
         },
@@ -1184,7 +1192,8 @@ pub(crate) async fn import(
             Ok(started) => started,
             Err(code) => return code,
         };
-        // Each add connects its candidate (within the connect timeout): all at once.
+        // Each add connects its candidate (within the connect timeout), a few at once: a
+        // file of hundreds of entries must not spawn hundreds of servers together.
         let adds = plan.servers.iter().map(|server| {
             let workspace = workspace.clone();
             async move {
@@ -1200,7 +1209,10 @@ pub(crate) async fn import(
                 }
             }
         });
-        let outcomes: Vec<Imported> = futures::future::join_all(adds).await;
+        let outcomes: Vec<Imported> = futures::stream::iter(adds)
+            .buffered(bounds.concurrency.max(1))
+            .collect()
+            .await;
         finish(&host).await;
         outcomes
     };
@@ -1219,14 +1231,18 @@ pub(crate) async fn import(
     for skipped in &plan.skipped {
         outln!(
             "{}",
-            printable(&format!("skipped {:?}: {}", skipped.source, skipped.reason))
+            printable(&format!(
+                "skipped {:?}: {}",
+                shorten(&skipped.source),
+                skipped.reason
+            ))
         );
     }
     for server in &plan.servers {
         for note in &server.notes {
             outln!(
                 "{}",
-                printable(&format!("note {:?}: {note}", server.source))
+                printable(&format!("note {:?}: {note}", shorten(&server.source)))
             );
         }
     }
@@ -1276,7 +1292,7 @@ fn import_table(plan: &plurnk_mcp::import::Plan, outcomes: &[Imported]) -> Strin
         };
         rows.push([
             server.alias().to_owned(),
-            server.source.clone(),
+            plurnk_mcp::config::shorten(&server.source),
             server.transport().to_string(),
             if server.enabled { "yes" } else { "no" }.to_owned(),
             server.target(),
@@ -1307,28 +1323,29 @@ fn print_variables(plan: &plurnk_mcp::import::Plan, dry_run: bool) {
             .as_ref()
             .is_some_and(|config| config.workspace_env().contains(name))
     };
+    // Where each moved value was, gathered once: a file of thousands of entries is read in
+    // one pass, not once per variable.
+    let mut origins: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for server in &plan.servers {
+        for introduced in &server.introduced {
+            origins
+                .entry(introduced.variable.as_str())
+                .or_default()
+                .push(format!(
+                    "moved out of {}'s {}",
+                    server.alias(),
+                    introduced.from
+                ));
+        }
+    }
     let mut rows = vec![["VARIABLE", "SET", "IN WORKSPACE_ENV", "FROM"].map(str::to_owned)];
     let mut missing = false;
     for name in &variables {
         let set = std::env::var_os(name).is_some();
         missing |= !set || !handed(name);
-        let moved: Vec<String> = plan
-            .servers
-            .iter()
-            .flat_map(|server| {
-                server
-                    .introduced
-                    .iter()
-                    .filter(|introduced| &introduced.variable == name)
-                    .map(|introduced| {
-                        format!("moved out of {}'s {}", server.alias(), introduced.from)
-                    })
-            })
-            .collect();
-        let from = if moved.is_empty() {
-            "a reference in the file".to_owned()
-        } else {
-            moved.join("; ")
+        let from = match origins.get(name.as_str()) {
+            None => "a reference in the file".to_owned(),
+            Some(moved) => moved.join("; "),
         };
         rows.push([
             name.clone(),

@@ -127,6 +127,8 @@
 //! - `shape`: closed-object checks of wire JSON whose faults never quote a value.
 //! - `cascade`: [`Overlay`], [`resolve`] and [`ServerDefinition::with_options`].
 //! - `prepared`: [`PreparedServer`], the expanded connection parameters.
+//! - `literal`: credentials written literally, and the one refusal of them every kept
+//!   definition goes through ([`literal_credentials`]).
 //! - `error`: [`ConfigError`] and [`ConfigErrors`].
 
 mod authorization;
@@ -137,6 +139,7 @@ mod error;
 mod inherit;
 mod json;
 mod keys;
+mod literal;
 mod load;
 mod prepared;
 mod secret;
@@ -161,10 +164,11 @@ pub use definition::{
 };
 pub use environment::Environment;
 pub(crate) use environment::{Piece, is_single_reference, pieces};
-pub use error::{ConfigError, ConfigErrors};
+pub use error::{ConfigError, ConfigErrors, MAX_QUOTED_NAME, shorten};
 pub(crate) use keys::target_variable;
 pub use keys::{MAX_ALIAS_LEN, RESERVED_ALIASES, is_valid_alias, tool_summary_key};
-pub(crate) use prepared::is_credential_name;
+pub use literal::{LiteralCredentials, literal_credentials, looks_like_token};
+pub(crate) use literal::{LiteralKind, credential_flag, is_credential_name, literals_in};
 pub use prepared::{PreparedServer, PreparedTransport};
 pub use secret::Secret;
 pub use source::DeclarationError;

@@ -2,8 +2,9 @@
 //! Codex) read into workspace definitions, with a reason for every entry that cannot be
 //! carried over.
 //!
-//! Pure: file text in, a [`Plan`] out. Nothing here touches a store or a host; the command
-//! line hands each planned definition to `Workspace::add`, so the install gate
+//! Pure but for [`read`] (the bounded read of the file itself): file text in, a [`Plan`]
+//! out. Nothing here touches a store or a host; the command line hands each planned
+//! definition to `Workspace::add` (at most `--concurrency` at once), so the install gate
 //! (`PLURNK_MCP_ALLOW_ADD`, `PLURNK_MCP_WORKSPACE_ENV`) and every check of an added server
 //! still apply, and a refused entry is reported with the action's Problem.
 //!
@@ -13,15 +14,24 @@
 //!   and `@` read as `-` (repeats collapsed, none at either end). A name that still is not a
 //!   valid alias ([`is_valid_alias`]), or that folds to the same alias as another entry's,
 //!   is skipped with the reason; colliding entries are all skipped, never one chosen.
-//! - **Literal secrets are moved out.** An environment entry whose name looks like a
-//!   credential (the host's own test: `key`, `token`, `secret`, `password`, ...) and whose
-//!   value is literal becomes `${NAME}`, `NAME` being the entry's own name
-//!   (`GITHUB_TOKEN` → `${GITHUB_TOKEN}`). A literal `Authorization: Bearer <token>` header
+//! - **Literal secrets are moved out**, by the host's own tests of what a credential is
+//!   (`config::literal_credentials`, the refusal every kept definition meets). An
+//!   environment entry whose name says credential (`key`, `token`, `secret`, `password`,
+//!   `pat`, `auth`, ...) and whose value is literal becomes `${NAME}`, `NAME` being the
+//!   entry's own name (`GH_PAT` → `${GH_PAT}`); a literal holds no `${` at all, so
+//!   `pa$$w0rd` is moved like any other. A literal `Authorization: Bearer <token>` header
 //!   becomes the server's bearer authorization, `${<ALIAS>_TOKEN}` holding the token; any
 //!   other credential-named header `H` becomes `${<ALIAS>_<H>}` holding the whole value
-//!   (`X-Api-Key` of `web` → `${WEB_X_API_KEY}`). When two entries would introduce one name
-//!   with different values, the later one is prefixed with its alias. The values never
-//!   leave [`plan`]: the plan holds only the references and what each was moved from.
+//!   (`X-Auth` of `web` → `${WEB_X_AUTH}`). The value of a credential flag in the arguments
+//!   (`--api-key X`, `--token=X`) becomes `${<ALIAS>_<FLAG>}`. Inside any other value, a
+//!   URL's password becomes `${<NAME>_PASSWORD}` (`DATABASE_URL` → `DATABASE_URL_PASSWORD`;
+//!   `<ALIAS>_PASSWORD` in the endpoint or an argument), a credential-named query value
+//!   `${<ALIAS>_<PARAMETER>}`, and a token-shaped word (`ghp_…`, a JWT, a long random
+//!   word) `${NAME}` of its entry (`${<ALIAS>_TOKEN}` in an argument). A derived name never
+//!   collides: one the file refers to itself, or another entry's with a different value,
+//!   is prefixed with the alias (and numbered). A credential mixed with references, which
+//!   cannot be moved whole, skips its entry. The values never leave [`plan`]: the plan
+//!   holds only the references and what each was moved from.
 //! - **References** already written are carried: `${NAME}`, and `${env:NAME}` of VS Code
 //!   and Cursor as `${NAME}`; `${userHome}` becomes `${HOME}`, `${/}` and
 //!   `${pathSeparator}` a `/`. `${input:...}` (asked of the user by VS Code) and editor
@@ -41,8 +51,9 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::config::{
-    ConfigErrors, McpAuthorization, McpHttpDefinition, McpServerDefinition, McpStdioDefinition,
-    ServerDefinition, TransportKind, is_credential_name, is_valid_alias, redact_url,
+    ConfigErrors, LiteralKind, McpAuthorization, McpHttpDefinition, McpServerDefinition,
+    McpStdioDefinition, ServerDefinition, TransportKind, credential_flag, is_credential_name,
+    is_valid_alias, literal_credentials, literals_in, redact_url, shorten,
 };
 
 /// The client whose configuration file is read.
@@ -187,7 +198,7 @@ pub enum NotCarried {
     )]
     Unfoldable,
     /// Two or more names fold to one alias.
-    #[error("its name folds to \"{alias}\", as {others} does too: rename all but one in the file")]
+    #[error("its name folds to \"{alias}\", like {others}: rename all but one in the file")]
     Collision {
         /// The alias they share.
         alias: String,
@@ -279,6 +290,14 @@ pub enum NotCarried {
         /// The field.
         field: String,
     },
+    /// A credential that is mixed with references, so it cannot be moved into one.
+    #[error(
+        "it holds a credential written literally in {fields}, mixed with ${{NAME}} references so that it cannot be moved into one: put the whole value in one environment variable and write ${{NAME}} in the file"
+    )]
+    LiteralCredential {
+        /// The fields, never a value.
+        fields: String,
+    },
     /// The host's own checks of a definition refused it.
     #[error("it is not a valid definition: {0}")]
     Invalid(ConfigErrors),
@@ -361,6 +380,112 @@ impl Plan {
     }
 }
 
+/// The default bound of a file `import` reads: 1 MiB. The largest client files seen hold a
+/// few dozen servers in under 20 KiB; a megabyte holds about 4,000 entries.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The default number of entries `import` connects at once: each add spawns or dials its
+/// server and lists it, and a Node server's process holds about 60 MiB while it starts.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+/// Why a file cannot be read for import. None quotes its content.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// It cannot be opened or read.
+    #[error(
+        "cannot read {path}: {source}: give the path of a Claude Desktop, Cursor, VS Code or Codex configuration file"
+    )]
+    Unreadable {
+        /// The path as given.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A directory, FIFO, socket or device: reading one could block or never end.
+    #[error(
+        "{path} is not a regular file (it is {what}): give the path of a configuration file itself"
+    )]
+    NotAFile {
+        /// The path as given.
+        path: String,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// Past the size bound.
+    #[error(
+        "{path} is larger than {max_bytes} bytes, the bound of an imported file: give the client's configuration file, or raise the bound with --max-bytes"
+    )]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// The bound.
+        max_bytes: u64,
+    },
+    /// Not UTF-8 text.
+    #[error("{path} is not UTF-8 text: give a JSON or TOML configuration file")]
+    NotText {
+        /// The path as given.
+        path: String,
+    },
+}
+
+/// Reads the file at `path` for [`plan`]: a regular file (a symlink to one included) of at
+/// most `max_bytes` bytes of UTF-8. A FIFO, socket, device or directory is refused without
+/// reading from it (it is opened non-blocking, so a FIFO with no writer does not hold the
+/// command), and so is a longer file, after reading one byte past the bound at most. The only
+/// function here that touches the file system.
+///
+/// # Errors
+///
+/// [`ReadError`], naming the path (as `shown`, the caller's printable form of it) and the
+/// fix.
+pub fn read(path: &std::path::Path, shown: &str, max_bytes: u64) -> Result<String, ReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let unreadable = |source| ReadError::Unreadable {
+        path: shown.to_owned(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(unreadable)?;
+    let kind = file.metadata().map_err(unreadable)?.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else {
+        Some("not a file")
+    };
+    if let Some(what) = what {
+        return Err(ReadError::NotAFile {
+            path: shown.to_owned(),
+            what,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(ReadError::TooLarge {
+            path: shown.to_owned(),
+            max_bytes,
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| ReadError::NotText {
+        path: shown.to_owned(),
+    })
+}
+
 /// Reads `text` as `format` into a plan: every entry either planned or skipped with its
 /// reason.
 ///
@@ -388,7 +513,7 @@ pub fn plan(text: &str, format: Format) -> Result<Plan, ImportError> {
     let aliases = fold_all(servers.keys().map(String::as_str));
     // The literal values moved out so far, by the variable that now holds each: only to
     // tell one value from another, never kept beyond this function.
-    let mut moved = Moved::default();
+    let mut moved = Moved::new(&document);
     for (source, value) in servers {
         let skip = |reason| Skipped {
             source: source.clone(),
@@ -565,17 +690,16 @@ fn fold_all<'a>(
             let result = match alias {
                 None => Err(NotCarried::Unfoldable),
                 Some(alias) => {
-                    let others: Vec<String> = by_alias[alias.as_str()]
+                    let others: Vec<&&str> = by_alias[alias.as_str()]
                         .iter()
                         .filter(|other| *other != name)
-                        .map(|other| format!("{other:?}"))
                         .collect();
                     if others.is_empty() {
                         Ok(alias.clone())
                     } else {
                         Err(NotCarried::Collision {
                             alias: alias.clone(),
-                            others: others.join(", "),
+                            others: some_of(&others),
                         })
                     }
                 }
@@ -583,6 +707,26 @@ fn fold_all<'a>(
             (*name, result)
         })
         .collect()
+}
+
+/// How many other names a collision names; the rest are counted. Thousands of names folding
+/// to one alias would otherwise make each of their reasons list all the others.
+const NAMED_OTHERS: usize = 3;
+
+/// `"a", "b", "c" and 7 more`, each name cut to the quoting bound.
+fn some_of(names: &[&&str]) -> String {
+    let mut shown: Vec<String> = names
+        .iter()
+        .take(NAMED_OTHERS)
+        .map(|name| format!("{:?}", shorten(name)))
+        .collect();
+    if names.len() > NAMED_OTHERS {
+        shown.push(format!("{} more", names.len() - NAMED_OTHERS));
+    }
+    match shown.split_last() {
+        Some((last, init)) if !init.is_empty() => format!("{} and {last}", init.join(", ")),
+        _ => shown.join(""),
+    }
 }
 
 /// A client's server name folded to the host's alias rule, if it can be.
@@ -631,15 +775,28 @@ fn variable_name(parts: &[&str]) -> String {
 
 // === secrets ===
 
-/// The literal values moved out of the file so far, by the variable that holds each.
+/// The literal values moved out of the file so far, by the variable that holds each, and the
+/// names the file refers to itself (which hold values of their own).
 #[derive(Default)]
 struct Moved {
     values: BTreeMap<String, String>,
+    referred: BTreeSet<String>,
 }
 
 impl Moved {
-    /// The variable that will hold `value`: `preferred`, unless another entry already moved
-    /// a different value there; then `<ALIAS>_<preferred>` (numbered if that is taken too).
+    /// Nothing moved yet; `document`'s own references are taken.
+    fn new(document: &Value) -> Self {
+        let mut referred = BTreeSet::new();
+        referred_names(document, None, &mut referred);
+        Self {
+            values: BTreeMap::new(),
+            referred,
+        }
+    }
+
+    /// The variable that will hold `value`: `preferred`, unless the file refers to that name
+    /// itself or another entry already moved a different value there; then
+    /// `<ALIAS>_<preferred>` (numbered if that is taken too).
     fn variable(&mut self, preferred: String, alias: &str, value: &str) -> String {
         let prefix = variable_name(&[alias]);
         let prefixed = if preferred.starts_with(&format!("{prefix}_")) {
@@ -653,6 +810,7 @@ impl Moved {
             match self.values.get(&candidate) {
                 Some(held) if held != value => {}
                 Some(_) => return candidate,
+                None if self.referred.contains(&candidate) => {}
                 None => {
                     self.values.insert(candidate.clone(), value.to_owned());
                     return candidate;
@@ -668,9 +826,146 @@ impl Moved {
     }
 }
 
+/// Every name `value` refers to: `${NAME}` and `${env:NAME}` in any string (`${userHome}` is
+/// `HOME`), and the variable names Codex's `env_vars`, `bearer_token_env_var` and
+/// `env_http_headers` hold.
+fn referred_names(value: &Value, key: Option<&str>, names: &mut BTreeSet<String>) {
+    let codex = matches!(
+        key,
+        Some("env_vars" | "bearer_token_env_var" | "env_http_headers")
+    );
+    match value {
+        Value::String(s) => {
+            if codex && is_reference_name(s) {
+                names.insert(s.clone());
+            }
+            let mut rest = s.as_str();
+            while let Some(start) = rest.find("${") {
+                let after = &rest[start + 2..];
+                let Some(end) = after.find('}') else {
+                    break;
+                };
+                let inner = &after[..end];
+                let name = inner.strip_prefix("env:").unwrap_or(inner);
+                if inner == "userHome" {
+                    names.insert("HOME".to_owned());
+                } else if is_reference_name(name) {
+                    names.insert(name.to_owned());
+                }
+                rest = &after[end + 1..];
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                referred_names(item, key, names);
+            }
+        }
+        Value::Object(fields) => {
+            for (field, item) in fields {
+                // Below a Codex list of names (`{ name = "X" }`, a header's variable) every
+                // name counts.
+                referred_names(item, if codex { key } else { Some(field) }, names);
+            }
+        }
+        _ => {}
+    }
+}
+
 impl fmt::Debug for Moved {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.values.keys()).finish()
+    }
+}
+
+/// Moves the credentials written into one entry's strings out into references.
+struct Outward<'a> {
+    alias: &'a str,
+    moved: &'a mut Moved,
+    introduced: &'a mut Vec<Introduced>,
+}
+
+impl Outward<'_> {
+    /// `s` with each credential written into it (a URL's password or credential-named query
+    /// value, a token-shaped word) replaced by a reference to the variable `name` gives it.
+    fn literals_in(
+        &mut self,
+        s: &str,
+        from: &str,
+        name: impl Fn(&LiteralKind) -> String,
+    ) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut copied = 0;
+        for literal in literals_in(s) {
+            let value = &s[literal.range.clone()];
+            let variable = self.moved.variable(name(&literal.kind), self.alias, value);
+            self.introduced.push(Introduced {
+                variable: variable.clone(),
+                from: format!("{from} ({})", literal.kind),
+            });
+            out.push_str(&s[copied..literal.range.start]);
+            out.push_str(&format!("${{{variable}}}"));
+            copied = literal.range.end;
+        }
+        out.push_str(&s[copied..]);
+        out
+    }
+
+    /// An argument array with each credential flag's literal value (`--token X`,
+    /// `--api-key=X`) and each credential written into an argument moved out; a flag's
+    /// value becomes `${<ALIAS>_<FLAG>}`.
+    fn arguments(&mut self, args: &[String]) -> Vec<String> {
+        let mut out = Vec::with_capacity(args.len());
+        // The flag whose value the next argument is: its name and as written.
+        let mut value_of: Option<(&str, &str)> = None;
+        for (index, arg) in args.iter().enumerate() {
+            let from = format!("args[{index}]");
+            if let Some(flag) = value_of.take()
+                && !arg.starts_with('-')
+                && !arg.is_empty()
+            {
+                out.push(if is_literal(arg) {
+                    self.flag_value(flag, arg, &from)
+                } else {
+                    arg.clone()
+                });
+                continue;
+            }
+            if let Some(flag) = credential_flag(arg) {
+                match flag.inline {
+                    Some(start) if !arg[start..].is_empty() && is_literal(&arg[start..]) => {
+                        let written = &arg[..start - 1];
+                        let reference = self.flag_value((flag.name, written), &arg[start..], &from);
+                        out.push(format!("{}{reference}", &arg[..start]));
+                    }
+                    Some(_) => out.push(arg.clone()),
+                    None => {
+                        value_of = Some((flag.name, arg));
+                        out.push(arg.clone());
+                    }
+                }
+                continue;
+            }
+            let alias = self.alias;
+            out.push(self.literals_in(arg, &from, |kind| match kind {
+                LiteralKind::Password => variable_name(&[alias, "PASSWORD"]),
+                LiteralKind::Query(query) => variable_name(&[alias, query]),
+                LiteralKind::Token => variable_name(&[alias, "TOKEN"]),
+            }));
+        }
+        out
+    }
+
+    /// The reference that replaces the value of a credential flag (its name, and the flag
+    /// as written).
+    fn flag_value(&mut self, (name, written): (&str, &str), value: &str, from: &str) -> String {
+        let variable = self
+            .moved
+            .variable(variable_name(&[self.alias, name]), self.alias, value);
+        self.introduced.push(Introduced {
+            variable: variable.clone(),
+            from: format!("{from} (the value of {written})"),
+        });
+        format!("${{{variable}}}")
     }
 }
 
@@ -709,13 +1004,13 @@ fn references(field: &str, s: &str) -> Result<String, NotCarried> {
         };
         let inner = &after[..end];
         let editor = || NotCarried::EditorVariable {
-            field: field.to_owned(),
-            variable: inner.to_owned(),
+            field: shorten(field),
+            variable: shorten(inner),
         };
         if let Some(id) = inner.strip_prefix("input:") {
             return Err(NotCarried::InputVariable {
-                field: field.to_owned(),
-                id: id.to_owned(),
+                field: shorten(field),
+                id: shorten(id),
             });
         } else if let Some(name) = inner.strip_prefix("env:") {
             if !is_reference_name(name) {
@@ -805,7 +1100,7 @@ fn string_map(
             Value::Bool(b) => b.to_string(),
             Value::Null => {
                 return Err(NotCarried::UnsetEnv {
-                    name: name.to_owned(),
+                    name: shorten(name),
                 });
             }
             _ => return Err(wrong(&format!("{field}.{name}"), "a string")),
@@ -825,7 +1120,7 @@ fn boolean(fields: &Map<String, Value>, field: &str) -> Result<Option<bool>, Not
 
 fn wrong(field: &str, expected: &'static str) -> NotCarried {
     NotCarried::WrongType {
-        field: field.to_owned(),
+        field: shorten(field),
         expected,
     }
 }
@@ -851,7 +1146,7 @@ fn json_entry(
             | "timeout" => {}
             _ => {
                 return Err(NotCarried::UnknownField {
-                    field: field.clone(),
+                    field: shorten(field),
                 });
             }
         }
@@ -933,7 +1228,7 @@ fn codex_entry(
             }
             _ => {
                 return Err(NotCarried::UnknownField {
-                    field: field.clone(),
+                    field: shorten(field),
                 });
             }
         }
@@ -1057,7 +1352,21 @@ fn finish(
     let wire = if kind == TransportKind::Http {
         let mut headers = BTreeMap::new();
         for (name, value) in std::mem::take(&mut draft.headers) {
-            if !is_credential_name(&name) || !is_literal(&value) || value.is_empty() {
+            if !is_credential_name(&name) {
+                let mut out = Outward {
+                    alias,
+                    moved,
+                    introduced: &mut draft.introduced,
+                };
+                let value = out.literals_in(&value, &format!("header {name}"), |kind| match kind {
+                    LiteralKind::Password => variable_name(&[alias, &name, "PASSWORD"]),
+                    LiteralKind::Query(query) => variable_name(&[alias, query]),
+                    LiteralKind::Token => variable_name(&[alias, &name]),
+                });
+                headers.insert(name, value);
+                continue;
+            }
+            if !is_literal(&value) || value.is_empty() {
                 headers.insert(name, value);
                 continue;
             }
@@ -1105,9 +1414,22 @@ fn finish(
             headers.remove(&key);
             draft.bearer = Some(token);
         }
+        let url =
+            Outward {
+                alias,
+                moved,
+                introduced: &mut draft.introduced,
+            }
+            .literals_in(draft.url.as_deref().unwrap_or_default(), "url", |kind| {
+                match kind {
+                    LiteralKind::Password => variable_name(&[alias, "PASSWORD"]),
+                    LiteralKind::Query(query) => variable_name(&[alias, query]),
+                    LiteralKind::Token => variable_name(&[alias, "TOKEN"]),
+                }
+            });
         McpServerDefinition::Http(McpHttpDefinition {
             name: alias.to_owned(),
-            url: draft.url.clone().unwrap_or_default(),
+            url,
             headers,
             authorization: draft
                 .bearer
@@ -1121,21 +1443,40 @@ fn finish(
     } else {
         let mut env = BTreeMap::new();
         for (name, value) in std::mem::take(&mut draft.env) {
-            if !is_credential_name(&name) || !is_literal(&value) || value.is_empty() {
-                env.insert(name, value);
-                continue;
-            }
-            let variable = moved.variable(variable_name(&[&name]), alias, &value);
-            draft.introduced.push(Introduced {
-                variable: variable.clone(),
-                from: format!("env {name}"),
-            });
-            env.insert(name, format!("${{{variable}}}"));
+            let from = format!("env {name}");
+            let value = if !is_credential_name(&name) {
+                let mut out = Outward {
+                    alias,
+                    moved,
+                    introduced: &mut draft.introduced,
+                };
+                out.literals_in(&value, &from, |kind| match kind {
+                    LiteralKind::Password => variable_name(&[&name, "PASSWORD"]),
+                    LiteralKind::Query(query) => variable_name(&[&name, query]),
+                    LiteralKind::Token => variable_name(&[&name]),
+                })
+            } else if is_literal(&value) && !value.is_empty() {
+                let variable = moved.variable(variable_name(&[&name]), alias, &value);
+                draft.introduced.push(Introduced {
+                    variable: variable.clone(),
+                    from,
+                });
+                format!("${{{variable}}}")
+            } else {
+                value
+            };
+            env.insert(name, value);
         }
+        let args = Outward {
+            alias,
+            moved,
+            introduced: &mut draft.introduced,
+        }
+        .arguments(&draft.args);
         McpServerDefinition::Stdio(McpStdioDefinition {
             name: alias.to_owned(),
             command: draft.command.clone().unwrap_or_default(),
-            args: draft.args.clone(),
+            args,
             cwd: draft.cwd.clone(),
             env,
             tools: draft.tools.clone(),
@@ -1161,6 +1502,16 @@ fn finish(
         return Err(NotCarried::WrongType {
             field: (*field).to_owned(),
             expected: "a setting of this server's transport",
+        });
+    }
+    // Whatever could not be moved out (a credential mixed with references) is not carried:
+    // the one refusal the add would answer with, said before anything is tried.
+    let literal = serde_json::to_value(&wire)
+        .map(|wire| literal_credentials(&wire))
+        .unwrap_or_default();
+    if !literal.is_empty() {
+        return Err(NotCarried::LiteralCredential {
+            fields: literal.join(", "),
         });
     }
     let definition = ServerDefinition::try_from(wire).map_err(NotCarried::Invalid)?;

@@ -73,6 +73,14 @@ enum Command {
         /// Print what would be imported, and change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// The largest file read, in bytes.
+        #[arg(long, value_name = "BYTES", default_value_t = plurnk_mcp::import::DEFAULT_MAX_FILE_BYTES,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_bytes: u64,
+        /// How many entries connect at once.
+        #[arg(long, value_name = "N", default_value_t = plurnk_mcp::import::DEFAULT_CONCURRENCY as u64,
+              value_parser = clap::value_parser!(u64).range(1..=256))]
+        concurrency: u64,
     },
     /// Enable a server in the workspace (optionally customized).
     Enable {
@@ -365,7 +373,15 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 file,
                 format,
                 dry_run,
-            } => cli::import(global, &file, format.as_deref(), dry_run).await,
+                max_bytes,
+                concurrency,
+            } => {
+                let bounds = cli::ImportBounds {
+                    max_bytes,
+                    concurrency: usize::try_from(concurrency).unwrap_or(1),
+                };
+                cli::import(global, &file, format.as_deref(), dry_run, bounds).await
+            }
             Command::Disable { alias, json } => {
                 cli::action(global, cli::Action::Disable { alias }, json).await
             }

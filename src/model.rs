@@ -66,7 +66,8 @@ impl Problem {
             status: 404,
             kind: "unknown-server".into(),
             detail: format!(
-                "server \"{alias}\" is not configured in this workspace: check the alias or add it"
+                "server \"{}\" is not configured in this workspace: check the alias or add it",
+                crate::config::shorten(alias)
             ),
             retryable: false,
         }
@@ -88,6 +89,17 @@ impl Problem {
             status: 403,
             kind: "forbidden".into(),
             detail: detail.into(),
+            retryable: false,
+        }
+    }
+
+    /// `400 literal-credential`: a definition that would be kept holds a credential written
+    /// literally; the detail names every field (never a value) and says to write `${NAME}`.
+    pub fn literal_credential(refused: &crate::config::LiteralCredentials) -> Self {
+        Self {
+            status: 400,
+            kind: "literal-credential".into(),
+            detail: refused.to_string(),
             retryable: false,
         }
     }
@@ -573,7 +585,10 @@ impl ToolResult {
 #[non_exhaustive]
 pub enum CallError {
     /// The alias is not configured in the workspace.
-    #[error("server \"{0}\" is not configured in this workspace")]
+    #[error(
+        "server \"{}\" is not configured in this workspace",
+        crate::config::shorten(.0)
+    )]
     UnknownServer(String),
     /// The server is configured but not ready (disabled, connecting, unavailable, crash-loop).
     #[error("server \"{alias}\" is {state}: {detail}")]
@@ -587,7 +602,8 @@ pub enum CallError {
     },
     /// The tool is not an enabled tool of the server in the current snapshot.
     #[error(
-        "server \"{alias}\" has no enabled tool \"{tool}\": list its tools with `plurnk-mcp tools {alias}`"
+        "server \"{alias}\" has no enabled tool \"{}\": list its tools with `plurnk-mcp tools {alias}`",
+        crate::config::shorten(tool)
     )]
     UnknownTool {
         /// The alias.
@@ -607,7 +623,8 @@ pub enum CallError {
     },
     /// The prompt is not one the server lists.
     #[error(
-        "server \"{alias}\" has no prompt \"{prompt}\": list its prompts with `plurnk-mcp prompts {alias}`"
+        "server \"{alias}\" has no prompt \"{}\": list its prompts with `plurnk-mcp prompts {alias}`",
+        crate::config::shorten(prompt)
     )]
     UnknownPrompt {
         /// The alias.

@@ -9,11 +9,14 @@
 //! OAuth grant, a Task, or the expanded value of a `${NAME}` reference.
 //!
 //! **The store never sees a token.** Callers pass normalized, *unexpanded* definitions, and
-//! the store writes exactly what it is given — it expands nothing. As a last guard,
-//! [`Store::put_server`] refuses a definition whose credential field holds anything but one
-//! `${NAME}` reference ([`StoreError::LooksLikeSecret`]), so a copied token cannot be written
-//! by mistake, and one holding a `<redacted>` placeholder ([`StoreError::Redacted`]): that is
-//! the display form `config` serializes for logs, and storing it would lose the values.
+//! the store writes exactly what it is given — it expands nothing. As a last guard behind the
+//! actions' own refusal, [`Store::put_server`] refuses a definition that holds a credential
+//! written literally ([`StoreError::LooksLikeSecret`], by
+//! [`crate::config::literal_credentials`]: a credential field, a credential-named header or
+//! environment entry, a URL's password, a credential flag's value or a token-shaped word that
+//! is not one `${NAME}` reference), so a copied token cannot be written by mistake, and one
+//! holding a `<redacted>` placeholder ([`StoreError::Redacted`]): that is the display form
+//! `config` serializes for logs, and storing it would lose the values.
 //!
 //! # Layout
 //!
@@ -305,30 +308,16 @@ impl fmt::Display for RecordSource {
 
 // === the definition guard ===
 
-/// The fields of the definition wire that carry a credential, each of which must be exactly
-/// one `${NAME}` reference when present. `bearer` and a top-level `clientSecret` are not in
-/// the wire shape; they are checked so a definition built from environment-style names
-/// cannot smuggle a token past the guard.
-const CREDENTIAL_FIELDS: &[(&[&str], &str)] = &[
-    (&["authorization", "token"], "authorization.token"),
-    (
-        &["authorization", "clientSecret"],
-        "authorization.clientSecret",
-    ),
-    (&["authorization", "bearer"], "authorization.bearer"),
-    (&["bearer"], "bearer"),
-    (&["clientSecret"], "clientSecret"),
-];
-
 /// What `config` writes in place of a value it will not show.
 const REDACTED: &str = "<redacted>";
 
-/// Refuses `record` when one of its credential fields is present (and not `null`) but is not
-/// exactly one `${NAME}` reference, or when any string in it holds a `<redacted>` placeholder.
+/// Refuses `record` when any string in it holds a `<redacted>` placeholder (a display form,
+/// named as such first), or when it holds a credential written literally
+/// ([`crate::config::literal_credentials`], the one refusal the actions run before this,
+/// kept here as the last line).
 fn check_definition(workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
-    check_credentials(workspace, record)?;
-    match find_redacted(&record.definition, "") {
-        Some(field) => Err(StoreError::Redacted {
+    if let Some(field) = find_redacted(&record.definition, "") {
+        return Err(StoreError::Redacted {
             workspace: workspace.to_owned(),
             alias: record.alias.clone(),
             field: if field.is_empty() {
@@ -336,101 +325,19 @@ fn check_definition(workspace: &str, record: &ServerRecord) -> Result<(), StoreE
             } else {
                 field
             },
+        });
+    }
+    match crate::config::literal_credentials(&record.definition)
+        .into_iter()
+        .next()
+    {
+        Some(field) => Err(StoreError::LooksLikeSecret {
+            workspace: workspace.to_owned(),
+            alias: record.alias.clone(),
+            field,
         }),
         None => Ok(()),
     }
-}
-
-/// The credential half of [`check_definition`]: the [`CREDENTIAL_FIELDS`], every header and
-/// environment entry whose name says credential (`Authorization`, `*key*`, `*token*`,
-/// `*secret*`, `*password*`, `cookie` — an optional scheme word such as `Bearer` may precede
-/// the reference), and the password and credential-named query values of the URL.
-fn check_credentials(workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
-    let refuse = |field: String| StoreError::LooksLikeSecret {
-        workspace: workspace.to_owned(),
-        alias: record.alias.clone(),
-        field,
-    };
-    for (path, field) in CREDENTIAL_FIELDS {
-        let value = path
-            .iter()
-            .try_fold(&record.definition, |value, key| value.get(key));
-        match value {
-            None | Some(serde_json::Value::Null) => {}
-            Some(serde_json::Value::String(s)) if is_single_reference(s) => {}
-            Some(_) => return Err(refuse((*field).to_owned())),
-        }
-    }
-    for map in ["headers", "env"] {
-        let Some(entries) = record.definition.get(map).and_then(|v| v.as_object()) else {
-            continue;
-        };
-        for (name, value) in entries {
-            // A display form's placeholder is reported as such, by the check after this one.
-            if !crate::config::is_credential_name(name)
-                || value.as_str().is_some_and(|v| v.contains(REDACTED))
-            {
-                continue;
-            }
-            let referenced = value.as_str().is_some_and(|value| {
-                let reference = match value.split_once(' ') {
-                    Some((scheme, rest)) if scheme.bytes().all(|b| b.is_ascii_alphabetic()) => rest,
-                    _ => value,
-                };
-                is_single_reference(reference)
-            });
-            if !referenced {
-                return Err(refuse(format!("{map}.{name:?}")));
-            }
-        }
-    }
-    if let Some(url) = record
-        .definition
-        .get("url")
-        .and_then(|v| v.as_str())
-        .filter(|url| !url.contains(REDACTED))
-    {
-        check_url(url).map_err(refuse)?;
-    }
-    Ok(())
-}
-
-/// A stored URL may hold a password or a credential-named query value only as a reference.
-fn check_url(url: &str) -> Result<(), String> {
-    let Some((_, rest)) = url.split_once("://") else {
-        return Ok(());
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    if let Some((userinfo, _)) = rest[..authority_end].rsplit_once('@')
-        && let Some((_, password)) = userinfo.split_once(':')
-        && !is_single_reference(password)
-    {
-        return Err("url (its password)".to_owned());
-    }
-    let query = rest[authority_end..]
-        .split_once('?')
-        .map(|(_, query)| query.split('#').next().unwrap_or_default())
-        .unwrap_or_default();
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if crate::config::is_credential_name(name) && !is_single_reference(value) {
-            return Err(format!("url (its query value {name:?})"));
-        }
-    }
-    Ok(())
-}
-
-/// Whether `s` is `${NAME}` and nothing else, `NAME` matching `[A-Za-z_][A-Za-z0-9_]*` — the
-/// reference syntax of `config::Environment`.
-fn is_single_reference(s: &str) -> bool {
-    let Some(name) = s.strip_prefix("${").and_then(|s| s.strip_suffix('}')) else {
-        return false;
-    };
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// The path (keys and indexes, never values) below `at` of the first string holding

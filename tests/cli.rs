@@ -1148,6 +1148,31 @@ impl Import {
         output
     }
 
+    /// [`Import::run`], killed (and failing the test) if it has not ended within 20 s.
+    fn run_bounded(&mut self, args: &[&str]) -> Output {
+        let mut all = vec!["--state", self.state.as_str(), "--workspace", "team"];
+        all.extend_from_slice(args);
+        let mut command = Command::new(EXE);
+        command
+            .args(&all)
+            .env_clear()
+            .envs(&self.env)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Ok(path) = std::env::var("PATH") {
+            command.env("PATH", path);
+        }
+        let mut child = command.spawn().expect("plurnk-mcp runs");
+        let ended = eventually(|| child.try_wait().is_ok_and(|status| status.is_some()));
+        if !ended {
+            let _ = child.kill();
+        }
+        let output = child.wait_with_output().expect("its output");
+        assert!(ended, "{args:?} did not end: {}", text(&output.stderr));
+        output
+    }
+
     fn import(&mut self, extra: &[&str]) -> Output {
         let file = self.file.to_string_lossy().into_owned();
         let mut args = vec!["import", file.as_str()];
@@ -1203,17 +1228,26 @@ impl Import {
 
     /// The state file holds each of `fragments` (a definition's JSON as stored).
     fn assert_stored(&self, fragments: &[&str]) {
-        let bytes = std::fs::read(&self.state).expect("the state file");
-        let stored = String::from_utf8_lossy(&bytes);
+        let stored = self.stored_bytes();
         for fragment in fragments {
             assert!(stored.contains(fragment), "{fragment} is not stored");
         }
     }
 
-    /// No literal secret of the file shows in any output, in any case, or in the state file.
+    /// Every byte the state file holds: the database, its WAL, rollback journal and shared
+    /// memory.
+    fn stored_bytes(&self) -> String {
+        let mut bytes = std::fs::read(&self.state).expect("the state file");
+        for suffix in ["-wal", "-journal", "-shm"] {
+            bytes.extend(std::fs::read(format!("{}{suffix}", self.state)).unwrap_or_default());
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// No literal secret of the file shows in any output, in any case, or in the state file
+    /// (its journals included).
     fn assert_secrets_stayed_out(&self, secrets: &[&str]) {
-        let bytes = std::fs::read(&self.state).expect("the state file");
-        let stored = String::from_utf8_lossy(&bytes).to_ascii_lowercase();
+        let stored = self.stored_bytes().to_ascii_lowercase();
         let seen = self.seen.to_ascii_lowercase();
         for secret in secrets {
             let secret = secret.to_ascii_lowercase();
@@ -1554,6 +1588,305 @@ fn import_refuses_an_unreadable_file_by_name_and_line() {
     assert!(text(&output.stderr).contains("claude-desktop, cursor, vscode or codex"));
 }
 
+/// A stdio entry that runs the fixture named `name` through `sh -c`, so that `extra`
+/// arguments (which the fixture would refuse) are carried, stored and ignored.
+fn fixture_under_sh(name: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "-c".to_owned(),
+        format!("exec \"$0\" fixture --name {name}"),
+        EXE.to_owned(),
+    ];
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    json!({"command": "/bin/sh", "args": args})
+}
+
+#[test]
+fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
+    // Each shape a literal credential takes in a client's file, on servers that connect.
+    const PAT: &str = "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o";
+    const DB_PASSWORD: &str = "Db-Pa55-W0rd-8e1f";
+    const SHAPED: &str = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx";
+    const DOLLARS: &str = "pa$$w0rd-4c2d";
+    const API_KEY: &str = "api-K3y-Value-1a2b";
+    const TOKEN: &str = "t0ken-Value-3c4d";
+    const API_KEY_2: &str = "api-K3y-Value-5e6f";
+    const TOKEN_2: &str = "t0ken-Value-7a8b";
+    const X_AUTH: &str = "x-Auth-Value-9c0d";
+    let web = HttpChild::start();
+    let mut gh = fixture_under_sh("gh", &["--api-key", API_KEY, &format!("--token={TOKEN}")]);
+    gh["env"] = json!({
+        "GH_PAT": PAT,
+        "DATABASE_URL": format!("postgres://app:{DB_PASSWORD}@db.internal:5432/app"),
+        "SETTINGS": SHAPED,
+        "DB_PASS": DOLLARS,
+        "LOG_LEVEL": "debug",
+    });
+    let other = fixture_under_sh(
+        "other",
+        &[&format!("--api-key={API_KEY_2}"), "--token", TOKEN_2],
+    );
+    let file = json!({"mcpServers": {
+        "gh": gh,
+        "other": other,
+        "web": {"url": web.url, "headers": {"X-Auth": X_AUTH, "X-Client": "claude"}},
+    }});
+    let literals = [
+        PAT,
+        DB_PASSWORD,
+        SHAPED,
+        DOLLARS,
+        API_KEY,
+        TOKEN,
+        API_KEY_2,
+        TOKEN_2,
+        X_AUTH,
+    ];
+    let handed = [
+        ("GH_PAT", PAT),
+        ("DATABASE_URL_PASSWORD", DB_PASSWORD),
+        ("SETTINGS", SHAPED),
+        ("DB_PASS", DOLLARS),
+        ("GH_API_KEY", API_KEY),
+        ("GH_TOKEN", TOKEN),
+        ("OTHER_API_KEY", API_KEY_2),
+        ("OTHER_TOKEN", TOKEN_2),
+        ("WEB_X_AUTH", X_AUTH),
+    ];
+    let mut import = Import::new(
+        "claude_desktop_config.json",
+        &serde_json::to_string_pretty(&file).expect("JSON"),
+        &handed,
+    );
+    let output = import.import(&[]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    // The variables to set, each with where its value was, never the value.
+    for (variable, from) in [
+        ("GH_PAT", "moved out of gh's env GH_PAT"),
+        (
+            "DATABASE_URL_PASSWORD",
+            "moved out of gh's env DATABASE_URL (its password)",
+        ),
+        (
+            "SETTINGS",
+            "moved out of gh's env SETTINGS (a token-shaped value)",
+        ),
+        ("DB_PASS", "moved out of gh's env DB_PASS"),
+        (
+            "GH_API_KEY",
+            "moved out of gh's args[4] (the value of --api-key)",
+        ),
+        (
+            "GH_TOKEN",
+            "moved out of gh's args[5] (the value of --token)",
+        ),
+        (
+            "OTHER_API_KEY",
+            "moved out of other's args[3] (the value of --api-key)",
+        ),
+        (
+            "OTHER_TOKEN",
+            "moved out of other's args[5] (the value of --token)",
+        ),
+        ("WEB_X_AUTH", "moved out of web's header X-Auth"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line.starts_with(variable) && line.contains(from)),
+            "{variable}: {stdout}"
+        );
+    }
+    let list = import.list();
+    for alias in ["gh", "other", "web"] {
+        assert_imported(&list, alias, true);
+    }
+    import.assert_stored(&[
+        r#""GH_PAT":"${GH_PAT}""#,
+        "postgres://app:${DATABASE_URL_PASSWORD}@db.internal:5432/app",
+        r#""--api-key","${GH_API_KEY}""#,
+        "--token=${GH_TOKEN}",
+        "--api-key=${OTHER_API_KEY}",
+        r#""--token","${OTHER_TOKEN}""#,
+        r#""X-Auth":"${WEB_X_AUTH}""#,
+        r#""DB_PASS":"${DB_PASS}""#,
+    ]);
+    // The moved values reached the servers, which reflect them scrubbed.
+    let output = import.run(&["call", "gh", "reveal", r#"{"name":"DB_PASS","to":"text"}"#]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("DB_PASS=<redacted>"),
+        "{}",
+        text(&output.stdout)
+    );
+    import.assert_secrets_stayed_out(&literals);
+}
+
+#[test]
+fn import_refuses_what_is_not_a_regular_file_and_a_file_past_its_bound() {
+    let mut import = Import::new("mcp.json", r#"{"mcpServers": {}}"#, &[]);
+    let dir = import.file.parent().expect("a folder").to_path_buf();
+    let fifo = dir.join("fifo.json");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    // A FIFO with no writer would hold a blocking read for ever: the command must end.
+    for (target, said) in [
+        (fifo.clone(), "is not a regular file (it is a FIFO)"),
+        (dir.clone(), "is not a regular file (it is a directory)"),
+    ] {
+        let target = target.display().to_string();
+        let output = import.run_bounded(&["import", &target]);
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+        assert!(
+            text(&output.stderr).contains(said),
+            "{}",
+            text(&output.stderr)
+        );
+    }
+    // Past the bound, given or default: refused by name, after reading one byte past it.
+    let big = dir.join("big.json");
+    std::fs::write(&big, " ".repeat(2048)).expect("written");
+    let big_arg = big.display().to_string();
+    let output = import.run(&["import", &big_arg, "--max-bytes", "1024"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("larger than 1024 bytes")
+            && text(&output.stderr).contains("--max-bytes"),
+        "{}",
+        text(&output.stderr)
+    );
+    let bound = plurnk_mcp::import::DEFAULT_MAX_FILE_BYTES as usize;
+    let mut padded = r#"{"mcpServers": {}}"#.to_owned();
+    padded.push_str(&" ".repeat(bound + 1 - padded.len()));
+    std::fs::write(&big, &padded).expect("written");
+    let output = import.run(&["import", &big_arg]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains(&format!("larger than {bound} bytes")),
+        "{}",
+        text(&output.stderr)
+    );
+    // At the bound it is read.
+    padded.pop();
+    std::fs::write(&big, &padded).expect("written");
+    let output = import.run(&["import", &big_arg, "--dry-run"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(!std::path::Path::new(&import.state).exists());
+}
+
+#[test]
+fn import_echoes_a_files_long_names_cut() {
+    let long = "Z".repeat(100_000);
+    let mut servers = serde_json::Map::new();
+    servers.insert(format!("{long}@"), json!({"command": "x"}));
+    let mut odd = serde_json::Map::new();
+    odd.insert("command".into(), json!("x"));
+    odd.insert(long.clone(), json!(true));
+    servers.insert("odd".into(), Value::Object(odd));
+    let file = json!({ "mcpServers": servers });
+    let mut import = Import::new("claude_desktop_config.json", &file.to_string(), &[]);
+    let output = import.import(&["--dry-run"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let shown = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert!(shown.len() < 2_000, "{} bytes", shown.len());
+    assert!(shown.contains("(100001 characters)"), "{shown}");
+    assert!(shown.contains("(100000 characters)"), "{shown}");
+    let output = import.run(&[
+        "import",
+        &import.file.display().to_string(),
+        "--format",
+        &long,
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).len() < 400,
+        "{}",
+        text(&output.stderr).len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_connects_at_most_its_concurrency_at_once() {
+    use plurnk_mcp_fixture::probe::Probe;
+    const ENTRIES: usize = 5;
+    const AT_ONCE: usize = 2;
+    let probe = Probe::start().await;
+    let servers: serde_json::Map<String, Value> = (0..ENTRIES)
+        .map(|n| {
+            let args = json!([
+                "fixture",
+                "--name",
+                format!("s{n}"),
+                "--probe",
+                probe.address(),
+                "--hold-lists"
+            ]);
+            (format!("s{n}"), json!({"command": EXE, "args": args}))
+        })
+        .collect();
+    let file = json!({ "mcpServers": servers });
+    let import = Import::new("claude_desktop_config.json", &file.to_string(), &[]);
+    let importing = {
+        let file = import.file.display().to_string();
+        let state = import.state.clone();
+        let env = import.env.clone();
+        tokio::task::spawn_blocking(move || {
+            let concurrency = AT_ONCE.to_string();
+            let args = [
+                "--state",
+                state.as_str(),
+                "--workspace",
+                "team",
+                "import",
+                file.as_str(),
+                "--concurrency",
+                concurrency.as_str(),
+            ];
+            run(&args, &env)
+        })
+    };
+    let listed = |events: &[plurnk_mcp_fixture::probe::Event]| {
+        events.iter().filter(|e| e.event == "tools/list").count()
+    };
+    let mut released = 0;
+    while released < ENTRIES {
+        let expected = (released + AT_ONCE).min(ENTRIES);
+        assert!(
+            probe
+                .until(std::time::Duration::from_secs(20), |events| listed(events)
+                    >= expected)
+                .await,
+            "{} listings began, {expected} expected",
+            probe.count("tools/list")
+        );
+        // With this many held listing, no other entry may begin: one that had would be
+        // seen here within half a second (a slow start only weakens the check).
+        let more = probe
+            .until(std::time::Duration::from_millis(500), |events| {
+                listed(events) > expected
+            })
+            .await;
+        assert!(
+            !more,
+            "{} connected at once",
+            probe.count("tools/list") - released
+        );
+        released += probe.release_all().await;
+    }
+    let output = importing.await.expect("the import ran");
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    for n in 0..ENTRIES {
+        let alias = format!("s{n}");
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line.starts_with(&alias) && line.ends_with("added")),
+            "{alias}: {stdout}"
+        );
+    }
+}
+
 #[test]
 fn import_without_the_install_gate_reports_each_refusal() {
     let file = json!({"mcpServers": {"local": {"command": EXE, "args": fixture_args("local")}}});
@@ -1669,6 +2002,47 @@ fn a_tool_source_is_added_from_its_file_called_and_checked() {
     );
     let listed = text(&run(&["--state", &state, "list"], &allow).stdout);
     assert!(!listed.contains("bad"), "{listed}");
+    // A credential written into the declaration is refused by the action, as a 400 naming
+    // the field and the fix, and never stored.
+    const CLIENT_SECRET: &str = "cl1ent-Secret-Literal-2f7e";
+    let literal = dir.join("literal.json");
+    std::fs::write(
+        &literal,
+        json!({"kind": "cli", "command": "git", "env": {"CLIENT_SECRET": CLIENT_SECRET},
+               "tools": [{"name": "version", "args": ["--version"]}]})
+        .to_string(),
+    )
+    .expect("write");
+    let literal_arg = literal.display().to_string();
+    let refused = run(
+        &[
+            "--state",
+            &state,
+            "add",
+            "secretive",
+            "--source",
+            &literal_arg,
+        ],
+        &allow,
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    let said = text(&refused.stderr);
+    for fragment in [
+        "400 literal-credential",
+        "declaration.env.\"CLIENT_SECRET\"",
+        "${NAME}",
+        "PLURNK_MCP_WORKSPACE_ENV",
+    ] {
+        assert!(said.contains(fragment), "{fragment}: {said}");
+    }
+    assert!(!said.contains(CLIENT_SECRET), "{said}");
+    let listed = text(&run(&["--state", &state, "list"], &allow).stdout);
+    assert!(!listed.contains("secretive"), "{listed}");
+    let mut stored = std::fs::read(&state).expect("the state file");
+    for suffix in ["-wal", "-journal"] {
+        stored.extend(std::fs::read(format!("{state}{suffix}")).unwrap_or_default());
+    }
+    assert!(!String::from_utf8_lossy(&stored).contains(CLIENT_SECRET));
 }
 
 /// What a server says (here a JSON-RPC error's message) reaches the

@@ -323,6 +323,32 @@ async fn every_action_answers_with_its_problem_shape() {
         );
         assert!(problem.detail.contains("\"nobody\""), "{}", problem.detail);
     }
+    // A caller's name is echoed cut, with its length: a megabyte asked for is not a
+    // megabyte answered.
+    let long = "n".repeat(100_000);
+    let call = workspace
+        .call_tool(&long, "pid", json!({}), CallOptions::default())
+        .await
+        .expect_err("unknown");
+    let tool = workspace
+        .call_tool("svc", &long, json!({}), CallOptions::default())
+        .await
+        .expect_err("unknown tool");
+    for shown in [
+        workspace.enable(&long).await.expect_err("unknown").detail,
+        workspace.disable(&long).await.expect_err("unknown").detail,
+        workspace.remove(&long).await.expect_err("unknown").detail,
+        call.to_string(),
+        tool.to_string(),
+    ] {
+        assert!(
+            shown.len() < 300,
+            "{} bytes: {}",
+            shown.len(),
+            &shown[..300]
+        );
+        assert!(shown.contains(&format!("{}… (", &long[..64])), "{shown}");
+    }
     let problem = workspace
         .add(fixture_definition("svc", "svc"))
         .await
@@ -358,6 +384,117 @@ async fn every_action_answers_with_its_problem_shape() {
         "still the old process"
     );
     assert_eq!(summary_of(&workspace, "svc").await.source, "specialized");
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_literal_credential_is_refused_before_anything_connects_and_never_stored() {
+    // A literal credential in every kind of kept definition; each refused with a 400 that
+    // names the field, before any connection, process or state write.
+    const LITERAL: &str = "letmein-4711-literal";
+    const TOKEN: &str = "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o";
+    let dir = scratch("literal");
+    let db = dir.join("state.sqlite");
+    let host = start(&db, config(&[])).await;
+    let workspace = host.workspace("w").await.expect("w");
+    // A real endpoint that counts every connection it is offered.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("loopback");
+    let port = listener.local_addr().expect("an address").port();
+    let dialled = Arc::new(AtomicUsize::new(0));
+    let counter = dialled.clone();
+    let accepting = tokio::spawn(async move {
+        while listener.accept().await.is_ok() {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let probe = Probe::start().await;
+    let before = db_bytes(&db);
+    let options = |json: serde_json::Value| {
+        McpServerOptions::from_json(&json.to_string()).expect("valid options")
+    };
+    let http = ServerDefinition::from_target("web", &format!("http://127.0.0.1:{port}/mcp"))
+        .and_then(|d| d.with_options(&options(json!({"headers": {"X-Auth": LITERAL}}))))
+        .expect("a definition");
+    let stdio = ServerDefinition::from_target("local", EXE)
+        .and_then(|d| {
+            d.with_options(&options(json!({
+                "args": ["fixture", "--probe", probe.address(), "--token", LITERAL],
+                "env": {"CLIENT_SECRET": "pa$$w0rd"},
+            })))
+        })
+        .expect("a definition");
+    let source = plurnk_mcp::sources::definition(
+        "tool",
+        plurnk_mcp::sources::SourceKind::Cli,
+        json!({"kind": "cli", "name": "tool", "command": "true",
+            "env": {"CLIENT_SECRET": LITERAL}, "tools": [{"name": "run"}]}),
+        "the add action",
+    )
+    .expect("a declaration");
+    let cases = [
+        ("web", workspace.add(http).await, vec!["headers.\"X-Auth\""]),
+        (
+            "local",
+            workspace.add(stdio).await,
+            vec!["args[4] (the value of --token)", "env.\"CLIENT_SECRET\""],
+        ),
+        (
+            "tool",
+            workspace.add(source).await,
+            vec!["declaration.env.\"CLIENT_SECRET\""],
+        ),
+        // A customization is kept as a specialization: the same refusal.
+        (
+            "svc",
+            workspace
+                .enable_with(
+                    "svc",
+                    Customize {
+                        options: Some(options(json!({"env": {"SETTINGS": TOKEN}}))),
+                        ..Customize::default()
+                    },
+                )
+                .await,
+            vec!["env.\"SETTINGS\" (a token-shaped value)"],
+        ),
+    ];
+    for (alias, answer, fields) in cases {
+        let problem = answer.expect_err("a literal credential");
+        assert_eq!(
+            (problem.status, problem.kind.as_str()),
+            (400, "literal-credential"),
+            "{alias}: {problem}"
+        );
+        let server = format!("server \"{alias}\"");
+        for said in
+            fields
+                .into_iter()
+                .chain([server.as_str(), "${NAME}", "PLURNK_MCP_WORKSPACE_ENV"])
+        {
+            assert!(problem.detail.contains(said), "{alias}: {}", problem.detail);
+        }
+        for value in [LITERAL, TOKEN, "pa$$w0rd"] {
+            assert!(!problem.detail.contains(value), "{}", problem.detail);
+        }
+    }
+    assert_eq!(
+        dialled.load(Ordering::SeqCst),
+        0,
+        "the endpoint was dialled"
+    );
+    assert!(
+        probe.events().is_empty(),
+        "the server ran: {:?}",
+        probe.events()
+    );
+    assert_eq!(db_bytes(&db), before, "the state file changed");
+    for alias in ["web", "local", "tool"] {
+        assert!(workspace.snapshot().server(alias).is_none(), "{alias}");
+    }
+    assert_eq!(summary_of(&workspace, "svc").await.source, "service");
+    accepting.abort();
     shutdown_clean(host).await;
 }
 

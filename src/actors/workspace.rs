@@ -1099,7 +1099,9 @@ impl WorkspaceState {
     /// The install gate: a workspace may add a server, or enable one with a definition other
     /// than `declared`, only when the operator allows it (`PLURNK_MCP_ALLOW_ADD`), and the
     /// definition may refer only to the names the operator hands to workspaces
-    /// (`PLURNK_MCP_WORKSPACE_ENV`) beyond those `declared` already refers to.
+    /// (`PLURNK_MCP_WORKSPACE_ENV`) beyond those `declared` already refers to. Such a
+    /// definition is kept, so it may hold no credential written literally (`400
+    /// literal-credential`, before anything connects).
     fn admit(
         &self,
         alias: &str,
@@ -1114,6 +1116,9 @@ impl WorkspaceState {
                  server they declared"
             )));
         }
+        definition
+            .refuse_literal_credentials()
+            .map_err(|refused| Problem::literal_credential(&refused))?;
         let known = declared
             .map(ServerDefinition::referenced_names)
             .unwrap_or_default();

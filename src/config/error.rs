@@ -661,7 +661,7 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 /// `A and B`, `A, B and C`.
-fn and_list(items: &[String]) -> String {
+pub(super) fn and_list(items: &[String]) -> String {
     match items {
         [] => String::new(),
         [one] => one.clone(),
@@ -676,13 +676,18 @@ fn other_transport(applies_to: TransportKind) -> &'static str {
     }
 }
 
-/// A name as an error message quotes it: whole when short, else its start and its length,
-/// so that a megabyte of input does not become a megabyte of error.
-fn shorten(name: &str) -> String {
-    const SHOWN: usize = 64;
-    if name.chars().count() <= SHOWN {
-        return name.to_owned();
+/// How many characters of a name an error quotes (an alias, a caller's tool or server name,
+/// a name from an imported file) before it is cut: the longest valid alias, so a valid name
+/// is never cut.
+pub const MAX_QUOTED_NAME: usize = 64;
+
+/// A name as an error message quotes it: whole when short, else its first
+/// [`MAX_QUOTED_NAME`] characters and its length, so that a megabyte of input does not
+/// become a megabyte of error.
+pub fn shorten(name: &str) -> String {
+    let mut chars = name.char_indices();
+    match chars.nth(MAX_QUOTED_NAME) {
+        None => name.to_owned(),
+        Some((cut, _)) => format!("{}… ({} characters)", &name[..cut], name.chars().count()),
     }
-    let start: String = name.chars().take(SHOWN).collect();
-    format!("{start}… ({} characters)", name.chars().count())
 }

@@ -11,6 +11,7 @@ use super::definition::{RedactedValues, ServerDefinition, SettingNames, Transpor
 use super::environment::Environment;
 use super::error::ConfigError;
 use super::keys::Suffix;
+use super::literal::is_credential_name;
 use super::secret::Bare;
 use super::target;
 
@@ -336,25 +337,6 @@ impl<'a> Secrets<'a> {
     fn into_values(self) -> Vec<String> {
         self.values.into_iter().collect()
     }
-}
-
-/// Whether a header or environment variable name says it holds a credential.
-pub(crate) fn is_credential_name(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name == "authorization"
-        || name == "proxy-authorization"
-        || name == "cookie"
-        || [
-            "key",
-            "token",
-            "secret",
-            "password",
-            "passwd",
-            "credential",
-            "bearer",
-        ]
-        .iter()
-        .any(|word| name.contains(word))
 }
 
 /// Decodes `%XX` escapes (and `+` as a space); malformed escapes stay as written.

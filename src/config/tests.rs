@@ -1150,9 +1150,180 @@ fn credential_names_are_recognised_in_any_case() {
     ] {
         assert!(super::is_credential_name(name), "{name}");
     }
-    for name in ["Accept", "LOG_LEVEL", "X-Trace", "HOME"] {
+    for name in [
+        "GH_PAT",
+        "X-Auth",
+        "BASIC_AUTH",
+        "DB_PASS",
+        "DB_PWD",
+        "SSH_PASSPHRASE",
+        "SESSION_COOKIE",
+    ] {
+        assert!(super::is_credential_name(name), "{name}");
+    }
+    for name in [
+        "Accept",
+        "LOG_LEVEL",
+        "X-Trace",
+        "HOME",
+        "PATH",
+        "PWD",
+        "AUTH_URL",
+        "X-Author",
+        "OAUTH",
+        "BYPASS",
+        "PATTERN",
+    ] {
         assert!(!super::is_credential_name(name), "{name}");
     }
+}
+
+#[test]
+fn token_shaped_words_are_told_from_paths_digests_and_identifiers() {
+    for token in [
+        "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "glpat-xY7zQ2mN4pR8sT1vW3kL",
+        "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        "sk-proj-4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEu",
+        "sk-ant-api03-4f9Qz7LmXw2Rt8KpB3nV6y",
+        "AKIAIOSFODNN7EXAMPLE1",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "Zq4Xv9Lm2Rt8KpB3nV6yHc1JdS0aEuGi5oWz7Ty",
+    ] {
+        assert!(looks_like_token(token), "{token}");
+    }
+    for word in [
+        "sk-learn",
+        "hf_home",
+        "ghp_short1",
+        "sk-learn-something-without-digits",
+        "/Users/You/Projects/MyServer2024/build/index.js",
+        "3f786850e387550fdab836ed7e6dc881de23001b",
+        "123e4567-e89b-12d3-a456-426614174000",
+        "ThisIsAVeryLongCamelCaseIdentifierName",
+        "@modelcontextprotocol/server-filesystem",
+        "--max-old-space-size=4096",
+        "supercalifragilisticexpialidocious",
+        "pa$$w0rd",
+    ] {
+        assert!(!looks_like_token(word), "{word}");
+    }
+}
+
+#[test]
+fn credential_flags_are_found_by_their_last_word() {
+    for (arg, name, inline) in [
+        ("--token", "token", None),
+        ("--api-key=abc", "api-key", Some(10)),
+        ("--password", "password", None),
+        ("--client-secret=x", "client-secret", Some(16)),
+        ("-auth", "auth", None),
+        ("--access_key", "access_key", None),
+        ("--github-pat", "github-pat", None),
+    ] {
+        assert_eq!(
+            super::literal::credential_flag(arg),
+            Some(super::literal::CredentialFlag { name, inline }),
+            "{arg}"
+        );
+    }
+    for arg in [
+        "--token-file",
+        "--key-path",
+        "--ssh-key",
+        "--key",
+        "--verbose",
+        "token",
+        "--port=8080",
+    ] {
+        assert_eq!(super::literal::credential_flag(arg), None, "{arg}");
+    }
+}
+
+#[test]
+fn credentials_inside_a_string_are_found_by_range() {
+    let found = |s: &str| -> Vec<(String, String)> {
+        super::literal::literals_in(s)
+            .into_iter()
+            .map(|literal| (s[literal.range].to_owned(), literal.kind.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        found("postgres://app:pa55w0rd@db:5432/app"),
+        [("pa55w0rd".to_owned(), "its password".to_owned())]
+    );
+    assert_eq!(
+        found("--db=https://u:p%40ss@h/x?api_key=k3y&v=1#api_key=not"),
+        [
+            ("p%40ss".to_owned(), "its password".to_owned()),
+            ("k3y".to_owned(), "its query value \"api_key\"".to_owned()),
+        ]
+    );
+    assert_eq!(
+        found("Bearer ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o"),
+        [(
+            "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o".to_owned(),
+            "a token-shaped value".to_owned()
+        )]
+    );
+    assert_eq!(
+        found("KEY=ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o"),
+        [(
+            "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o".to_owned(),
+            "a token-shaped value".to_owned()
+        )]
+    );
+    for plain in [
+        "https://user@h/mcp",
+        "https://u:${P}@h/mcp?token=${T}",
+        "https://h/mcp?format=json",
+        "mailto:someone@example.test",
+        "${GH_TOKEN}",
+        "debug",
+    ] {
+        assert_eq!(found(plain), [], "{plain}");
+    }
+}
+
+#[test]
+fn a_kept_definition_is_refused_for_each_literal_credential_at_once() {
+    let wire = McpServerDefinition::from_json(
+        r#"{"name": "web", "transport": "stdio", "command": "/bin/x",
+            "args": ["--token", "t0kenvalue", "--api-key=k3yvalue", "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o"],
+            "env": {"CLIENT_SECRET": "pa$$w0rd", "DATABASE_URL": "postgres://a:b@h/d", "LOG": "debug"}}"#,
+    )
+    .expect("a wire definition");
+    let definition = ServerDefinition::try_from(wire).expect("a definition");
+    let refused = definition
+        .refuse_literal_credentials()
+        .expect_err("literal credentials");
+    assert_eq!(
+        refused.fields,
+        [
+            "args[1] (the value of --token)",
+            "args[2] (the value of --api-key)",
+            "args[3] (a token-shaped value)",
+            "env.\"CLIENT_SECRET\"",
+            "env.\"DATABASE_URL\" (its password)",
+        ]
+    );
+    let message = refused.to_string();
+    for said in ["server \"web\"", "${NAME}", "PLURNK_MCP_WORKSPACE_ENV"] {
+        assert!(message.contains(said), "{message}");
+    }
+    for value in ["t0kenvalue", "k3yvalue", "ghp_", "pa$$w0rd", ":b@"] {
+        assert!(!message.contains(value), "{message}");
+    }
+    // References everywhere: nothing to refuse.
+    let wire = McpServerDefinition::from_json(
+        r#"{"name": "web", "transport": "stdio", "command": "/bin/x",
+            "args": ["--token", "${T}", "--api-key=${K}"],
+            "env": {"CLIENT_SECRET": "${S}", "DATABASE_URL": "postgres://a:${P}@h/d"}}"#,
+    )
+    .expect("a wire definition");
+    let definition = ServerDefinition::try_from(wire).expect("a definition");
+    assert_eq!(definition.refuse_literal_credentials(), Ok(()));
 }
 
 #[test]

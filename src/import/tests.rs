@@ -433,3 +433,196 @@ fn formats_are_named_and_detected() {
         Format::VsCode
     );
 }
+
+#[test]
+fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
+    const PAT: &str = "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o";
+    const SHAPED: &str = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx";
+    let text = format!(
+        r#"{{"mcpServers": {{
+        "gh": {{
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github", "--api-key", "k3y-V4lue-1", "--token=t0k-V4lue-2"],
+            "env": {{"GH_PAT": "{PAT}", "DATABASE_URL": "postgres://app:pa55-W0rd-3@db:5432/app",
+                     "SETTINGS": "{SHAPED}", "DB_PASSWORD": "pa$$w0rd", "LOG_LEVEL": "debug"}}
+        }},
+        "web": {{
+            "url": "https://user:url-Pa55-4@mcp.example.test/mcp?api_key=q-K3y-5&v=1",
+            "headers": {{"X-Auth": "hdr-Au7h-6", "X-Trace": "on"}}
+        }}
+    }}}}"#
+    );
+    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    assert!(plan.skipped.is_empty(), "{plan:#?}");
+    let gh = planned(&plan, "gh");
+    let McpServerDefinition::Stdio(stdio) = wire(gh) else {
+        panic!("stdio");
+    };
+    assert_eq!(
+        stdio.args,
+        [
+            "-y",
+            "@modelcontextprotocol/server-github",
+            "--api-key",
+            "${GH_API_KEY}",
+            "--token=${GH_TOKEN}"
+        ]
+    );
+    assert_eq!(stdio.env["GH_PAT"], "${GH_PAT}");
+    assert_eq!(
+        stdio.env["DATABASE_URL"],
+        "postgres://app:${DATABASE_URL_PASSWORD}@db:5432/app"
+    );
+    assert_eq!(stdio.env["SETTINGS"], "${SETTINGS}");
+    // A `$` that starts no reference is part of the secret, not a reference.
+    assert_eq!(stdio.env["DB_PASSWORD"], "${DB_PASSWORD}");
+    assert_eq!(stdio.env["LOG_LEVEL"], "debug");
+    let from = |server: &Planned| -> Vec<(String, String)> {
+        server
+            .introduced
+            .iter()
+            .map(|i| (i.variable.clone(), i.from.clone()))
+            .collect()
+    };
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        from(gh),
+        pairs(&[
+            ("DATABASE_URL_PASSWORD", "env DATABASE_URL (its password)"),
+            ("DB_PASSWORD", "env DB_PASSWORD"),
+            ("GH_PAT", "env GH_PAT"),
+            ("SETTINGS", "env SETTINGS (a token-shaped value)"),
+            ("GH_API_KEY", "args[3] (the value of --api-key)"),
+            ("GH_TOKEN", "args[4] (the value of --token)"),
+        ])
+    );
+    let web = planned(&plan, "web");
+    let McpServerDefinition::Http(http) = wire(web) else {
+        panic!("http");
+    };
+    assert_eq!(
+        http.url,
+        "https://user:${WEB_PASSWORD}@mcp.example.test/mcp?api_key=${WEB_API_KEY}&v=1"
+    );
+    assert_eq!(http.headers["X-Auth"], "${WEB_X_AUTH}");
+    assert_eq!(http.headers["X-Trace"], "on");
+    assert_eq!(
+        from(web),
+        pairs(&[
+            ("WEB_X_AUTH", "header X-Auth"),
+            ("WEB_PASSWORD", "url (its password)"),
+            ("WEB_API_KEY", "url (its query value \"api_key\")"),
+        ])
+    );
+    // What is kept passes the one refusal, and shows no value.
+    for server in &plan.servers {
+        assert_eq!(
+            server.definition.literal_credentials(),
+            Vec::<String>::new()
+        );
+    }
+    let shown = format!("{plan:?}")
+        + &plan
+            .servers
+            .iter()
+            .map(|server| serde_json::to_string(&wire(server)).expect("JSON"))
+            .collect::<String>();
+    for value in [
+        PAT,
+        SHAPED,
+        "pa55-W0rd-3",
+        "pa$$w0rd",
+        "k3y-V4lue-1",
+        "t0k-V4lue-2",
+        "url-Pa55-4",
+        "q-K3y-5",
+        "hdr-Au7h-6",
+    ] {
+        assert!(!shown.contains(value), "{value} is kept:\n{shown}");
+    }
+}
+
+#[test]
+fn a_moved_secret_never_takes_a_name_the_file_refers_to() {
+    let text = format!(
+        r#"{{"mcpServers": {{
+        "a": {{"command": "x", "env": {{"GH_PAT": "{SECRET}"}}}},
+        "b": {{"command": "x", "env": {{"UPSTREAM": "${{GH_PAT}}", "HOME_DIR": "${{env:A_TOKEN}}"}}}},
+        "c": {{"command": "x", "env": {{"A_TOKEN": "{OTHER_SECRET}"}}}}
+    }}}}"#
+    );
+    let plan = plan(&text, Format::Cursor).expect("a plan");
+    // `GH_PAT` and `A_TOKEN` hold what the file refers to: the literals go elsewhere.
+    assert_eq!(planned(&plan, "a").introduced[0].variable, "A_GH_PAT");
+    assert_eq!(planned(&plan, "c").introduced[0].variable, "C_A_TOKEN");
+    assert_no_secret(&plan);
+}
+
+#[test]
+fn a_credential_mixed_with_references_is_not_carried_and_says_where() {
+    let text = r#"{"mcpServers": {
+        "mixed": {"command": "x", "env": {"API_KEY": "prefix-${REST}"}},
+        "flag": {"command": "x", "args": ["--token=abc${REST}"]}
+    }}"#;
+    let plan = plan(text, Format::ClaudeDesktop).expect("a plan");
+    for (source, field) in [
+        ("mixed", "env.\"API_KEY\""),
+        ("flag", "args[0] (the value of --token)"),
+    ] {
+        let reason = reason(&plan, source);
+        assert!(
+            matches!(reason, NotCarried::LiteralCredential { fields } if fields == field),
+            "{reason:?}"
+        );
+        assert!(reason.to_string().contains("${NAME}"), "{reason}");
+    }
+}
+
+#[test]
+fn names_and_fields_from_the_file_are_echoed_cut() {
+    let long = "Q".repeat(10_000);
+    let mut servers = serde_json::Map::new();
+    servers.insert(
+        "unknown".into(),
+        json_value(&format!(r#"{{"command": "x", "{long}": 1}}"#)),
+    );
+    servers.insert(
+        "input".into(),
+        json_value(&format!(
+            r#"{{"command": "x", "env": {{"A": "${{input:{long}}}"}}}}"#
+        )),
+    );
+    servers.insert(
+        "unset".into(),
+        json_value(&format!(r#"{{"command": "x", "env": {{"{long}": null}}}}"#)),
+    );
+    // A thousand names folding to one alias: each reason names three others and counts the
+    // rest.
+    for n in 0..1000 {
+        servers.insert(
+            format!("same{}", "_".repeat(n)),
+            json_value(r#"{"command": "x"}"#),
+        );
+    }
+    let text = serde_json::json!({ "mcpServers": servers }).to_string();
+    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    for skipped in &plan.skipped {
+        let said = skipped.reason.to_string();
+        assert!(said.len() < 400, "{} bytes: {}", said.len(), &said[..400]);
+    }
+    let collision = reason(&plan, "same").to_string();
+    assert!(collision.contains("and 996 more"), "{collision}");
+    assert!(
+        reason(&plan, "unknown")
+            .to_string()
+            .contains("(10000 characters)")
+    );
+}
+
+fn json_value(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).expect("JSON")
+}

@@ -38,8 +38,8 @@ pub struct SqliteStore {
 // === impl SqliteStore ===
 
 impl SqliteStore {
-    /// Opens the state file at `path`, creating it and its folders if missing, and brings its
-    /// schema up to date.
+    /// Opens the state file at `path`, creating it (0600) and its missing folders (0700) if
+    /// missing, and brings its schema up to date.
     ///
     /// The file is inspected read-only before anything writes to it: a file that is not a
     /// SQLite database, belongs to another program or fails SQLite's quick integrity check is
@@ -55,10 +55,17 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: path.clone(),
-                source,
-            })?;
+            // Folders the host creates are its owner's only (0700), like the file; one that
+            // exists is the operator's choice and is left as it is.
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| StoreError::CreateDir {
+                    path: path.clone(),
+                    source,
+                })?;
         }
         // Created readable by its owner only: definitions name no secret values, but which
         // servers a daemon reaches, and how, is nobody else's business.

@@ -401,7 +401,6 @@ fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
         ("authorization.token", bearer("github", "Bearer ${T}")),
         ("authorization.token", bearer("github", "${T}${U}")),
         ("authorization.token", bearer("github", "${1T}")),
-        ("authorization.token", bearer("github", "<redacted>")),
         (
             "authorization.clientSecret",
             record(
@@ -425,6 +424,81 @@ fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
             record("b", RecordSource::Added, json!({"bearer": secret})),
         ),
         (
+            "authorization.assertion",
+            record(
+                "wi",
+                RecordSource::Added,
+                json!({"name": "wi", "transport": "http", "url": "https://h/",
+                    "authorization": {"type": "workload-identity", "assertion": secret}}),
+            ),
+        ),
+        // A credential-named entry whose value holds a `$` but no reference.
+        (
+            "env.\"DB_PASSWORD\"",
+            with_env(json!({"DB_PASSWORD": "pa$$w0rd"})),
+        ),
+        ("env.\"GH_PAT\"", with_env(json!({"GH_PAT": "x"}))),
+        (
+            "headers.\"X-Auth\"",
+            http(json!({"X-Auth": "user:pa55"}), "https://h/"),
+        ),
+        (
+            "env.\"DATABASE_URL\" (its password)",
+            with_env(json!({"DATABASE_URL": "postgres://app:pa55w0rd@db:5432/app"})),
+        ),
+        (
+            "env.\"SETTINGS\" (a token-shaped value)",
+            with_env(json!({"SETTINGS": "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o"})),
+        ),
+        (
+            "args[2] (the value of --api-key)",
+            record(
+                "cli",
+                RecordSource::Added,
+                json!({"name": "cli", "transport": "stdio", "command": "/bin/x",
+                    "args": ["serve", "--api-key", "plain-words"]}),
+            ),
+        ),
+        (
+            "args[0] (the value of --token)",
+            record(
+                "cli",
+                RecordSource::Added,
+                json!({"name": "cli", "transport": "stdio", "command": "/bin/x",
+                    "args": ["--token=plain-words"]}),
+            ),
+        ),
+        // A tool source's declaration is kept too.
+        (
+            "declaration.env.\"CLIENT_SECRET\"",
+            record(
+                "tool",
+                RecordSource::Added,
+                json!({"name": "tool", "transport": "cli",
+                    "declaration": {"name": "tool", "command": "x", "tools": [],
+                        "env": {"CLIENT_SECRET": "abc"}}}),
+            ),
+        ),
+        (
+            "declaration.headers.\"X-Api-Key\"",
+            record(
+                "api",
+                RecordSource::Added,
+                json!({"name": "api", "transport": "openapi",
+                    "declaration": {"name": "api", "spec": "/s.json",
+                        "headers": {"X-Api-Key": "abc"}}}),
+            ),
+        ),
+        (
+            "declaration.bearer",
+            record(
+                "api",
+                RecordSource::Added,
+                json!({"name": "api", "transport": "openapi",
+                    "declaration": {"name": "api", "spec": "/s.json", "bearer": "abc"}}),
+            ),
+        ),
+        (
             "bearer",
             record(
                 "b",
@@ -434,7 +508,9 @@ fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
         ),
     ];
     for (field, candidate) in cases {
-        let err = s.put_server("a", &candidate).unwrap_err();
+        let Err(err) = s.put_server("a", &candidate) else {
+            panic!("{field}: stored");
+        };
         let StoreError::LooksLikeSecret {
             workspace,
             alias,
@@ -482,6 +558,26 @@ fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
         &with_env(json!({"GITHUB_TOKEN": "${GH}", "LOG_LEVEL": "debug"})),
     )
     .unwrap();
+    // What only resembles a credential: paths, digests, identifiers, a URL with a user and
+    // no password, flags that name where a credential is, and values after a reference.
+    s.put_server(
+        "a",
+        &record(
+            "plain",
+            RecordSource::Added,
+            json!({"name": "plain", "transport": "stdio", "command": "/bin/x",
+                "args": ["--token-file", "/run/secrets/token", "--key-path", "/k",
+                    "--token", "${T}", "--api-key=${K}", "-y", "sk-learn",
+                    "@modelcontextprotocol/server-github", "/Users/You/Projects/MyServer2024/build",
+                    "3f786850e387550fdab836ed7e6dc881de23001b",
+                    "123e4567-e89b-12d3-a456-426614174000", "https://user@h/mcp"],
+                "env": {"AUTH_URL": "https://auth.example.test/", "PWD": "/srv",
+                    "DATABASE_URL": "postgres://app:${DB_PASSWORD}@db/app",
+                    "NODE_OPTIONS": "--max-old-space-size=4096",
+                    "GREETING": "ThisIsAVeryLongCamelCaseIdentifierName"}}),
+        ),
+    )
+    .unwrap();
     // One reference, or no credential field at all (or null), is accepted.
     s.put_server("a", &bearer("github", "${_GH_TOKEN_2}"))
         .unwrap();
@@ -512,6 +608,11 @@ fn display_forms_with_redacted_values_are_refused_and_change_nothing(h: &dyn Har
         ("headers.X-Key", shown),
         ("url", json!({"url": "https://<redacted>@h/"})),
         ("args[1]", json!({"args": ["-v", "--key=<redacted>"]})),
+        // A placeholder where a credential belongs is still a display form.
+        (
+            "authorization.token",
+            json!({"authorization": {"type": "bearer", "token": "<redacted>"}}),
+        ),
         ("env.A.B[0]", json!({"env": {"A": {"B": ["<redacted>"]}}})),
     ];
     for (field, definition) in cases {
@@ -913,6 +1014,26 @@ fn concurrent_first_opens_of_a_new_file_all_succeed() {
                 panic!("round {round}: a concurrent first open was refused: {error}");
             }
         }
+    }
+}
+
+#[test]
+fn folders_the_store_creates_are_its_owners_only_and_others_are_left_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    // An existing folder keeps its mode, open to others or not.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _store = SqliteStore::open(dir.path().join("new/er/state.db")).unwrap();
+    assert_eq!(mode(dir.path()), 0o755);
+    for created in ["new", "new/er"] {
+        let created = dir.path().join(created);
+        assert_eq!(
+            mode(&created),
+            0o700,
+            "{created:?} has mode {:o}",
+            mode(&created)
+        );
     }
 }
 
