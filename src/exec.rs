@@ -1041,8 +1041,8 @@ fn not_ready_event(state: ServerState, kind: Option<&str>, detail: &str) -> Tele
 ///
 /// The value is the tool's whole result object as the server returned it (scrubbed of
 /// registered secrets), or the catalog: `{ "server", "summary", "tools": [{ "name",
-/// "summary", "effect", "inputSchema" }] }`, with `"problems"` when some family of the
-/// server could not be listed. Every failure is scrubbed and reported on the host's event
+/// "summary", "effect", "inputSchema" }] }`. Every failure is scrubbed and reported on the
+/// host's event
 /// stream as a [`HostEvent::Telemetry`] (see [`ExecError::telemetry`]).
 pub async fn run(
     workspace: &Workspace,
@@ -1073,14 +1073,6 @@ async fn attempt(
             let Some(entry) = snapshot.server(&server) else {
                 return Err(ExecError::Unregistered { server, tool: None });
             };
-            if !entry.catalog.problems.is_empty() {
-                let detail = format!(
-                    "server \"{}\" could not list all of its catalog ({}); its tools are listed",
-                    name(&server),
-                    entry.catalog.problems.join("; ")
-                );
-                workspace.emit(telemetry(&server, TelemetryEvent::ListFailed, 502, &detail));
-            }
             Ok(catalog(entry))
         }
         Op::Call {
@@ -1123,15 +1115,11 @@ fn catalog(server: &ServerSnapshot) -> Value {
             })
         })
         .collect();
-    let mut catalog = serde_json::json!({
+    serde_json::json!({
         "server": server.alias,
         "summary": projection::server_summary(server),
         "tools": tools,
-    });
-    if !server.catalog.problems.is_empty() {
-        catalog["problems"] = serde_json::json!(server.catalog.problems);
-    }
-    catalog
+    })
 }
 
 /// A telemetry event of `server`, its detail scrubbed and bounded.

@@ -486,7 +486,6 @@ impl ServerSnapshot {
             }
             scrub_json(&mut prompt.definition);
         });
-        self.catalog.problems.iter_mut().for_each(scrub_in_place);
     }
 
     /// Looks up an enabled tool by its exact name.
@@ -953,10 +952,6 @@ pub struct Catalog {
     pub templates: Arc<[ResourceTemplateInfo]>,
     /// Its prompts.
     pub prompts: Arc<[PromptInfo]>,
-    /// Families the server offers but that could not be listed, each with why; such a
-    /// family is published empty rather than in part, and the tools stay available.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
 }
 
 /// A batch of input requests from one result (MRTR), handed to the embedder as one

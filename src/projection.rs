@@ -183,9 +183,11 @@ pub fn family_document(snapshot: &WorkspaceSnapshot, server: &str) -> Option<Str
     if server.state != ServerState::Ready {
         let _ = writeln!(
             out,
-            "This server is {} now and takes no calls until it is ready.\n",
+            "This server is {} now and takes no calls until it is ready; its tools are not \
+             known until then.",
             server.state
         );
+        return Some(out);
     }
     if server.tools.is_empty() {
         out.push_str("It has no enabled tools.\n");
@@ -288,6 +290,10 @@ pub fn resource_facet(snapshot: &WorkspaceSnapshot, server: &str) -> Option<Stri
     let server = enabled(snapshot, server)?;
     let alias = &server.alias;
     let mut out = format!("# {alias}:///resources\n\n");
+    if let Some(line) = not_listed(server, "resources") {
+        out.push_str(&line);
+        return Some(out);
+    }
     let catalog = &server.catalog;
     if catalog.resources.is_empty() && catalog.templates.is_empty() {
         out.push_str("This server lists no resources.\n");
@@ -340,6 +346,10 @@ pub fn prompt_facet(snapshot: &WorkspaceSnapshot, server: &str) -> Option<String
     let server = enabled(snapshot, server)?;
     let alias = &server.alias;
     let mut out = format!("# {alias}:///prompts\n\n");
+    if let Some(line) = not_listed(server, "prompts") {
+        out.push_str(&line);
+        return Some(out);
+    }
     if server.catalog.prompts.is_empty() {
         out.push_str("This server lists no prompts.\n");
         return Some(out);
@@ -705,6 +715,17 @@ fn resolve_pointer<'s>(reference: &str, root: &'s Value) -> Option<&'s Value> {
     let pointer = reference.strip_prefix('#')?;
     let pointer = decode(pointer)?;
     root.pointer(&pointer)
+}
+
+/// For a server that is not ready, the line that says its `family` is not known: never
+/// "lists none", which would present an unlisted catalog as complete.
+fn not_listed(server: &ServerSnapshot, family: &str) -> Option<String> {
+    (server.state != ServerState::Ready).then(|| {
+        format!(
+            "This server is {} now; its {family} are not known until it is ready.\n",
+            server.state
+        )
+    })
 }
 
 fn enabled<'s>(snapshot: &'s WorkspaceSnapshot, server: &str) -> Option<&'s ServerSnapshot> {

@@ -382,3 +382,50 @@ async fn tool_names_the_host_cannot_carry_fail_their_server_naming_them() {
     assert_eq!(echo.text(), "ok");
     calls::shutdown_clean(host).await;
 }
+
+/// A server whose resources cannot be listed is not published as a server without
+/// resources: it is unavailable, and its Problem names the family that failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_family_that_cannot_be_listed_makes_its_server_unavailable_naming_it() {
+    let host = Host::start(
+        HostConfig::from_env([
+            ("PLURNK_MCP_HALF".to_owned(), EXE.to_owned()),
+            (
+                "PLURNK_MCP_HALF_ARGS".to_owned(),
+                json!(["fixture", "--hostile", "unlistable-resources"]).to_string(),
+            ),
+            ("PLURNK_MCP_ENABLED".to_owned(), json!(["half"]).to_string()),
+        ])
+        .expect("valid"),
+    )
+    .await
+    .expect("host starts");
+    let snapshot = host.default_workspace().snapshot();
+    let half = snapshot.server("half").expect("configured");
+    assert_eq!(half.state, ServerState::Unavailable);
+    assert!(half.tools.is_empty());
+    let problem = half.problem.as_ref().expect("a Problem");
+    assert_eq!(
+        (problem.status, problem.kind.as_str()),
+        (502, "server-unavailable")
+    );
+    assert!(
+        problem.detail.contains("resources/list") && problem.detail.contains("corrupt"),
+        "{}",
+        problem.detail
+    );
+    for address in [
+        "half:///resources",
+        "half:///prompts",
+        "worker://plurnk/tools/half.md",
+    ] {
+        let text = plurnk_mcp::projection::document(&snapshot, address).expect("enabled");
+        assert!(
+            text.contains("unavailable now")
+                && !text.contains("lists no")
+                && !text.contains("no enabled tools"),
+            "{address} presents an unlisted catalog as complete:\n{text}"
+        );
+    }
+    calls::shutdown_clean(host).await;
+}

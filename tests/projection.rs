@@ -480,7 +480,6 @@ fn names_and_uris_a_server_gives_never_forge_a_line_in_the_facets() {
             definition: json!({}),
         }]
         .into(),
-        problems: Vec::new(),
     };
     snapshot.servers.insert(Arc::from("zoo"), Arc::new(server));
     for facet in ["zoo:///resources", "zoo:///prompts"] {

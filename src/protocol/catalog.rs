@@ -159,13 +159,15 @@ pub(crate) async fn list_all_tools(
     .await
 }
 
-/// Lists resources, templates and prompts, each only when the server advertises it.
+/// Lists resources, templates and prompts, each only when the server advertises it. A
+/// family that cannot be listed whole fails the catalog, naming the family: a server is
+/// published complete or not at all, never with a family shown as empty that is not.
 pub(crate) async fn list_catalog(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     limits: &Limits,
     capabilities: &Value,
-) -> Catalog {
+) -> Result<Catalog, String> {
     let mut catalog = Catalog::default();
     if capabilities.get("resources").is_some_and(|c| !c.is_null()) {
         let resources = match drain(
@@ -189,10 +191,7 @@ pub(crate) async fn list_catalog(
         .await
         {
             Ok((resources, _)) => resources,
-            Err(problem) => {
-                catalog.problems.push(problem);
-                Vec::new()
-            }
+            Err(problem) => return Err(problem),
         };
         catalog.resources = resources
             .iter()
@@ -228,10 +227,7 @@ pub(crate) async fn list_catalog(
         .await
         {
             Ok((templates, _)) => templates,
-            Err(problem) => {
-                catalog.problems.push(problem);
-                Vec::new()
-            }
+            Err(problem) => return Err(problem),
         };
         catalog.templates = templates
             .iter()
@@ -268,10 +264,7 @@ pub(crate) async fn list_catalog(
         .await
         {
             Ok((prompts, _)) => prompts,
-            Err(problem) => {
-                catalog.problems.push(problem);
-                Vec::new()
-            }
+            Err(problem) => return Err(problem),
         };
         catalog.prompts = prompts
             .iter()
@@ -303,7 +296,7 @@ pub(crate) async fn list_catalog(
             })
             .collect();
     }
-    catalog
+    Ok(catalog)
 }
 
 fn text(value: &Value, key: &str) -> Option<String> {

@@ -860,20 +860,17 @@ impl Lister {
             .map_err(|detail| scrub(&detail).into_owned())
     }
 
-    /// Lists resources, templates and prompts the server advertises. A family that cannot
-    /// be listed is published empty with its failure recorded, never half-listed.
-    pub(crate) async fn list_catalog(&self, timeout: Duration) -> Catalog {
-        let mut catalog = super::catalog::list_catalog(
+    /// Lists resources, templates and prompts the server advertises; a family that cannot
+    /// be listed whole is the error, naming it (scrubbed).
+    pub(crate) async fn list_catalog(&self, timeout: Duration) -> Result<Catalog, String> {
+        super::catalog::list_catalog(
             &self.peer,
             timeout,
             &self.limits,
             &self.negotiated.capabilities,
         )
-        .await;
-        for problem in &mut catalog.problems {
-            crate::redact::scrub_in_place(problem);
-        }
-        catalog
+        .await
+        .map_err(|detail| scrub(&detail).into_owned())
     }
 }
 

@@ -225,10 +225,13 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
             return Err(Problem::server_unavailable(detail));
         }
     };
-    let catalog = lister.list_catalog(request_timeout).await;
-    for problem in &catalog.problems {
-        tracing::warn!(server = alias, %problem, "a catalog family is published empty");
-    }
+    let catalog = match lister.list_catalog(request_timeout).await {
+        Ok(catalog) => catalog,
+        Err(detail) => {
+            connection.close_in_background(options.close_grace);
+            return Err(unavailable(format!("could not be listed: {detail}")));
+        }
+    };
     let negotiated = connection.negotiated().clone();
     let peer = connection.call_peer();
     tracing::info!(
@@ -264,7 +267,7 @@ pub(crate) async fn relist(
     let (listed, ttl) = lister.list_tools(timeout).await.map_err(unavailable)?;
     let tools = super::apply_policy(alias, listed, definition.tools(), definition.read())
         .map_err(Problem::server_unavailable)?;
-    let catalog = lister.list_catalog(timeout).await;
+    let catalog = lister.list_catalog(timeout).await.map_err(unavailable)?;
     Ok(Box::new(Relisted {
         tools: tools.into(),
         catalog,
