@@ -166,7 +166,9 @@ pub use environment::Environment;
 pub(crate) use environment::{Piece, is_single_reference, pieces};
 pub use error::{ConfigError, ConfigErrors, MAX_QUOTED_NAME, shorten};
 pub(crate) use keys::target_variable;
-pub use keys::{MAX_ALIAS_LEN, RESERVED_ALIASES, is_valid_alias, tool_summary_key};
+pub use keys::{
+    MAX_ALIAS_LEN, NAMESPACE_ALIASES, RESERVED_ALIASES, is_valid_alias, tool_summary_key,
+};
 pub use literal::{LiteralCredentials, literal_credentials, looks_like_token};
 pub(crate) use literal::{LiteralKind, credential_flag, is_credential_name, literals_in};
 pub use prepared::{PreparedServer, PreparedTransport};

@@ -8,7 +8,9 @@ use serde::{Serialize, Serializer};
 use super::authorization::Authorization;
 use super::environment::{Environment, is_single_reference};
 use super::error::{ConfigError, ConfigErrors};
-use super::keys::{RESERVED_ALIASES, Suffix, is_alias_syntax, target_variable, tool_summary_key};
+use super::keys::{
+    NAMESPACE_ALIASES, RESERVED_ALIASES, Suffix, is_alias_syntax, target_variable, tool_summary_key,
+};
 use super::secret::REDACTED;
 use super::secret::Secret;
 use super::target::TransportKind;
@@ -639,6 +641,8 @@ pub(crate) fn check_alias(variable: &str, alias: &str, faults: &mut Vec<ConfigEr
         faults.push(ConfigError::InvalidName { variable, name });
     } else if RESERVED_ALIASES.contains(&alias) {
         faults.push(ConfigError::ReservedName { variable, name });
+    } else if NAMESPACE_ALIASES.contains(&alias) {
+        faults.push(ConfigError::NamespaceName { variable, name });
     } else if let Some((suffix, _)) = Suffix::split(alias) {
         faults.push(ConfigError::NameEndsInCompanion {
             variable,

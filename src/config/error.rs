@@ -37,6 +37,19 @@ pub enum ConfigError {
         variable: String,
     },
 
+    /// A server name the executor or a document's URI authority already uses
+    /// ([`NAMESPACE_ALIASES`](super::NAMESPACE_ALIASES)).
+    #[error(
+        "\"{name}\" ({variable}) is the executor's or a document address's own name (worker://, \
+         exec, a URI scheme) and cannot name a server: choose another server name"
+    )]
+    NamespaceName {
+        /// The variable (or setting) that gave the name.
+        variable: String,
+        /// The name.
+        name: String,
+    },
+
     /// A server name that is one of the global settings ([`RESERVED_ALIASES`](super::RESERVED_ALIASES)).
     #[error(
         "\"{name}\" ({variable}) is reserved for a global PLURNK_MCP_ setting and cannot name a \
@@ -520,6 +533,7 @@ impl ConfigError {
             Self::InvalidName { variable, .. }
             | Self::InvalidSwitch { variable }
             | Self::ReservedName { variable, .. }
+            | Self::NamespaceName { variable, .. }
             | Self::NameEndsInCompanion { variable, .. }
             | Self::OrphanCompanion { variable, .. }
             | Self::WrongTransport { variable, .. }

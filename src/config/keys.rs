@@ -22,6 +22,15 @@ pub const RESERVED_ALIASES: &[&str] = &[
     "inherit-env",
 ];
 
+/// Names a server cannot take because the executor and the URI authorities of what the
+/// model reads already use them (§mcp-configuration: server names "share the executor and
+/// URI-authority namespace"): `worker` (`worker://plurnk/…` documents), `plurnk` (their
+/// authority), `exec` (the EXEC op), and the schemes a `<server>:///` facet address would
+/// be taken for (`http`, `https`, `file`, `data`, `mcp`).
+pub const NAMESPACE_ALIASES: &[&str] = &[
+    "worker", "plurnk", "exec", "http", "https", "file", "data", "mcp",
+];
+
 /// The host-wide settings in the namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Global {
@@ -192,11 +201,15 @@ pub(crate) fn is_alias_syntax(s: &str) -> bool {
         && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-/// Whether `s` can name a server: `[a-z][a-z0-9-]*`, not one of [`RESERVED_ALIASES`],
+/// Whether `s` can name a server: `[a-z][a-z0-9-]*`, not one of [`RESERVED_ALIASES`] or
+/// [`NAMESPACE_ALIASES`],
 /// and not ending in a companion word such as `-tools` or `-env` (the environment
 /// could never declare such a server, because its variable would read as a companion).
 pub fn is_valid_alias(s: &str) -> bool {
-    is_alias_syntax(s) && !RESERVED_ALIASES.contains(&s) && Suffix::split(s).is_none()
+    is_alias_syntax(s)
+        && !RESERVED_ALIASES.contains(&s)
+        && !NAMESPACE_ALIASES.contains(&s)
+        && Suffix::split(s).is_none()
 }
 
 /// The key under which a tool's summary is stored and looked up: ASCII lower case,
@@ -246,6 +259,9 @@ mod tests {
         assert!(is_valid_alias("chrome-devtools"));
         assert!(is_valid_alias("a1"));
         assert!(is_valid_alias("tools"));
+        for taken in NAMESPACE_ALIASES {
+            assert!(!is_valid_alias(taken), "{taken}");
+        }
         assert!(!is_valid_alias("github-tools"));
         assert!(!is_valid_alias("enabled"));
         assert!(!is_valid_alias("connect-timeout"));

@@ -296,6 +296,33 @@ fn fault_duplicate_after_folding() {
 }
 
 #[test]
+fn names_the_executor_and_the_document_addresses_use_cannot_name_a_server() {
+    let all = faults(&[
+        ("PLURNK_MCP_WORKER", "/bin/x"),
+        ("PLURNK_MCP_EXEC", "/bin/x"),
+        ("PLURNK_MCP_HTTP", "https://h/mcp"),
+    ]);
+    let named: Vec<&str> = all
+        .iter()
+        .filter_map(|fault| match fault {
+            ConfigError::NamespaceName { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(named.len(), 3, "{all:#?}");
+    for name in ["worker", "exec", "http"] {
+        assert!(named.contains(&name), "{name} in {named:?}");
+    }
+    let message = all[0].to_string();
+    assert!(message.contains("choose another server name"), "{message}");
+    let errors = ServerDefinition::from_target("worker", "/bin/x").unwrap_err();
+    assert!(matches!(
+        errors.errors(),
+        [ConfigError::NamespaceName { .. }]
+    ));
+}
+
+#[test]
 fn fault_reserved_name() {
     let fault = only_fault(
         &[("PLURNK_MCP_ENABLED_ARGS", "[]")],
