@@ -174,7 +174,7 @@ pub(crate) use literal::{LiteralKind, credential_flag, is_credential_name, liter
 pub use prepared::{PreparedServer, PreparedTransport};
 pub use secret::Secret;
 pub use source::DeclarationError;
-pub(crate) use source::{each_string, each_string_mut};
+pub(crate) use source::{anchor, each_string, each_string_mut};
 pub use target::TransportKind;
 pub(crate) use target::{
     caller_may_set_header, invalid_header_name, is_absolute_http_url, is_reserved_header,

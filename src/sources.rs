@@ -88,7 +88,7 @@ pub fn definition(
     mut declaration: Value,
     origin: &str,
 ) -> Result<crate::config::ServerDefinition, crate::config::ConfigErrors> {
-    anchor(kind, &mut declaration, origin);
+    crate::config::anchor(kind.into(), &mut declaration, origin);
     let faults = validate(kind, &declaration, origin);
     if let Some((first, rest)) = faults.split_first() {
         return Err(crate::config::ConfigErrors::sources(
@@ -263,28 +263,6 @@ pub async fn check(
     origin: &str,
 ) -> Result<Finding, Vec<DeclarationError>> {
     readers::check(kind, declaration, origin).await
-}
-
-/// Makes a relative `path` (script) or `spec` file (OpenAPI) absolute against the directory
-/// of `origin` when that is a declaration file, so the definition reads the same wherever it
-/// is stored and reopened.
-pub(crate) fn anchor(kind: SourceKind, declaration: &mut Value, origin: &str) {
-    let field = match kind {
-        SourceKind::Script => "path",
-        SourceKind::OpenApi => "spec",
-        SourceKind::Cli => return,
-    };
-    let origin = std::path::Path::new(origin);
-    let Some(directory) = origin.is_absolute().then(|| origin.parent()).flatten() else {
-        return;
-    };
-    if let Some(Value::String(path)) = declaration.get_mut(field)
-        && !path.contains("://")
-        && !path.starts_with("${")
-        && std::path::Path::new(path.as_str()).is_relative()
-    {
-        *path = directory.join(&*path).display().to_string();
-    }
 }
 
 /// What `plurnk-mcp source check` found about one declaration on this machine.

@@ -2084,3 +2084,42 @@ fn a_servers_text_never_forges_a_line_of_the_command_line() {
         );
     }
 }
+
+/// A service declaration whose script path is relative to its file is checked where its
+/// reader finds it: `source check` says ready, as `status` does, not "relative to no file".
+#[test]
+fn source_check_resolves_a_relative_path_as_the_reader_does() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("relative-source-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("declarations")).expect("a directory");
+    let script = dir.join("greet.sh");
+    std::fs::write(
+        &script,
+        "#!/usr/bin/env bash\n# @description Greets someone.\n# @param name:string who to greet\necho hello\n",
+    )
+    .expect("the script");
+    std::fs::write(
+        dir.join("declarations/greet.json"),
+        json!({"kind": "script", "name": "greet", "path": "../greet.sh", "runtime": "bash"})
+            .to_string(),
+    )
+    .expect("the declaration");
+    let vars = vars(&[
+        (
+            "PLURNK_MCP_SOURCES",
+            dir.join("declarations").display().to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["greet"]).to_string()),
+    ]);
+    let checked = run(&["source", "check", "--json"], &vars);
+    let stdout = text(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "{stdout} {}",
+        text(&checked.stderr)
+    );
+    let rows: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(rows[0]["status"], "ready", "{rows}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

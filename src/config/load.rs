@@ -184,6 +184,8 @@ fn read_sources(
             continue;
         };
         let name = name.to_owned();
+        let mut value = value;
+        super::anchor(kind, &mut value, &origin);
         // Its reader reads the declaration when the host starts (every fault at once).
         match ServerDefinition::declared_source(&name, kind, value, &origin) {
             Ok(definition) => found.push((name, origin, definition)),

@@ -95,3 +95,25 @@ pub(crate) fn each_string_mut(value: &mut Value, each: &mut dyn FnMut(&str, &mut
     }
     walk(value, &mut String::new(), each);
 }
+
+/// Makes a relative `path` (script) or `spec` file (OpenAPI) absolute against the directory
+/// of `origin` when that is a declaration file, so the definition reads the same wherever it
+/// is stored, reopened or checked (`source check` reads it with no file beside it).
+pub(crate) fn anchor(kind: super::TransportKind, declaration: &mut Value, origin: &str) {
+    let field = match kind {
+        super::TransportKind::Script => "path",
+        super::TransportKind::OpenApi => "spec",
+        _ => return,
+    };
+    let origin = std::path::Path::new(origin);
+    let Some(directory) = origin.is_absolute().then(|| origin.parent()).flatten() else {
+        return;
+    };
+    if let Some(Value::String(path)) = declaration.get_mut(field)
+        && !path.contains("://")
+        && !path.starts_with("${")
+        && std::path::Path::new(path.as_str()).is_relative()
+    {
+        *path = directory.join(&*path).display().to_string();
+    }
+}
