@@ -1519,3 +1519,62 @@ async fn a_host_started_under_a_daemon_actor_is_supervised_and_managed_by_messag
     daemon.stop(None);
     daemon_task.await.expect("the daemon stopped");
 }
+
+/// The install gate closes behind itself: a server added, and a declared one customized,
+/// while the operator allowed it are kept but not connected once the gate is closed (403
+/// `install-gate-closed`, saying why and what to do), refuse an enable meanwhile, and come
+/// back as they were when the gate opens again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_the_gate_let_in_stay_out_once_it_closes_and_come_back_when_it_opens() {
+    let dir = scratch("gate");
+    let db = dir.join("state.sqlite");
+    let host = start(&db, config(&[])).await;
+    let workspace = host.default_workspace();
+    let added = workspace
+        .add(fixture_definition("extra", "extra"))
+        .await
+        .expect("added while the gate is open");
+    assert_eq!(added.state, ServerState::Ready);
+    let customized = workspace
+        .enable_with("svc", renamed_fixture("renamed"))
+        .await
+        .expect("customized while the gate is open");
+    assert_eq!(customized.state, ServerState::Ready);
+    shutdown_clean(host).await;
+
+    let closed = start(&db, config(&[("PLURNK_MCP_ALLOW_ADD", "false")])).await;
+    let workspace = closed.default_workspace();
+    let snapshot = workspace.snapshot();
+    for (alias, how) in [("extra", "added"), ("svc", "customized")] {
+        let server = snapshot.server(alias).expect("kept");
+        assert_eq!(server.state, ServerState::Unavailable, "{alias}");
+        let problem = server.problem.as_ref().expect("a Problem");
+        assert_eq!(
+            (problem.status, problem.kind.as_str()),
+            (403, "install-gate-closed"),
+            "{alias}"
+        );
+        assert!(
+            problem.detail.contains(how) && problem.detail.contains("PLURNK_MCP_ALLOW_ADD"),
+            "{alias}: {}",
+            problem.detail
+        );
+        let refused = workspace
+            .enable(alias)
+            .await
+            .expect_err("the gate is closed");
+        assert_eq!(refused.kind, "install-gate-closed", "{alias}");
+    }
+    shutdown_clean(closed).await;
+
+    let open = start(&db, config(&[])).await;
+    let snapshot = open.default_workspace().snapshot();
+    for alias in ["extra", "svc"] {
+        assert_eq!(
+            snapshot.server(alias).map(|s| s.state),
+            Some(ServerState::Ready),
+            "{alias} is back"
+        );
+    }
+    shutdown_clean(open).await;
+}

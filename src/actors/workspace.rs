@@ -287,9 +287,16 @@ impl Actor for WorkspaceActor {
         let aliases: Vec<String> = state.entries.keys().cloned().collect();
         for alias in aliases {
             let enabled = state.entries.get(&alias).is_some_and(|entry| entry.enabled);
-            let placeholder = Arc::new(state.placeholder(&alias, enabled));
-            state.set_server(&alias, placeholder);
-            if enabled {
+            let mut placeholder = state.placeholder(&alias, enabled);
+            let closed = enabled.then(|| state.closed_gate(&alias)).flatten();
+            if let Some(problem) = closed {
+                // Kept as it is, not connected: it comes back when the gate opens again.
+                placeholder.state = ServerState::Unavailable;
+                placeholder.problem = Some(problem);
+            }
+            let attach = enabled && placeholder.problem.is_none();
+            state.set_server(&alias, Arc::new(placeholder));
+            if attach {
                 state.attach(&myself, &alias, Origin::Hydrate).await?;
             }
         }
@@ -1096,6 +1103,30 @@ impl WorkspaceState {
         }
     }
 
+    /// Why `alias` may not connect now that the install gate is closed: a server a workspace
+    /// added, or a declared one it customized, exists only by the gate, which closes behind
+    /// it (`403 install-gate-closed`). It is kept, and connects again once the operator
+    /// opens the gate.
+    fn closed_gate(&self, alias: &str) -> Option<Problem> {
+        let entry = self.entries.get(alias)?;
+        let gated = entry.source == Source::Workspace || entry.specialized;
+        (gated && !self.settings.admission.allow).then(|| Problem {
+            status: 403,
+            kind: "install-gate-closed".into(),
+            detail: format!(
+                "server \"{alias}\" was {} at runtime, which the operator no longer allows \
+                 (PLURNK_MCP_ALLOW_ADD is off): it is kept as it is and connects again when \
+                 they allow it; remove it, or disable it, to stop seeing this",
+                if entry.source == Source::Workspace {
+                    "added"
+                } else {
+                    "customized"
+                }
+            ),
+            retryable: false,
+        })
+    }
+
     /// The install gate: a workspace may add a server, or enable one with a definition other
     /// than `declared`, only when the operator allows it (`PLURNK_MCP_ALLOW_ADD`), and the
     /// definition may refer only to the names the operator hands to workspaces
@@ -1212,6 +1243,10 @@ impl WorkspaceState {
             .entries
             .get(&alias)
             .is_some_and(|entry| *entry.definition == *requested);
+        if same && let Some(problem) = self.closed_gate(&alias) {
+            let _ = reply.send(Err(problem));
+            return Ok(());
+        }
         if !same {
             // A definition other than the one the operator declared (or admitted) is a new
             // server as far as the install gate goes.
