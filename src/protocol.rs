@@ -12,6 +12,7 @@ mod connect;
 mod dpop;
 pub(crate) mod guard;
 mod http;
+mod lines;
 mod oauth;
 mod reaper;
 mod session;

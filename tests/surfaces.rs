@@ -1770,3 +1770,75 @@ async fn exec_runs_the_catalog_and_calls_and_returns_results_whole() {
     );
     shutdown_clean(host).await;
 }
+
+// === results handed on as the server wrote them ===
+
+/// A host on the fixture's `odd-results` server (stdio) as `odd`.
+fn odd_results() -> HostConfig {
+    config(&[
+        ("PLURNK_MCP_ODD", EXE.into()),
+        (
+            "PLURNK_MCP_ODD_ARGS",
+            json!(["fixture", "--hostile", "odd-results"]).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["odd"]).to_string()),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_reaches_the_caller_as_the_server_wrote_it() {
+    let host = Host::start(odd_results()).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    let odd = snapshot.server("odd").expect("configured");
+    assert_eq!(odd.state, ServerState::Ready, "{:?}", odd.problem);
+
+    // A content block type no revision defines; fields no revision defines, at the top and
+    // in a known block: each result handed on, as JSON, exactly as written, to the caller
+    // and to EXEC.
+    for (tool, expected, text) in [
+        ("odd", plurnk_mcp_fixture::hostile::odd_result(), "known"),
+        (
+            "extra",
+            plurnk_mcp_fixture::hostile::extra_result(),
+            "with a field of its own",
+        ),
+    ] {
+        let called = workspace
+            .call_tool("odd", tool, json!({}), CallOptions::default())
+            .await
+            .unwrap_or_else(|error| panic!("{tool}: {error}"));
+        assert_eq!(called.result, expected, "{tool}");
+        assert!(!called.is_error);
+        assert_eq!(called.text(), text);
+        let value = exec::run(
+            &workspace,
+            &format!("<<EXEC[odd]({tool}):EXEC"),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("{tool} through EXEC: {error}"));
+        assert_eq!(value, expected, "{tool} through EXEC");
+    }
+
+    // The one refusal the specification asks for stays: a standalone blob block.
+    let blob = workspace
+        .call_tool("odd", "blob", json!({}), CallOptions::default())
+        .await;
+    assert!(
+        matches!(&blob, Err(CallError::Protocol { detail, .. }) if detail.contains("standalone blob")),
+        "{blob:?}"
+    );
+    // The server is still there for the next call.
+    let echo = workspace
+        .call_tool(
+            "odd",
+            "echo",
+            json!({"text": "still"}),
+            CallOptions::default(),
+        )
+        .await
+        .expect("echo");
+    assert_eq!(echo.text(), "still");
+    shutdown_clean(host).await;
+}

@@ -14,10 +14,10 @@ use std::time::Duration;
 use rmcp::Peer;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelTaskParams, CancelledNotificationParam,
-    ClientRequest, CompleteRequest, CompleteRequestParams, GetPromptRequest,
-    GetPromptRequestParams, GetTaskParams, InputRequest, InputRequiredResult, InputResponses,
-    ProgressToken, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
-    ServerResult, UpdateTaskParams,
+    ClientRequest, CompleteRequest, CompleteRequestParams, CustomResult, GetExtensions,
+    GetPromptRequest, GetPromptRequestParams, GetTaskParams, InputRequest, InputRequiredResult,
+    InputResponses, ProgressToken, ReadResourceRequest, ReadResourceRequestParams,
+    ReadResourceResponse, ServerResult, UpdateTaskParams,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::guard::CutReason;
+use super::lines::Verbatim;
 use crate::model::{
     CallError, Elicitation, ElicitationAnswer, Interaction, InteractionHandler, Operation,
     Progress, ProgressSink, ToolResult,
@@ -330,6 +331,42 @@ impl CallPeer {
                 }
                 _ => self.send(request, context, deadline, &label).await?,
             };
+            // A verbatim answer is read for its `resultType` only: a round or a Task is
+            // followed here, a result goes back as the server wrote it.
+            let answer = match answer {
+                ServerResult::CustomResult(CustomResult(raw)) => {
+                    match raw.get("resultType").and_then(Value::as_str) {
+                        Some("input_required") if context.relay.is_some() => {
+                            return Ok(ToolResult {
+                                is_error: false,
+                                result: raw,
+                            });
+                        }
+                        Some("input_required") => ServerResult::InputRequiredResult(
+                            serde_json::from_value(raw).map_err(|error| {
+                                self.protocol(
+                                    &label,
+                                    &format!("input_required unreadable: {error}"),
+                                )
+                            })?,
+                        ),
+                        Some("task") => {
+                            return Box::pin(
+                                self.follow(operation, raw, context, deadline, &label),
+                            )
+                            .await;
+                        }
+                        _ => {
+                            return self.complete(
+                                operation,
+                                ServerResult::CustomResult(CustomResult(raw)),
+                                &label,
+                            );
+                        }
+                    }
+                }
+                typed => typed,
+            };
             match answer {
                 ServerResult::InputRequiredResult(input) if context.relay.is_some() => {
                     let result = serde_json::to_value(&input).map_err(|error| {
@@ -374,16 +411,7 @@ impl CallPeer {
                 }
                 ServerResult::CreateTaskResult(created) => {
                     let task = serde_json::to_value(&created.task).unwrap_or_default();
-                    // A caller that stops waiting (drops the call) still has the Task cancelled.
-                    let mut owed = task["taskId"]
-                        .as_str()
-                        .map(|id| Courtesy::owe(&self.peer, Owed::Task(id.to_owned())));
-                    let result =
-                        Box::pin(self.drive_task(operation, task, context, deadline, &label)).await;
-                    if let Some(owed) = owed.as_mut() {
-                        owed.paid();
-                    }
-                    return result;
+                    return Box::pin(self.follow(operation, task, context, deadline, &label)).await;
                 }
                 other => return self.complete(operation, other, &label),
             }
@@ -394,6 +422,28 @@ impl CallPeer {
                 "the server asked for input more than {MAX_INPUT_ROUNDS} times without completing"
             ),
         ))
+    }
+
+    /// Follows the Task a call became to its end; a caller that stops waiting (drops the
+    /// call) still has the Task cancelled.
+    async fn follow(
+        &self,
+        operation: &Operation,
+        task: Value,
+        context: &CallContext,
+        owning: Owning<'_>,
+        label: &str,
+    ) -> Result<ToolResult, CallError> {
+        let mut owed = task["taskId"]
+            .as_str()
+            .map(|id| Courtesy::owe(&self.peer, Owed::Task(id.to_owned())));
+        let result = self
+            .drive_task(operation, task, context, owning, label)
+            .await;
+        if let Some(owed) = owed.as_mut() {
+            owed.paid();
+        }
+        result
     }
 
     /// Follows an unsolicited Task to its end (§mcp-tasks): polls `tasks/get` at each
@@ -418,16 +468,15 @@ impl CallPeer {
         for _poll in 0..MAX_TASK_POLLS {
             match task["status"].as_str().unwrap_or("working") {
                 "completed" => {
-                    let result: rmcp::model::CallToolResult =
-                        serde_json::from_value(task["result"].clone()).map_err(|error| {
-                            self.protocol(
-                                label,
-                                &format!(
-                                    "the completed Task's result is not a tool result: {error}"
-                                ),
-                            )
-                        })?;
-                    return self.complete(operation, ServerResult::CallToolResult(result), label);
+                    // The originating tool result, as the server wrote it.
+                    let Some(result) = task.get_mut("result").map(Value::take) else {
+                        return Err(self.protocol(label, "the completed Task carries no result"));
+                    };
+                    return self.complete(
+                        operation,
+                        ServerResult::CustomResult(CustomResult(result)),
+                        label,
+                    );
                 }
                 "failed" => {
                     let error = &task["error"];
@@ -588,7 +637,7 @@ impl CallPeer {
         let invalid = |error: serde_json::Error| {
             self.protocol(label, &format!("the request could not be built: {error}"))
         };
-        Ok(match operation {
+        let mut request = match operation {
             // The common case, built directly (no round trip through JSON).
             Operation::CallTool { name, arguments }
                 if input_responses.is_none() && request_state.is_none() =>
@@ -639,7 +688,10 @@ impl CallPeer {
                     serde_json::from_value(params).map_err(invalid)?;
                 ClientRequest::CompleteRequest(CompleteRequest::new(params))
             }
-        })
+        };
+        // Its result is handed back as the server wrote it (where the transport can).
+        request.extensions_mut().insert(Verbatim);
+        Ok(request)
     }
 
     async fn send(
@@ -838,24 +890,28 @@ impl CallPeer {
         Ok((responses, input.request_state))
     }
 
+    /// The operation's result: as the server wrote it when it came verbatim (or rmcp could
+    /// not type it), else rmcp's typed result written out; checked only for what the host
+    /// itself reads of it and what the specification forbids, never rebuilt.
     fn complete(
         &self,
         operation: &Operation,
         result: ServerResult,
         label: &str,
     ) -> Result<ToolResult, CallError> {
-        let (is_error, value) = match (operation, result) {
+        let value = match (operation, result) {
+            (_, ServerResult::CustomResult(CustomResult(raw))) => Ok(raw),
             (Operation::CallTool { .. }, ServerResult::CallToolResult(result)) => {
-                (result.is_error == Some(true), serde_json::to_value(&result))
+                serde_json::to_value(&result)
             }
             (Operation::ReadResource { .. }, ServerResult::ReadResourceResult(result)) => {
-                (false, serde_json::to_value(&result))
+                serde_json::to_value(&result)
             }
             (Operation::GetPrompt { .. }, ServerResult::GetPromptResult(result)) => {
-                (false, serde_json::to_value(&result))
+                serde_json::to_value(&result)
             }
             (Operation::Complete { .. }, ServerResult::CompleteResult(result)) => {
-                (false, serde_json::to_value(&result))
+                serde_json::to_value(&result)
             }
             _ => {
                 return Err(self.protocol(label, "the answer does not fit the request"));
@@ -867,12 +923,8 @@ impl CallPeer {
                 &format!("the result could not be represented as JSON: {error}"),
             )
         })?;
-        if let Operation::CallTool { .. } = operation
-            && let Some(blocks) = result.get("content").and_then(Value::as_array)
-            && let Some(bad) = blocks.iter().find_map(invalid_content)
-        {
-            return Err(self.protocol(label, &bad));
-        }
+        let is_error =
+            check_result(operation, &result).map_err(|bad| self.protocol(label, &bad))?;
         Ok(ToolResult { is_error, result })
     }
 
@@ -1065,15 +1117,91 @@ pub(crate) fn validate(
     }
 }
 
-/// A `tools/call` content block that is not a modern content member, described.
-fn invalid_content(block: &Value) -> Option<String> {
-    let kind = block.get("type").and_then(Value::as_str)?;
-    match kind {
-        "text" | "image" | "audio" | "resource_link" | "resource" => None,
-        "blob" => Some(
+/// Whether `result` can be handed on as `operation`'s result, and for a tool result its
+/// `isError`. Only what the host reads and what the specification forbids is checked: the
+/// result is a JSON object of a completed request, its members the host reads have their
+/// types, and a tool result holds no standalone `blob` content block (§mcp-result-content:
+/// blobs ride inside embedded resources). Everything else — fields and content block types
+/// this host does not know — passes untouched.
+fn check_result(operation: &Operation, result: &Value) -> Result<bool, String> {
+    let Some(object) = result.as_object() else {
+        return Err(format!(
+            "the result is {}, not a JSON object",
+            json_kind(result)
+        ));
+    };
+    match object.get("resultType") {
+        None => {}
+        Some(Value::String(kind)) if kind == "complete" => {}
+        Some(other) => {
+            return Err(format!(
+                "the result's resultType {} is not \"complete\", \"input_required\" or \"task\"",
+                crate::redact::scrub_capped(&other.to_string(), 64)
+            ));
+        }
+    }
+    let array = |name: &str, required: bool| match object.get(name) {
+        Some(Value::Array(_)) => Ok(()),
+        None if !required => Ok(()),
+        None => Err(format!("the result has no \"{name}\" array")),
+        Some(other) => Err(format!(
+            "the result's \"{name}\" is {}, not an array",
+            json_kind(other)
+        )),
+    };
+    match operation {
+        Operation::CallTool { .. } => {
+            // A result without content is taken as empty content, as rmcp takes it.
+            array("content", false)?;
+            if let Some(bad) = object
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .find_map(|(index, block)| invalid_content(index, block))
+            {
+                return Err(bad);
+            }
+            match object.get("isError") {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(is_error)) => Ok(*is_error),
+                Some(other) => Err(format!(
+                    "the result's \"isError\" is {}, not a boolean",
+                    json_kind(other)
+                )),
+            }
+        }
+        Operation::ReadResource { .. } => array("contents", true).map(|()| false),
+        Operation::GetPrompt { .. } => array("messages", true).map(|()| false),
+        Operation::Complete { .. } => match object.get("completion") {
+            Some(Value::Object(_)) => Ok(false),
+            _ => Err("the result has no \"completion\" object".into()),
+        },
+    }
+}
+
+/// A `tools/call` content block the host cannot hand on, described: one without a type, or
+/// a standalone `blob` block. A block of a type this host does not know is handed on.
+fn invalid_content(index: usize, block: &Value) -> Option<String> {
+    match block.get("type").and_then(Value::as_str) {
+        None => Some(format!("content block {index} has no \"type\" string")),
+        Some("blob") => Some(
             "the result holds a standalone blob content block, which is not valid tools/call content (blobs ride inside embedded resources)".into(),
         ),
-        other => Some(format!("the result holds an unknown content block type \"{other}\"")),
+        Some(_) => None,
+    }
+}
+
+/// What kind of JSON value `value` is, for an error.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -1319,9 +1447,48 @@ mod tests {
     }
 
     #[test]
-    fn a_standalone_blob_block_is_refused() {
-        assert!(invalid_content(&json!({"type": "text", "text": "x"})).is_none());
-        assert!(invalid_content(&json!({"type": "resource", "resource": {}})).is_none());
-        assert!(invalid_content(&json!({"type": "blob", "blob": "AA=="})).is_some());
+    fn a_result_is_checked_for_what_the_host_reads_and_handed_on_otherwise() {
+        let call = Operation::CallTool {
+            name: "t".into(),
+            arguments: serde_json::Map::new(),
+        };
+        // Unknown content block types, unknown fields and a missing content pass.
+        let odd = json!({
+            "content": [{"type": "hologram", "frames": 3}, {"type": "text", "text": "x", "x": 1}],
+            "x-vendor": {"trace": "abc"},
+            "isError": true,
+        });
+        assert_eq!(check_result(&call, &odd), Ok(true));
+        assert_eq!(check_result(&call, &json!({})), Ok(false));
+        assert_eq!(
+            check_result(&call, &json!({"content": [], "resultType": "complete"})),
+            Ok(false)
+        );
+        // What the specification forbids, and what the host reads, is refused by name.
+        let refused = |result: Value| check_result(&call, &result).unwrap_err();
+        assert!(
+            refused(json!({"content": [{"type": "blob", "blob": "AA=="}]}))
+                .contains("standalone blob")
+        );
+        assert!(
+            refused(json!({"content": [{"text": "x"}]}))
+                .contains("content block 0 has no \"type\"")
+        );
+        assert!(refused(json!({"content": {"type": "text"}})).contains("\"content\" is an object"));
+        assert!(refused(json!({"isError": "yes"})).contains("\"isError\" is a string"));
+        assert!(refused(json!({"resultType": "later"})).contains("resultType \"later\""));
+        assert!(refused(json!([1])).contains("an array, not a JSON object"));
+        // The other operations' results need the member the host hands on.
+        let read = Operation::ReadResource { uri: "u".into() };
+        assert_eq!(
+            check_result(&read, &json!({"contents": [], "x": 1})),
+            Ok(false)
+        );
+        assert!(check_result(&read, &json!({})).is_err());
+        let prompt = Operation::GetPrompt {
+            name: "p".into(),
+            arguments: serde_json::Map::new(),
+        };
+        assert!(check_result(&prompt, &json!({"messages": {}})).is_err());
     }
 }

@@ -19,7 +19,6 @@ use rmcp::service::{
     RunningService,
 };
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use std::collections::BTreeSet;
 
 use tokio::sync::{Notify, watch};
@@ -27,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{CallPeer, ProgressRoutes};
 use super::guard::{self, CutReason, Inbound, LineLimit, Verdict};
+use super::lines::Lines;
 use super::oauth::{ChallengeSlot, Challenged};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http};
@@ -565,12 +565,10 @@ async fn attempt(
             };
             let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
             let stdout = LineLimit::new(stdout, max_message, cut.clone());
-            // rmcp would drop an oversized line and keep going (the request behind it then
-            // waits out its deadline); the host's bound comes first and says why.
-            let transport = signals.wrap(
-                AsyncRwTransport::new_client(stdout, stdin)
-                    .with_max_line_length(max_message.saturating_add(1)),
-            );
+            // A line transport would drop an oversized line and keep going (the request
+            // behind it then waits out its deadline); the host's bound comes first and says
+            // why.
+            let transport = signals.wrap(Lines::new(stdout, stdin, max_message.saturating_add(1)));
             // On failure `child` drops here and takes its process group with it.
             match negotiate(client, transport, lifecycle).await {
                 Ok((service, modern)) => (service, modern, Some(child)),
@@ -627,10 +625,7 @@ async fn attempt(
             .map_err(Failure::Source)?;
             let (read, write) = tokio::io::split(connector());
             let read = LineLimit::new(read, max_message, cut.clone());
-            let transport = signals.wrap(
-                AsyncRwTransport::new_client(read, write)
-                    .with_max_line_length(max_message.saturating_add(1)),
-            );
+            let transport = signals.wrap(Lines::new(read, write, max_message.saturating_add(1)));
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
@@ -639,10 +634,7 @@ async fn attempt(
         Target::InProcess(connector) => {
             let (read, write) = tokio::io::split(connector());
             let read = LineLimit::new(read, max_message, cut.clone());
-            let transport = signals.wrap(
-                AsyncRwTransport::new_client(read, write)
-                    .with_max_line_length(max_message.saturating_add(1)),
-            );
+            let transport = signals.wrap(Lines::new(read, write, max_message.saturating_add(1)));
             let (service, modern) = negotiate(client, transport, lifecycle)
                 .await
                 .map_err(|error| Failure::Negotiation(Box::new(error)))?;
