@@ -28,6 +28,7 @@
 
 mod http;
 mod uri_template;
+mod verbatim;
 
 use std::{
     collections::BTreeMap,
@@ -51,6 +52,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use self::uri_template::UriTemplate;
+use self::verbatim::{Passing, Verbatim, is_modern, placeholder};
 use crate::host::{CallOptions, InputRelay, Workspace};
 use crate::model::{
     CallError, Elicitation, ElicitationAnswer, Interaction, InteractionHandler, Operation,
@@ -302,7 +304,7 @@ impl Gateway {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        match self.serve((reader, writer)).await {
+        match Verbatim(self).serve((reader, writer)).await {
             Ok(running) => running
                 .waiting()
                 .await
@@ -417,20 +419,21 @@ enum Forwarded {
 }
 
 impl Forwarded {
-    /// As rmcp's response for the request: the input request, or the completed result
-    /// (`resultType` filled in).
+    /// As rmcp's response for the request: a placeholder of its type that carries the
+    /// upstream's answer, sent on as the upstream wrote it (`verbatim.rs`).
     fn into_response<T, R>(
         self,
         input: impl FnOnce(rmcp::model::InputRequiredResult) -> R,
         done: impl FnOnce(T) -> R,
-        what: &str,
+        what: Passing,
+        modern: bool,
     ) -> Result<R, McpError>
     where
         T: serde::de::DeserializeOwned,
     {
         Ok(match self {
-            Self::InputRequired(value) => input(from_wire(value, "input request")?),
-            Self::Complete(value) => done(complete(value, what)?),
+            Self::InputRequired(value) => input(placeholder(value, Passing::Input, modern)?),
+            Self::Complete(value) => done(placeholder(value, what, modern)?),
         })
     }
 }
@@ -642,17 +645,6 @@ fn from_wire<T: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result
     })
 }
 
-/// A completed result as a 2026-07-28 client must see it: `resultType` present even when
-/// the upstream (an older server) left it out.
-fn complete<T: serde::de::DeserializeOwned>(mut value: Value, what: &str) -> Result<T, McpError> {
-    if let Some(object) = value.as_object_mut() {
-        object
-            .entry("resultType")
-            .or_insert_with(|| Value::String("complete".into()));
-    }
-    from_wire(value, what)
-}
-
 /// How many items one list page holds: a workspace of hundreds of servers is listed in
 /// pages a client can take.
 const PAGE_ITEMS: usize = 500;
@@ -737,6 +729,7 @@ impl ServerHandler for Gateway {
             return Err(self.not_found("tool", &request.name));
         };
         let relay = relay_of(request.input_responses, request.request_state);
+        let modern = is_modern(&context);
         let operation = Operation::CallTool {
             name: tool.to_owned(),
             arguments: request.arguments.unwrap_or_default(),
@@ -752,7 +745,8 @@ impl ServerHandler for Gateway {
             .into_response(
                 CallToolResponse::InputRequired,
                 CallToolResponse::Complete,
-                "tool result",
+                Passing::Tool,
+                modern,
             )
     }
 
@@ -773,6 +767,7 @@ impl ServerHandler for Gateway {
             return Err(self.not_found("prompt", &request.name));
         };
         let relay = relay_of(request.input_responses, request.request_state);
+        let modern = is_modern(&context);
         let arguments = request
             .arguments
             .map(|arguments| {
@@ -792,7 +787,8 @@ impl ServerHandler for Gateway {
             .into_response(
                 GetPromptResponse::InputRequired,
                 GetPromptResponse::Complete,
-                "prompt",
+                Passing::Prompt,
+                modern,
             )
     }
 
@@ -825,6 +821,7 @@ impl ServerHandler for Gateway {
             .map_err(|unroutable| unroutable.into_error(&request.uri))?
             .to_owned();
         let relay = relay_of(request.input_responses, request.request_state);
+        let modern = is_modern(&context);
         let operation = Operation::ReadResource {
             uri: request.uri.clone(),
         };
@@ -840,15 +837,17 @@ impl ServerHandler for Gateway {
         forwarded.into_response(
             ReadResourceResponse::InputRequired,
             ReadResourceResponse::Complete,
-            "resource",
+            Passing::Resource,
+            modern,
         )
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        request_context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        let modern = is_modern(&request_context);
         let wire = serde_json::to_value(&request).map_err(|error| {
             McpError::invalid_params(format!("unreadable completion request: {error}"), None)
         })?;
@@ -915,7 +914,7 @@ impl ServerHandler for Gateway {
             .run(&alias, operation, CallOptions::default())
             .await
             .map_err(to_mcp)?;
-        complete(result.result, "completion")
+        placeholder(result.result, Passing::Completion, modern)
     }
 
     fn accepted_subscription_filter(

@@ -100,7 +100,9 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mut router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(super::verbatim::swap_http));
     if let Some(token) = options.bearer {
         crate::redact::register([token.clone()]);
         let expected: Arc<[u8]> = format!("Bearer {token}").into_bytes().into();
