@@ -159,7 +159,8 @@ pub struct SourceTool {
 pub struct SourceResult {
     /// The result's text (a program's standard output, an HTTP response body).
     pub text: String,
-    /// Structured content, when the tool's output is JSON (`json` output, a JSON response).
+    /// The tool's output parsed, when it is JSON (`json` output, a JSON response); it
+    /// becomes the result's `structuredContent` only when it is an object.
     pub structured: Option<Value>,
     /// The tool ran and reported failure (a non-zero exit, an HTTP error status): a result
     /// the model sees, not a failure of the call.

@@ -320,13 +320,14 @@ async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
         pet.result
     );
     if jq {
+        // An array is no structured content: the text holds it exactly.
         let keys = call("jq", "keys", json!({"input": "{\"b\": 1, \"a\": 2}"})).await;
-        assert_eq!(
-            keys.result["structuredContent"],
-            json!(["a", "b"]),
+        assert!(
+            keys.result.get("structuredContent").is_none(),
             "{}",
             keys.result
         );
+        assert_eq!(text(&keys).trim(), "[\"a\",\"b\"]");
     }
     // A tool's own failure is its result; arguments that do not fit are refused.
     match workspace
@@ -1150,5 +1151,54 @@ async fn a_model_never_invents_a_command_line_for_find_git_or_sh() {
         "{message}"
     );
     assert!(!pwned("PWNED-D"), "sh ran the model's code");
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_json_output_that_is_an_object_becomes_structured_content() {
+    let dir = scratch("shapes");
+    let store = dir.join("state.sqlite");
+    let host = host_on(&store).await;
+    let workspace = host.workspace("team").await.expect("workspace");
+    let printing = |name: &str, output: &str| {
+        json!({"name": name, "description": format!("Prints {output}"), "json": true,
+               "args": ["-c", format!("printf '%s' '{output}'")]})
+    };
+    workspace
+        .add(source(
+            "shapes",
+            SourceKind::Cli,
+            json!({"kind": "cli", "name": "shapes", "command": "sh", "tools": [
+                printing("object", r#"{"a": [1, 2]}"#),
+                printing("array", "[1, 2]"),
+                printing("number", "42"),
+                printing("stream", r#"{"a": 1} {"b": 2}"#),
+            ]}),
+            &dir.join("shapes.json"),
+        ))
+        .await
+        .expect("added");
+    // structuredContent is an object, as MCP has it; any other JSON output stays in the
+    // text alone, exactly as the program wrote it (no envelope a client could mistake for
+    // the output).
+    for (tool, structured, text) in [
+        ("object", Some(json!({"a": [1, 2]})), r#"{"a": [1, 2]}"#),
+        ("array", None, "[1, 2]"),
+        ("number", None, "42"),
+        ("stream", None, r#"{"a": 1} {"b": 2}"#),
+    ] {
+        let result = workspace
+            .call_tool("shapes", tool, json!({}), CallOptions::default())
+            .await
+            .unwrap_or_else(|error| panic!("{tool}: {error}"));
+        assert!(!result.is_error, "{tool}: {}", result.result);
+        assert_eq!(
+            result.result.get("structuredContent"),
+            structured.as_ref(),
+            "{tool}: {}",
+            result.result
+        );
+        assert_eq!(result.text(), text, "{tool}");
+    }
     shutdown_clean(host).await;
 }

@@ -23,6 +23,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
 
 use super::{SharedSource, SourceError, SourceResult, SourceTool};
 use crate::model::InProcessConnector;
@@ -96,7 +97,12 @@ fn to_result(result: SourceResult) -> CallToolResult {
     } else {
         CallToolResult::success(content)
     };
-    converted.structured_content = result.structured;
+    // Structured content is an object (2025-11-25 requires it, and a client that reads
+    // `structuredContent` reads an object): a tool's JSON output that is any other value (an
+    // array, a number, a stream of values) is left in the text, which holds it exactly. A
+    // wrapper such as `{"value": …}` would invent a shape no tool declared, and a client
+    // could not tell it from an output that is such an object.
+    converted.structured_content = result.structured.filter(Value::is_object);
     converted
 }
 
