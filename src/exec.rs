@@ -22,8 +22,10 @@
 //! which event). An op so broken that no server can be read from it (no `[server]`, an
 //! unclosed `[`, an empty name, over [`MAX_OP_BYTES`]) names no source, so it is returned
 //! but not reported; a bad op whose `[server]` was read is reported as
-//! `mcp_bad_arguments` for that server. A catalog op on a server some of whose families
-//! could not be listed succeeds and reports `mcp_list_failed` beside it.
+//! `mcp_bad_arguments` for that server. The event is decided by the error's type and, for a
+//! server that is not ready, its state and Problem kind ([`crate::Cause`]), never by what a
+//! message says; `mcp_auth_required` has status 401 and names the server and its resource
+//! ([`crate::ProtectedResource`], seed 000's `{ server, resource }`).
 
 use std::fmt;
 
@@ -31,7 +33,8 @@ use serde_json::{Map, Value};
 
 use crate::host::{CallOptions, Workspace};
 use crate::model::{
-    CallError, Effect, HostEvent, ServerSnapshot, ServerState, TelemetryEvent, WorkspaceSnapshot,
+    CallError, Cause, Effect, HostEvent, ProtectedResource, ServerSnapshot, ServerState,
+    TelemetryEvent, WorkspaceSnapshot,
 };
 use crate::projection;
 
@@ -420,11 +423,15 @@ pub enum ExecError {
 }
 
 impl ExecError {
-    /// The HTTP-like status: 400 a bad op, 404 an unknown server or tool, 409 a disabled
-    /// server, 422 arguments that fail the schema, 500 a tool error (or a JSON-RPC error),
-    /// 502 a server's unusable schema or result, 503 a server not ready (or lost), 504 a
-    /// timeout, 499 a call the caller cancelled.
+    /// The HTTP-like status: 400 a bad op, 401 a server that needs an authorization it does
+    /// not have, 404 an unknown server or tool, 409 a disabled server, 422 arguments that
+    /// fail the schema, 500 a tool error (or a JSON-RPC error), 502 a server's unusable
+    /// schema or result, 503 a server not ready (or lost), 504 a timeout, 499 a call the
+    /// caller cancelled.
     pub fn status(&self) -> u16 {
+        if self.telemetry() == Some(TelemetryEvent::AuthRequired) {
+            return 401;
+        }
         match self {
             Self::BadOp(_) => 400,
             Self::UnknownServer { .. } | Self::UnknownTool { .. } => 404,
@@ -503,12 +510,7 @@ impl ExecError {
             Self::UnknownServer { .. } | Self::Disabled { .. } | Self::UnknownTool { .. } => {
                 TelemetryEvent::NotConfigured
             }
-            Self::NotReady {
-                state,
-                kind,
-                detail,
-                ..
-            } => not_ready_event(*state, kind.as_deref(), detail),
+            Self::NotReady { state, kind, .. } => not_ready_event(*state, kind.as_deref()),
             Self::BadSchema { .. } => TelemetryEvent::ListFailed,
             Self::BadArguments { .. } => TelemetryEvent::BadArguments,
             Self::ToolError { .. } => TelemetryEvent::ToolError,
@@ -517,7 +519,9 @@ impl ExecError {
                 CallError::UnknownServer(_) | CallError::UnknownTool { .. } => {
                     TelemetryEvent::NotConfigured
                 }
-                CallError::NotReady { state, detail, .. } => not_ready_event(*state, None, detail),
+                // Refused at the server's gate: its state says whether it waits for an
+                // authorization; why it is down otherwise is the snapshot's to say.
+                CallError::NotReady { state, .. } => not_ready_event(*state, None),
                 CallError::InvalidArguments { .. } => TelemetryEvent::BadArguments,
                 CallError::Remote { .. } | CallError::Protocol { .. } => TelemetryEvent::ToolError,
                 CallError::Timeout { .. }
@@ -995,42 +999,20 @@ fn edits(a: &str, b: &str, limit: usize) -> Option<usize> {
         .filter(|distance| *distance <= limit)
 }
 
-/// The telemetry event of a server that is not ready: one that needs authorization, one
-/// whose listing failed, or one that cannot be reached.
-///
-/// The host's Problems carry the cause in their words (every connection failure is a
-/// `502 server-unavailable`), so this reads them: a Problem of kind
-/// `authorization-required`; the HTTP transport's 401 or 403 (`authorization required: …`,
-/// `Auth required`, `insufficient scope: …`, rmcp's words); a server that requires an
-/// authorization its definition lacks or that could not be had (`requires authorization`,
-/// `could not be authorized`, `authorization required (HTTP 401)`, `protocol/session.rs`), or a refused client-credentials
-/// or workload-identity grant (`oauth-client-credentials-failed`,
-/// `oauth-workload-identity-failed`); a listing that failed (`could not be listed`, the
-/// same file). Everything else is unreachable.
-fn not_ready_event(state: ServerState, kind: Option<&str>, detail: &str) -> TelemetryEvent {
-    const AUTHORIZATION: [&str; 5] = [
-        "authorization required",
-        "auth required",
-        "insufficient scope",
-        "requires authorization",
-        "could not be authorized",
-    ];
-    let lower = detail.to_lowercase();
-    if matches!(
-        kind,
-        Some(
-            "authorization-required"
-                | "oauth-client-credentials-failed"
-                | "oauth-workload-identity-failed"
-        )
-    ) || AUTHORIZATION.iter().any(|w| lower.contains(w))
-    {
+/// The event of a server that is not ready, from its state and its Problem's kind
+/// ([`crate::Cause`]): waiting for a person's OAuth authorization, or a Problem of
+/// authorization, is `mcp_auth_required`; a catalog that could not be listed is
+/// `mcp_list_failed`; anything else is `mcp_unreachable`. What a Problem's text says
+/// decides nothing.
+fn not_ready_event(state: ServerState, kind: Option<&str>) -> TelemetryEvent {
+    if state == ServerState::AuthorizationRequired {
         return TelemetryEvent::AuthRequired;
     }
-    if state == ServerState::Unavailable && lower.contains("could not be listed") {
-        return TelemetryEvent::ListFailed;
+    match kind.map(Cause::of_kind) {
+        Some(Cause::Authorization) => TelemetryEvent::AuthRequired,
+        Some(Cause::Listing) => TelemetryEvent::ListFailed,
+        _ => TelemetryEvent::Unreachable,
     }
-    TelemetryEvent::Unreachable
 }
 
 // === run ===
@@ -1054,7 +1036,17 @@ pub async fn run(
         Err(error) => {
             let error = error.scrubbed();
             if let (Some(event), Some(server)) = (error.telemetry(), error.server()) {
-                workspace.emit(telemetry(server, event, error.status(), &error.to_string()));
+                let protected = match event {
+                    TelemetryEvent::AuthRequired => protected_resource(workspace, server).await,
+                    _ => None,
+                };
+                workspace.emit(telemetry(
+                    server,
+                    event,
+                    error.status(),
+                    &error.to_string(),
+                    protected,
+                ));
             }
             Err(error)
         }
@@ -1123,13 +1115,46 @@ fn catalog(server: &ServerSnapshot) -> Value {
 }
 
 /// A telemetry event of `server`, its detail scrubbed and bounded.
-fn telemetry(server: &str, event: TelemetryEvent, status: u16, detail: &str) -> HostEvent {
+fn telemetry(
+    server: &str,
+    event: TelemetryEvent,
+    status: u16,
+    detail: &str,
+    auth_required: Option<ProtectedResource>,
+) -> HostEvent {
     HostEvent::Telemetry {
         source: format!("exec:{}", crate::redact::scrub(&name(server))),
         event,
         status,
         detail: crate::redact::scrub_capped(detail, EVENT_DETAIL_CHARS),
+        auth_required,
     }
+}
+
+/// The resource `server` needs authorization for: the origin of its URL as its definition
+/// gives it (`None` for a server without one, or once the workspace cannot say).
+async fn protected_resource(workspace: &Workspace, server: &str) -> Option<ProtectedResource> {
+    let summaries = workspace.list().await.ok()?;
+    let summary = summaries.iter().find(|summary| summary.alias == server)?;
+    let url = summary.definition.get("url")?.as_str()?;
+    Some(ProtectedResource {
+        server: crate::redact::scrub(&name(server)).into_owned(),
+        resource: crate::redact::scrub(&origin_of(url)).into_owned(),
+    })
+}
+
+/// A URL's origin, `scheme://host:port`: what of a server's URL the host ever shows, since
+/// its userinfo, path and query can all hold a credential (some hosted servers put the key
+/// in the path).
+fn origin_of(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return String::new();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{host}")
 }
 
 // === how errors show what they quote ===
@@ -2028,70 +2053,116 @@ mod tests {
     }
 
     #[test]
-    fn a_server_not_ready_for_want_of_authorization_or_a_listing_says_so() {
+    fn a_server_not_ready_is_reported_by_its_state_and_problem_kind_never_its_text() {
+        let not_ready =
+            |state: ServerState, kind: Option<&str>, detail: &str| ExecError::NotReady {
+                server: "gh".into(),
+                state,
+                kind: kind.map(str::to_owned),
+                detail: detail.into(),
+            };
+        let unavailable = ServerState::Unavailable;
         let cases = [
             (
+                ServerState::AuthorizationRequired,
                 Some("authorization-required"),
                 "anything",
                 TelemetryEvent::AuthRequired,
             ),
             (
-                Some("server-unavailable"),
-                "server \"gh\" (http) could not be connected: negotiation failed: could not send discover request (authorization required: Bearer)",
+                unavailable,
+                Some("server-unauthorized"),
+                "anything",
                 TelemetryEvent::AuthRequired,
             ),
             (
-                Some("server-unavailable"),
-                "server \"gh\" (http) could not be connected: Auth required",
+                unavailable,
+                Some("authorization-failed"),
+                "anything",
                 TelemetryEvent::AuthRequired,
             ),
             (
-                Some("server-unavailable"),
-                "server \"gh\" (http) could not be connected: insufficient scope: Bearer scope=\"repo\"",
+                unavailable,
+                Some("oauth-client-credentials-failed"),
+                "anything",
                 TelemetryEvent::AuthRequired,
             ),
             (
+                unavailable,
+                Some("oauth-workload-identity-failed"),
+                "anything",
+                TelemetryEvent::AuthRequired,
+            ),
+            (
+                unavailable,
+                Some("server-list-failed"),
+                "anything",
+                TelemetryEvent::ListFailed,
+            ),
+            // The words a Problem's detail holds decide nothing.
+            (
+                unavailable,
                 Some("server-unavailable"),
-                "server \"gh\" (http) could not be connected: port 4010 refused",
+                "could not be connected: authorization required (HTTP 401); could not be listed",
                 TelemetryEvent::Unreachable,
             ),
             (
-                Some("server-unavailable"),
-                "server \"gh\" (http) could not be connected: authorization required (HTTP 401): give its definition an `authorization` (bearer, oauth or client-credentials)",
-                TelemetryEvent::AuthRequired,
+                ServerState::CrashLoop,
+                Some("server-crash-loop"),
+                "crashed",
+                TelemetryEvent::Unreachable,
             ),
             (
-                Some("oauth-client-credentials-failed"),
-                "server \"gh\" (http): the client-credentials grant of client \"ci\" failed",
-                TelemetryEvent::AuthRequired,
-            ),
-            (
-                Some("server-unavailable"),
-                "server \"gh\" (stdio) could not be listed: tools/list took 101 pages",
-                TelemetryEvent::ListFailed,
-            ),
-            (
-                Some("server-unavailable"),
-                "server \"gh\" (stdio) lost its connection; reconnecting",
+                unavailable,
+                None,
+                "insufficient scope",
                 TelemetryEvent::Unreachable,
             ),
         ];
-        for (kind, detail, event) in cases {
-            let error = ExecError::NotReady {
-                server: "gh".into(),
-                state: ServerState::Unavailable,
-                kind: kind.map(str::to_owned),
-                detail: detail.into(),
+        for (state, kind, detail, event) in cases {
+            let error = not_ready(state, kind, detail);
+            assert_eq!(error.telemetry(), Some(event), "{kind:?}");
+            let status = if event == TelemetryEvent::AuthRequired {
+                401
+            } else {
+                503
             };
-            assert_eq!(error.telemetry(), Some(event), "{detail}");
+            assert_eq!(error.status(), status, "{kind:?}");
+            assert_eq!(error.problem().status, status, "{kind:?}");
         }
-        let crashed = ExecError::NotReady {
+        // A call refused at the gate of a server waiting for authorization says so too.
+        let refused = ExecError::Call {
             server: "gh".into(),
-            state: ServerState::CrashLoop,
-            kind: None,
-            detail: "crashed 5 times".into(),
+            tool: "t".into(),
+            error: Box::new(CallError::NotReady {
+                alias: "gh".into(),
+                state: ServerState::AuthorizationRequired,
+                detail: "open the URL".into(),
+            }),
         };
-        assert_eq!(crashed.telemetry(), Some(TelemetryEvent::Unreachable));
+        assert_eq!(
+            (refused.telemetry(), refused.status()),
+            (Some(TelemetryEvent::AuthRequired), 401)
+        );
+    }
+
+    #[test]
+    fn a_protected_resource_is_named_by_its_servers_origin_alone() {
+        for (url, origin) in [
+            ("https://api.example.com/mcp", "https://api.example.com"),
+            (
+                "https://user:pa55@api.example.com:8443/k3y/mcp?key=v#x",
+                "https://api.example.com:8443",
+            ),
+            ("http://127.0.0.1:4010", "http://127.0.0.1:4010"),
+            (
+                "https://<redacted>@host.example/<redacted>",
+                "https://host.example",
+            ),
+            ("no scheme", ""),
+        ] {
+            assert_eq!(origin_of(url), origin, "{url}");
+        }
     }
 
     #[test]
@@ -2119,6 +2190,7 @@ mod tests {
             TelemetryEvent::BadArguments,
             error.status(),
             &error.to_string(),
+            None,
         );
         let shown = format!("{error} {error:?} {event:?}");
         assert!(!shown.contains("exec-secret-31337"), "{shown}");

@@ -72,11 +72,12 @@ pub use host::{
     Workspace,
 };
 pub use model::{
-    Authored, CallError, Catalog, CompletionRef, DeviceAuthorization, DevicePoll, Effect,
+    Authored, CallError, Catalog, Cause, CompletionRef, DeviceAuthorization, DevicePoll, Effect,
     Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
     Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink,
-    PromptArgumentInfo, PromptInfo, ResourceInfo, ResourceTemplateInfo, ServerSnapshot,
-    ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
+    PromptArgumentInfo, PromptInfo, ProtectedResource, ResourceInfo, ResourceTemplateInfo,
+    ServerSnapshot, ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
+    WorkspaceSnapshot,
 };
 pub use prometheus::PrometheusError;
 pub use store::{

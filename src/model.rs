@@ -50,6 +50,44 @@ impl Problem {
         }
     }
 
+    /// `502 server-list-failed`: the server connected but one of its catalogs (tools,
+    /// resources, templates, prompts) could not be listed whole.
+    pub fn list_failed(detail: impl Into<String>) -> Self {
+        Self {
+            status: 502,
+            kind: LIST_FAILED.into(),
+            detail: detail.into(),
+            retryable: true,
+        }
+    }
+
+    /// `401 server-unauthorized`: the server refused the connection for want of an
+    /// authorization its definition does not give (or a token it refused).
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self {
+            status: 401,
+            kind: UNAUTHORIZED.into(),
+            detail: detail.into(),
+            retryable: false,
+        }
+    }
+
+    /// `502 authorization-failed`: the server asks for OAuth authorization, and its
+    /// authorization could not be started (discovery or registration failed).
+    pub fn authorization_failed(detail: impl Into<String>) -> Self {
+        Self {
+            status: 502,
+            kind: AUTHORIZATION_FAILED.into(),
+            detail: detail.into(),
+            retryable: true,
+        }
+    }
+
+    /// What the Problem's kind says of why a server is not ready.
+    pub fn cause(&self) -> Cause {
+        Cause::of_kind(&self.kind)
+    }
+
     /// `409 server-crash-loop`: the server crashed too often and waits for an explicit enable.
     pub fn crash_loop(detail: impl Into<String>) -> Self {
         Self {
@@ -119,7 +157,7 @@ impl Problem {
     pub fn authorization_required(alias: &str) -> Self {
         Self {
             status: 401,
-            kind: "authorization-required".into(),
+            kind: AUTHORIZATION_REQUIRED.into(),
             detail: format!(
                 "server \"{alias}\" (http) needs OAuth authorization: open the URL in its \
                  `authorization`, approve, then pass the complete callback URL to \
@@ -164,6 +202,51 @@ impl Problem {
             kind: "shutting-down".into(),
             detail: "the host is shutting down and accepts no new work".into(),
             retryable: false,
+        }
+    }
+}
+
+/// The kind of a Problem whose server waits for a person's OAuth authorization.
+pub(crate) const AUTHORIZATION_REQUIRED: &str = "authorization-required";
+/// The kind of [`Problem::authorization_failed`].
+pub(crate) const AUTHORIZATION_FAILED: &str = "authorization-failed";
+/// The kind of [`Problem::unauthorized`].
+pub(crate) const UNAUTHORIZED: &str = "server-unauthorized";
+/// The kind of a refused client-credentials grant's Problem.
+pub(crate) const CLIENT_CREDENTIALS_FAILED: &str = "oauth-client-credentials-failed";
+/// The kind of a refused workload-identity grant's Problem.
+pub(crate) const WORKLOAD_IDENTITY_FAILED: &str = "oauth-workload-identity-failed";
+/// The kind of [`Problem::list_failed`].
+pub(crate) const LIST_FAILED: &str = "server-list-failed";
+
+/// Why a server is not ready, as its [`Problem`]'s kind says: what the EXEC bridge reports
+/// it as ([`crate::exec::ExecError::telemetry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// It needs an authorization it does not have, or was refused one: pending OAuth
+    /// (`authorization-required`), none configured or a token refused
+    /// (`server-unauthorized`), an authorization that could not be started
+    /// (`authorization-failed`), a refused grant (`oauth-client-credentials-failed`,
+    /// `oauth-workload-identity-failed`).
+    Authorization,
+    /// A catalog could not be listed whole (`server-list-failed`).
+    Listing,
+    /// Anything else: it could not be reached, it crashed, its workspace failed.
+    Unreachable,
+}
+
+impl Cause {
+    /// The cause a Problem kind names.
+    pub fn of_kind(kind: &str) -> Self {
+        match kind {
+            AUTHORIZATION_REQUIRED
+            | AUTHORIZATION_FAILED
+            | UNAUTHORIZED
+            | CLIENT_CREDENTIALS_FAILED
+            | WORKLOAD_IDENTITY_FAILED => Self::Authorization,
+            LIST_FAILED => Self::Listing,
+            _ => Self::Unreachable,
         }
     }
 }
@@ -1181,11 +1264,26 @@ pub enum HostEvent {
         source: String,
         /// What failed.
         event: TelemetryEvent,
-        /// The HTTP-like status of the failure (`404`, `422`, `503`, …).
+        /// The HTTP-like status of the failure (`404`, `422`, `503`, …; `401` for
+        /// `mcp_auth_required`).
         status: u16,
         /// The failure's message, bounded.
         detail: String,
+        /// With `mcp_auth_required`: the server and the resource it needs authorization
+        /// for (seed 000's `{ server, resource }`).
+        auth_required: Option<ProtectedResource>,
     },
+}
+
+/// What `mcp_auth_required` carries: the server that needs authorization, and the protected
+/// resource (RFC 9728) it is needed for, named by the origin of the server's URL: the host
+/// never shows more of a server's URL, whose userinfo, path and query can hold a credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProtectedResource {
+    /// The server's alias.
+    pub server: String,
+    /// The origin of its URL, `scheme://host:port`.
+    pub resource: String,
 }
 
 /// The kind of an EXEC failure a [`HostEvent::Telemetry`] reports; shown (and serialized)

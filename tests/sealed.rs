@@ -346,7 +346,7 @@ async fn an_oauth_server_that_cannot_be_authorized_fails_clearly_and_gets_no_sec
         (
             "interactive",
             json!({"type": "oauth", "redirectUrl": "http://127.0.0.1:9/callback"}),
-            "server-unavailable",
+            "authorization-failed",
             "could not be authorized",
         ),
         (

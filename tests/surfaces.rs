@@ -1398,7 +1398,13 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
 /// stream when it has returned is all of them.
 fn telemetry_sent(
     events: &mut tokio::sync::broadcast::Receiver<HostEvent>,
-) -> Vec<(String, TelemetryEvent, u16, String)> {
+) -> Vec<(
+    String,
+    TelemetryEvent,
+    u16,
+    String,
+    Option<plurnk_mcp::ProtectedResource>,
+)> {
     let mut sent = Vec::new();
     while let Ok(event) = events.try_recv() {
         if let HostEvent::Telemetry {
@@ -1406,9 +1412,10 @@ fn telemetry_sent(
             event,
             status,
             detail,
+            auth_required,
         } = event
         {
-            sent.push((source, event, status, detail));
+            sent.push((source, event, status, detail, auth_required));
         }
     }
     sent
@@ -1449,7 +1456,7 @@ async fn every_bad_exec_op_is_refused_clearly_and_reported_as_telemetry() {
             "PLURNK_MCP_LOOPING_ARGS",
             json!(["fixture", "--paging", "repeat-cursor"]).to_string(),
         ),
-        ("PLURNK_MCP_LOCKED", locked_url),
+        ("PLURNK_MCP_LOCKED", locked_url.clone()),
         (
             "PLURNK_MCP_ENABLED",
             json!(["fixture", "gone", "looping", "locked"]).to_string(),
@@ -1551,9 +1558,10 @@ async fn every_bad_exec_op_is_refused_clearly_and_reported_as_telemetry() {
             vec!["\"looping\" is unavailable", "could not be listed"],
             Some(("exec:looping", ListFailed)),
         ),
+        // A server that needs an authorization it does not have: 401, as seed 000 has it.
         (
             "<<EXEC[locked](echo):{}:EXEC",
-            503,
+            401,
             vec!["\"locked\" is unavailable", "authorization required"],
             Some(("exec:locked", AuthRequired)),
         ),
@@ -1575,13 +1583,20 @@ async fn every_bad_exec_op_is_refused_clearly_and_reported_as_telemetry() {
             None => assert!(sent.is_empty(), "{op}: {sent:?}"),
             Some((source, event)) => {
                 assert_eq!(sent.len(), 1, "{op}: {sent:?}");
-                let (seen_source, seen_event, seen_status, detail) = &sent[0];
+                let (seen_source, seen_event, seen_status, detail, protected) = &sent[0];
                 assert_eq!(
                     (seen_source.as_str(), *seen_event, *seen_status),
                     (source, event, status),
                     "{op}: {detail}"
                 );
                 assert_eq!(detail, &message, "{op}");
+                // mcp_auth_required names the server and the resource it needs
+                // authorization for (its URL's origin); no other event carries them.
+                let expected = (event == AuthRequired).then(|| plurnk_mcp::ProtectedResource {
+                    server: "locked".into(),
+                    resource: locked_url.trim_end_matches("/mcp").to_owned(),
+                });
+                assert_eq!(protected, &expected, "{op}");
             }
         }
     }

@@ -726,7 +726,7 @@ impl AttachmentState {
                 // A connection the actor let go has nothing more to say.
                 () = retired.cancelled() => return,
                 listed = listing => listed.unwrap_or_else(|_| {
-                    Err(Problem::server_unavailable(format!(
+                    Err(Problem::list_failed(format!(
                         "server \"{alias}\" changed its lists and could not be listed again within {} ms \
                          (PLURNK_MCP_CONNECT_TIMEOUT)",
                         bound.as_millis()

@@ -495,7 +495,7 @@ pub(crate) async fn client_credentials(
     };
     let failed = |why: &str| Problem {
         status: 502,
-        kind: "oauth-client-credentials-failed".into(),
+        kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
         detail: format!(
             "server \"{alias}\" (http): the client-credentials grant of client \"{client_id}\" \
              failed: {why}; check the client id, its secret and the scope"
@@ -611,7 +611,7 @@ pub(crate) async fn workload_identity(
 ) -> Result<AuthorizedClient, Problem> {
     let failed = |why: &str| Problem {
         status: 502,
-        kind: "oauth-workload-identity-failed".into(),
+        kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
         detail: format!(
             "server \"{alias}\" (http): the workload-identity grant failed: {why}; check the \
              identity token (its audience and expiry), the client id and the scope"

@@ -96,8 +96,15 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         challenge: carried,
     } = opening;
     let label = format!("server \"{alias}\" ({kind})");
-    let unavailable =
-        move |detail: String| Problem::server_unavailable(format!("{label} {detail}"));
+    // Each failure's Problem kind says what failed (the EXEC bridge reports it by kind).
+    let shaped = move |shape: fn(String) -> Problem| {
+        let label = label.clone();
+        move |detail: String| shape(format!("{label} {detail}"))
+    };
+    let unavailable = shaped(Problem::server_unavailable);
+    let list_failed = shaped(Problem::list_failed);
+    let unauthorized = shaped(Problem::unauthorized);
+    let authorization_failed = shaped(Problem::authorization_failed);
     let (mut target, authorization) = target(definition, env, in_process)
         .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
     if let (
@@ -137,13 +144,15 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
     // Authorizes the server again from a challenge: a new pending authorization, so the
     // session opens as `authorization-required`.
     let reauthorize = |challenge: String| {
-        let unavailable = unavailable.clone();
+        let unauthorized = unauthorized.clone();
+        let authorization_failed = authorization_failed.clone();
         let server_url = server_url.clone();
         async move {
             let Some(oauth) = interactive else {
-                return unavailable(
+                return unauthorized(
                     "could not be connected: authorization required (HTTP 401): give its \
-                     definition an `authorization` (bearer, oauth or client-credentials)"
+                     definition an `authorization` (bearer, oauth or client-credentials), or \
+                     check the credentials it has"
                         .into(),
                 );
             };
@@ -168,7 +177,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                     options.oauth.forget_authorized(workspace, alias);
                     Problem::authorization_required(alias)
                 }
-                Err(detail) => unavailable(format!("could not be authorized: {detail}")),
+                Err(detail) => authorization_failed(format!("could not be authorized: {detail}")),
             }
         }
     };
@@ -181,7 +190,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
             return Err(match &authorization {
                 Some(PreparedAuthorization::ClientCredentials { client_id, .. }) => Problem {
                     status: 502,
-                    kind: "oauth-client-credentials-failed".into(),
+                    kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
                     detail: format!(
                         "server \"{alias}\" (http) refused the token the client-credentials \
                          grant of client \"{client_id}\" gave: check the client's scope and \
@@ -191,7 +200,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                 },
                 Some(PreparedAuthorization::WorkloadIdentity { .. }) => Problem {
                     status: 502,
-                    kind: "oauth-workload-identity-failed".into(),
+                    kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
                     detail: format!(
                         "server \"{alias}\" (http) refused the token its workload-identity \
                          grant gave, even after a new grant: check the scope and the server's \
@@ -215,7 +224,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
             if let Some(challenge) = challenge.filter(|_| interactive.is_some()) {
                 return Err(reauthorize(challenge).await);
             }
-            return Err(unavailable(format!("could not be listed: {detail}")));
+            return Err(list_failed(format!("could not be listed: {detail}")));
         }
     };
     let tools = match super::apply_policy(alias, listed, definition.tools(), definition.read()) {
@@ -229,7 +238,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         Ok(catalog) => catalog,
         Err(detail) => {
             connection.close_in_background(options.close_grace);
-            return Err(unavailable(format!("could not be listed: {detail}")));
+            return Err(list_failed(format!("could not be listed: {detail}")));
         }
     };
     let negotiated = connection.negotiated().clone();
@@ -260,7 +269,7 @@ pub(crate) async fn relist(
 ) -> Result<Box<Relisted>, Problem> {
     let kind = definition.transport().kind();
     let unavailable = |detail: String| {
-        Problem::server_unavailable(format!(
+        Problem::list_failed(format!(
             "server \"{alias}\" ({kind}) changed its lists and could not be listed again: {detail}"
         ))
     };
