@@ -1526,6 +1526,14 @@ fn a_request_head_or_body_that_trickles_is_cut_off_and_a_foreign_host_refused() 
     );
     let reply = ask(&authority, None, chunked.as_bytes());
     assert_eq!(reply.status, 413, "{reply:?}");
+    assert!(reply.body.contains("--max-body-bytes"), "{reply:?}");
+    // A body declared too long is refused at once, before a byte of it is sent.
+    let declared = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 5000\r\n\r\n"
+    );
+    let reply = ask(&authority, None, declared.as_bytes());
+    assert_eq!(reply.status, 413, "{reply:?}");
 
     // DNS rebinding: a loopback socket, a foreign Host.
     let reply = ask(
@@ -1559,14 +1567,38 @@ fn a_request_head_or_body_that_trickles_is_cut_off_and_a_foreign_host_refused() 
 /// Opens a listen stream from `source`: the connection once the stream is acknowledged, or
 /// the refusal.
 fn open_listen(authority: &str, source: Option<[u8; 4]>) -> Result<std::net::TcpStream, Reply> {
-    use std::io::{Read, Write};
-    let mut stream = connect(authority, source, false);
     let request = modern_request(
         authority,
         "subscriptions/listen",
         json!({"notifications": {"toolsListChanged": true}}),
     );
-    stream.write_all(&request).expect("send");
+    open_stream(authority, source, &request, "acknowledged")
+}
+
+/// Opens a legacy session's `GET` stream from `source`.
+fn open_get(
+    authority: &str,
+    source: Option<[u8; 4]>,
+    session: &str,
+) -> Result<std::net::TcpStream, Reply> {
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    open_stream(authority, source, request.as_bytes(), "retry:")
+}
+
+/// Sends `request` and, when it is answered 200, reads until `ready` shows; the refusal
+/// otherwise.
+fn open_stream(
+    authority: &str,
+    source: Option<[u8; 4]>,
+    request: &[u8],
+    ready: &str,
+) -> Result<std::net::TcpStream, Reply> {
+    use std::io::{Read, Write};
+    let mut stream = connect(authority, source, false);
+    stream.write_all(request).expect("send");
     let mut seen = Vec::new();
     let mut byte = [0u8; 1];
     while !seen.ends_with(b"\r\n\r\n") {
@@ -1575,9 +1607,9 @@ fn open_listen(authority: &str, source: Option<[u8; 4]>) -> Result<std::net::Tcp
     }
     if !seen.starts_with(b"HTTP/1.1 200") {
         // The refusal again, whole: the same request on a fresh connection.
-        return Err(ask(authority, source, &request));
+        return Err(ask(authority, source, request));
     }
-    while !String::from_utf8_lossy(&seen).contains("acknowledged") {
+    while !String::from_utf8_lossy(&seen).contains(ready) {
         assert_eq!(stream.read(&mut byte).expect("the stream"), 1);
         seen.push(byte[0]);
     }
@@ -1638,9 +1670,11 @@ fn sessions_and_listen_streams_are_bounded_per_client_and_in_total() {
     assert_eq!(ask(&authority, ONE, delete.as_bytes()).status, 202);
     assert_eq!(ask(&authority, ONE, &initialize).status, 200);
 
-    let mut ones: Vec<_> = (0..2)
-        .map(|_| open_listen(&authority, ONE).expect("a stream"))
-        .collect();
+    // A subscriptions/listen stream and a legacy session's GET stream are both listen streams.
+    let mut ones = vec![
+        open_get(&authority, ONE, &ids[1]).expect("a GET stream"),
+        open_listen(&authority, ONE).expect("a stream"),
+    ];
     let refused = open_listen(&authority, ONE).expect_err("over the client's bound");
     assert_eq!(refused.status, 429, "{refused:?}");
     assert!(
