@@ -1787,6 +1787,21 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
         "tools/call",
         json!({"name": "fx_echo", "arguments": {"text": "x".repeat(ANSWER)}}),
     );
+    // Clients that read their large answers: what the answers took is given back.
+    std::thread::scope(|scope| {
+        for _ in 0..READERS {
+            scope.spawn(|| {
+                let reply = ask(&authority, None, &echo);
+                assert_eq!(reply.status, 200, "{}", reply.status);
+                assert!(reply.body.len() > ANSWER, "the whole answer");
+            });
+        }
+    });
+    assert!(
+        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        "{} KiB resident after {READERS} large answers were read, {idle} KiB idle",
+        memory_kib(pid, "VmRSS")
+    );
     let mut readers: Vec<_> = (0..READERS)
         .map(|_| {
             let mut stream = connect(&authority, None, true);
@@ -1817,6 +1832,12 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
     assert!(
         peak < idle + 256 * 1024,
         "{peak} KiB at the peak, {idle} KiB idle"
+    );
+    // What the answers took is given back once they are gone.
+    assert!(
+        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        "{} KiB resident after the readers were cut off, {idle} KiB idle",
+        memory_kib(pid, "VmRSS")
     );
     for reader in &mut readers {
         let mut got = Vec::new();

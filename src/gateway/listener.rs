@@ -310,6 +310,24 @@ impl Connection {
         write_timeout: Duration,
         shutdown: CancellationToken,
     ) {
+        let moved = Arc::new(AtomicU64::new(0));
+        self.run(builder, service, write_timeout, shutdown, moved.clone())
+            .await;
+        // The connection is gone, and with it its buffers and what its requests held (a
+        // connection ends however it ends: closed by its client, idle, cut off, shed).
+        if moved.load(Ordering::Relaxed) >= LARGE_ANSWER as u64 {
+            super::memory::give_back();
+        }
+    }
+
+    async fn run(
+        self,
+        builder: Arc<hyper::server::conn::http1::Builder>,
+        service: TowerToHyperService<axum::Router>,
+        write_timeout: Duration,
+        shutdown: CancellationToken,
+        moved: Arc<AtomicU64>,
+    ) {
         let Connection {
             stream,
             client,
@@ -322,7 +340,7 @@ impl Connection {
             slots: slot.slots.clone(),
             slot: slot.slot.clone(),
         };
-        let io = TokioIo::new(Unread::new(stream, write_timeout));
+        let io = TokioIo::new(Unread::new(stream, write_timeout, moved));
         let connection = builder.serve_connection(io, service);
         let mut connection = std::pin::pin!(connection);
         tokio::select! {
@@ -349,7 +367,7 @@ struct Tracked {
     slot: Arc<Slot>,
 }
 
-type Answer = Response<WithGuard<axum::body::Body, Busy>>;
+type Answer = Response<Measured>;
 
 impl hyper::service::Service<Request<Incoming>> for Tracked {
     type Response = Answer;
@@ -362,7 +380,11 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
         let answer = hyper::service::Service::call(&self.service, request);
         Box::pin(async move {
             let answer = answer.await?;
-            Ok(answer.map(|body| WithGuard::new(body, busy)))
+            Ok(answer.map(|body| Measured {
+                body,
+                bytes: 0,
+                _busy: busy,
+            }))
         })
     }
 }
@@ -407,6 +429,53 @@ where
     }
 }
 
+/// An answer (or a connection's traffic) of at least this many bytes has its memory given back
+/// once it is dropped.
+const LARGE_ANSWER: usize = 1 << 20;
+
+/// An answer's body, counted: a large answer (whether read, cut off, or absorbed by the
+/// kernel's socket buffer) leaves copies freed along its way that glibc would keep.
+pub(super) struct Measured {
+    body: axum::body::Body,
+    bytes: usize,
+    _busy: Busy,
+}
+
+impl http_body::Body for Measured {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &frame
+            && let Some(data) = frame.data_ref()
+        {
+            this.bytes = this.bytes.saturating_add(data.len());
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Measured {
+    fn drop(&mut self) {
+        if self.bytes >= LARGE_ANSWER {
+            super::memory::give_back();
+        }
+    }
+}
+
 // === Unread ===
 
 /// A socket whose writes fail once the client has read nothing for `limit` with the socket
@@ -416,15 +485,22 @@ struct Unread {
     limit: Duration,
     /// Armed when a write found the socket full; cleared when a write gets through.
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Bytes read and written, for the memory given back when the connection ends.
+    moved: Arc<AtomicU64>,
 }
 
 impl Unread {
-    fn new(stream: TcpStream, limit: Duration) -> Self {
+    fn new(stream: TcpStream, limit: Duration, moved: Arc<AtomicU64>) -> Self {
         Self {
             stream,
             limit,
             stalled: None,
+            moved,
         }
+    }
+
+    fn count(&self, bytes: usize) {
+        self.moved.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     fn after<T>(
@@ -464,7 +540,11 @@ impl AsyncRead for Unread {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        this.count(buf.filled().len().saturating_sub(before));
+        read
     }
 }
 
@@ -476,6 +556,9 @@ impl AsyncWrite for Unread {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.stream).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = written {
+            this.count(n);
+        }
         this.after(cx, written)
     }
 
@@ -486,6 +569,9 @@ impl AsyncWrite for Unread {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = written {
+            this.count(n);
+        }
         this.after(cx, written)
     }
 

@@ -2,8 +2,9 @@
 //!
 //! glibc keeps what a process freed: a thousand legacy sessions, or answers held for clients
 //! that never read them, come from several worker threads and leave their arenas fragmented,
-//! so the process keeps its peak size after they end. Each time such a burst ends the gateway
-//! returns the free pages (`malloc_trim`), at most once per [`AFTER`].
+//! so the process keeps its peak size after they end. Each time such a burst ends (sessions
+//! closed, an answer or a connection's traffic of a megabyte or more gone, a connection cut for
+//! not reading) the gateway returns the free pages (`malloc_trim`), at most once per [`AFTER`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,12 +16,15 @@ const AFTER: Duration = Duration::from_secs(1);
 /// Whether a pass is already due.
 static DUE: AtomicBool = AtomicBool::new(false);
 
-/// Gives back, within [`AFTER`], the memory freed meanwhile. Must be called on a runtime.
+/// Gives back, within [`AFTER`], the memory freed meanwhile (nothing off a runtime).
 pub(super) fn give_back() {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
     if DUE.swap(true, Ordering::AcqRel) {
         return;
     }
-    tokio::spawn(async {
+    runtime.spawn(async {
         tokio::time::sleep(AFTER).await;
         DUE.store(false, Ordering::Release);
         trim();
