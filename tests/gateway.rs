@@ -1787,19 +1787,45 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
         "tools/call",
         json!({"name": "fx_echo", "arguments": {"text": "x".repeat(ANSWER)}}),
     );
-    // Clients that read their large answers: what the answers took is given back.
+    // Large requests with small answers (a tool nobody serves): what their parsing took is
+    // given back when their connections end.
+    let unknown = modern_request(
+        &authority,
+        "tools/call",
+        json!({"name": "fx_nothing", "arguments": {"text": "x".repeat(3 * ANSWER)}}),
+    );
     std::thread::scope(|scope| {
-        for _ in 0..READERS {
+        for _ in 0..16 {
             scope.spawn(|| {
-                let reply = ask(&authority, None, &echo);
-                assert_eq!(reply.status, 200, "{}", reply.status);
-                assert!(reply.body.len() > ANSWER, "the whole answer");
+                let reply = ask(&authority, None, &unknown);
+                assert!(reply.body.contains("fx_nothing"), "{reply:?}");
             });
         }
     });
     assert!(
         wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
-        "{} KiB resident after {READERS} large answers were read, {idle} KiB idle",
+        "{} KiB resident after 16 large requests, {idle} KiB idle",
+        memory_kib(pid, "VmRSS")
+    );
+    // Clients that read their large answers (each way under a mebibyte, together over):
+    // what the answers took is given back.
+    let halves = modern_request(
+        &authority,
+        "tools/call",
+        json!({"name": "fx_echo", "arguments": {"text": "x".repeat(ANSWER * 6 / 10)}}),
+    );
+    std::thread::scope(|scope| {
+        for _ in 0..16 {
+            scope.spawn(|| {
+                let reply = ask(&authority, None, &halves);
+                assert_eq!(reply.status, 200, "{}", reply.status);
+                assert!(reply.body.len() > ANSWER * 6 / 10, "the whole answer");
+            });
+        }
+    });
+    assert!(
+        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        "{} KiB resident after 16 large answers were read, {idle} KiB idle",
         memory_kib(pid, "VmRSS")
     );
     let mut readers: Vec<_> = (0..READERS)

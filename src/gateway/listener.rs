@@ -52,6 +52,10 @@ const REFUSALS: usize = 64;
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
 const REFUSAL_BYTES: usize = 64 << 10;
 
+/// A connection that moved at least this many bytes has its memory given back when it ends:
+/// large bodies and answers leave copies freed along their way that glibc would keep.
+const LARGE_TRAFFIC: u64 = 1 << 20;
+
 /// How long connections have to finish their answers once the gateway shuts down.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -315,7 +319,7 @@ impl Connection {
             .await;
         // The connection is gone, and with it its buffers and what its requests held (a
         // connection ends however it ends: closed by its client, idle, cut off, shed).
-        if moved.load(Ordering::Relaxed) >= LARGE_ANSWER as u64 {
+        if moved.load(Ordering::Relaxed) >= LARGE_TRAFFIC {
             super::memory::give_back();
         }
     }
@@ -367,7 +371,7 @@ struct Tracked {
     slot: Arc<Slot>,
 }
 
-type Answer = Response<Measured>;
+type Answer = Response<WithGuard<axum::body::Body, Busy>>;
 
 impl hyper::service::Service<Request<Incoming>> for Tracked {
     type Response = Answer;
@@ -380,11 +384,7 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
         let answer = hyper::service::Service::call(&self.service, request);
         Box::pin(async move {
             let answer = answer.await?;
-            Ok(answer.map(|body| Measured {
-                body,
-                bytes: 0,
-                _busy: busy,
-            }))
+            Ok(answer.map(|body| WithGuard::new(body, busy)))
         })
     }
 }
@@ -429,53 +429,6 @@ where
     }
 }
 
-/// An answer (or a connection's traffic) of at least this many bytes has its memory given back
-/// once it is dropped.
-const LARGE_ANSWER: usize = 1 << 20;
-
-/// An answer's body, counted: a large answer (whether read, cut off, or absorbed by the
-/// kernel's socket buffer) leaves copies freed along its way that glibc would keep.
-pub(super) struct Measured {
-    body: axum::body::Body,
-    bytes: usize,
-    _busy: Busy,
-}
-
-impl http_body::Body for Measured {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        let frame = Pin::new(&mut this.body).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &frame
-            && let Some(data) = frame.data_ref()
-        {
-            this.bytes = this.bytes.saturating_add(data.len());
-        }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Drop for Measured {
-    fn drop(&mut self) {
-        if self.bytes >= LARGE_ANSWER {
-            super::memory::give_back();
-        }
-    }
-}
-
 // === Unread ===
 
 /// A socket whose writes fail once the client has read nothing for `limit` with the socket
@@ -517,18 +470,14 @@ impl Unread {
             .stalled
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
         match stalled.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                // The answer goes with the connection: its memory is free to go back.
-                super::memory::give_back();
-                Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "the client read none of its answer for {} ms \
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the client read none of its answer for {} ms \
                      (plurnk-mcp serve --write-timeout-ms)",
-                        limit.as_millis()
-                    ),
-                )))
-            }
+                    limit.as_millis()
+                ),
+            ))),
             Poll::Pending => Poll::Pending,
         }
     }

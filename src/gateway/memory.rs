@@ -3,8 +3,8 @@
 //! glibc keeps what a process freed: a thousand legacy sessions, or answers held for clients
 //! that never read them, come from several worker threads and leave their arenas fragmented,
 //! so the process keeps its peak size after they end. Each time such a burst ends (sessions
-//! closed, an answer or a connection's traffic of a megabyte or more gone, a connection cut for
-//! not reading) the gateway returns the free pages (`malloc_trim`), at most once per [`AFTER`].
+//! closed, a connection that moved a megabyte or more gone, however it went) the gateway
+//! returns the free pages (`malloc_trim`), at most once per [`AFTER`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
