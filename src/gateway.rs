@@ -26,7 +26,11 @@
 //! declared elicitation, and the answers go back to the server. Progress and cancellation
 //! pass through in both revisions.
 
+mod admission;
 mod http;
+mod limits;
+mod listener;
+mod memory;
 mod uri_template;
 
 use std::{
@@ -57,7 +61,8 @@ use crate::model::{
     Progress, ServerState, WorkspaceSnapshot,
 };
 
-pub use http::{HttpOptions, ServeError, serve_http};
+pub use http::{HttpOptions, MIN_BEARER_BYTES, ServeError, serve_http};
+pub use limits::{ClientLimits, LimitError};
 
 /// The character between a server's alias and a tool's or prompt's own name.
 pub const SEPARATOR: char = '_';

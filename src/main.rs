@@ -236,6 +236,8 @@ enum Command {
         /// scheme://host:port or scheme://host:* (repeatable).
         #[arg(long = "allow-origin", value_name = "ORIGIN")]
         allowed_origins: Vec<String>,
+        #[command(flatten)]
+        limits: cli::ServeLimits,
     },
     /// Serve the fixture MCP server (used by the demo and the tests).
     #[command(hide = true)]
@@ -422,6 +424,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 bearer_env,
                 allowed_hosts,
                 allowed_origins,
+                limits,
             } => {
                 let args = cli::ServeArgs {
                     http: (transport == "http").then_some(listen),
@@ -429,6 +432,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                     bearer_env,
                     allowed_hosts,
                     allowed_origins,
+                    limits,
                 };
                 cli::serve(global, args).await
             }
