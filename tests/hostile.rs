@@ -150,7 +150,19 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
         hydration < std::time::Duration::from_millis(20_000) + BOUND,
         "hydration took {hydration:?}"
     );
-    let snapshot = workspace.snapshot();
+    // Start waits out the connect timeout plus a margin; on a loaded machine a server may
+    // still be finishing its attempt then (shown as connecting), and settles right after.
+    let snapshot = workspace
+        .wait_for(BOUND, |snapshot| {
+            ["slowpages", "httpstall", "manytools", "heavypages"]
+                .iter()
+                .all(|alias| {
+                    snapshot
+                        .server(alias)
+                        .is_some_and(|server| server.state != ServerState::Connecting)
+                })
+        })
+        .await;
     for (alias, expected) in [
         ("slowpages", "within 20000 ms"),
         ("httpstall", "within 20000 ms"),
