@@ -63,7 +63,7 @@ impl ClientHandler for HostClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
         info.title = Some("plurnk MCP host".into());
-        let mut advertised = crate::capabilities::client_capabilities();
+        let mut advertised = crate::capabilities::client_capabilities(self.legacy);
         if self.grant {
             advertised["extensions"][rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS] =
                 serde_json::json!({});
@@ -76,6 +76,20 @@ impl ClientHandler for HostClient {
         } else {
             config
         }
+    }
+
+    /// Roots are excluded (§mcp-exclusions): a legacy server that asks anyway is told the
+    /// method does not exist, as for sampling, rather than handed an empty list that claims
+    /// the host has none.
+    // The trait names the deprecated type; overriding it is how the method is refused.
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::ListRootsRequestMethod,
+        >())
     }
 
     async fn create_elicitation(
@@ -212,6 +226,27 @@ mod tests {
         };
         assert!(advertised(true));
         assert!(!advertised(false));
+    }
+
+    #[test]
+    fn a_legacy_initialize_advertises_no_extension_of_2026_07_28() {
+        let extensions = |legacy: bool| {
+            serde_json::to_value(client(legacy, false).get_info().capabilities)
+                .map(|capabilities| capabilities["extensions"].clone())
+                .unwrap_or_default()
+        };
+        assert!(
+            extensions(true)
+                .get("io.modelcontextprotocol/tasks")
+                .is_none(),
+            "{}",
+            extensions(true)
+        );
+        assert!(
+            extensions(false)
+                .get("io.modelcontextprotocol/tasks")
+                .is_some()
+        );
     }
 
     #[test]

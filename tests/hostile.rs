@@ -441,3 +441,35 @@ async fn a_family_that_cannot_be_listed_makes_its_server_unavailable_naming_it()
     }
     calls::shutdown_clean(host).await;
 }
+
+/// Roots are excluded: a legacy server that asks for them anyway is told the method does not
+/// exist (-32601), not handed an empty list that claims the host has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_servers_roots_request_is_answered_method_not_found() {
+    let host = Host::start(
+        HostConfig::from_env([
+            ("PLURNK_MCP_ROOTS".to_owned(), EXE.to_owned()),
+            (
+                "PLURNK_MCP_ROOTS_ARGS".to_owned(),
+                json!(["fixture", "--hostile", "asks-roots"]).to_string(),
+            ),
+            (
+                "PLURNK_MCP_ENABLED".to_owned(),
+                json!(["roots"]).to_string(),
+            ),
+        ])
+        .expect("valid"),
+    )
+    .await
+    .expect("host starts");
+    let reply = host
+        .default_workspace()
+        .call_tool("roots", "echo", json!({}), CallOptions::default())
+        .await
+        .expect("the call answers with the host's reply")
+        .text();
+    let reply: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+    assert!(reply.get("result").is_none(), "{reply}");
+    calls::shutdown_clean(host).await;
+}
