@@ -166,7 +166,7 @@ pub const MATRIX: &[Row] = &[
             "resource_reads_honour_the_servers_ttl",
             "a_tool_list_is_fetched_again_when_its_ttl_passes",
         ],
-        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); the tool list is fetched again when its ttlMs passes (at most once a second) and on change notifications; resource and prompt lists only on notifications; a discover result's ttlMs is not used (the connection keeps its negotiation)",
+        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); every list (tools, resources, templates, prompts) is fetched again when the shortest ttlMs it gave passes (at most once a second) and on change notifications; a discover result's ttlMs, cacheScope and supportedVersions are not kept (the connection keeps its negotiation)",
     },
     Row {
         surface: "subscriptions",

@@ -264,6 +264,10 @@ enum Command {
         /// The ttlMs every tools/list page carries.
         #[arg(long)]
         list_ttl_ms: Option<u64>,
+        /// The ttlMs every page of resources/list, resources/templates/list and prompts/list
+        /// carries.
+        #[arg(long)]
+        catalog_ttl_ms: Option<u64>,
         /// Report to the test probe at this address (127.0.0.1:PORT); enables `gate`.
         #[arg(long)]
         probe: Option<String>,
@@ -444,6 +448,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 bearer,
                 paging,
                 list_ttl_ms,
+                catalog_ttl_ms,
                 probe,
                 hold_lists,
                 tools_only,
@@ -493,6 +498,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                     bearer,
                     paging,
                     list_ttl_ms,
+                    catalog_ttl_ms,
                     probe,
                     hold_lists,
                     tools_only,

@@ -1409,9 +1409,15 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
             ])
             .to_string(),
         ),
+        // Its tool list carries no ttlMs; its resources and prompts say 100 ms.
+        ("PLURNK_MCP_CATALOG", EXE.into()),
+        (
+            "PLURNK_MCP_CATALOG_ARGS",
+            json!(["fixture", "--catalog-ttl-ms", "100"]).to_string(),
+        ),
         (
             "PLURNK_MCP_ENABLED",
-            json!(["fresh", "static", "paged"]).to_string(),
+            json!(["fresh", "static", "paged", "catalog"]).to_string(),
         ),
     ]))
     .await
@@ -1452,6 +1458,17 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
         lists("static").await,
         1,
         "a list without ttlMs waits for a change notification"
+    );
+    // Resources and prompts that say how long they are fresh are listed again too (the
+    // whole catalog is, tools included, so the tool list's count shows it).
+    let mut catalog = lists("catalog").await;
+    while catalog < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        catalog = lists("catalog").await;
+    }
+    assert!(
+        catalog >= 3,
+        "a stale resource and prompt list was fetched again ({catalog} lists)"
     );
     let pages = workspace
         .snapshot()

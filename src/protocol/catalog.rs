@@ -167,8 +167,15 @@ pub(crate) async fn list_catalog(
     timeout: Duration,
     limits: &Limits,
     capabilities: &Value,
-) -> Result<Catalog, String> {
+) -> Result<(Catalog, Option<u64>), String> {
     let mut catalog = Catalog::default();
+    // The catalog is fresh as long as its stalest family that says how long it is fresh.
+    let mut ttl: Option<u64> = None;
+    let mut fresh_for = |family_ttl: Option<u64>| {
+        if let Some(family_ttl) = family_ttl.filter(|ttl| *ttl > 0) {
+            ttl = Some(ttl.map_or(family_ttl, |ttl: u64| ttl.min(family_ttl)));
+        }
+    };
     if capabilities.get("resources").is_some_and(|c| !c.is_null()) {
         let resources = match drain(
             peer,
@@ -190,7 +197,10 @@ pub(crate) async fn list_catalog(
         )
         .await
         {
-            Ok((resources, _)) => resources,
+            Ok((resources, family_ttl)) => {
+                fresh_for(family_ttl);
+                resources
+            }
             Err(problem) => return Err(problem),
         };
         catalog.resources = resources
@@ -226,7 +236,10 @@ pub(crate) async fn list_catalog(
         )
         .await
         {
-            Ok((templates, _)) => templates,
+            Ok((templates, family_ttl)) => {
+                fresh_for(family_ttl);
+                templates
+            }
             Err(problem) => return Err(problem),
         };
         catalog.templates = templates
@@ -263,7 +276,10 @@ pub(crate) async fn list_catalog(
         )
         .await
         {
-            Ok((prompts, _)) => prompts,
+            Ok((prompts, family_ttl)) => {
+                fresh_for(family_ttl);
+                prompts
+            }
             Err(problem) => return Err(problem),
         };
         catalog.prompts = prompts
@@ -296,7 +312,7 @@ pub(crate) async fn list_catalog(
             })
             .collect();
     }
-    Ok(catalog)
+    Ok((catalog, ttl))
 }
 
 fn text(value: &Value, key: &str) -> Option<String> {

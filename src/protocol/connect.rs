@@ -870,9 +870,13 @@ impl Lister {
             .map_err(|detail| scrub(&detail).into_owned())
     }
 
-    /// Lists resources, templates and prompts the server advertises; a family that cannot
-    /// be listed whole is the error, naming it (scrubbed).
-    pub(crate) async fn list_catalog(&self, timeout: Duration) -> Result<Catalog, String> {
+    /// Lists resources, templates and prompts the server advertises, with the shortest
+    /// `ttlMs` they gave; a family that cannot be listed whole is the error, naming it
+    /// (scrubbed).
+    pub(crate) async fn list_catalog(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Catalog, Option<u64>), String> {
         super::catalog::list_catalog(
             &self.peer,
             timeout,
