@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use plurnk_mcp::config::OverlayServer;
 use plurnk_mcp::{
-    CallOptions, Customize, Host, HostConfig, HostOptions, Problem, ServerDefinition,
+    Accepted, CallOptions, Customize, Host, HostConfig, HostOptions, Problem, ServerDefinition,
     ServerSnapshot, ServerState, SqliteStore, Workspace,
 };
 use serde_json::{Value, json};
@@ -381,6 +381,10 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         .url;
     assert!(url.starts_with(&world.issuer), "{url}");
     assert!(url.contains("code_challenge_method=S256"), "{url}");
+    assert_eq!(
+        serde_json::to_value(Accepted::of(&pending).expect("the add's 202")).ok(),
+        Some(json!({"status": 202, "authorization": {"url": url}}))
+    );
     assert!(
         workspace.snapshot().server("world").is_none(),
         "nothing is published while authorization is pending"
@@ -959,6 +963,11 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         .spawn()
         .expect("plurnk-mcp add starts");
     let mut lines = tokio::io::BufReader::new(add.stdout.take().expect("stdout")).lines();
+    let said = line_with(&mut lines, "waits for authorization", &mut seen).await;
+    assert!(
+        said.contains("server \"world\" waits for authorization (202)"),
+        "{said}"
+    );
     let url = line_with(&mut lines, &world.issuer, &mut seen).await;
     let callback = approve(url.trim()).await;
     let mut stdin = add.stdin.take().expect("stdin");
@@ -999,7 +1008,8 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         .spawn()
         .expect("plurnk-mcp auth starts");
     let mut lines = tokio::io::BufReader::new(auth.stdout.take().expect("stdout")).lines();
-    let shown = line_with(&mut lines, "On any device, open", &mut seen).await;
+    let shown = line_with(&mut lines, "on any device, open", &mut seen).await;
+    assert!(shown.contains("waits for authorization (202)"), "{shown}");
     let complete = shown
         .split_whitespace()
         .find(|word| word.starts_with("http"))
