@@ -475,21 +475,26 @@ fn load_server(
         })
         .collect();
 
-    // `_AUTHORIZATION` names its own fields, and excludes `_BEARER`; its literal
-    // credentials were found as it was read.
+    // `_AUTHORIZATION` excludes `_BEARER` (also while its own value is faulty) and names its
+    // own fields; its literal credentials were found as it was read.
+    if let (Some(_), Some(variable), Some(bearer)) = (
+        &bearer,
+        companions.by_suffix.get(&Suffix::Authorization),
+        companions.by_suffix.get(&Suffix::Bearer),
+    ) {
+        faults.push(ConfigError::ConflictingFields {
+            variable: (*variable).to_owned(),
+            other: (*bearer).to_owned(),
+        });
+    }
     let mut literal = Vec::new();
     let authorization = match declared {
         Some(declared) => {
-            if let (Some(_), Some(bearer)) = (&bearer, companions.by_suffix.get(&Suffix::Bearer)) {
-                faults.push(ConfigError::ConflictingFields {
-                    variable: declared.variable.to_owned(),
-                    other: (*bearer).to_owned(),
-                });
-            }
             names.set_authorization(declared.variable);
             literal = declared.literal;
             Some(declared.authorization)
         }
+        None if companions.by_suffix.contains_key(&Suffix::Authorization) => None,
         None => bearer.map(Authorization::bearer),
     };
 
@@ -608,12 +613,12 @@ impl<'a> Reader<'a, '_> {
 }
 
 /// A server's `_AUTHORIZATION`, read.
-pub(crate) struct Declared<'a> {
+struct Declared<'a> {
     /// The variable as written.
-    pub(crate) variable: &'a str,
-    pub(crate) authorization: Authorization,
+    variable: &'a str,
+    authorization: Authorization,
     /// Every credential it writes literally, as faults naming its fields.
-    pub(crate) literal: Vec<ConfigError>,
+    literal: Vec<ConfigError>,
 }
 
 /// Reads `PLURNK_MCP_ENABLED` and `PLURNK_MCP_EXPANDED`: every enabled name

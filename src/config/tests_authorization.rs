@@ -396,6 +396,30 @@ fn every_fault_of_the_authorization_companion_is_its_own_error_naming_the_variab
         fault.to_string().contains("PLURNK_MCP_TWICE_BEARER"),
         "{fault}"
     );
+    // A faulty value excludes `_BEARER` all the same: both faults at once.
+    let errors = load(&[
+        ("PLURNK_MCP_BOTH", url()),
+        ("PLURNK_MCP_BOTH_BEARER", "${T}".into()),
+        (
+            "PLURNK_MCP_BOTH_AUTHORIZATION",
+            json!({"type": "oauth"}).to_string(),
+        ),
+        ("T", "a-token-value".into()),
+    ])
+    .expect_err("faults");
+    assert!(
+        matches!(
+            errors.errors(),
+            [
+                ConfigError::MissingField {
+                    field: "redirectUrl",
+                    ..
+                },
+                ConfigError::ConflictingFields { .. }
+            ]
+        ),
+        "{errors}"
+    );
 }
 
 #[test]
