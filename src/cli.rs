@@ -356,23 +356,25 @@ pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `plurnk-mcp auth <server> [--device] [--scope S]`.
+/// `plurnk-mcp auth <server> [--device] [--scope S] [--json]`.
 pub(crate) async fn auth(
     global: &Global,
     server: &str,
     device: bool,
     scope: Option<&str>,
+    json: bool,
 ) -> ExitCode {
     let (host, workspace) = match start(global).await {
         Ok(started) => started,
         Err(code) => return code,
     };
     let outcome = if device {
-        authorize_by_device(&workspace, server, scope).await
+        authorize_by_device(&workspace, server, scope, json).await
     } else {
-        authorize_by_browser(&workspace, server).await
+        authorize_by_browser(&workspace, server, json).await
     };
     let code = match outcome {
+        Ok(_) if json => print_summaries(&workspace, Some(server), true).await,
         Ok(ready) => {
             outln!("server \"{server}\" is {}", ready.state);
             for tool in ready.tools.iter() {
@@ -380,7 +382,12 @@ pub(crate) async fn auth(
             }
             ExitCode::SUCCESS
         }
-        Err(problem) => fail(problem),
+        Err(problem) => {
+            if json {
+                let _ = print_json(&problem);
+            }
+            fail(problem)
+        }
     };
     finish(&host).await;
     code
@@ -389,23 +396,54 @@ pub(crate) async fn auth(
 async fn authorize_by_browser(
     workspace: &Workspace,
     server: &str,
+    json: bool,
 ) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
     let asked = workspace.enable(server).await?;
-    authorized_interactively(workspace, asked).await
+    authorized_interactively(workspace, asked, json).await
 }
 
-/// An action's answer that waits for a person's authorization: prints the URL, reads the
-/// callback URL from standard input, and completes it (any other answer is returned as is).
+/// Prints an action's `202`: with `--json` the answer itself, on one line of stdout (what to
+/// do goes to stderr); otherwise `lines`, the first of which says it is the 202.
+fn print_accepted(accepted: &plurnk_mcp::Accepted, json: bool, todo: &str, lines: &[String]) {
+    if json {
+        match serde_json::to_string(accepted) {
+            Ok(text) => outln!("{text}"),
+            Err(error) => errln!("plurnk-mcp: {error}"),
+        }
+        errln!("plurnk-mcp: {todo}");
+    } else {
+        for line in lines {
+            outln!("{line}");
+        }
+    }
+}
+
+/// An action's answer that waits for a person's authorization (the `202`): prints it, reads
+/// the callback URL from standard input, and completes it (any other answer is returned as
+/// is).
 async fn authorized_interactively(
     workspace: &Workspace,
     asked: plurnk_mcp::ServerSnapshot,
+    json: bool,
 ) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
     let server = asked.alias.clone();
-    let Some(pending) = asked.authorization else {
+    let Some(accepted) = plurnk_mcp::Accepted::of(&asked) else {
         return Ok(asked);
     };
-    outln!("Open this URL, approve, and paste the URL your browser was sent back to:");
-    outln!("{}", pending.url);
+    print_accepted(
+        &accepted,
+        json,
+        "open the authorization's url, approve, and paste the URL your browser was sent back \
+         to on standard input",
+        &[
+            format!(
+                "server \"{server}\" waits for authorization ({}): open this URL, approve, and \
+                 paste the URL your browser was sent back to:",
+                accepted.status()
+            ),
+            accepted.authorization().url.clone(),
+        ],
+    );
     let mut line = String::new();
     let read =
         tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut line).map(|_| line))
@@ -426,26 +464,41 @@ async fn authorize_by_device(
     workspace: &Workspace,
     server: &str,
     scope: Option<&str>,
+    json: bool,
 ) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
     use plurnk_mcp::DevicePoll;
     let device = workspace.authorize_device(server, scope).await?;
-    match &device.verification_uri_complete {
-        Some(complete) => outln!(
-            "On any device, open {complete}\n(or {} and enter the code {})",
-            device.verification_uri,
-            device.user_code
-        ),
-        None => outln!(
-            "On any device, open {} and enter the code {}",
-            device.verification_uri,
-            device.user_code
-        ),
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(device.expires_in);
-    let mut interval = Duration::from_secs(device.interval);
+    let (expires_in, interval, handle) =
+        (device.expires_in, device.interval, device.device.clone());
+    let waits = format!(
+        "server \"{server}\" waits for authorization ({})",
+        plurnk_mcp::Accepted::STATUS
+    );
+    let open = match &device.verification_uri_complete {
+        Some(complete) => vec![
+            format!("{waits}: on any device, open {complete}"),
+            format!(
+                "(or {} and enter the code {})",
+                device.verification_uri, device.user_code
+            ),
+        ],
+        None => vec![format!(
+            "{waits}: on any device, open {} and enter the code {}",
+            device.verification_uri, device.user_code
+        )],
+    };
+    print_accepted(
+        &plurnk_mcp::Accepted::device(device),
+        json,
+        "on any device, open the authorization's url and enter its device.userCode; polling \
+         until it is approved",
+        &open,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(expires_in);
+    let mut interval = Duration::from_secs(interval);
     while std::time::Instant::now() < deadline {
         tokio::time::sleep(interval).await;
-        match workspace.poll_device(server, &device.device).await? {
+        match workspace.poll_device(server, &handle).await? {
             DevicePoll::Pending => {}
             DevicePoll::SlowDown => interval += Duration::from_secs(5),
             DevicePoll::Authorized { server } => return Ok(*server),
@@ -1098,7 +1151,7 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
         // this process is where its tokens live.
         Action::Add { .. } => match prepared {
             Some(definition) => match workspace.add(definition).await {
-                Ok(asked) => authorized_interactively(&workspace, asked)
+                Ok(asked) => authorized_interactively(&workspace, asked, json)
                     .await
                     .map(|s| Some(s.alias)),
                 Err(problem) => Err(problem),
@@ -1106,7 +1159,7 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
             None => Ok(None),
         },
         Action::Enable { alias, .. } => match workspace.enable_with(alias, customize).await {
-            Ok(asked) => authorized_interactively(&workspace, asked)
+            Ok(asked) => authorized_interactively(&workspace, asked, json)
                 .await
                 .map(|s| Some(s.alias)),
             Err(problem) => Err(problem),

@@ -127,6 +127,9 @@ enum Command {
         /// The scope to ask for (device grant only; otherwise the definition's).
         #[arg(long)]
         scope: Option<String>,
+        /// Print JSON: the 202 while it waits, then the server's summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Connect every enabled server and print its state.
     Status {
@@ -400,7 +403,8 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 server,
                 device,
                 scope,
-            } => cli::auth(global, &server, device, scope.as_deref()).await,
+                json,
+            } => cli::auth(global, &server, device, scope.as_deref(), json).await,
             Command::Tools { server, json } => cli::tools(global, &server, json).await,
             Command::Resources { server, json } => cli::resources(global, &server, json).await,
             Command::Read { server, uri } => cli::read(global, &server, &uri).await,
