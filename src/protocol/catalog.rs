@@ -623,7 +623,9 @@ mod tests {
         assert!(lists_nothing(&result(serde_json::json!({
             "resultType": "complete", "ttlMs": 0, "cacheScope": "private"
         }))));
-        assert!(!lists_nothing(&result(serde_json::json!({"resources": "not a list"}))));
+        assert!(!lists_nothing(&result(
+            serde_json::json!({"resources": "not a list"})
+        )));
         assert!(!lists_nothing(&result(serde_json::json!({"tools": []}))));
     }
 
