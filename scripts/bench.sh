@@ -4,12 +4,17 @@
 #   scripts/bench.sh                      # default sizes (under 10 minutes on 2 cores)
 #   scripts/bench.sh --quick              # tiny sizes, one repetition (well under a minute)
 #   scripts/bench.sh --json out.json …    # any other argument goes to the benchmark
+#   scripts/bench.sh --gateway [--quick]  # the gateway benchmark instead: plurnk-mcp serve
+#                                         # beside npm's mcp-proxy (examples/gateway.rs)
 #
 # 1. scripts/install-peers.sh: Node 22 (and the test peers) into .cache/
 # 2. the official TypeScript v2 client, @modelcontextprotocol/client, into .cache/bench-npm
 #    (exact version, skipped when its stamp matches)
 # 3. the fixture server binary, release build (BENCH_PROFILE=debug: the debug build)
 # 4. cargo run --release --example load -- "$@"  (table on stdout, JSON under target/bench/)
+#
+# With --gateway: steps 1 and 3, plurnk-mcp itself in the same profile, then
+#    cargo run --release --example gateway -- "$@"  (table on stdout, JSON under target/bench/)
 #
 # The Criterion micro-benchmarks are separate: `cargo bench --bench host` (CI=1 shrinks them).
 set -euo pipefail
@@ -19,6 +24,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TS_CLIENT_VERSION="2.4.0"
 
 log() { echo "bench: $*" >&2; }
+
+gateway=0
+if [[ "${1:-}" == "--gateway" ]]; then gateway=1; shift; fi
 
 bash scripts/install-peers.sh
 
@@ -52,4 +60,11 @@ cargo build "${profile[@]}" -p plurnk-mcp-fixture
 target_dir="$(cargo metadata --format-version 1 --no-deps | "$NODE22" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')"
 export PLURNK_BENCH_FIXTURE="$target_dir/$dir/plurnk-mcp-fixture"
 [[ -x "$PLURNK_BENCH_FIXTURE" ]] || { log "the fixture was not built at $PLURNK_BENCH_FIXTURE"; exit 1; }
+if [[ $gateway -eq 1 ]]; then
+  cargo build "${profile[@]}" --bin plurnk-mcp
+  export PLURNK_BENCH_PLURNK="$target_dir/$dir/plurnk-mcp"
+  export PLURNK_BENCH_MCP_PROXY="$MCP_PROXY"
+  export PLURNK_BENCH_PYTHON="$PYTHON_MCP"
+  exec cargo run "${profile[@]}" --example gateway -- "$@"
+fi
 cargo run "${profile[@]}" --example load -- "$@"

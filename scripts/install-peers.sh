@@ -10,9 +10,12 @@
 #                  @modelcontextprotocol/client (the TypeScript v2 client, tests/peers/gateway_client.mjs),
 #                  oidc-provider and @modelcontextprotocol/sdk (tests/peers/oauth_world.mjs)
 #   .cache/venv    Python venv with the MCP Python SDK (tests/peers/python_server.py)
+#   .cache/mcp-proxy  npm's mcp-proxy, the gateway users already run, which the gateway
+#                  benchmark (scripts/bench.sh --gateway) puts beside `plurnk-mcp serve`
 # and writes .cache/peers.env with absolute paths: NODE22, SERVER_EVERYTHING, CONFORMANCE,
 # TS_CLIENT_DIR (the npm prefix holding node_modules/@modelcontextprotocol/client), PYTHON_MCP,
-# and the peer scripts PYTHON_PEER, PYTHON_SURFACES, GATEWAY_TS_CLIENT, GATEWAY_PY_CLIENT.
+# MCP_PROXY (its entry point), and the peer scripts PYTHON_PEER, PYTHON_SURFACES,
+# GATEWAY_TS_CLIENT, GATEWAY_PY_CLIENT.
 # Each part has a stamp file holding its version spec, so a second run only checks stamps and
 # files (well under a second). Source peers.env in tests/CI:
 #   . .cache/peers.env
@@ -28,6 +31,9 @@ TS_CLIENT_VERSION="2.4.0"
 OIDC_PROVIDER_VERSION="9.13.3"
 TS_SDK_VERSION="1.32.2"
 PY_MCP_VERSION="2.3.0"
+# The latest release (`npm view mcp-proxy version`); a prefix of its own, so adding it never
+# reinstalls the npm peers above.
+MCP_PROXY_VERSION="6.7.19"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
@@ -121,7 +127,22 @@ else
   echo "$spec" > "$CACHE/venv.stamp"
 fi
 
-# 4. peers.env ----------------------------------------------------------------
+# 4. mcp-proxy ----------------------------------------------------------------
+PROXY_DIR="$CACHE/mcp-proxy"
+MCP_PROXY="$PROXY_DIR/node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs"
+spec="mcp-proxy@$MCP_PROXY_VERSION"
+if up_to_date "$CACHE/mcp-proxy.stamp" "$spec" "$MCP_PROXY"; then
+  log "mcp-proxy ok ($spec)"
+else
+  log "installing $spec into .cache/mcp-proxy"
+  rm -rf "$PROXY_DIR" "$CACHE/mcp-proxy.stamp"
+  mkdir -p "$PROXY_DIR"
+  npm install --prefix "$PROXY_DIR" "${NPM_FLAGS[@]}" "$spec" >&2
+  [[ -f "$MCP_PROXY" ]] || { log "missing $MCP_PROXY"; exit 1; }
+  echo "$spec" > "$CACHE/mcp-proxy.stamp"
+fi
+
+# 5. peers.env ----------------------------------------------------------------
 tmp="$CACHE/peers.env.tmp.$$"
 {
   echo "# written by scripts/install-peers.sh; source it: . .cache/peers.env"
@@ -130,6 +151,7 @@ tmp="$CACHE/peers.env.tmp.$$"
   printf 'CONFORMANCE=%q\n' "$CONFORMANCE"
   printf 'TS_CLIENT_DIR=%q\n' "$NPM_DIR"
   printf 'PYTHON_MCP=%q\n' "$PYTHON_MCP"
+  printf 'MCP_PROXY=%q\n' "$MCP_PROXY"
   printf 'PYTHON_PEER=%q\n' "$ROOT/tests/peers/python_server.py"
   printf 'PYTHON_SURFACES=%q\n' "$ROOT/tests/peers/python_surfaces.py"
   printf 'GATEWAY_TS_CLIENT=%q\n' "$ROOT/tests/peers/gateway_client.mjs"

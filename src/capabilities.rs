@@ -23,6 +23,9 @@ pub enum Disposition {
 pub enum Advertisement {
     /// Always advertised, with this capability JSON under this key.
     Always(&'static str, &'static str),
+    /// Advertised only when the connection speaks 2026-07-28 (`server/discover`): the
+    /// surface has no such shape in 2025-11-25, which a legacy `initialize` offers.
+    Modern(&'static str, &'static str),
     /// Never advertised (server-side surfaces need no client capability).
     Never,
 }
@@ -119,32 +122,40 @@ pub const MATRIX: &[Row] = &[
     },
     Row {
         surface: "cancellation",
-        authority: "MCP 2026-07-28 notifications/cancelled; HTTP stream closure",
+        authority: "MCP 2026-07-28 notifications/cancelled; HTTP stream closure; §mcp-setup shutdown order",
         disposition: Disposition::Supported,
         advertisement: Advertisement::Never,
-        evidence: &["deadlines_cancellation_and_tool_errors_settle_calls"],
+        evidence: &[
+            "deadlines_cancellation_and_tool_errors_settle_calls",
+            "one_deadline_owns_every_round_and_the_task_and_the_server_is_told",
+            "a_sigterm_tells_every_server_of_the_work_it_stops",
+        ],
         note: "",
     },
     Row {
         surface: "mrtr",
-        authority: "MCP 2026-07-28 input_required / inputResponses / requestState",
+        authority: "MCP 2026-07-28 input_required / inputResponses / requestState; §mcp-host-composition one lifecycle",
         disposition: Disposition::Supported,
         advertisement: Advertisement::Never,
-        evidence: &["elicitation_rounds_go_through_the_interaction"],
+        evidence: &[
+            "elicitation_rounds_go_through_the_interaction",
+            "one_deadline_owns_every_round_and_the_task_and_the_server_is_told",
+        ],
         note: "",
     },
     Row {
         surface: "elicitation",
         authority: "MCP 2026-07-28 elicitation (form, url) through MRTR",
-        disposition: Disposition::Partial,
+        disposition: Disposition::Supported,
         advertisement: Advertisement::Always("elicitation", r#"{"form":{},"url":{}}"#),
         evidence: &[
             "elicitation_rounds_go_through_the_interaction",
             "a_legacy_peers_elicitation_goes_to_the_hosts_interaction",
+            "a_legacy_servers_question_goes_to_the_caller_whose_call_is_in_flight",
             "form_answers_are_checked_against_the_schema",
             "url_elicitations_read_and_reject_content",
         ],
-        note: "form and URL through MRTR per call; a legacy peer's server-initiated elicitation/create goes to the host-wide handler, not to the caller whose call caused it",
+        note: "",
     },
     Row {
         surface: "caching",
@@ -155,7 +166,7 @@ pub const MATRIX: &[Row] = &[
             "resource_reads_honour_the_servers_ttl",
             "a_tool_list_is_fetched_again_when_its_ttl_passes",
         ],
-        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); the tool list is fetched again when its ttlMs passes (at most once a second) and on change notifications; resource and prompt lists only on notifications; a discover result's ttlMs is not used (the connection keeps its negotiation)",
+        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); every list (tools, resources, templates, prompts) is fetched again when the shortest ttlMs it gave passes (at most once a second) and on change notifications; a discover result's ttlMs, cacheScope and supportedVersions are not kept (the connection keeps its negotiation)",
     },
     Row {
         surface: "subscriptions",
@@ -172,11 +183,16 @@ pub const MATRIX: &[Row] = &[
         surface: "io.modelcontextprotocol/tasks",
         authority: "experimental-ext-tasks 2c1425d9",
         disposition: Disposition::Supported,
-        advertisement: Advertisement::Always(
+        advertisement: Advertisement::Modern(
             "extensions",
             r#"{"io.modelcontextprotocol/tasks":{}}"#,
         ),
-        evidence: &["tasks_are_driven_to_their_end_through_the_original_call"],
+        evidence: &[
+            "tasks_are_driven_to_their_end_through_the_original_call",
+            "one_deadline_owns_every_round_and_the_task_and_the_server_is_told",
+            "a_sigterm_tells_every_server_of_the_work_it_stops",
+            "a_legacy_initialize_offers_only_what_2025_11_25_has",
+        ],
         note: "",
     },
     Row {
@@ -214,7 +230,7 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Excluded,
         advertisement: Advertisement::Never,
         evidence: &[],
-        note: "deprecated",
+        note: "deprecated; a legacy server's roots/list is answered -32601 (method not found), as sampling is",
     },
     Row {
         surface: "logging",
@@ -242,16 +258,21 @@ pub const MATRIX: &[Row] = &[
     },
 ];
 
-/// The client capabilities advertised on the wire, derived from [`MATRIX`].
-pub fn client_capabilities() -> Value {
+/// The client capabilities advertised on the wire, derived from [`MATRIX`]: on a
+/// 2026-07-28 connection, or (`legacy`) on one negotiated through `initialize`, which leaves
+/// out the rows only 2026-07-28 has.
+pub fn client_capabilities(legacy: bool) -> Value {
     let mut capabilities = Map::new();
     for row in MATRIX {
-        if let Advertisement::Always(key, value) = row.advertisement
-            && matches!(
-                row.disposition,
-                Disposition::Supported | Disposition::Partial
-            )
-        {
+        let (key, value) = match row.advertisement {
+            Advertisement::Always(key, value) => (key, value),
+            Advertisement::Modern(key, value) if !legacy => (key, value),
+            Advertisement::Modern(..) | Advertisement::Never => continue,
+        };
+        if matches!(
+            row.disposition,
+            Disposition::Supported | Disposition::Partial
+        ) {
             let value = serde_json::from_str(value).unwrap_or_else(|_| json!({}));
             capabilities.insert(key.to_owned(), value);
         }
@@ -283,7 +304,7 @@ mod tests {
                 assert_eq!(row.advertisement, Advertisement::Never, "{}", row.surface);
             }
         }
-        let advertised = client_capabilities();
+        let advertised = client_capabilities(false);
         for key in ["sampling", "roots", "tasks"] {
             assert!(advertised.get(key).is_none(), "{key} reached the wire");
         }
@@ -337,11 +358,11 @@ mod tests {
 
     #[test]
     fn the_advertisement_is_exactly_the_matrix() {
-        let advertised = client_capabilities();
+        let advertised = client_capabilities(false);
         let expected: Vec<&str> = MATRIX
             .iter()
             .filter_map(|row| match row.advertisement {
-                Advertisement::Always(key, _) => Some(key),
+                Advertisement::Always(key, _) | Advertisement::Modern(key, _) => Some(key),
                 Advertisement::Never => None,
             })
             .collect();
@@ -355,5 +376,12 @@ mod tests {
             advertised["extensions"],
             json!({"io.modelcontextprotocol/tasks": {}})
         );
+    }
+
+    #[test]
+    fn a_legacy_initialize_offers_only_what_2025_11_25_has() {
+        let legacy = client_capabilities(true);
+        assert!(legacy.get("extensions").is_none(), "{legacy}");
+        assert_eq!(legacy["elicitation"], json!({"form": {}, "url": {}}));
     }
 }

@@ -356,23 +356,25 @@ pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `plurnk-mcp auth <server> [--device] [--scope S]`.
+/// `plurnk-mcp auth <server> [--device] [--scope S] [--json]`.
 pub(crate) async fn auth(
     global: &Global,
     server: &str,
     device: bool,
     scope: Option<&str>,
+    json: bool,
 ) -> ExitCode {
     let (host, workspace) = match start(global).await {
         Ok(started) => started,
         Err(code) => return code,
     };
     let outcome = if device {
-        authorize_by_device(&workspace, server, scope).await
+        authorize_by_device(&workspace, server, scope, json).await
     } else {
-        authorize_by_browser(&workspace, server).await
+        authorize_by_browser(&workspace, server, json).await
     };
     let code = match outcome {
+        Ok(_) if json => print_summaries(&workspace, Some(server), true).await,
         Ok(ready) => {
             outln!("server \"{server}\" is {}", ready.state);
             for tool in ready.tools.iter() {
@@ -380,7 +382,12 @@ pub(crate) async fn auth(
             }
             ExitCode::SUCCESS
         }
-        Err(problem) => fail(problem),
+        Err(problem) => {
+            if json {
+                let _ = print_json(&problem);
+            }
+            fail(problem)
+        }
     };
     finish(&host).await;
     code
@@ -389,23 +396,54 @@ pub(crate) async fn auth(
 async fn authorize_by_browser(
     workspace: &Workspace,
     server: &str,
+    json: bool,
 ) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
     let asked = workspace.enable(server).await?;
-    authorized_interactively(workspace, asked).await
+    authorized_interactively(workspace, asked, json).await
 }
 
-/// An action's answer that waits for a person's authorization: prints the URL, reads the
-/// callback URL from standard input, and completes it (any other answer is returned as is).
+/// Prints an action's `202`: with `--json` the answer itself, on one line of stdout (what to
+/// do goes to stderr); otherwise `lines`, the first of which says it is the 202.
+fn print_accepted(accepted: &plurnk_mcp::Accepted, json: bool, todo: &str, lines: &[String]) {
+    if json {
+        match serde_json::to_string(accepted) {
+            Ok(text) => outln!("{text}"),
+            Err(error) => errln!("plurnk-mcp: {error}"),
+        }
+        errln!("plurnk-mcp: {todo}");
+    } else {
+        for line in lines {
+            outln!("{line}");
+        }
+    }
+}
+
+/// An action's answer that waits for a person's authorization (the `202`): prints it, reads
+/// the callback URL from standard input, and completes it (any other answer is returned as
+/// is).
 async fn authorized_interactively(
     workspace: &Workspace,
     asked: plurnk_mcp::ServerSnapshot,
+    json: bool,
 ) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
     let server = asked.alias.clone();
-    let Some(pending) = asked.authorization else {
+    let Some(accepted) = plurnk_mcp::Accepted::of(&asked) else {
         return Ok(asked);
     };
-    outln!("Open this URL, approve, and paste the URL your browser was sent back to:");
-    outln!("{}", pending.url);
+    print_accepted(
+        &accepted,
+        json,
+        "open the authorization's url, approve, and paste the URL your browser was sent back \
+         to on standard input",
+        &[
+            format!(
+                "server \"{server}\" waits for authorization ({}): open this URL, approve, and \
+                 paste the URL your browser was sent back to:",
+                accepted.status()
+            ),
+            accepted.authorization().url.clone(),
+        ],
+    );
     let mut line = String::new();
     let read =
         tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut line).map(|_| line))
@@ -426,26 +464,41 @@ async fn authorize_by_device(
     workspace: &Workspace,
     server: &str,
     scope: Option<&str>,
+    json: bool,
 ) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
     use plurnk_mcp::DevicePoll;
     let device = workspace.authorize_device(server, scope).await?;
-    match &device.verification_uri_complete {
-        Some(complete) => outln!(
-            "On any device, open {complete}\n(or {} and enter the code {})",
-            device.verification_uri,
-            device.user_code
-        ),
-        None => outln!(
-            "On any device, open {} and enter the code {}",
-            device.verification_uri,
-            device.user_code
-        ),
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(device.expires_in);
-    let mut interval = Duration::from_secs(device.interval);
+    let (expires_in, interval, handle) =
+        (device.expires_in, device.interval, device.device.clone());
+    let waits = format!(
+        "server \"{server}\" waits for authorization ({})",
+        plurnk_mcp::Accepted::STATUS
+    );
+    let open = match &device.verification_uri_complete {
+        Some(complete) => vec![
+            format!("{waits}: on any device, open {complete}"),
+            format!(
+                "(or {} and enter the code {})",
+                device.verification_uri, device.user_code
+            ),
+        ],
+        None => vec![format!(
+            "{waits}: on any device, open {} and enter the code {}",
+            device.verification_uri, device.user_code
+        )],
+    };
+    print_accepted(
+        &plurnk_mcp::Accepted::device(device),
+        json,
+        "on any device, open the authorization's url and enter its device.userCode; polling \
+         until it is approved",
+        &open,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(expires_in);
+    let mut interval = Duration::from_secs(interval);
     while std::time::Instant::now() < deadline {
         tokio::time::sleep(interval).await;
-        match workspace.poll_device(server, &device.device).await? {
+        match workspace.poll_device(server, &handle).await? {
             DevicePoll::Pending => {}
             DevicePoll::SlowDown => interval += Duration::from_secs(5),
             DevicePoll::Authorized { server } => return Ok(*server),
@@ -1098,7 +1151,7 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
         // this process is where its tokens live.
         Action::Add { .. } => match prepared {
             Some(definition) => match workspace.add(definition).await {
-                Ok(asked) => authorized_interactively(&workspace, asked)
+                Ok(asked) => authorized_interactively(&workspace, asked, json)
                     .await
                     .map(|s| Some(s.alias)),
                 Err(problem) => Err(problem),
@@ -1106,7 +1159,7 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
             None => Ok(None),
         },
         Action::Enable { alias, .. } => match workspace.enable_with(alias, customize).await {
-            Ok(asked) => authorized_interactively(&workspace, asked)
+            Ok(asked) => authorized_interactively(&workspace, asked, json)
                 .await
                 .map(|s| Some(s.alias)),
             Err(problem) => Err(problem),
@@ -1485,6 +1538,96 @@ pub(crate) struct ServeArgs {
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted besides the loopback ones.
     pub allowed_origins: Vec<String>,
+    /// The HTTP gateway's bounds, as given.
+    pub limits: ServeLimits,
+}
+
+/// The HTTP gateway's bounds on its clients (`plurnk_mcp::gateway::ClientLimits`); each left
+/// out keeps its default, stated in its help and in RELIABILITY.md.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct ServeLimits {
+    /// HTTP: client connections open at once; past it the one idle longest is closed, or,
+    /// with every one busy, the new one is answered 503 [default: 512]
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// HTTP: milliseconds a connection has to send a request head (an idle keep-alive
+    /// connection is closed after it too) [default: 10000]
+    #[arg(long, value_name = "MS")]
+    header_timeout_ms: Option<u64>,
+    /// HTTP: milliseconds a request has to deliver its body; past it, 408 [default: 10000]
+    #[arg(long, value_name = "MS")]
+    body_timeout_ms: Option<u64>,
+    /// HTTP: bytes a request body may have; past it, 413 [default: 4194304]
+    #[arg(long, value_name = "BYTES")]
+    max_body_bytes: Option<usize>,
+    /// HTTP: milliseconds a client may leave its answer unread before it is cut off
+    /// [default: 10000]
+    #[arg(long, value_name = "MS")]
+    write_timeout_ms: Option<u64>,
+    /// HTTP: 2025-11-25 sessions at once, all clients together [default: 1024]
+    #[arg(long, value_name = "N")]
+    max_sessions: Option<usize>,
+    /// HTTP: 2025-11-25 sessions at once from one client address [default: 256]
+    #[arg(long, value_name = "N")]
+    max_sessions_per_client: Option<usize>,
+    /// HTTP: milliseconds a 2025-11-25 session may go without a request before it ends
+    /// [default: 300000]
+    #[arg(long, value_name = "MS")]
+    session_idle_ms: Option<u64>,
+    /// HTTP: listen streams (subscriptions/listen, GET) open at once, all clients together
+    /// [default: 256]
+    #[arg(long, value_name = "N")]
+    max_listen_streams: Option<usize>,
+    /// HTTP: listen streams open at once from one client address [default: 64]
+    #[arg(long, value_name = "N")]
+    max_listen_streams_per_client: Option<usize>,
+}
+
+impl ServeLimits {
+    /// Whether any bound was given.
+    fn any(&self) -> bool {
+        let counts = [
+            self.max_connections,
+            self.max_body_bytes,
+            self.max_sessions,
+            self.max_sessions_per_client,
+            self.max_listen_streams,
+            self.max_listen_streams_per_client,
+        ];
+        let times = [
+            self.header_timeout_ms,
+            self.body_timeout_ms,
+            self.write_timeout_ms,
+            self.session_idle_ms,
+        ];
+        counts.iter().any(Option::is_some) || times.iter().any(Option::is_some)
+    }
+
+    /// The bounds, defaults where none was given.
+    fn limits(&self) -> plurnk_mcp::gateway::ClientLimits {
+        use std::time::Duration;
+        let defaults = plurnk_mcp::gateway::ClientLimits::default();
+        let ms =
+            |given: Option<u64>, default: Duration| given.map_or(default, Duration::from_millis);
+        plurnk_mcp::gateway::ClientLimits {
+            max_connections: self.max_connections.unwrap_or(defaults.max_connections),
+            header_timeout: ms(self.header_timeout_ms, defaults.header_timeout),
+            body_timeout: ms(self.body_timeout_ms, defaults.body_timeout),
+            max_body_bytes: self.max_body_bytes.unwrap_or(defaults.max_body_bytes),
+            write_timeout: ms(self.write_timeout_ms, defaults.write_timeout),
+            max_sessions: self.max_sessions.unwrap_or(defaults.max_sessions),
+            max_sessions_per_client: self
+                .max_sessions_per_client
+                .unwrap_or(defaults.max_sessions_per_client),
+            session_idle: ms(self.session_idle_ms, defaults.session_idle),
+            max_listen_streams: self
+                .max_listen_streams
+                .unwrap_or(defaults.max_listen_streams),
+            max_listen_streams_per_client: self
+                .max_listen_streams_per_client
+                .unwrap_or(defaults.max_listen_streams_per_client),
+        }
+    }
 }
 
 /// `plurnk-mcp serve`: the workspace's merged namespace as one MCP server, on stdio (until
@@ -1507,12 +1650,33 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
         // Registered before any server starts, so nothing the host says can carry it.
         plurnk_mcp::redact::register([token.clone()]);
     }
+    if let (Some(name), Some(token)) = (&args.bearer_env, &bearer)
+        && token.len() < plurnk_mcp::gateway::MIN_BEARER_BYTES
+    {
+        return fail(format!(
+            "--bearer-env {name}: the token is {} bytes; a gateway bearer token must be at least {} bytes: put a long random one in {name} (openssl rand -hex 32)",
+            token.len(),
+            plurnk_mcp::gateway::MIN_BEARER_BYTES
+        ));
+    }
     if args.http.is_none()
-        && (bearer.is_some() || !args.allowed_hosts.is_empty() || !args.allowed_origins.is_empty())
+        && (bearer.is_some()
+            || !args.allowed_hosts.is_empty()
+            || !args.allowed_origins.is_empty()
+            || args.limits.any())
     {
         return fail(
-            "--bearer-env, --allow-host and --allow-origin apply to --transport http only",
+            "--bearer-env, --allow-host, --allow-origin and the connection, body, session and stream bounds apply to --transport http only",
         );
+    }
+    let limits = args.limits.limits();
+    if let Err(faults) = limits.check() {
+        for fault in &faults[..faults.len().saturating_sub(1)] {
+            errln!("plurnk-mcp: {fault}");
+        }
+        if let Some(last) = faults.last() {
+            return fail(last);
+        }
     }
     let (host, workspace) = match start(global).await {
         Ok(started) => started,
@@ -1572,6 +1736,7 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
                 bearer,
                 allowed_hosts: args.allowed_hosts,
                 allowed_origins: args.allowed_origins,
+                limits,
             };
             let shutdown = tokio_util::sync::CancellationToken::new();
             plurnk_mcp::gateway::serve_http(gateway, listener, options, shutdown).await

@@ -17,6 +17,7 @@
 //! | `PLURNK_MCP_<server>_ENV` | stdio: JSON object of strings added to the child's environment |
 //! | `PLURNK_MCP_<server>_BEARER` | http: bearer credential ([`Authorization::Bearer`]), best written as one `${TOKEN}` reference (a literal token is accepted here but can never be stored); excludes an `Authorization` entry in `_HEADERS` |
 //! | `PLURNK_MCP_<server>_HEADERS` | http: JSON object of strings, supplementary request headers (not `Mcp-*`, `Accept`, `Content-Type` and the other headers the transport sets) |
+//! | `PLURNK_MCP_<server>_AUTHORIZATION` | http: the wire's `authorization` ([`McpAuthorization`]) as a JSON object: `oauth`, `client-credentials`, `workload-identity` or `bearer`, read by the same closed-shape reader as the stored definition; every credential one `${NAME}` of the operator's environment and none written literally ([`literal_credentials`]'s reading); its faults name `<variable>.<field>`; excludes `_BEARER` and an `Authorization` entry in `_HEADERS` |
 //! | `PLURNK_MCP_<server>_TOOLS` | JSON array of exact tool names to enable; absent enables every tool the server lists, `[]` enables none |
 //! | `PLURNK_MCP_<server>_READ` | JSON array of tools the operator classifies read-only; within `_TOOLS` when that is set, otherwise checked against the server's list once known |
 //! | `PLURNK_MCP_<server>_SUMMARY` | Authored one-line server orientation |
@@ -30,9 +31,10 @@
 //!
 //! `${NAME}` references are expanded (only while preparing a connection) in the
 //! target, arguments, working directory, `_ENV` values, `_HEADERS` values, the
-//! bearer and the summaries; at load every such reference must name a variable
-//! in the map. Names (`_ENV` and `_HEADERS` keys, `_TOOLS`, `_READ`, the globals)
-//! are never expanded. See [`Environment`] for the expansion rules.
+//! bearer, the credentials of `_AUTHORIZATION` and the summaries; at load every such
+//! reference must name a variable in the map. Names (`_ENV` and `_HEADERS` keys,
+//! `_TOOLS`, `_READ`, the globals) are never expanded. See [`Environment`] for the
+//! expansion rules.
 //!
 //! # Names
 //!
@@ -51,7 +53,7 @@
 //! 1. It is a **global** if it is exactly one of the global names
 //!    (`enabled`, `connect-timeout`, ...).
 //! 2. It is a **companion** if it ends in `-` plus a companion word (`args`,
-//!    `cwd`, `env`, `bearer`, `headers`, `tools`, `read`, `summary`) with
+//!    `cwd`, `env`, `bearer`, `headers`, `authorization`, `tools`, `read`, `summary`) with
 //!    something before it. Every other key **declares a server** named by the
 //!    whole folded key.
 //! 3. A companion belongs to the declared server whose name is everything
@@ -148,6 +150,8 @@ mod source;
 mod target;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_authorization;
 #[cfg(test)]
 mod tests_cascade;
 mod wire;

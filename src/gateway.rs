@@ -26,7 +26,11 @@
 //! declared elicitation, and the answers go back to the server. Progress and cancellation
 //! pass through in both revisions.
 
+mod admission;
 mod http;
+mod limits;
+mod listener;
+mod memory;
 mod uri_template;
 mod verbatim;
 
@@ -59,7 +63,8 @@ use crate::model::{
     Progress, ServerState, WorkspaceSnapshot,
 };
 
-pub use http::{HttpOptions, ServeError, serve_http};
+pub use http::{HttpOptions, MIN_BEARER_BYTES, ServeError, serve_http};
+pub use limits::{ClientLimits, LimitError};
 
 /// The character between a server's alias and a tool's or prompt's own name.
 pub const SEPARATOR: char = '_';
@@ -358,6 +363,8 @@ impl Gateway {
                 )
             }
         };
+        // The name is the client's text: quoted cut, never whole.
+        let name = crate::config::shorten(name);
         McpError::invalid_params(format!("unknown {what} \"{name}\": {hint}"), None)
     }
 
@@ -598,13 +605,15 @@ fn to_mcp(error: CallError) -> McpError {
 impl Unroutable {
     /// The client's error: which URI, and what would route it.
     fn into_error(self, uri: &str) -> McpError {
+        // The URI is the client's text (or a server's): quoted cut, never whole.
+        let shown = crate::config::shorten(uri);
         let message = match self {
             Self::Unclaimed => format!(
-                "no server of this gateway offers resource \"{uri}\": resources/list and \
+                "no server of this gateway offers resource \"{shown}\": resources/list and \
                  resources/templates/list name what it serves"
             ),
             Self::Ambiguous(servers) => format!(
-                "resource \"{uri}\" is claimed by servers {}: name the one to read in the \
+                "resource \"{shown}\" is claimed by servers {}: name the one to read in the \
                  request's _meta \"{SERVER_META}\" (each listed resource carries its server there)",
                 servers
                     .iter()
@@ -615,10 +624,10 @@ impl Unroutable {
             Self::NotServed(chosen) => format!(
                 "the request's _meta \"{SERVER_META}\" names \"{}\", which serves no resources \
                  here: name a server from resources/list",
-                crate::redact::scrub_capped(&chosen, 64)
+                crate::config::shorten(&chosen)
             ),
         };
-        McpError::resource_not_found(message, Some(json!({ "uri": uri })))
+        McpError::resource_not_found(message, Some(json!({ "uri": shown })))
     }
 }
 
@@ -1120,5 +1129,15 @@ mod tests {
             ..View::default()
         };
         assert_eq!(single.resource_route("x://unlisted", None), Ok("only"));
+    }
+
+    #[test]
+    fn a_uri_the_client_sent_is_quoted_cut() {
+        let uri = format!("x://{}", "a".repeat(10_000));
+        let error = Unroutable::Unclaimed.into_error(&uri);
+        assert!(error.message.len() < 400, "{} bytes", error.message.len());
+        assert!(error.message.contains("characters)"), "{}", error.message);
+        let data = error.data.map(|data| data.to_string()).unwrap_or_default();
+        assert!(data.len() < 400, "{} bytes of data", data.len());
     }
 }

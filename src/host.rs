@@ -75,6 +75,62 @@ impl std::fmt::Debug for CallOptions {
     }
 }
 
+/// What an add or enable answers at the action boundary while an interactive authorization
+/// waits for a person (§mcp-management-actions): `202` with where to authorize, serialized as
+/// `{"status": 202, "authorization": {"url": …}}` (a device authorization adds its code and
+/// polling terms under `authorization.device`). Nothing is published meanwhile;
+/// [`Workspace::oauth_complete`] or [`Workspace::poll_device`] finishes the action.
+///
+/// The actions answer a [`ServerSnapshot`], as every action does; [`Accepted::of`] reads the
+/// `202` out of one, so an embedder relays the specification's shape without matching states.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Accepted {
+    /// Always [`Accepted::STATUS`]: kept in the value so that what is relayed carries it.
+    status: u16,
+    /// Where the person authorizes.
+    authorization: crate::model::PendingAuthorization,
+}
+
+impl Accepted {
+    /// The status of an action accepted and waiting for authorization.
+    pub const STATUS: u16 = 202;
+
+    /// The `202` an action's `answer` stands for: `Some` while the server waits for a person's
+    /// authorization (state `authorization-required`, with where to give it), `None` when the
+    /// action finished (ready, or the server's Problem says why not).
+    pub fn of(answer: &ServerSnapshot) -> Option<Self> {
+        if answer.state != ServerState::AuthorizationRequired {
+            return None;
+        }
+        answer.authorization.clone().map(|authorization| Self {
+            status: Self::STATUS,
+            authorization,
+        })
+    }
+
+    /// The `202` of a device authorization ([`Workspace::authorize_device`]): its
+    /// verification URI as the `url`, with the code to enter there.
+    pub fn device(device: crate::model::DeviceAuthorization) -> Self {
+        Self {
+            status: Self::STATUS,
+            authorization: crate::model::PendingAuthorization {
+                url: device.verification_uri.clone(),
+                device: Some(device),
+            },
+        }
+    }
+
+    /// `202`.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Where the person authorizes.
+    pub fn authorization(&self) -> &crate::model::PendingAuthorization {
+        &self.authorization
+    }
+}
+
 /// What shutdown did: every connection that did not close cleanly.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[must_use = "a shutdown report lists every connection that did not close cleanly"]
@@ -918,7 +974,8 @@ impl Workspace {
 
     /// Enables `alias`. A disabled server is prepared first and stays disabled if it cannot
     /// connect (the Problem says why); an enabled but unavailable one reconnects now; a
-    /// ready one is left as it is.
+    /// ready one is left as it is. An OAuth server that needs a person's authorization
+    /// answers `Ok` in state `authorization-required`: the action's `202`, [`Accepted::of`].
     pub async fn enable(&self, alias: &str) -> Result<ServerSnapshot, Problem> {
         self.enable_with(alias, Customize::default()).await
     }
@@ -1096,7 +1153,10 @@ impl Workspace {
         .await
     }
 
-    /// Adds a workspace-owned server and enables it; it is published only if it connects.
+    /// Adds a workspace-owned server and enables it; it is published only if it connects. An
+    /// OAuth server that needs a person's authorization answers `Ok` in state
+    /// `authorization-required` and is published once authorized: the action's `202`,
+    /// [`Accepted::of`].
     pub async fn add(&self, definition: ServerDefinition) -> Result<ServerSnapshot, Problem> {
         self.action(|reply| HostMsg::Add {
             workspace: self.name.clone(),

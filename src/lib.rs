@@ -67,9 +67,9 @@ pub mod fuzzing {
 pub use actors::restart::{RestartPolicy, Verdict, WorkspaceRestart};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
 pub use host::{
-    ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host, HostEvent,
-    HostMsg, HostOptions, InputRelay, ServerSummary, ShutdownReport, SnapshotWatch, StartError,
-    Workspace,
+    Accepted, ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host,
+    HostEvent, HostMsg, HostOptions, InputRelay, ServerSummary, ShutdownReport, SnapshotWatch,
+    StartError, Workspace,
 };
 pub use model::{
     Authored, CallError, Catalog, Cause, CompletionRef, DeviceAuthorization, DevicePoll, Effect,

@@ -127,6 +127,9 @@ enum Command {
         /// The scope to ask for (device grant only; otherwise the definition's).
         #[arg(long)]
         scope: Option<String>,
+        /// Print JSON: the 202 while it waits, then the server's summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Connect every enabled server and print its state.
     Status {
@@ -236,6 +239,8 @@ enum Command {
         /// scheme://host:port or scheme://host:* (repeatable).
         #[arg(long = "allow-origin", value_name = "ORIGIN")]
         allowed_origins: Vec<String>,
+        #[command(flatten)]
+        limits: cli::ServeLimits,
     },
     /// Serve the fixture MCP server (used by the demo and the tests).
     #[command(hide = true)]
@@ -262,6 +267,10 @@ enum Command {
         /// The ttlMs every tools/list page carries.
         #[arg(long)]
         list_ttl_ms: Option<u64>,
+        /// The ttlMs every page of resources/list, resources/templates/list and prompts/list
+        /// carries.
+        #[arg(long)]
+        catalog_ttl_ms: Option<u64>,
         /// Report to the test probe at this address (127.0.0.1:PORT); enables `gate`.
         #[arg(long)]
         probe: Option<String>,
@@ -394,7 +403,8 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 server,
                 device,
                 scope,
-            } => cli::auth(global, &server, device, scope.as_deref()).await,
+                json,
+            } => cli::auth(global, &server, device, scope.as_deref(), json).await,
             Command::Tools { server, json } => cli::tools(global, &server, json).await,
             Command::Resources { server, json } => cli::resources(global, &server, json).await,
             Command::Read { server, uri } => cli::read(global, &server, &uri).await,
@@ -422,6 +432,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 bearer_env,
                 allowed_hosts,
                 allowed_origins,
+                limits,
             } => {
                 let args = cli::ServeArgs {
                     http: (transport == "http").then_some(listen),
@@ -429,6 +440,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                     bearer_env,
                     allowed_hosts,
                     allowed_origins,
+                    limits,
                 };
                 cli::serve(global, args).await
             }
@@ -440,6 +452,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 bearer,
                 paging,
                 list_ttl_ms,
+                catalog_ttl_ms,
                 probe,
                 hold_lists,
                 tools_only,
@@ -489,6 +502,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                     bearer,
                     paging,
                     list_ttl_ms,
+                    catalog_ttl_ms,
                     probe,
                     hold_lists,
                     tools_only,

@@ -34,6 +34,9 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData};
 
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+
 use crate::model::{ElicitationAnswer, Interaction, InteractionHandler};
 
 /// The client half rmcp drives for us: it identifies the host, advertises the client
@@ -46,6 +49,9 @@ use crate::model::{ElicitationAnswer, Interaction, InteractionHandler};
 pub(crate) struct HostClient {
     pub(crate) alias: String,
     pub(crate) interaction: Option<InteractionHandler>,
+    /// The interaction handlers of the calls in flight on this connection: a legacy
+    /// server's question goes to the call that caused it.
+    pub(crate) askers: Arc<Askers>,
     /// Negotiating through legacy `initialize`: offer 2025-11-25, the newest revision that
     /// has it (2026-07-28 has none).
     pub(crate) legacy: bool,
@@ -58,7 +64,7 @@ impl ClientHandler for HostClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
         info.title = Some("plurnk MCP host".into());
-        let mut advertised = crate::capabilities::client_capabilities();
+        let mut advertised = crate::capabilities::client_capabilities(self.legacy);
         if self.grant {
             advertised["extensions"][rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS] =
                 serde_json::json!({});
@@ -73,6 +79,20 @@ impl ClientHandler for HostClient {
         }
     }
 
+    /// Roots are excluded (§mcp-exclusions): a legacy server that asks anyway is told the
+    /// method does not exist, as for sampling, rather than handed an empty list that claims
+    /// the host has none.
+    // The trait names the deprecated type; overriding it is how the method is refused.
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::ListRootsRequestMethod,
+        >())
+    }
+
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
@@ -85,7 +105,19 @@ impl ClientHandler for HostClient {
                 None,
             ));
         };
-        let answer = match &self.interaction {
+        let handler = match self.askers.who() {
+            Asker::One(handler) => Some(handler),
+            Asker::Nobody => self.interaction.clone(),
+            Asker::Several => {
+                tracing::warn!(
+                    server = %self.alias,
+                    "a question came while calls of several callers were in flight; it names \
+                     none of them, so it is declined rather than shown to the wrong one"
+                );
+                None
+            }
+        };
+        let answer = match &handler {
             None => ElicitationAnswer::Decline,
             Some(handler) => {
                 let interaction = Interaction {
@@ -107,6 +139,70 @@ impl ClientHandler for HostClient {
     }
 }
 
+/// Who a legacy server's `elicitation/create` is for: the calls in flight on its connection
+/// and their interaction handlers. The question names no request (2025-11-25 carries no
+/// such link), so: the one caller in flight, when every call in flight has the same
+/// handler; the host's own handler when no call is in flight; and, when calls of different
+/// callers are in flight, nobody (declined), since showing one caller's question to another
+/// would be worse than declining it.
+#[derive(Default)]
+pub(crate) struct Askers {
+    next: AtomicU64,
+    active: Mutex<Vec<(u64, InteractionHandler)>>,
+}
+
+/// Whose interaction answers a question.
+pub(crate) enum Asker {
+    Nobody,
+    One(InteractionHandler),
+    Several,
+}
+
+impl Askers {
+    /// Records `handler` as a caller in flight until the guard drops.
+    pub(crate) fn enter(self: &Arc<Self>, handler: InteractionHandler) -> AskerGuard {
+        let id = self.next.fetch_add(1, AtomicOrdering::Relaxed);
+        if let Ok(mut active) = self.active.lock() {
+            active.push((id, handler));
+        }
+        AskerGuard {
+            askers: self.clone(),
+            id,
+        }
+    }
+
+    fn who(&self) -> Asker {
+        let Ok(active) = self.active.lock() else {
+            return Asker::Several;
+        };
+        let Some((_, first)) = active.first() else {
+            return Asker::Nobody;
+        };
+        if active
+            .iter()
+            .all(|(_, handler)| Arc::ptr_eq(handler, first))
+        {
+            Asker::One(first.clone())
+        } else {
+            Asker::Several
+        }
+    }
+}
+
+/// A call's place among the askers of its connection, given up when the call settles.
+pub(crate) struct AskerGuard {
+    askers: Arc<Askers>,
+    id: u64,
+}
+
+impl Drop for AskerGuard {
+    fn drop(&mut self) {
+        if let Ok(mut active) = self.askers.active.lock() {
+            active.retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +211,7 @@ mod tests {
         HostClient {
             alias: "s".into(),
             interaction: None,
+            askers: Arc::default(),
             legacy,
             grant,
         }
@@ -130,6 +227,27 @@ mod tests {
         };
         assert!(advertised(true));
         assert!(!advertised(false));
+    }
+
+    #[test]
+    fn a_legacy_initialize_advertises_no_extension_of_2026_07_28() {
+        let extensions = |legacy: bool| {
+            serde_json::to_value(client(legacy, false).get_info().capabilities)
+                .map(|capabilities| capabilities["extensions"].clone())
+                .unwrap_or_default()
+        };
+        assert!(
+            extensions(true)
+                .get("io.modelcontextprotocol/tasks")
+                .is_none(),
+            "{}",
+            extensions(true)
+        );
+        assert!(
+            extensions(false)
+                .get("io.modelcontextprotocol/tasks")
+                .is_some()
+        );
     }
 
     #[test]

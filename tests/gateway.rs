@@ -536,6 +536,11 @@ impl Served {
     /// Starts `plurnk-mcp --state <fresh> serve <args>` with exactly `vars` (plus PATH and
     /// HOME); for HTTP, waits for the URL it prints.
     fn start(args: &[&str], vars: &[(String, String)], http: bool) -> Self {
+        Self::launch(args, vars, http, None)
+    }
+
+    /// As [`Served::start`], the child limited to `nofile` open files when given.
+    fn launch(args: &[&str], vars: &[(String, String)], http: bool, nofile: Option<u64>) -> Self {
         let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
             "gateway-{}-{}.sqlite",
             std::process::id(),
@@ -556,6 +561,23 @@ impl Served {
         for key in ["PATH", "HOME"] {
             if let Ok(value) = std::env::var(key) {
                 command.env(key, value);
+            }
+        }
+        if let Some(nofile) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit(2) between fork and exec touches no memory of the parent.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: nofile,
+                        rlim_max: nofile,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
             }
         }
         let mut child = command.spawn().expect("plurnk-mcp serve starts");
@@ -682,6 +704,34 @@ fn off_loopback_the_gateway_needs_a_bearer_token_and_checks_it_without_showing_i
     );
     assert_eq!(status, 403);
     assert!(!served.stderr().contains(token), "{}", served.stderr());
+
+    // A token short enough to guess: refused before anything listens, naming the variable
+    // and not the token.
+    let mut vars = env.clone();
+    vars.push(("SHORT_TOKEN".into(), "guessable-12".into()));
+    let output = Command::new(EXE)
+        .args(["--state"])
+        .arg(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("gateway-short.sqlite"))
+        .args([
+            "serve",
+            "--transport",
+            "http",
+            "--bearer-env",
+            "SHORT_TOKEN",
+        ])
+        .env_clear()
+        .envs(vars.iter().cloned())
+        .output()
+        .expect("serve runs");
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("--bearer-env SHORT_TOKEN")
+            && said.contains("12 bytes")
+            && said.contains("at least 16"),
+        "{said}"
+    );
+    assert!(!said.contains("guessable-12"), "{said}");
 }
 
 #[test]
@@ -707,6 +757,52 @@ fn unprefixed_serving_needs_exactly_one_enabled_server() {
         said.contains("exactly one") && said.contains("one, two"),
         "{said}"
     );
+}
+
+#[test]
+fn gateway_bounds_out_of_range_are_all_refused_at_start() {
+    let mut env = fixture("solo", &[]);
+    env.push(("PLURNK_MCP_ENABLED".into(), json!(["solo"]).to_string()));
+    let output = Command::new(EXE)
+        .args(["--state"])
+        .arg(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("gateway-bounds.sqlite"))
+        .args([
+            "serve",
+            "--transport",
+            "http",
+            "--max-connections",
+            "0",
+            "--header-timeout-ms",
+            "0",
+            "--max-body-bytes",
+            "10",
+        ])
+        .env_clear()
+        .envs(env.iter().cloned())
+        .output()
+        .expect("serve runs");
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "--max-connections is 0: give 1 or more",
+        "--header-timeout-ms is 0 ms: give between 1 and 86400000 milliseconds",
+        "--max-body-bytes is 10: give 1024 or more",
+    ] {
+        assert!(said.contains(expected), "{expected} in {said}");
+    }
+    // Over stdio they mean nothing, and saying so beats ignoring them.
+    let output = Command::new(EXE)
+        .args(["--state"])
+        .arg(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("gateway-bounds.sqlite"))
+        .args(["serve", "--max-sessions", "5"])
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(Stdio::null())
+        .output()
+        .expect("serve runs");
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("--transport http only"), "{said}");
 }
 
 /// The upstreams of the real-client runs: the fixture (`fx`) and the Python SDK's surfaces
@@ -1009,4 +1105,926 @@ fn elicitation_crosses_the_gateway_to_the_client_at_both_revisions() {
             }
         }
     }
+}
+
+// === What a client may make the HTTP gateway hold ===
+
+/// A fixture workspace served over HTTP by `plurnk-mcp serve` with `extra` flags.
+fn served_fixture(extra: &[&str], nofile: Option<u64>) -> (Served, String) {
+    let mut env = fixture("fx", &[]);
+    env.push(("PLURNK_MCP_ENABLED".into(), json!(["fx"]).to_string()));
+    let mut args = vec!["--transport", "http"];
+    args.extend_from_slice(extra);
+    let served = Served::launch(&args, &env, true, nofile);
+    let url = served.url.clone().expect("url");
+    let authority = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/mcp"))
+        .expect("http://HOST:PORT/mcp")
+        .to_owned();
+    (served, authority)
+}
+
+/// One answer as a raw client reads it.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    /// Header lines, names lower-cased.
+    headers: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key == name).then(|| value.trim())
+        })
+    }
+}
+
+/// An HTTP/1.1 request to `/mcp` with a JSON body (`Host` is `host`).
+fn mcp_request(host: &str, body: &Value, headers: &[(&str, &str)]) -> Vec<u8> {
+    let body = body.to_string();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    request.into_bytes()
+}
+
+/// A 2026-07-28 request to `/mcp`.
+fn modern_request(host: &str, method: &str, params: Value) -> Vec<u8> {
+    let mut params = params;
+    params["_meta"] = modern_meta();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let name = body["params"]["name"].as_str().map(str::to_owned);
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+    ];
+    if let Some(name) = &name {
+        headers.push(("Mcp-Name", name.as_str()));
+    }
+    mcp_request(host, &body, &headers)
+}
+
+/// A legacy `initialize`.
+fn initialize_request(host: &str) -> Vec<u8> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "gateway-test", "version": "1"}}});
+    mcp_request(host, &body, &[])
+}
+
+/// Reads one answer: its head, then a body by `Content-Length`, chunked to its last chunk,
+/// or to the end of the connection.
+fn read_reply(stream: &mut std::net::TcpStream) -> std::io::Result<Reply> {
+    use std::io::Read;
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            break end;
+        }
+        let read = stream.read(&mut chunk)?;
+        if read == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
+    let mut rest = buffer[head_end + 4..].to_vec();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let headers: String = lines
+        .map(|line| match line.split_once(':') {
+            Some((name, value)) => format!("{}:{value}\n", name.to_ascii_lowercase()),
+            None => format!("{line}\n"),
+        })
+        .collect();
+    let reply = Reply {
+        status,
+        headers,
+        body: String::new(),
+    };
+    let mut more = |rest: &mut Vec<u8>| -> std::io::Result<bool> {
+        let read = stream.read(&mut chunk)?;
+        rest.extend_from_slice(&chunk[..read]);
+        Ok(read > 0)
+    };
+    let body = if let Some(length) = reply.header("content-length") {
+        let length: usize = length.parse().unwrap_or(0);
+        while rest.len() < length && more(&mut rest)? {}
+        rest.truncate(length);
+        rest
+    } else if reply.header("transfer-encoding") == Some("chunked") {
+        let mut body = Vec::new();
+        loop {
+            let Some(line_end) = rest.windows(2).position(|window| window == b"\r\n") else {
+                if !more(&mut rest)? {
+                    break;
+                }
+                continue;
+            };
+            let size = usize::from_str_radix(String::from_utf8_lossy(&rest[..line_end]).trim(), 16)
+                .unwrap_or(0);
+            if size == 0 {
+                break;
+            }
+            while rest.len() < line_end + 2 + size + 2 {
+                if !more(&mut rest)? {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+            body.extend_from_slice(&rest[line_end + 2..line_end + 2 + size]);
+            rest.drain(..line_end + 2 + size + 2);
+        }
+        body
+    } else {
+        while more(&mut rest)? {}
+        rest
+    };
+    Ok(Reply {
+        body: String::from_utf8_lossy(&body).into_owned(),
+        ..reply
+    })
+}
+
+/// A connection to `authority`, from `source` (a loopback address) when given, with a
+/// small receive buffer when `small_window`.
+fn connect(authority: &str, source: Option<[u8; 4]>, small_window: bool) -> std::net::TcpStream {
+    let target: std::net::SocketAddr = authority.parse().expect("an address");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        if let Some(source) = source {
+            socket
+                .bind((std::net::Ipv4Addr::from(source), 0).into())
+                .expect("bind the source address");
+        }
+        if small_window {
+            socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+            // A small segment size too: the gateway's kernel sizes its send buffer by it, so
+            // what the client leaves unread stays in the gateway, not in the kernel.
+            use std::os::fd::AsRawFd;
+            let segment: libc::c_int = 536;
+            // SAFETY: setsockopt(2) on our own socket with a local int.
+            let set = unsafe {
+                libc::setsockopt(
+                    socket.as_raw_fd(),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_MAXSEG,
+                    (&segment as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(set, 0, "TCP_MAXSEG: {}", std::io::Error::last_os_error());
+        }
+        socket.connect(target).await.expect("connect")
+    });
+    let stream = stream.into_std().expect("a std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    stream
+        .set_read_timeout(Some(BOUND))
+        .expect("a read timeout");
+    stream
+}
+
+/// Sends `request` on a fresh connection and reads the answer.
+fn ask(authority: &str, source: Option<[u8; 4]>, request: &[u8]) -> Reply {
+    use std::io::Write;
+    let mut stream = connect(authority, source, false);
+    stream.write_all(request).expect("send");
+    read_reply(&mut stream).expect("an answer")
+}
+
+/// A `tools/list` answer's tool names.
+fn listed(reply: &Reply) -> Vec<String> {
+    reply
+        .body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .chain(serde_json::from_str::<Value>(&reply.body).ok())
+        .filter_map(|message| message["result"]["tools"].as_array().cloned())
+        .flatten()
+        .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Kilobytes of the process's resident memory (`VmRSS`) or its peak (`VmHWM`).
+fn memory_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                line.strip_prefix(field)?
+                    .trim_start_matches(':')
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .parse()
+                    .ok()
+            })
+        })
+        .expect("a memory figure")
+}
+
+/// How many sockets the process holds open.
+fn sockets_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits, within `BOUND`, until `done` holds; whether it did.
+fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + BOUND;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// Raises this process's open-file limit to its hard limit; the limit then.
+fn raise_nofile() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit(2) on a local struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+    }
+    limit.rlim_cur
+}
+
+#[test]
+fn half_open_connections_under_a_1024_file_limit_never_lock_a_client_out() {
+    use std::io::Write;
+    let ours = raise_nofile();
+    assert!(
+        ours >= 1_500,
+        "this test opens 1,100 connections: raise the hard open-file limit (ulimit -Hn) to \
+         1500 or more (it is {ours})"
+    );
+    // At the default cap, and with a cap the file limit cannot hold (accept then fails with
+    // EMFILE): either way the connection idle longest makes room.
+    for extra in [&[][..], &["--max-connections", "5000"][..]] {
+        let (served, authority) = served_fixture(extra, Some(1024));
+        let mut idle = Vec::new();
+        for n in 0..1_100 {
+            let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
+            if n % 2 == 0 {
+                // A head that never ends.
+                let _ = stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: ");
+            }
+            idle.push(stream);
+        }
+        let started = Instant::now();
+        let mut stream = connect(&authority, None, false);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .expect("a read timeout");
+        stream
+            .write_all(&modern_request(&authority, "tools/list", json!({})))
+            .expect("send");
+        let reply = read_reply(&mut stream);
+        let label = format!("serve {extra:?} with 1,100 idle connections");
+        let reply = reply.unwrap_or_else(|error| {
+            panic!(
+                "{label}: no answer within a second ({error}): {}",
+                served.stderr()
+            )
+        });
+        assert_eq!(reply.status, 200, "{label}: {reply:?}");
+        assert!(
+            listed(&reply).contains(&"fx_echo".to_owned()),
+            "{label}: {reply:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1), "{label}");
+        drop(idle);
+    }
+}
+
+#[test]
+fn past_the_connection_cap_a_client_is_refused_with_503_only_while_every_connection_is_busy() {
+    use std::io::Write;
+    let (served, authority) = served_fixture(&["--max-connections", "3"], None);
+    // Three listen streams: three connections each with a request in flight.
+    let listen = modern_request(
+        &authority,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let mut streams: Vec<std::net::TcpStream> = (0..3)
+        .map(|_| {
+            let mut stream = connect(&authority, None, false);
+            stream.write_all(&listen).expect("send");
+            stream
+        })
+        .collect();
+    for stream in &mut streams {
+        // The acknowledgement arrives as the stream's first event.
+        let mut seen = Vec::new();
+        let mut byte = [0u8; 1];
+        while !String::from_utf8_lossy(&seen).contains("acknowledged") {
+            use std::io::Read;
+            assert_eq!(stream.read(&mut byte).expect("the stream"), 1);
+            seen.push(byte[0]);
+        }
+    }
+    let list = modern_request(&authority, "tools/list", json!({}));
+    let refused = ask(&authority, None, &list);
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.header("retry-after"), Some("1"), "{refused:?}");
+    assert!(refused.body.contains("--max-connections"), "{refused:?}");
+    // One stream ends: its place is free again.
+    drop(streams.pop());
+    assert!(
+        wait_until(|| ask(&authority, None, &list).status == 200),
+        "a freed place takes a client again: {}",
+        served.stderr()
+    );
+}
+
+#[test]
+fn a_request_head_or_body_that_trickles_is_cut_off_and_a_foreign_host_refused() {
+    use std::io::{Read, Write};
+    let (served, authority) = served_fixture(
+        &[
+            "--header-timeout-ms",
+            "500",
+            "--body-timeout-ms",
+            "1000",
+            "--max-body-bytes",
+            "4096",
+        ],
+        None,
+    );
+    // A head that never ends: the connection is closed.
+    let mut stream = connect(&authority, None, false);
+    stream
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: ")
+        .expect("send");
+    let mut rest = Vec::new();
+    let ended = stream.read_to_end(&mut rest);
+    assert!(
+        ended.is_ok()
+            || ended
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the connection is closed, not left open: {ended:?}"
+    );
+
+    // A body trickled a byte at a time: 408 once the body timeout passes.
+    let body = modern_request(&authority, "tools/list", json!({}));
+    let split = body
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let mut stream = connect(&authority, None, false);
+    stream.write_all(&body[..split]).expect("the head");
+    let writer = stream.try_clone().expect("a writer");
+    let trickle = std::thread::spawn(move || {
+        let mut writer = writer;
+        for byte in &body[split..] {
+            if writer.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let reply = read_reply(&mut stream).expect("an answer");
+    assert_eq!(reply.status, 408, "{reply:?}");
+    assert!(reply.body.contains("--body-timeout-ms"), "{reply:?}");
+    drop(stream);
+    let _ = trickle.join();
+
+    // A body over the bound: 413, declared or chunked.
+    let big = json!({"text": "x".repeat(5000)});
+    let reply = ask(
+        &authority,
+        None,
+        &modern_request(
+            &authority,
+            "tools/call",
+            json!({"name": "fx_echo", "arguments": big}),
+        ),
+    );
+    assert_eq!(reply.status, 413, "{reply:?}");
+    assert!(reply.body.contains("--max-body-bytes"), "{reply:?}");
+    let payload = "x".repeat(5000);
+    let chunked = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n\
+         {:x}\r\n{payload}\r\n0\r\n\r\n",
+        payload.len()
+    );
+    let reply = ask(&authority, None, chunked.as_bytes());
+    assert_eq!(reply.status, 413, "{reply:?}");
+    assert!(reply.body.contains("--max-body-bytes"), "{reply:?}");
+    // A body declared too long is refused at once, before a byte of it is sent.
+    let declared = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 5000\r\n\r\n"
+    );
+    let reply = ask(&authority, None, declared.as_bytes());
+    assert_eq!(reply.status, 413, "{reply:?}");
+
+    // DNS rebinding: a loopback socket, a foreign Host.
+    let reply = ask(
+        &authority,
+        None,
+        &modern_request("evil.example.com", "tools/list", json!({})),
+    );
+    assert_eq!(reply.status, 403, "{reply:?}");
+    let reply = ask(
+        &authority,
+        None,
+        &modern_request(
+            &format!(
+                "evil.example.com:{}",
+                authority.rsplit(':').next().unwrap_or_default()
+            ),
+            "tools/list",
+            json!({}),
+        ),
+    );
+    assert_eq!(reply.status, 403, "{reply:?}");
+    // The gateway still answers.
+    let reply = ask(
+        &authority,
+        None,
+        &modern_request(&authority, "tools/list", json!({})),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}: {}", served.stderr());
+}
+
+/// Opens a listen stream from `source`: the connection once the stream is acknowledged, or
+/// the refusal.
+fn open_listen(authority: &str, source: Option<[u8; 4]>) -> Result<std::net::TcpStream, Reply> {
+    let request = modern_request(
+        authority,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    open_stream(authority, source, &request, "acknowledged")
+}
+
+/// Opens a legacy session's `GET` stream from `source`.
+fn open_get(
+    authority: &str,
+    source: Option<[u8; 4]>,
+    session: &str,
+) -> Result<std::net::TcpStream, Reply> {
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    );
+    open_stream(authority, source, request.as_bytes(), "retry:")
+}
+
+/// Sends `request` and, when it is answered 200, reads until `ready` shows; the refusal
+/// otherwise.
+fn open_stream(
+    authority: &str,
+    source: Option<[u8; 4]>,
+    request: &[u8],
+    ready: &str,
+) -> Result<std::net::TcpStream, Reply> {
+    use std::io::{Read, Write};
+    let mut stream = connect(authority, source, false);
+    stream.write_all(request).expect("send");
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).expect("an answer"), 1, "{seen:?}");
+        seen.push(byte[0]);
+    }
+    if !seen.starts_with(b"HTTP/1.1 200") {
+        // The refusal again, whole: the same request on a fresh connection.
+        return Err(ask(authority, source, request));
+    }
+    while !String::from_utf8_lossy(&seen).contains(ready) {
+        assert_eq!(stream.read(&mut byte).expect("the stream"), 1);
+        seen.push(byte[0]);
+    }
+    Ok(stream)
+}
+
+const ONE: Option<[u8; 4]> = Some([127, 0, 0, 1]);
+const TWO: Option<[u8; 4]> = Some([127, 0, 0, 2]);
+
+#[test]
+fn sessions_and_listen_streams_are_bounded_per_client_and_in_total() {
+    let (served, authority) = served_fixture(
+        &[
+            "--max-sessions",
+            "3",
+            "--max-sessions-per-client",
+            "2",
+            "--max-listen-streams",
+            "3",
+            "--max-listen-streams-per-client",
+            "2",
+        ],
+        None,
+    );
+    let initialize = initialize_request(&authority);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let reply = ask(&authority, ONE, &initialize);
+        assert_eq!(reply.status, 200, "{reply:?}");
+        ids.push(
+            reply
+                .header("mcp-session-id")
+                .expect("a session")
+                .to_owned(),
+        );
+    }
+    let refused = ask(&authority, ONE, &initialize);
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(refused.header("retry-after"), Some("5"), "{refused:?}");
+    assert!(
+        refused
+            .body
+            .contains("client 127.0.0.1 has its 2 sessions open")
+            && refused.body.contains("--max-sessions-per-client"),
+        "{refused:?}"
+    );
+    // Another client has places of its own, up to the total.
+    assert_eq!(ask(&authority, TWO, &initialize).status, 200);
+    let refused = ask(&authority, TWO, &initialize);
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.body.contains("--max-sessions)"), "{refused:?}");
+    // A session ended gives its place back.
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {authority}\r\nMcp-Session-Id: {}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: 0\r\n\r\n",
+        ids[0]
+    );
+    assert_eq!(ask(&authority, ONE, delete.as_bytes()).status, 202);
+    assert_eq!(ask(&authority, ONE, &initialize).status, 200);
+
+    // A subscriptions/listen stream and a legacy session's GET stream are both listen streams.
+    let mut ones = vec![
+        open_get(&authority, ONE, &ids[1]).expect("a GET stream"),
+        open_listen(&authority, ONE).expect("a stream"),
+    ];
+    let refused = open_listen(&authority, ONE).expect_err("over the client's bound");
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert!(
+        refused.body.contains("--max-listen-streams-per-client"),
+        "{refused:?}"
+    );
+    let _two = open_listen(&authority, TWO).expect("another client's stream");
+    let refused = open_listen(&authority, TWO).expect_err("over the total");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(
+        refused.body.contains("--max-listen-streams)"),
+        "{refused:?}"
+    );
+    // A stream that ends gives its place back.
+    drop(ones.pop());
+    assert!(
+        wait_until(|| open_listen(&authority, ONE).map(drop).is_ok()),
+        "a freed place takes a stream again: {}",
+        served.stderr()
+    );
+}
+
+#[test]
+fn twenty_thousand_legacy_initializes_leave_the_gateway_small_and_expired_sessions_give_memory_back()
+ {
+    use std::io::Write;
+    let (served, authority) = served_fixture(&["--session-idle-ms", "4000"], None);
+    let pid = served.child.id();
+    assert_eq!(
+        ask(
+            &authority,
+            None,
+            &modern_request(&authority, "tools/list", json!({}))
+        )
+        .status,
+        200
+    );
+    let idle = memory_kib(pid, "VmRSS");
+    let started = Instant::now();
+    let statuses: Vec<BTreeMap<u16, usize>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let authority = authority.as_str();
+                scope.spawn(move || {
+                    let request = initialize_request(authority);
+                    let mut stream = connect(authority, None, false);
+                    let mut statuses = BTreeMap::new();
+                    for _ in 0..5_000 {
+                        stream.write_all(&request).expect("send");
+                        let reply = read_reply(&mut stream).expect("an answer");
+                        *statuses.entry(reply.status).or_default() += 1;
+                    }
+                    statuses
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| worker.join().expect("a worker"))
+            .collect()
+    });
+    let mut total = BTreeMap::new();
+    for counts in statuses {
+        for (status, count) in counts {
+            *total.entry(status).or_insert(0usize) += count;
+        }
+    }
+    let peak = memory_kib(pid, "VmHWM");
+    eprintln!(
+        "20,000 initializes in {:?}: {total:?}; resident {idle} KiB idle, peak {peak} KiB",
+        started.elapsed()
+    );
+    assert_eq!(total.values().sum::<usize>(), 20_000);
+    assert!(
+        total.keys().all(|status| [200, 429].contains(status)),
+        "{total:?}"
+    );
+    assert!(
+        total.get(&429).is_some_and(|refused| *refused > 10_000),
+        "{total:?}"
+    );
+    // One client holds at most 256 sessions of about 60 KiB each.
+    assert!(
+        peak < idle + 64 * 1024,
+        "{peak} KiB at the peak, {idle} KiB idle: {}",
+        served.stderr()
+    );
+    // Once the sessions expire the client is admitted again and the memory is given back.
+    assert!(wait_until(|| {
+        ask(&authority, None, &initialize_request(&authority)).status == 200
+    }));
+    assert!(
+        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        "{} KiB resident after the sessions expired, {idle} KiB idle",
+        memory_kib(pid, "VmRSS")
+    );
+}
+
+#[test]
+fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
+    use std::io::{Read, Write};
+    let (served, authority) = served_fixture(&["--write-timeout-ms", "1000"], None);
+    let pid = served.child.id();
+    let sockets = sockets_of(pid);
+    let idle = memory_kib(pid, "VmRSS");
+    const READERS: usize = 8;
+    const ANSWER: usize = 1_000_000;
+    let echo = modern_request(
+        &authority,
+        "tools/call",
+        json!({"name": "fx_echo", "arguments": {"text": "x".repeat(ANSWER)}}),
+    );
+    // Large requests with small answers (a tool nobody serves): what their parsing took is
+    // given back when their connections end.
+    let unknown = modern_request(
+        &authority,
+        "tools/call",
+        json!({"name": "fx_nothing", "arguments": {"text": "x".repeat(3 * ANSWER)}}),
+    );
+    std::thread::scope(|scope| {
+        for _ in 0..16 {
+            scope.spawn(|| {
+                let reply = ask(&authority, None, &unknown);
+                assert!(reply.body.contains("fx_nothing"), "{reply:?}");
+            });
+        }
+    });
+    assert!(
+        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        "{} KiB resident after 16 large requests, {idle} KiB idle",
+        memory_kib(pid, "VmRSS")
+    );
+    // Clients that read their large answers (each way under a mebibyte, together over):
+    // what the answers took is given back.
+    let halves = modern_request(
+        &authority,
+        "tools/call",
+        json!({"name": "fx_echo", "arguments": {"text": "x".repeat(ANSWER * 6 / 10)}}),
+    );
+    std::thread::scope(|scope| {
+        for _ in 0..16 {
+            scope.spawn(|| {
+                let reply = ask(&authority, None, &halves);
+                assert_eq!(reply.status, 200, "{}", reply.status);
+                assert!(reply.body.len() > ANSWER * 6 / 10, "the whole answer");
+            });
+        }
+    });
+    assert!(
+        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        "{} KiB resident after 16 large answers were read, {idle} KiB idle",
+        memory_kib(pid, "VmRSS")
+    );
+    let mut readers: Vec<_> = (0..READERS)
+        .map(|_| {
+            let mut stream = connect(&authority, None, true);
+            stream.write_all(&echo).expect("send");
+            stream
+        })
+        .collect();
+    assert!(
+        wait_until(|| sockets_of(pid) >= sockets + READERS),
+        "every reader is connected"
+    );
+    // Meanwhile the gateway answers others.
+    let reply = ask(
+        &authority,
+        None,
+        &modern_request(&authority, "tools/list", json!({})),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    // Each connection is closed once its answer has gone unread for the write timeout.
+    assert!(
+        wait_until(|| sockets_of(pid) <= sockets),
+        "{} sockets open, {sockets} before the readers: {}",
+        sockets_of(pid),
+        served.stderr()
+    );
+    let peak = memory_kib(pid, "VmHWM");
+    eprintln!("{READERS} unread answers of {ANSWER} bytes: {idle} KiB idle, peak {peak} KiB");
+    assert!(
+        peak < idle + 256 * 1024,
+        "{peak} KiB at the peak, {idle} KiB idle"
+    );
+    // What the answers took is given back once they are gone.
+    assert!(
+        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        "{} KiB resident after the readers were cut off, {idle} KiB idle",
+        memory_kib(pid, "VmRSS")
+    );
+    for reader in &mut readers {
+        let mut got = Vec::new();
+        let _ = reader.read_to_end(&mut got);
+        assert!(
+            got.len() < ANSWER,
+            "a reader was cut off before its whole answer"
+        );
+    }
+}
+
+#[test]
+fn every_accepted_socket_has_tcp_nodelay() {
+    use std::io::Write;
+    let (served, authority) = served_fixture(&[], None);
+    let pid = served.child.id();
+    let mut stream = connect(&authority, None, false);
+    stream
+        .write_all(&modern_request(&authority, "tools/list", json!({})))
+        .expect("send");
+    assert_eq!(read_reply(&mut stream).expect("an answer").status, 200);
+    // The gateway's end of this connection: the socket whose peer is our local port.
+    let ours = stream.local_addr().expect("local address").port();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).expect("the tcp table");
+    let inode = table
+        .lines()
+        .skip(1)
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let remote = u16::from_str_radix(fields.get(2)?.rsplit(':').next()?, 16).ok()?;
+            (remote == ours).then(|| fields.get(9).map(|inode| (*inode).to_owned()))?
+        })
+        .expect("the gateway's socket of this connection");
+    let fd: i32 = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the gateway's files")
+        .filter_map(Result::ok)
+        .find(|entry| {
+            std::fs::read_link(entry.path())
+                .is_ok_and(|target| target.to_string_lossy() == format!("socket:[{inode}]"))
+        })
+        .and_then(|entry| entry.file_name().to_string_lossy().parse().ok())
+        .expect("the descriptor of that socket");
+    // SAFETY: pidfd_open/pidfd_getfd(2) duplicate our own child's descriptor into this
+    // process; getsockopt(2) reads an int into a local.
+    let nodelay = unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) as libc::c_int;
+        assert!(
+            pidfd >= 0,
+            "pidfd_open: {}",
+            std::io::Error::last_os_error()
+        );
+        let copy = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as libc::c_int;
+        assert!(
+            copy >= 0,
+            "pidfd_getfd: {}",
+            std::io::Error::last_os_error()
+        );
+        let mut value: libc::c_int = 0;
+        let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        let read = libc::getsockopt(
+            copy,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut length,
+        );
+        libc::close(copy);
+        libc::close(pidfd);
+        assert_eq!(read, 0, "getsockopt: {}", std::io::Error::last_os_error());
+        value
+    };
+    assert_eq!(nodelay, 1, "the gateway's socket has TCP_NODELAY");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_replaced_by_another_is_announced_though_the_count_stays() {
+    let mut env = fixture("alpha", &[]);
+    env.push(("PLURNK_MCP_ALPHA_TOOLS".into(), json!(["echo"]).to_string()));
+    env.push(("PLURNK_MCP_ENABLED".into(), json!(["alpha"]).to_string()));
+    env.push(("PLURNK_MCP_ALLOW_ADD".into(), "true".into()));
+    let inner = Host::start(config(&pairs(&env))).await.expect("inner host");
+    let workspace = inner.default_workspace();
+    let ready = workspace
+        .wait_for(BOUND, |snapshot| {
+            snapshot
+                .server("alpha")
+                .is_some_and(|server| server.state == ServerState::Ready)
+        })
+        .await;
+    assert!(ready.is_settled(), "alpha connects");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(plurnk_mcp::gateway::serve_http(
+        Gateway::new(workspace.clone(), Naming::Prefixed),
+        listener,
+        HttpOptions::default(),
+        shutdown.clone(),
+    ));
+    let outer = Host::start(config(&[
+        ("PLURNK_MCP_GW", url),
+        ("PLURNK_MCP_ENABLED", json!(["gw"]).to_string()),
+    ]))
+    .await
+    .expect("outer host");
+    let watched = outer.default_workspace();
+    let before = watched
+        .wait_for(BOUND, |snapshot| {
+            tool_names(snapshot, "gw") == ["alpha_echo"]
+        })
+        .await;
+    assert_eq!(tool_names(&before, "gw"), ["alpha_echo"]);
+    // One tool for another: the same count, another list.
+    let options =
+        plurnk_mcp::config::McpServerOptions::from_json(r#"{"tools": ["add"]}"#).expect("options");
+    workspace
+        .enable_with(
+            "alpha",
+            plurnk_mcp::Customize {
+                options: Some(options),
+                ..plurnk_mcp::Customize::default()
+            },
+        )
+        .await
+        .expect("alpha with another tool");
+    let after = watched
+        .wait_for(BOUND, |snapshot| {
+            tool_names(snapshot, "gw") == ["alpha_add"]
+        })
+        .await;
+    assert_eq!(
+        tool_names(&after, "gw"),
+        ["alpha_add"],
+        "the client was told the list changed and sees the new one"
+    );
+    shutdown_clean(outer).await;
+    shutdown.cancel();
+    shutdown_clean(inner).await;
 }

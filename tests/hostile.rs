@@ -150,7 +150,19 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
         hydration < std::time::Duration::from_millis(20_000) + BOUND,
         "hydration took {hydration:?}"
     );
-    let snapshot = workspace.snapshot();
+    // Start waits out the connect timeout plus a margin; on a loaded machine a server may
+    // still be finishing its attempt then (shown as connecting), and settles right after.
+    let snapshot = workspace
+        .wait_for(BOUND, |snapshot| {
+            ["slowpages", "httpstall", "manytools", "heavypages"]
+                .iter()
+                .all(|alias| {
+                    snapshot
+                        .server(alias)
+                        .is_some_and(|server| server.state != ServerState::Connecting)
+                })
+        })
+        .await;
     for (alias, expected) in [
         ("slowpages", "within 20000 ms"),
         ("httpstall", "within 20000 ms"),
@@ -427,5 +439,37 @@ async fn a_family_that_cannot_be_listed_makes_its_server_unavailable_naming_it()
             "{address} presents an unlisted catalog as complete:\n{text}"
         );
     }
+    calls::shutdown_clean(host).await;
+}
+
+/// Roots are excluded: a legacy server that asks for them anyway is told the method does not
+/// exist (-32601), not handed an empty list that claims the host has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_servers_roots_request_is_answered_method_not_found() {
+    let host = Host::start(
+        HostConfig::from_env([
+            ("PLURNK_MCP_ROOTS".to_owned(), EXE.to_owned()),
+            (
+                "PLURNK_MCP_ROOTS_ARGS".to_owned(),
+                json!(["fixture", "--hostile", "asks-roots"]).to_string(),
+            ),
+            (
+                "PLURNK_MCP_ENABLED".to_owned(),
+                json!(["roots"]).to_string(),
+            ),
+        ])
+        .expect("valid"),
+    )
+    .await
+    .expect("host starts");
+    let reply = host
+        .default_workspace()
+        .call_tool("roots", "echo", json!({}), CallOptions::default())
+        .await
+        .expect("the call answers with the host's reply")
+        .text();
+    let reply: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+    assert!(reply.get("result").is_none(), "{reply}");
     calls::shutdown_clean(host).await;
 }

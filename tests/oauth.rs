@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use plurnk_mcp::config::OverlayServer;
 use plurnk_mcp::{
-    CallOptions, Customize, Host, HostConfig, HostOptions, Problem, ServerDefinition,
+    Accepted, CallOptions, Customize, Host, HostConfig, HostOptions, Problem, ServerDefinition,
     ServerSnapshot, ServerState, SqliteStore, Workspace,
 };
 use serde_json::{Value, json};
@@ -381,6 +381,10 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         .url;
     assert!(url.starts_with(&world.issuer), "{url}");
     assert!(url.contains("code_challenge_method=S256"), "{url}");
+    assert_eq!(
+        serde_json::to_value(Accepted::of(&pending).expect("the add's 202")).ok(),
+        Some(json!({"status": 202, "authorization": {"url": url}}))
+    );
     assert!(
         workspace.snapshot().server("world").is_none(),
         "nothing is published while authorization is pending"
@@ -959,6 +963,11 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         .spawn()
         .expect("plurnk-mcp add starts");
     let mut lines = tokio::io::BufReader::new(add.stdout.take().expect("stdout")).lines();
+    let said = line_with(&mut lines, "waits for authorization", &mut seen).await;
+    assert!(
+        said.contains("server \"world\" waits for authorization (202)"),
+        "{said}"
+    );
     let url = line_with(&mut lines, &world.issuer, &mut seen).await;
     let callback = approve(url.trim()).await;
     let mut stdin = add.stdin.take().expect("stdin");
@@ -999,7 +1008,8 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         .spawn()
         .expect("plurnk-mcp auth starts");
     let mut lines = tokio::io::BufReader::new(auth.stdout.take().expect("stdout")).lines();
-    let shown = line_with(&mut lines, "On any device, open", &mut seen).await;
+    let shown = line_with(&mut lines, "on any device, open", &mut seen).await;
+    assert!(shown.contains("waits for authorization (202)"), "{shown}");
     let complete = shown
         .split_whitespace()
         .find(|word| word.starts_with("http"))
@@ -1032,4 +1042,294 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
     holds_none("the command line's output", &printed, &world.issued().await);
     world.assert_proved().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A command-line process: its stdout read by line, its stderr drained as it is written (a
+/// trace log would otherwise fill the pipe and stop the process).
+struct Running {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+impl Running {
+    fn start(mut command: tokio::process::Command) -> Running {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+        let mut child = command.spawn().expect("plurnk-mcp starts");
+        let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut stderr = child.stderr.take().expect("stderr");
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text).await;
+            text
+        });
+        Running {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    /// Waits (bounded) for the process to end successfully; the JSON it printed after what
+    /// was read. Everything it printed goes to `seen`.
+    async fn finish(mut self, seen: &mut Vec<String>) -> Value {
+        let ended = tokio::time::timeout(Duration::from_secs(60), async {
+            let mut rest = String::new();
+            while let Ok(Some(line)) = self.lines.next_line().await {
+                rest.push_str(&line);
+                rest.push('\n');
+            }
+            (rest, self.child.wait().await)
+        })
+        .await;
+        let (rest, status) = ended.expect("the command ends");
+        let stderr = self.stderr.await.unwrap_or_default();
+        seen.push(rest.clone());
+        seen.push(stderr.clone());
+        assert!(status.is_ok_and(|status| status.success()), "{stderr}");
+        serde_json::from_str(&rest).expect("the summary, as JSON")
+    }
+}
+
+/// The operator's environment declaring one server for each flow: `person` and `device`
+/// (interactive OAuth), `machine` (client credentials) and `runner` (workload identity), the
+/// last two enabled; no `PLURNK_MCP_ALLOW_ADD`, no `PLURNK_MCP_WORKSPACE_ENV`.
+fn declared(world: &World, workload_jwt: &str) -> Vec<(String, String)> {
+    let oauth = json!({"type": "oauth", "redirectUrl": REDIRECT});
+    let servers = [
+        ("PERSON", oauth.clone()),
+        ("DEVICE", oauth),
+        (
+            "MACHINE",
+            json!({"type": "client-credentials", "clientId": "machine",
+                   "clientSecret": "${MACHINE_SECRET}", "issuer": world.issuer}),
+        ),
+        (
+            "RUNNER",
+            json!({"type": "workload-identity", "clientId": "workload",
+                   "assertion": "${WORKLOAD_JWT}", "issuer": world.issuer}),
+        ),
+    ];
+    let mut vars = Vec::new();
+    for (name, authorization) in servers {
+        vars.push((format!("PLURNK_MCP_{name}"), world.mcp.clone()));
+        vars.push((
+            format!("PLURNK_MCP_{name}_AUTHORIZATION"),
+            authorization.to_string(),
+        ));
+    }
+    vars.extend([
+        (
+            "PLURNK_MCP_ENABLED".to_owned(),
+            json!(["machine", "runner"]).to_string(),
+        ),
+        ("PLURNK_MCP_CONNECT_TIMEOUT".to_owned(), "20000".to_owned()),
+        ("MACHINE_SECRET".to_owned(), MACHINE_SECRET.to_owned()),
+        ("WORKLOAD_JWT".to_owned(), workload_jwt.to_owned()),
+    ]);
+    vars
+}
+
+/// Servers the operator declares are always honoured: with the install gate closed (the
+/// default), each flow authorizes a server declared with `PLURNK_MCP_<server>_AUTHORIZATION`,
+/// through the embedding API and through the command line, nothing added or customized; the
+/// answers that wait for a person are the specification's `202 { authorization: { url } }`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_flow_authorizes_servers_the_operator_declares_with_the_install_gate_closed() {
+    use tokio::io::AsyncWriteExt;
+    logs::capture();
+    let world = World::start();
+    let (workload_jwt, _) = world.workload.clone();
+    let vars = declared(&world, &workload_jwt);
+    let config = HostConfig::from_env(vars.clone()).expect("a valid configuration");
+    assert!(
+        !config.allows_runtime_servers(),
+        "the install gate is closed"
+    );
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let mut shown = Vec::new();
+
+    // An application and a workload: their grants run as the host starts.
+    for (alias, subject) in [("machine", "machine"), ("runner", "workload")] {
+        let server = wait_server(&workspace, alias, |s| {
+            !matches!(s.state, ServerState::Connecting | ServerState::Disabled)
+        })
+        .await;
+        assert_eq!(
+            server.state,
+            ServerState::Ready,
+            "{alias}: {:?}",
+            server.problem
+        );
+        let text = whoami(&workspace, alias).await.expect("authorized");
+        assert!(text.starts_with(subject), "{alias}: {text}");
+    }
+    // The gate is closed indeed: nothing can be added.
+    let refused = workspace
+        .add(definition(
+            "extra",
+            &world.mcp,
+            json!({"type": "oauth", "redirectUrl": REDIRECT}),
+        ))
+        .await
+        .expect_err("the install gate is closed");
+    assert_eq!(refused.status, 403, "{refused}");
+
+    // A person: the enable is accepted (202) and publishes nothing; the callback finishes it.
+    let asked = workspace
+        .enable("person")
+        .await
+        .expect("a 202, not a failure");
+    let accepted = Accepted::of(&asked).expect("the enable waits for a person");
+    let url = accepted.authorization().url.clone();
+    assert!(url.starts_with(&world.issuer), "{url}");
+    assert_eq!(
+        serde_json::to_value(&accepted).ok(),
+        Some(json!({"status": 202, "authorization": {"url": url}}))
+    );
+    let unpublished = workspace.snapshot();
+    let person = unpublished.server("person");
+    assert!(
+        person.is_none_or(|s| s.state != ServerState::Ready && s.tools.is_empty()),
+        "{person:?}"
+    );
+    shown.push(format!("{asked:?}"));
+    let ready = workspace
+        .oauth_complete("person", &approve(&url).await)
+        .await
+        .expect("the callback completes the enable");
+    assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
+    assert!(
+        Accepted::of(&ready).is_none(),
+        "a finished action is no 202"
+    );
+    let text = whoami(&workspace, "person").await.expect("authorized");
+    assert!(text.starts_with("ada"), "{text}");
+
+    // A daemon without a browser: the device grant.
+    let device = workspace
+        .authorize_device("device", Some("mcp"))
+        .await
+        .expect("a device authorization");
+    assert!(
+        device.verification_uri.starts_with(&world.issuer),
+        "{device:?}"
+    );
+    assert_eq!(
+        workspace.poll_device("device", &device.device).await,
+        Ok(plurnk_mcp::DevicePoll::Pending)
+    );
+    let complete = device
+        .verification_uri_complete
+        .clone()
+        .expect("the provider gives the complete URI");
+    browse(&complete)
+        .await
+        .expect_err("the device flow ends on a page");
+    let server = match workspace.poll_device("device", &device.device).await {
+        Ok(plurnk_mcp::DevicePoll::Authorized { server }) => server,
+        other => panic!("not authorized: {other:?}"),
+    };
+    assert_eq!(server.state, ServerState::Ready, "{:?}", server.problem);
+    let text = whoami(&workspace, "device").await.expect("authorized");
+    assert!(text.starts_with("ada"), "{text}");
+    // Every flow but the workload's (whose grant answers bearer tokens) proved its key.
+    let presented = world.presented().await;
+    assert!(presented["dpop"].as_u64() >= Some(3), "{presented}");
+    assert!(
+        presented["nonceChallenges"].as_u64() >= Some(1),
+        "{presented}"
+    );
+    shown.push(format!("{device:?} {server:?} {:?}", workspace.snapshot()));
+    shown.push(format!("{:?}", workspace.list().await));
+    shutdown_clean(host).await;
+
+    // The command line, a process of its own with the same environment: `enable --json`
+    // prints the 202 and finishes with the callback; `auth --device --json` prints the
+    // device's 202 and polls until it is approved.
+    let dir = std::env::temp_dir().join(format!("plurnk-oauth-declared-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a state directory");
+    let state = dir.join("state.db").to_string_lossy().into_owned();
+    let command = |args: &[&str]| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_plurnk-mcp"));
+        for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("PLURNK_MCP_")) {
+            command.env_remove(name);
+        }
+        command
+            .arg("--state")
+            .arg(&state)
+            .args(args)
+            .envs(vars.iter().cloned())
+            .env("PLURNK_MCP_LOG", "trace")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    };
+    let mut seen = Vec::new();
+
+    let mut enable = Running::start(command(&["enable", "person", "--json"]));
+    let first = line_with(&mut enable.lines, "\"status\"", &mut seen).await;
+    let accepted: Value = serde_json::from_str(&first).expect("the 202 on one line");
+    let url = accepted["authorization"]["url"]
+        .as_str()
+        .expect("a URL")
+        .to_owned();
+    assert_eq!(
+        accepted,
+        json!({"status": 202, "authorization": {"url": url}})
+    );
+    let callback = approve(&url).await;
+    let mut stdin = enable.child.stdin.take().expect("stdin");
+    stdin
+        .write_all(format!("{callback}\n").as_bytes())
+        .await
+        .expect("the callback is written");
+    drop(stdin);
+    let summary = enable.finish(&mut seen).await;
+    assert_eq!(
+        (summary["alias"].as_str(), summary["state"].as_str()),
+        (Some("person"), Some("ready")),
+        "{summary}"
+    );
+
+    let mut auth = Running::start(command(&["auth", "device", "--device", "--json"]));
+    let first = line_with(&mut auth.lines, "\"status\"", &mut seen).await;
+    let accepted: Value = serde_json::from_str(&first).expect("the 202 on one line");
+    assert_eq!(accepted["status"], 202, "{accepted}");
+    let code = &accepted["authorization"]["device"];
+    assert_eq!(
+        accepted["authorization"]["url"], code["verificationUri"],
+        "{accepted}"
+    );
+    browse(
+        code["verificationUriComplete"]
+            .as_str()
+            .expect("the complete URI"),
+    )
+    .await
+    .expect_err("the device flow ends on a page");
+    let summary = auth.finish(&mut seen).await;
+    assert_eq!(
+        (summary["alias"].as_str(), summary["state"].as_str()),
+        (Some("device"), Some("ready")),
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // No credential the provider issued or received, nor the operator's, is in anything the
+    // host let out.
+    let mut secrets = world.issued().await;
+    secrets.extend([MACHINE_SECRET.to_owned(), workload_jwt]);
+    let printed = seen.join("\n");
+    assert!(
+        printed.contains("TRACE") || printed.contains("DEBUG"),
+        "the commands logged at trace level"
+    );
+    holds_none("the trace log", &logs::logged(), &secrets);
+    holds_none("what the host answered", &shown.join("\n"), &secrets);
+    holds_none("the command line's output", &printed, &secrets);
 }

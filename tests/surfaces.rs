@@ -1093,6 +1093,88 @@ async fn a_legacy_peers_elicitation_goes_to_the_hosts_interaction() {
     shutdown_clean(host).await;
 }
 
+/// A legacy server's question goes to the call that caused it: its caller's interaction,
+/// not the host's. While calls of two callers are in flight it names neither, so it is
+/// declined rather than shown to the wrong one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_servers_question_goes_to_the_caller_whose_call_is_in_flight() {
+    let peers = peers();
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_EVERYTHING", peers.node.clone()),
+        (
+            "PLURNK_MCP_EVERYTHING_ARGS",
+            json!([peers.everything, "stdio"]).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["everything"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let asked = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let ada: plurnk_mcp::InteractionHandler = {
+        let (asked, release) = (asked.clone(), release.clone());
+        Arc::new(move |interaction| {
+            let (asked, release) = (asked.clone(), release.clone());
+            Box::pin(async move {
+                asked.notify_one();
+                release.notified().await;
+                accept_each(
+                    &interaction,
+                    json!({"name": "Ada", "check": true, "integer": 7}),
+                )
+            })
+        })
+    };
+    let bob: plurnk_mcp::InteractionHandler = Arc::new(|interaction| {
+        Box::pin(async move {
+            accept_each(
+                &interaction,
+                json!({"name": "Bob", "check": true, "integer": 8}),
+            )
+        })
+    });
+    let ask = |handler: plurnk_mcp::InteractionHandler| {
+        let workspace = workspace.clone();
+        tokio::spawn(async move {
+            workspace
+                .call_tool(
+                    "everything",
+                    "trigger-elicitation-request",
+                    json!({}),
+                    CallOptions {
+                        interaction: Some(handler),
+                        ..CallOptions::default()
+                    },
+                )
+                .await
+        })
+    };
+    // Ada's call asks alone: her handler has the question.
+    let first = ask(ada);
+    tokio::time::timeout(BOUND, asked.notified())
+        .await
+        .expect("the first caller is asked");
+    // Bob's call asks while Ada's is in flight: the question names neither, so it is declined.
+    let second = tokio::time::timeout(BOUND, ask(bob.clone()))
+        .await
+        .expect("settles")
+        .expect("joined")
+        .expect("a decline is an answer");
+    assert!(second.text().contains("declined"), "{}", second.text());
+    release.notify_one();
+    let first = tokio::time::timeout(BOUND, first)
+        .await
+        .expect("settles")
+        .expect("joined")
+        .expect("answered");
+    assert!(first.text().contains("- Name: Ada"), "{}", first.text());
+    // Alone again, Bob's call gets his own answer, not the host's (there is none here).
+    let alone = ask(bob).await.expect("joined").expect("answered");
+    assert!(alone.text().contains("- Name: Bob"), "{}", alone.text());
+    shutdown_clean(host).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_peer_over_streamable_http() {
     use tokio::io::AsyncBufReadExt;
@@ -1327,9 +1409,15 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
             ])
             .to_string(),
         ),
+        // Its tool list carries no ttlMs; its resources and prompts say 100 ms.
+        ("PLURNK_MCP_CATALOG", EXE.into()),
+        (
+            "PLURNK_MCP_CATALOG_ARGS",
+            json!(["fixture", "--catalog-ttl-ms", "100"]).to_string(),
+        ),
         (
             "PLURNK_MCP_ENABLED",
-            json!(["fresh", "static", "paged"]).to_string(),
+            json!(["fresh", "static", "paged", "catalog"]).to_string(),
         ),
     ]))
     .await
@@ -1370,6 +1458,17 @@ async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
         lists("static").await,
         1,
         "a list without ttlMs waits for a change notification"
+    );
+    // Resources and prompts that say how long they are fresh are listed again too (the
+    // whole catalog is, tools included, so the tool list's count shows it).
+    let mut catalog = lists("catalog").await;
+    while catalog < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        catalog = lists("catalog").await;
+    }
+    assert!(
+        catalog >= 3,
+        "a stale resource and prompt list was fetched again ({catalog} lists)"
     );
     let pages = workspace
         .snapshot()

@@ -405,7 +405,7 @@ pub async fn rmcp_connect_stdio_identity(
     let transport = TokioChildProcess::new(tokio::process::Command::new(&fixture))
         .with_context(|| format!("spawn {}", fixture.display()))?;
     let capabilities: ClientCapabilities =
-        serde_json::from_value(plurnk_mcp::capabilities::client_capabilities())?;
+        serde_json::from_value(plurnk_mcp::capabilities::client_capabilities(false))?;
     let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
     info.title = Some("plurnk MCP host".into());
     let service = ClientConfig::new(capabilities, info)

@@ -27,9 +27,10 @@ use super::environment::Environment;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
 use super::keys::{PREFIX, RESERVED_ALIASES, Suffix, target_variable, tool_summary_key};
+use super::literal::literal_authorization;
 use super::load;
 use super::target::TransportKind;
-use super::wire::{McpServerOptions, OPTIONS};
+use super::wire::{McpAuthorization, McpServerOptions, OPTIONS};
 
 /// One field a layer sets, with the name faults give it.
 #[derive(Clone, PartialEq, Eq)]
@@ -268,6 +269,7 @@ enum LooseValue {
     Text(String),
     List(Vec<String>),
     Map(BTreeMap<String, String>),
+    Authorization(Authorization),
 }
 
 /// One server's entry in an [`Overlay`].
@@ -357,10 +359,21 @@ impl Overlay {
             });
         }
         let definitions = load::read_servers(&env, &scan, None, &mut faults);
-        let mut loose = Vec::new();
+        let mut loose: Vec<Loose> = Vec::new();
         for companion in &scan.unattached {
             if let Some(parsed) = read_loose(&env, companion, &mut faults) {
                 loose.push(parsed);
+            }
+        }
+        for authorization in loose.iter().filter(|l| l.suffix == Suffix::Authorization) {
+            if let Some(bearer) = loose
+                .iter()
+                .find(|l| l.suffix == Suffix::Bearer && l.stem() == authorization.stem())
+            {
+                faults.push(ConfigError::ConflictingFields {
+                    variable: authorization.variable.clone(),
+                    other: bearer.variable.clone(),
+                });
             }
         }
         faults.sort_by(|a, b| a.variable().cmp(b.variable()));
@@ -455,6 +468,9 @@ fn set_loose(patch: &mut Patch, l: &Loose) {
         (LooseValue::Text(v), Suffix::Bearer) => {
             patch.authorization = Some((Set::new(name, Authorization::bearer(v.clone())), true));
         }
+        (LooseValue::Authorization(v), Suffix::Authorization) => {
+            patch.authorization = Some((Set::new(name, v.clone()), false));
+        }
         (LooseValue::List(v), Suffix::Tools) => patch.tools = Some(Set::new(name, v.clone())),
         (LooseValue::List(v), Suffix::Read) => patch.read = Some(Set::new(name, v.clone())),
         (LooseValue::Text(v), Suffix::Summary) => patch.summary = Some(Set::new(name, v.clone())),
@@ -485,7 +501,11 @@ fn read_loose(
     let raw = env.get(key).unwrap_or_default();
     let mut names = SettingNames::written(stem, &target_variable(stem));
     names.set_companion(companion.suffix, key);
+    if companion.suffix == Suffix::Authorization {
+        names.set_authorization(key);
+    }
     let mut checker = Checker::new(&names, None).strict(true);
+    let mut literal = Vec::new();
     let value = match companion.suffix {
         Suffix::Args => {
             let list = json::string_array(key, raw, faults)?;
@@ -515,11 +535,21 @@ fn read_loose(
             checker.bearer(raw, &BTreeMap::new());
             LooseValue::Text(raw.to_owned())
         }
+        Suffix::Authorization => {
+            let (wire, value) = McpAuthorization::from_variable(key, raw, faults)?;
+            let authorization = Authorization::from(&wire);
+            checker.authorization(&authorization, &BTreeMap::new());
+            literal = literal_authorization(key, &value);
+            LooseValue::Authorization(authorization)
+        }
         Suffix::Summary => {
             checker.summaries(Some(raw), &BTreeMap::new());
             LooseValue::Text(raw.to_owned())
         }
     };
+    // A literal client secret is also not a reference: one fault, not two.
+    checker.faults.retain(|fault| !literal.contains(fault));
+    faults.append(&mut literal);
     faults.append(&mut checker.faults);
     Some(Loose {
         variable: key.to_owned(),

@@ -618,6 +618,7 @@ fn wire_field(suffix: Suffix) -> &'static str {
         Suffix::Env => "env",
         Suffix::Bearer => "authorization.token",
         Suffix::Headers => "headers",
+        Suffix::Authorization => "authorization",
         Suffix::Tools => "tools",
         Suffix::Read => "read",
         Suffix::Summary => "summary",

@@ -399,6 +399,21 @@ pub enum ConfigError {
         variable: String,
     },
 
+    /// A credential written into a field that holds no credential of its own (a token, a
+    /// URL's password, a credential-named query value), where only `${NAME}` references may
+    /// carry one.
+    #[error(
+        "{variable} holds a credential written literally ({what}), which that field cannot keep \
+         secret: remove it (only the credential fields token, clientSecret and assertion carry \
+         one, each as one ${{NAME}} reference to the service environment)"
+    )]
+    LiteralCredential {
+        /// The field.
+        variable: String,
+        /// What in it is the credential, such as `its password`; never the value.
+        what: String,
+    },
+
     /// A global service control (`PLURNK_MCP_ENABLED`, a timeout, ...) in a client configuration overlay.
     #[error(
         "{variable} is a service control, which a client configuration overlay cannot set: \
@@ -566,6 +581,7 @@ impl ConfigError {
             | Self::InvalidEnvName { variable, .. }
             | Self::InheritsHostSetting { variable, .. }
             | Self::CredentialNotReference { variable }
+            | Self::LiteralCredential { variable, .. }
             | Self::ServiceControlInOverlay { variable }
             | Self::UnknownField { variable, .. }
             | Self::MissingField { variable, .. }

@@ -111,18 +111,21 @@ pub(crate) enum Suffix {
     Env,
     Bearer,
     Headers,
+    /// http: the wire's `authorization` union as JSON, every credential a `${NAME}`.
+    Authorization,
     Tools,
     Read,
     Summary,
 }
 
 impl Suffix {
-    pub(crate) const ALL: [Self; 8] = [
+    pub(crate) const ALL: [Self; 9] = [
         Self::Args,
         Self::Cwd,
         Self::Env,
         Self::Bearer,
         Self::Headers,
+        Self::Authorization,
         Self::Tools,
         Self::Read,
         Self::Summary,
@@ -136,6 +139,7 @@ impl Suffix {
             Self::Env => "env",
             Self::Bearer => "bearer",
             Self::Headers => "headers",
+            Self::Authorization => "authorization",
             Self::Tools => "tools",
             Self::Read => "read",
             Self::Summary => "summary",
@@ -150,6 +154,7 @@ impl Suffix {
             Self::Env => "_ENV",
             Self::Bearer => "_BEARER",
             Self::Headers => "_HEADERS",
+            Self::Authorization => "_AUTHORIZATION",
             Self::Tools => "_TOOLS",
             Self::Read => "_READ",
             Self::Summary => "_SUMMARY",
@@ -160,7 +165,7 @@ impl Suffix {
     pub(crate) fn applies_to(self) -> Option<TransportKind> {
         match self {
             Self::Args | Self::Cwd | Self::Env => Some(TransportKind::Stdio),
-            Self::Bearer | Self::Headers => Some(TransportKind::Http),
+            Self::Bearer | Self::Headers | Self::Authorization => Some(TransportKind::Http),
             Self::Tools | Self::Read | Self::Summary => None,
         }
     }
@@ -248,6 +253,10 @@ mod tests {
         assert_eq!(Suffix::split("-args"), None);
         assert_eq!(Suffix::split("githubargs"), None);
         assert_eq!(
+            Suffix::split("github-authorization"),
+            Some((Suffix::Authorization, 6))
+        );
+        assert_eq!(
             Suffix::split("github-create-issue-summary"),
             Some((Suffix::Summary, 19))
         );
@@ -263,6 +272,7 @@ mod tests {
             assert!(!is_valid_alias(taken), "{taken}");
         }
         assert!(!is_valid_alias("github-tools"));
+        assert!(!is_valid_alias("github-authorization"));
         assert!(!is_valid_alias("enabled"));
         assert!(!is_valid_alias("connect-timeout"));
         assert!(!is_valid_alias("1password"));

@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use super::definition::{ServerDefinition, Transport};
 use super::environment::is_single_reference;
+use super::error::ConfigError;
 use super::wire::McpServerDefinition;
 
 /// The fields that carry a credential and nothing else: each must be exactly one `${NAME}`
@@ -391,11 +392,73 @@ fn is_referenced(value: &str) -> bool {
     is_single_reference(reference)
 }
 
+/// One place that holds a credential written literally: the field, and what in it is the
+/// credential when that is not the whole value. Never the value.
+struct Found {
+    /// `env."CLIENT_SECRET"`, `authorization.clientSecret`, `args[3]`.
+    field: String,
+    /// `its password`, `the value of --token`, `a token-shaped value`; `None` when the whole
+    /// field is the credential.
+    what: Option<String>,
+}
+
+impl Found {
+    fn whole(field: String) -> Self {
+        Self { field, what: None }
+    }
+
+    fn part(field: String, what: String) -> Self {
+        Self {
+            field,
+            what: Some(what),
+        }
+    }
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.what {
+            None => f.write_str(&self.field),
+            Some(what) => write!(f, "{} ({what})", self.field),
+        }
+    }
+}
+
 /// Every place in `definition` (the wire JSON of any kind, as it is stored) that holds a
 /// credential written literally, by field: `env."CLIENT_SECRET"`, `url (its password)`,
 /// `args[3] (the value of --token)`, `declaration.env."A" (a token-shaped value)`. Empty
 /// when it may be kept.
 pub fn literal_credentials(definition: &Value) -> Vec<String> {
+    found_in(definition)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Every credential `variable` writes literally in the authorization it holds (the
+/// `PLURNK_MCP_<server>_AUTHORIZATION` companion, whose credentials are the operator's
+/// environment's to hold), found by the same reading as [`literal_credentials`], as
+/// configuration faults naming `<variable>.<field>`: a credential field that is not one
+/// `${NAME}`, and a token, a URL's password or a credential-named query value anywhere else.
+pub(crate) fn literal_authorization(variable: &str, authorization: &Value) -> Vec<ConfigError> {
+    let wrapped = serde_json::json!({ "authorization": authorization });
+    found_in(&wrapped)
+        .into_iter()
+        .map(|found| {
+            let field = found
+                .field
+                .strip_prefix("authorization.")
+                .unwrap_or(&found.field);
+            let variable = format!("{variable}.{field}");
+            match found.what {
+                None => ConfigError::CredentialNotReference { variable },
+                Some(what) => ConfigError::LiteralCredential { variable, what },
+            }
+        })
+        .collect()
+}
+
+fn found_in(definition: &Value) -> Vec<Found> {
     let mut found = Vec::new();
     for (path, field) in CREDENTIAL_FIELDS {
         match path
@@ -404,7 +467,7 @@ pub fn literal_credentials(definition: &Value) -> Vec<String> {
         {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) if is_single_reference(s) => {}
-            Some(_) => found.push((*field).to_owned()),
+            Some(_) => found.push(Found::whole((*field).to_owned())),
         }
     }
     walk(definition, "", None, &mut found);
@@ -412,7 +475,7 @@ pub fn literal_credentials(definition: &Value) -> Vec<String> {
 }
 
 /// Visits `value` at `path`; `parent` is the key it sits under.
-fn walk(value: &Value, path: &str, parent: Option<&str>, found: &mut Vec<String>) {
+fn walk(value: &Value, path: &str, parent: Option<&str>, found: &mut Vec<Found>) {
     if CREDENTIAL_FIELDS.iter().any(|(_, field)| *field == path) {
         return;
     }
@@ -433,7 +496,7 @@ fn walk(value: &Value, path: &str, parent: Option<&str>, found: &mut Vec<String>
                     && !arg.is_empty()
                 {
                     if !is_single_reference(arg) {
-                        found.push(format!("{at} (the value of {flag})"));
+                        found.push(Found::part(at, format!("the value of {flag}")));
                     }
                     continue;
                 }
@@ -442,7 +505,10 @@ fn walk(value: &Value, path: &str, parent: Option<&str>, found: &mut Vec<String>
                         Some(start) => {
                             let value = &arg[start..];
                             if !value.is_empty() && !is_single_reference(value) {
-                                found.push(format!("{at} (the value of {})", &arg[..start - 1]));
+                                found.push(Found::part(
+                                    at,
+                                    format!("the value of {}", &arg[..start - 1]),
+                                ));
                             }
                         }
                         None => value_of = Some(arg.to_owned()),
@@ -462,7 +528,7 @@ fn walk(value: &Value, path: &str, parent: Option<&str>, found: &mut Vec<String>
                 };
                 if entries && is_credential_name(key) {
                     if !item.as_str().is_some_and(is_referenced) {
-                        found.push(at);
+                        found.push(Found::whole(at));
                     }
                     continue;
                 }
@@ -474,9 +540,9 @@ fn walk(value: &Value, path: &str, parent: Option<&str>, found: &mut Vec<String>
 }
 
 /// The credentials written into one string at `path`.
-fn strings(s: &str, path: &str, found: &mut Vec<String>) {
+fn strings(s: &str, path: &str, found: &mut Vec<Found>) {
     for literal in literals_in(s) {
-        found.push(format!("{path} ({})", literal.kind));
+        found.push(Found::part(path.to_owned(), literal.kind.to_string()));
     }
 }
 

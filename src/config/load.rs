@@ -17,8 +17,10 @@ use super::keys::{
     Global, PREFIX, RESERVED_ALIASES, Suffix, fold, is_alias_syntax, target_variable,
     tool_summary_key,
 };
+use super::literal::literal_authorization;
 use super::target;
 use super::target::TransportKind;
+use super::wire::McpAuthorization;
 
 /// The companion variables found for one declared server.
 #[derive(Default)]
@@ -458,6 +460,7 @@ fn load_server(
     let vars = reader.map(Suffix::Env);
     let bearer = reader.string(Suffix::Bearer);
     let headers = reader.map(Suffix::Headers);
+    let declared = reader.authorization();
     let tools = reader.array(Suffix::Tools);
     let read = reader.array(Suffix::Read).unwrap_or_default();
     let summary = reader.string(Suffix::Summary);
@@ -471,6 +474,29 @@ fn load_server(
             )
         })
         .collect();
+
+    // `_AUTHORIZATION` excludes `_BEARER` (also while its own value is faulty) and names its
+    // own fields; its literal credentials were found as it was read.
+    if let (Some(_), Some(variable), Some(bearer)) = (
+        &bearer,
+        companions.by_suffix.get(&Suffix::Authorization),
+        companions.by_suffix.get(&Suffix::Bearer),
+    ) {
+        faults.push(ConfigError::ConflictingFields {
+            variable: (*variable).to_owned(),
+            other: (*bearer).to_owned(),
+        });
+    }
+    let mut literal = Vec::new();
+    let authorization = match declared {
+        Some(declared) => {
+            names.set_authorization(declared.variable);
+            literal = declared.literal;
+            Some(declared.authorization)
+        }
+        None if companions.by_suffix.contains_key(&Suffix::Authorization) => None,
+        None => bearer.map(Authorization::bearer),
+    };
 
     // Outside the service environment (a client overlay) every credential
     // must be a reference, which only the service resolves.
@@ -492,7 +518,7 @@ fn load_server(
         })),
         Some(TransportKind::Http) => Some(Transport::Http(HttpDefinition {
             url: target.to_owned(),
-            authorization: bearer.map(Authorization::bearer),
+            authorization,
             headers: headers.unwrap_or_default(),
         })),
         None => {
@@ -504,8 +530,8 @@ fn load_server(
             checker.env(&vars.unwrap_or_default());
             let headers = headers.unwrap_or_default();
             checker.headers(&headers);
-            if let Some(bearer) = &bearer {
-                checker.bearer(bearer, &headers);
+            if let Some(authorization) = &authorization {
+                checker.authorization(authorization, &headers);
             }
             None
         }
@@ -515,6 +541,9 @@ fn load_server(
     }
     checker.tools_and_read(tools.as_deref(), &read);
     checker.summaries(summary.as_deref(), &tool_summaries);
+    // A literal client secret is also not a reference: one fault, not two.
+    checker.faults.retain(|fault| !literal.contains(fault));
+    faults.append(&mut literal);
     faults.append(&mut checker.faults);
 
     Some(ServerDefinition::from_checked(DefinitionParts {
@@ -570,6 +599,26 @@ impl<'a> Reader<'a, '_> {
         let (variable, raw) = self.raw(suffix)?;
         json::string_map(variable, raw, self.faults)
     }
+
+    /// `_AUTHORIZATION`: the wire's union, read by its own reader.
+    fn authorization(&mut self) -> Option<Declared<'a>> {
+        let (variable, raw) = self.raw(Suffix::Authorization)?;
+        let (wire, value) = McpAuthorization::from_variable(variable, raw, self.faults)?;
+        Some(Declared {
+            variable,
+            authorization: Authorization::from(&wire),
+            literal: literal_authorization(variable, &value),
+        })
+    }
+}
+
+/// A server's `_AUTHORIZATION`, read.
+struct Declared<'a> {
+    /// The variable as written.
+    variable: &'a str,
+    authorization: Authorization,
+    /// Every credential it writes literally, as faults naming its fields.
+    literal: Vec<ConfigError>,
 }
 
 /// Reads `PLURNK_MCP_ENABLED` and `PLURNK_MCP_EXPANDED`: every enabled name

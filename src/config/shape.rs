@@ -274,6 +274,19 @@ pub(crate) fn check_options(value: &Value, variable: &str) -> Vec<ConfigError> {
     faults
 }
 
+/// Every shape fault of one `authorization` held whole by `variable` (the
+/// `PLURNK_MCP_<server>_AUTHORIZATION` companion), its fields named `<variable>.<field>`.
+pub(crate) fn check_authorization(value: &Value, variable: &str) -> Vec<ConfigError> {
+    let mut faults = Vec::new();
+    check_value(
+        variable,
+        &field("authorization", Kind::Authorization),
+        value,
+        &mut faults,
+    );
+    faults
+}
+
 fn names(fields: &[Field]) -> String {
     fields.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
 }

@@ -344,6 +344,46 @@ impl McpServerOptions {
 /// How options name themselves in faults: `options.args`, ...
 pub(crate) const OPTIONS: &str = "options";
 
+const AUTHORIZATION_SCHEMA: &str = "an McpAuthorization object, such as {\"type\": \"oauth\", \
+                                    \"redirectUrl\": \"http://127.0.0.1:3000/callback\"} (see \
+                                    schema/McpServerDefinition.schema.json)";
+
+impl McpAuthorization {
+    /// Reads the union from the JSON text `variable` holds (the
+    /// `PLURNK_MCP_<server>_AUTHORIZATION` companion): its shape is checked field by field
+    /// before serde sees it, so no fault quotes a value, and each fault names
+    /// `<variable>.<field>`. With it, the JSON as written, for checks of its strings.
+    pub(crate) fn from_variable(
+        variable: &str,
+        raw: &str,
+        faults: &mut Vec<ConfigError>,
+    ) -> Option<(Self, Value)> {
+        let value = match json::parse(variable, raw, AUTHORIZATION_SCHEMA) {
+            Ok(value) => value,
+            Err(fault) => {
+                faults.push(fault);
+                return None;
+            }
+        };
+        let mut found = shape::check_authorization(&value, variable);
+        if !found.is_empty() {
+            faults.append(&mut found);
+            return None;
+        }
+        match serde_json::from_value(value.clone()) {
+            Ok(authorization) => Some((authorization, value)),
+            Err(_) => {
+                faults.push(ConfigError::WrongJsonShape {
+                    variable: variable.to_owned(),
+                    expected: AUTHORIZATION_SCHEMA,
+                    found: "it does not match that schema".to_owned(),
+                });
+                None
+            }
+        }
+    }
+}
+
 // === conversions ===
 
 impl From<&Authorization> for McpAuthorization {

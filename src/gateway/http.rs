@@ -1,12 +1,14 @@
 //! The gateway over Streamable HTTP at `/mcp`: rmcp's `StreamableHttpService` (stateless
-//! 2026-07-28 requests, sessions for older clients) behind DNS-rebinding protection and,
-//! off loopback, a required bearer token.
+//! 2026-07-28 requests, sessions for older clients) behind DNS-rebinding protection, off
+//! loopback a required bearer token, and the bounds of [`ClientLimits`] (the listener in
+//! `listener.rs`, bodies, sessions and listen streams in `admission.rs`).
 //!
 //! `Host` must be a loopback name (or one the operator allows) and a present `Origin` a
 //! loopback origin (or one allowed): a web page a browser was tricked into sending to the
 //! gateway is refused with `403`. Bound anywhere but loopback, the gateway refuses to start
 //! without a bearer token, and answers `401` to a request without it (compared in constant
-//! time); the token is registered as a secret, so it is scrubbed from whatever leaves.
+//! time); the token is registered as a secret, so it is scrubbed from whatever leaves. A token
+//! shorter than [`MIN_BEARER_BYTES`] is refused: it could be guessed.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -16,12 +18,15 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
+use super::admission::{Admission, Sessions, admit};
+use super::limits::{ClientLimits, LimitError};
+
+/// The shortest bearer token the gateway accepts: 16 bytes of a random token are 128 bits.
+pub const MIN_BEARER_BYTES: usize = 16;
 
 /// How the HTTP gateway admits requests.
 #[derive(Clone, Default)]
@@ -33,6 +38,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser origins (`scheme://host[:port|:*]`) accepted besides the loopback ones.
     pub allowed_origins: Vec<String>,
+    /// What a client may make the gateway hold.
+    pub limits: ClientLimits,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -41,6 +48,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -58,6 +66,18 @@ pub enum ServeError {
         /// The address it was given.
         address: SocketAddr,
     },
+    /// A bearer token too short to withstand guessing (its length only: never the token).
+    #[error(
+        "the gateway's bearer token is {bytes} bytes; it must be at least {MIN_BEARER_BYTES}: \
+         use a long random one (openssl rand -hex 32)"
+    )]
+    BearerTooShort {
+        /// How long the token given is.
+        bytes: usize,
+    },
+    /// Settings of [`ClientLimits`] out of their range, all of them.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Limits(Vec<LimitError>),
     /// The listener failed.
     #[error("the gateway's listener failed: {0}")]
     Io(#[from] std::io::Error),
@@ -76,10 +96,8 @@ pub async fn serve_http(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let address = listener.local_addr()?;
-    if !address.ip().is_loopback() && options.bearer.is_none() {
-        return Err(ServeError::BearerRequired { address });
-    }
+    admissible(&options, listener.local_addr()?)?;
+    let limits = options.limits;
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(
             LOOPBACK_HOSTS
@@ -94,15 +112,15 @@ pub async fn serve_http(
                 .chain(options.allowed_origins.iter().cloned()),
         )
         .enforce_origin_validation()
+        .with_max_request_body_bytes(limits.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
-    let service: StreamableHttpService<Gateway, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(gateway.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let (admission, sessions) = Admission::new(limits);
+    let service: StreamableHttpService<Gateway, Sessions> =
+        StreamableHttpService::new(move || Ok(gateway.clone()), Arc::new(sessions), config);
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn(super::verbatim::swap_http));
+        .layer(axum::middleware::from_fn(super::verbatim::swap_http))
+        .layer(axum::middleware::from_fn_with_state(admission, admit));
     if let Some(token) = options.bearer {
         crate::redact::register([token.clone()]);
         let expected: Arc<[u8]> = format!("Bearer {token}").into_bytes().into();
@@ -113,10 +131,24 @@ pub async fn serve_http(
             },
         ));
     }
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await?;
+    // The bearer is checked first (the outermost layer): nothing of a request without it
+    // is read beyond its head.
+    super::listener::serve(listener, router, limits, shutdown).await;
     Ok(())
+}
+
+/// Whether `options` may serve on `address`: a bearer off loopback, one long enough, and
+/// bounds in range.
+fn admissible(options: &HttpOptions, address: SocketAddr) -> Result<(), ServeError> {
+    if !address.ip().is_loopback() && options.bearer.is_none() {
+        return Err(ServeError::BearerRequired { address });
+    }
+    if let Some(token) = &options.bearer
+        && token.len() < MIN_BEARER_BYTES
+    {
+        return Err(ServeError::BearerTooShort { bytes: token.len() });
+    }
+    options.limits.check().map_err(ServeError::Limits)
 }
 
 async fn require_bearer(expected: &[u8], request: Request, next: Next) -> Response {
@@ -151,7 +183,44 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same;
+    use super::*;
+
+    #[test]
+    fn a_short_bearer_is_refused_by_its_length_and_never_shown() {
+        let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let short = HttpOptions {
+            bearer: Some("fifteen-bytes!!".into()),
+            ..HttpOptions::default()
+        };
+        let refused = admissible(&short, loopback).expect_err("15 bytes");
+        let said = refused.to_string();
+        assert!(
+            said.contains("15 bytes") && said.contains("at least 16"),
+            "{said}"
+        );
+        assert!(!said.contains("fifteen"), "{said}");
+        let enough = HttpOptions {
+            bearer: Some("sixteen-bytes!!!".into()),
+            ..HttpOptions::default()
+        };
+        assert!(admissible(&enough, loopback).is_ok());
+        let anywhere: SocketAddr = ([0, 0, 0, 0], 0).into();
+        assert!(matches!(
+            admissible(&HttpOptions::default(), anywhere),
+            Err(ServeError::BearerRequired { .. })
+        ));
+        let zero = HttpOptions {
+            limits: ClientLimits {
+                max_connections: 0,
+                ..ClientLimits::default()
+            },
+            ..HttpOptions::default()
+        };
+        assert!(matches!(
+            admissible(&zero, loopback),
+            Err(ServeError::Limits(_))
+        ));
+    }
 
     #[test]
     fn tokens_compare_whole() {

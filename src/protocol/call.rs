@@ -265,6 +265,8 @@ pub(crate) struct CallPeer {
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
     /// Why the host cut the connection, when it did: what a call lost with it is told.
     cut: CutReason,
+    /// A legacy server's callers in flight, whose interaction its questions go to.
+    askers: Option<Arc<super::Askers>>,
 }
 
 impl CallPeer {
@@ -275,6 +277,7 @@ impl CallPeer {
         routes: Arc<ProgressRoutes>,
         subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
         cut: CutReason,
+        askers: Option<Arc<super::Askers>>,
     ) -> Self {
         Self {
             alias,
@@ -283,6 +286,7 @@ impl CallPeer {
             routes,
             subscribed,
             cut,
+            askers,
         }
     }
 
@@ -304,6 +308,12 @@ impl CallPeer {
         closing: &CancellationToken,
     ) -> Result<ToolResult, CallError> {
         let label = operation.label();
+        // A legacy server asks its questions beside the call (elicitation/create): they go
+        // to this call's interaction while it is in flight.
+        let _asker = match (&self.askers, &context.interaction) {
+            (Some(askers), Some(handler)) => Some(askers.enter(handler.clone())),
+            _ => None,
+        };
         let (mut responses, mut state): (Option<InputResponses>, Option<String>) =
             match &context.relay {
                 Some(relay) => (

@@ -93,10 +93,20 @@ async fn drain<T: serde::Serialize>(
             )
         })?
         .map_err(|error| format!("{method} could not be sent: {error}"))?;
-        let result = handle
-            .await_response()
-            .await
-            .map_err(|error| format!("{method} failed: {error}"))?;
+        let result = match handle.await_response().await {
+            // A server that has no such method offers none of the family, whatever its
+            // capabilities said: an answer, not a partial list.
+            Err(rmcp::service::ServiceError::McpError(error))
+                if cursor.is_none() && error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
+            {
+                return Ok((Vec::new(), None));
+            }
+            Err(error) => return Err(format!("{method} failed: {error}")),
+            Ok(result) => result,
+        };
+        if cursor.is_none() && lists_nothing(&result) {
+            return Ok((Vec::new(), None));
+        }
         let Some((batch, next, page_ttl)) = page(result) else {
             return Err(format!("{method} returned something other than its list"));
         };
@@ -130,6 +140,24 @@ async fn drain<T: serde::Serialize>(
         "{method} returned more than {} pages: the server's pagination does not converge",
         limits.max_pages
     ))
+}
+
+/// Whether a first page is a successful answer that carries no list at all (`{}`, or only
+/// `resultType`, `_meta` and the caching hints): the server offers none of the family. A
+/// result that carries something else is still refused as not the list asked for.
+fn lists_nothing(result: &ServerResult) -> bool {
+    match result {
+        ServerResult::EmptyResult(_) | ServerResult::TaskAckResult(_) => true,
+        ServerResult::CustomResult(custom) => custom.0.as_object().is_some_and(|object| {
+            object.keys().all(|key| {
+                matches!(
+                    key.as_str(),
+                    "resultType" | "_meta" | "ttlMs" | "cacheScope"
+                )
+            })
+        }),
+        _ => false,
+    }
 }
 
 /// Lists every tool, with how long the list stays fresh (`ttlMs`), when the server says.
@@ -167,8 +195,15 @@ pub(crate) async fn list_catalog(
     timeout: Duration,
     limits: &Limits,
     capabilities: &Value,
-) -> Result<Catalog, String> {
+) -> Result<(Catalog, Option<u64>), String> {
     let mut catalog = Catalog::default();
+    // The catalog is fresh as long as its stalest family that says how long it is fresh.
+    let mut ttl: Option<u64> = None;
+    let mut fresh_for = |family_ttl: Option<u64>| {
+        if let Some(family_ttl) = family_ttl.filter(|ttl| *ttl > 0) {
+            ttl = Some(ttl.map_or(family_ttl, |ttl: u64| ttl.min(family_ttl)));
+        }
+    };
     if capabilities.get("resources").is_some_and(|c| !c.is_null()) {
         let resources = match drain(
             peer,
@@ -190,7 +225,10 @@ pub(crate) async fn list_catalog(
         )
         .await
         {
-            Ok((resources, _)) => resources,
+            Ok((resources, family_ttl)) => {
+                fresh_for(family_ttl);
+                resources
+            }
             Err(problem) => return Err(problem),
         };
         catalog.resources = resources
@@ -226,7 +264,10 @@ pub(crate) async fn list_catalog(
         )
         .await
         {
-            Ok((templates, _)) => templates,
+            Ok((templates, family_ttl)) => {
+                fresh_for(family_ttl);
+                templates
+            }
             Err(problem) => return Err(problem),
         };
         catalog.templates = templates
@@ -263,7 +304,10 @@ pub(crate) async fn list_catalog(
         )
         .await
         {
-            Ok((prompts, _)) => prompts,
+            Ok((prompts, family_ttl)) => {
+                fresh_for(family_ttl);
+                prompts
+            }
             Err(problem) => return Err(problem),
         };
         catalog.prompts = prompts
@@ -296,7 +340,7 @@ pub(crate) async fn list_catalog(
             })
             .collect();
     }
-    Ok(catalog)
+    Ok((catalog, ttl))
 }
 
 fn text(value: &Value, key: &str) -> Option<String> {
@@ -568,6 +612,21 @@ mod tests {
         let error = apply_policy("s", listed, None, &[]).expect_err("refused");
         assert!(error.contains("and 92 more"), "{error}");
         assert!(error.len() < 1_000, "{} bytes: {error}", error.len());
+    }
+
+    #[test]
+    fn an_answer_with_no_list_at_all_lists_nothing_and_anything_else_is_not() {
+        let result = |value: serde_json::Value| -> ServerResult {
+            serde_json::from_value(value).expect("a result")
+        };
+        assert!(lists_nothing(&result(serde_json::json!({}))));
+        assert!(lists_nothing(&result(serde_json::json!({
+            "resultType": "complete", "ttlMs": 0, "cacheScope": "private"
+        }))));
+        assert!(!lists_nothing(&result(
+            serde_json::json!({"resources": "not a list"})
+        )));
+        assert!(!lists_nothing(&result(serde_json::json!({"tools": []}))));
     }
 
     #[test]

@@ -203,6 +203,9 @@ pub(crate) struct Connection {
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
     /// The last authorization challenge the server refused a token with (OAuth only).
     challenge: ChallengeSlot,
+    /// The callers in flight, when the server may ask questions of its own (a legacy
+    /// server's `elicitation/create`); `None` for a 2026-07-28 server, which asks in results.
+    askers: Option<Arc<super::Askers>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -275,6 +278,7 @@ pub(crate) async fn connect(
         changes,
         cut,
         challenge,
+        askers,
     } = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error()),
@@ -331,6 +335,7 @@ pub(crate) async fn connect(
         closing,
         subscribed,
         challenge,
+        askers: (!modern).then_some(askers),
     })
 }
 
@@ -517,6 +522,7 @@ struct Parts {
     changes: Arc<Notify>,
     cut: CutReason,
     challenge: ChallengeSlot,
+    askers: Arc<super::Askers>,
 }
 
 async fn attempt(
@@ -529,9 +535,11 @@ async fn attempt(
     let lost = CancellationToken::new();
     let routes = Arc::new(ProgressRoutes::default());
     let changes = Arc::new(Notify::new());
+    let askers = Arc::new(super::Askers::default());
     let client = HostClient {
         alias: alias.to_owned(),
         interaction: options.interaction.clone(),
+        askers: askers.clone(),
         legacy: matches!(lifecycle, ClientLifecycleMode::Initialize),
         grant: matches!(target, Target::Http { grant: true, .. }),
     };
@@ -650,6 +658,7 @@ async fn attempt(
         changes,
         cut,
         challenge,
+        askers,
     })
 }
 
@@ -761,6 +770,7 @@ impl Connection {
             self.routes.clone(),
             self.subscribed.clone(),
             self.cut.clone(),
+            self.askers.clone(),
         )
     }
 
@@ -852,9 +862,13 @@ impl Lister {
             .map_err(|detail| scrub(&detail).into_owned())
     }
 
-    /// Lists resources, templates and prompts the server advertises; a family that cannot
-    /// be listed whole is the error, naming it (scrubbed).
-    pub(crate) async fn list_catalog(&self, timeout: Duration) -> Result<Catalog, String> {
+    /// Lists resources, templates and prompts the server advertises, with the shortest
+    /// `ttlMs` they gave; a family that cannot be listed whole is the error, naming it
+    /// (scrubbed).
+    pub(crate) async fn list_catalog(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Catalog, Option<u64>), String> {
         super::catalog::list_catalog(
             &self.peer,
             timeout,

@@ -234,8 +234,8 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
             return Err(Problem::server_unavailable(detail));
         }
     };
-    let catalog = match lister.list_catalog(request_timeout).await {
-        Ok(catalog) => catalog,
+    let (catalog, catalog_ttl) = match lister.list_catalog(request_timeout).await {
+        Ok(listed) => listed,
         Err(detail) => {
             connection.close_in_background(options.close_grace);
             return Err(list_failed(format!("could not be listed: {detail}")));
@@ -256,8 +256,19 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         tools: tools.into(),
         catalog,
         negotiated,
-        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
+        freshness: freshness(ttl, catalog_ttl),
     }))
+}
+
+/// How long a listing is fresh: the shortest positive `ttlMs` of the tool list and of the
+/// other families, each list fetched again when it passes (§mcp-core-matrix caching hints).
+fn freshness(tools: Option<u64>, catalog: Option<u64>) -> Option<Duration> {
+    [tools, catalog]
+        .into_iter()
+        .flatten()
+        .filter(|ttl| *ttl > 0)
+        .min()
+        .map(Duration::from_millis)
 }
 
 /// Lists the catalog again on a live session and applies the tool policy.
@@ -276,11 +287,11 @@ pub(crate) async fn relist(
     let (listed, ttl) = lister.list_tools(timeout).await.map_err(unavailable)?;
     let tools = super::apply_policy(alias, listed, definition.tools(), definition.read())
         .map_err(Problem::server_unavailable)?;
-    let catalog = lister.list_catalog(timeout).await.map_err(unavailable)?;
+    let (catalog, catalog_ttl) = lister.list_catalog(timeout).await.map_err(unavailable)?;
     Ok(Box::new(Relisted {
         tools: tools.into(),
         catalog,
-        freshness: ttl.filter(|ttl| *ttl > 0).map(Duration::from_millis),
+        freshness: freshness(ttl, catalog_ttl),
     }))
 }
 

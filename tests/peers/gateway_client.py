@@ -50,6 +50,9 @@ elicitation the client answered during that step, in order.
 Steps: {"op":"list_tools"} {"op":"call","tool":NAME,"arguments":{...}} {"op":"list_resources"}
 {"op":"read","uri":URI} {"op":"list_prompts"} {"op":"get_prompt","name":N,"arguments":{...}}
 {"op":"wait_tools_changed","timeout_ms":N} {"op":"sleep","ms":N}
+{"op":"time_calls","tool":NAME,"arguments":{...},"calls":N,"warmup":W}: W calls, then N calls one
+after another, each timed (the gateway benchmark, examples/gateway.rs); its result is
+{"latencies_us":[...]} and a call that fails ends the step with that error
 
 Output, one JSON object per line on stdout (diagnostics go to stderr):
   {"op":"connected","protocolVersion":...,"era":"modern"|"legacy","serverInfo":...,
@@ -79,6 +82,7 @@ import json
 import os
 import math
 import sys
+import time
 from collections import deque
 from contextlib import AsyncExitStack
 from typing import Any
@@ -418,6 +422,18 @@ async def run_plan(opts: dict[str, Any], client: Client, state: dict[str, Any], 
                 elif op == "sleep":
                     await anyio.sleep(step.get("ms", 0) / 1000)
                     line.update(ok=True, result={})
+                elif op == "time_calls":
+                    arguments = step.get("arguments") or {}
+                    latencies = []
+                    for n in range(step.get("warmup", 0) + step.get("calls", 1)):
+                        started = time.perf_counter()
+                        res = await client.call_tool(step["tool"], arguments)
+                        elapsed = time.perf_counter() - started
+                        if res.is_error:
+                            raise RuntimeError(f"call {n} was a tool error: {dump(res)}")
+                        if n >= step.get("warmup", 0):
+                            latencies.append(round(elapsed * 1e6))
+                    line.update(ok=True, result={"latencies_us": latencies})
                 else:
                     bound = step.get("timeout_ms", opts["timeout_ms"]) / 1000
                     with anyio.fail_after(bound):
