@@ -6,6 +6,8 @@
 #   scripts/bench.sh --json out.json …    # any other argument goes to the benchmark
 #   scripts/bench.sh --gateway [--quick]  # the gateway benchmark instead: plurnk-mcp serve
 #                                         # beside npm's mcp-proxy (examples/gateway.rs)
+#   scripts/bench.sh --instructions       # instructions per call, counted (valgrind): a table,
+#                                         # and target/bench/instructions.json
 #
 # 1. scripts/install-peers.sh: Node 22 (and the test peers) into .cache/
 # 2. the official TypeScript v2 client, @modelcontextprotocol/client, into .cache/bench-npm
@@ -25,6 +27,49 @@ TS_CLIENT_VERSION="2.4.0"
 
 log() { echo "bench: $*" >&2; }
 
+# Instructions per sequential echo call of the client process, counted by callgrind rather
+# than timed (a shared machine cannot blur a count): the marginal cost between a 2,000- and a
+# 6,000-call trial, so start-up and warm-up cancel out. PLURNK_BENCH_LOAD and
+# PLURNK_BENCH_FIXTURE measure other builds (nothing is built then).
+if [[ "${1:-}" == "--instructions" ]]; then
+  command -v valgrind >/dev/null || { log "valgrind is needed (apt-get install valgrind)"; exit 1; }
+  target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+  if [[ -z "${PLURNK_BENCH_LOAD:-}" ]]; then
+    cargo build --release --locked --example load -p plurnk-mcp
+    cargo build --release --locked -p plurnk-mcp-fixture
+  fi
+  load="${PLURNK_BENCH_LOAD:-$target_dir/release/examples/load}"
+  fixture="${PLURNK_BENCH_FIXTURE:-$target_dir/release/plurnk-mcp-fixture}"
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  counted() { # client, calls -> instructions of the trial process
+    local spec
+    spec="{\"client\":\"$1\",\"workload\":{\"kind\":\"calls\",\"n\":$2,\"c\":1,\"servers\":1,\"warmup\":200,\"host_identity\":false},\"fixture\":\"$fixture\",\"node\":\"/nonexistent\",\"ts_dir\":\"/nonexistent\",\"ts_driver\":\"/nonexistent\"}"
+    valgrind --tool=callgrind --callgrind-out-file="$work/$1.$2" "$load" --trial "$spec" \
+      >"$work/$1.$2.out" 2>"$work/$1.$2.log" || { cat "$work/$1.$2.log" >&2; exit 1; }
+    # A trial that failed counts nothing worth reading.
+    grep -q '"error":null' "$work/$1.$2.out" || { log "$1 $2: $(tail -c 2000 "$work/$1.$2.out")"; exit 1; }
+    awk '/^(summary|totals):/ { print $2; exit }' "$work/$1.$2"
+  }
+  mkdir -p target/bench
+  json="target/bench/instructions.json"
+  echo "{" >"$json"
+  printf '%-8s %16s %16s %14s\n' client "2000 calls" "6000 calls" "per call" >&2
+  first=1
+  for client in host rmcp; do
+    small="$(counted "$client" 2000)"
+    large="$(counted "$client" 6000)"
+    per=$(( (large - small) / 4000 ))
+    printf '%-8s %16s %16s %14s\n' "$client" "$small" "$large" "$per" >&2
+    [[ $first == 1 ]] || echo "," >>"$json"
+    first=0
+    printf '  "%s": {"instructions_2000": %s, "instructions_6000": %s, "per_call": %s}' \
+      "$client" "$small" "$large" "$per" >>"$json"
+  done
+  printf '\n}\n' >>"$json"
+  log "figures written to $json"
+  exit 0
+fi
 gateway=0
 if [[ "${1:-}" == "--gateway" ]]; then gateway=1; shift; fi
 

@@ -473,3 +473,27 @@ async fn a_legacy_servers_roots_request_is_answered_method_not_found() {
     assert!(reply.get("result").is_none(), "{reply}");
     calls::shutdown_clean(host).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_servers_content_block_of_an_unknown_type_reaches_the_caller_as_written() {
+    // Over Streamable HTTP rmcp reads the response; a result it cannot type (a content block
+    // of a type no revision defines) reaches the caller as the server wrote it. (Fields it
+    // does not know, beside known blocks, are kept over stdio only: README, Tools.)
+    let server = HttpServer::start(&["--hostile", "odd-results"]);
+    let config = HostConfig::from_env([
+        ("PLURNK_MCP_ODD".to_owned(), server.url.clone()),
+        ("PLURNK_MCP_ENABLED".to_owned(), json!(["odd"]).to_string()),
+    ])
+    .expect("valid");
+    let host = Host::start(config).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let snapshot = workspace.snapshot();
+    let odd = snapshot.server("odd").expect("configured");
+    assert_eq!(odd.state, ServerState::Ready, "{:?}", odd.problem);
+    let called = workspace
+        .call_tool("odd", "odd", json!({}), CallOptions::default())
+        .await
+        .expect("odd");
+    assert_eq!(called.result, plurnk_mcp_fixture::hostile::odd_result());
+    host.shutdown().await;
+}
