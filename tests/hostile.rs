@@ -495,5 +495,5 @@ async fn an_http_servers_content_block_of_an_unknown_type_reaches_the_caller_as_
         .await
         .expect("odd");
     assert_eq!(called.result, plurnk_mcp_fixture::hostile::odd_result());
-    host.shutdown().await;
+    calls::shutdown_clean(host).await;
 }
