@@ -160,13 +160,14 @@ pub const MATRIX: &[Row] = &[
     Row {
         surface: "caching",
         authority: "MCP 2026-07-28 ttlMs / cacheScope",
-        disposition: Disposition::Partial,
+        disposition: Disposition::Supported,
         advertisement: Advertisement::Never,
         evidence: &[
             "resource_reads_honour_the_servers_ttl",
             "a_tool_list_is_fetched_again_when_its_ttl_passes",
+            "a_discover_answer_is_kept_whole_and_asked_again_when_its_ttl_passes",
         ],
-        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); every list (tools, resources, templates, prompts) is fetched again when the shortest ttlMs it gave passes (at most once a second) and on change notifications; a discover result's ttlMs, cacheScope and supportedVersions are not kept (the connection keeps its negotiation)",
+        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); every list (tools, resources, templates, prompts) is fetched again when the shortest ttlMs it gave passes (at most once a second) and on change notifications; a discover answer is kept whole (supportedVersions, ttlMs, cacheScope in Negotiated::discovery) and asked again when its ttlMs passes, its new identity, capabilities and instructions published (a server that stops listing the negotiated revision is connected again)",
     },
     Row {
         surface: "subscriptions",

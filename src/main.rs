@@ -271,6 +271,9 @@ enum Command {
         /// carries.
         #[arg(long)]
         catalog_ttl_ms: Option<u64>,
+        /// The ttlMs of the server/discover answer (whose instructions then count answers).
+        #[arg(long)]
+        discover_ttl_ms: Option<u64>,
         /// Report to the test probe at this address (127.0.0.1:PORT); enables `gate`.
         #[arg(long)]
         probe: Option<String>,
@@ -453,6 +456,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 paging,
                 list_ttl_ms,
                 catalog_ttl_ms,
+                discover_ttl_ms,
                 probe,
                 hold_lists,
                 tools_only,
@@ -503,6 +507,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                     paging,
                     list_ttl_ms,
                     catalog_ttl_ms,
+                    discover_ttl_ms,
                     probe,
                     hold_lists,
                     tools_only,

@@ -358,6 +358,24 @@ pub struct Negotiated {
     pub instructions: Option<String>,
     /// The server's capabilities, as JSON.
     pub capabilities: Value,
+    /// What a modern server's discover answer said beside the above; `None` for a legacy
+    /// server (negotiated through `initialize`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Discovery>,
+}
+
+/// The hints of a `server/discover` answer (§mcp-core-matrix Discovery): which revisions the
+/// server speaks, and how long its answer stays fresh and for whom. The host asks again once
+/// `ttl_ms` passes (with the catalog's own freshness), taking the new identity, capabilities
+/// and instructions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Discovery {
+    /// Every revision the server said it implements.
+    pub supported_versions: Vec<String>,
+    /// How long the answer stays fresh, in milliseconds (0: not to be reused).
+    pub ttl_ms: u64,
+    /// `public` or `private`: whether the answer may be shared across authorizations.
+    pub cache_scope: String,
 }
 
 /// One server in a workspace snapshot.
@@ -1422,6 +1440,7 @@ mod tests {
                 description: None,
                 instructions: Some("call with SNAPSHOT-SECRET-4242".into()),
                 capabilities: Value::Null,
+                discovery: None,
             })),
             tools: Arc::from([
                 tool("leaks", "key snapshot-secret-4242"),

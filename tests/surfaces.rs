@@ -1387,6 +1387,83 @@ async fn resource_updates_reach_the_events_stream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discover_answer_is_kept_whole_and_asked_again_when_its_ttl_passes() {
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_FRESH", EXE.into()),
+        (
+            "PLURNK_MCP_FRESH_ARGS",
+            json!(["fixture", "--discover-ttl-ms", "100"]).to_string(),
+        ),
+        ("PLURNK_MCP_OLD", EXE.into()),
+        (
+            "PLURNK_MCP_OLD_ARGS",
+            json!(["fixture", "--legacy"]).to_string(),
+        ),
+        ("PLURNK_MCP_ENABLED", json!(["fresh", "old"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let negotiated = |alias: &str| {
+        workspace
+            .snapshot()
+            .server(alias)
+            .and_then(|server| server.negotiated.clone())
+            .unwrap_or_else(|| panic!("{alias} negotiated"))
+    };
+    // What rmcp does not keep of the answer is kept: the revisions, the ttl, the scope.
+    let first = negotiated("fresh");
+    let discovery = first
+        .discovery
+        .clone()
+        .expect("a modern server's discover hints");
+    assert!(
+        discovery
+            .supported_versions
+            .iter()
+            .any(|v| v == "2026-07-28")
+            && discovery.supported_versions.len() > 1,
+        "{discovery:?}"
+    );
+    assert_eq!(discovery.ttl_ms, 100);
+    assert_eq!(discovery.cache_scope, "private");
+    assert!(
+        first
+            .instructions
+            .as_deref()
+            .is_some_and(|i| i.ends_with("(discover answer 1)")),
+        "{:?}",
+        first.instructions
+    );
+    // Once the answer goes stale the server is asked again and what it now says is published
+    // (no sooner than the one-second floor of every freshness hint).
+    workspace
+        .wait_for(BOUND, |snapshot| {
+            snapshot
+                .server("fresh")
+                .and_then(|server| server.negotiated.as_ref())
+                .and_then(|negotiated| negotiated.instructions.as_deref())
+                .is_some_and(|instructions| !instructions.ends_with("(discover answer 1)"))
+        })
+        .await;
+    let now = negotiated("fresh");
+    assert!(
+        now.instructions.as_deref().is_some_and(|i| i.contains("(discover answer ")
+            && !i.ends_with("(discover answer 1)")),
+        "the stale discover answer was not asked again: {:?}",
+        now.instructions
+    );
+    assert_eq!(
+        now.revision, first.revision,
+        "the revision stays as negotiated"
+    );
+    assert_eq!(now.discovery, Some(discovery));
+    // A legacy server negotiated through initialize has no discover answer to keep.
+    assert_eq!(negotiated("old").discovery, None);
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_list_is_fetched_again_when_its_ttl_passes() {
     let host = Host::start(config(&[
         ("PLURNK_MCP_FRESH", EXE.into()),

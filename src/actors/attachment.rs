@@ -710,7 +710,8 @@ impl AttachmentState {
         };
         self.relisting = Relisting::Running;
         let generation = self.generation;
-        let peer = live.connection.lister();
+        // Read by what the server said last (its discover answer may have been renewed).
+        let peer = live.connection.lister().renewed(live.negotiated.clone());
         let (retired, lost) = (live.retired.clone(), live.connection.lost());
         let alias = self.args.alias.clone();
         let definition = self.args.definition.clone();
@@ -817,6 +818,9 @@ impl AttachmentState {
             live.tools = refresh.tools;
             live.catalog = refresh.catalog;
             live.freshness = refresh.freshness;
+            if let Some(negotiated) = refresh.negotiated {
+                live.negotiated = negotiated;
+            }
             self.publish();
         }
         // The calls that waited behind the change run now, on the new catalog.

@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonRpcMessage, ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::model::{
+    DiscoverResult, JsonRpcMessage, ProtocolVersion, ServerNotification, ServerResult,
+    SubscriptionFilter,
+};
 use rmcp::service::{
     ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient,
     RunningService,
@@ -31,7 +34,8 @@ use super::oauth::{ChallengeSlot, Challenged};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http};
 use crate::model::{
-    Catalog, InProcessConnector, InteractionHandler, Limits, Negotiated, Progress, TransportKind,
+    Catalog, Discovery, InProcessConnector, InteractionHandler, Limits, Negotiated, Progress,
+    TransportKind,
 };
 use crate::redact::scrub;
 
@@ -279,6 +283,7 @@ pub(crate) async fn connect(
         cut,
         challenge,
         askers,
+        discovered,
     } = match result {
         Ok(Ok(parts)) => parts,
         Ok(Err(failure)) => return Err(failure.into_error()),
@@ -299,7 +304,11 @@ pub(crate) async fn connect(
                 .with_private_partition(partition(target)),
         )
         .await;
-    let negotiated = Arc::new(negotiated(&service, modern));
+    let discovered = discovered
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    let negotiated = Arc::new(negotiated(&service, modern, discovered.as_ref()));
     let mut subscribed = None;
     let mut closing = None;
     if modern {
@@ -523,7 +532,13 @@ struct Parts {
     cut: CutReason,
     challenge: ChallengeSlot,
     askers: Arc<super::Askers>,
+    discovered: Discovered,
 }
+
+/// The last `server/discover` answer the connection read, whole: rmcp keeps its identity,
+/// capabilities and instructions, and this keeps the rest (supported versions, `ttlMs`,
+/// `cacheScope`).
+type Discovered = Arc<std::sync::Mutex<Option<DiscoverResult>>>;
 
 async fn attempt(
     alias: &str,
@@ -545,7 +560,9 @@ async fn attempt(
     };
     let cut = CutReason::default();
     let challenge = ChallengeSlot::default();
+    let discovered = Discovered::default();
     let signals = Signals {
+        discovered: discovered.clone(),
         lost: lost.clone(),
         routes: routes.clone(),
         changed: changes.clone(),
@@ -659,6 +676,7 @@ async fn attempt(
         cut,
         challenge,
         askers,
+        discovered,
     })
 }
 
@@ -697,7 +715,7 @@ where
     Ok((service, modern))
 }
 
-fn negotiated(service: &Service, modern: bool) -> Negotiated {
+fn negotiated(service: &Service, modern: bool, discovered: Option<&DiscoverResult>) -> Negotiated {
     let info = service.peer().peer_info();
     let Some(info) = info else {
         return Negotiated {
@@ -709,6 +727,7 @@ fn negotiated(service: &Service, modern: bool) -> Negotiated {
             description: None,
             instructions: None,
             capabilities: serde_json::Value::Null,
+            discovery: None,
         };
     };
     let identity = info.server_info.as_ref();
@@ -721,7 +740,59 @@ fn negotiated(service: &Service, modern: bool) -> Negotiated {
         description: identity.and_then(|i| i.description.clone()),
         instructions: info.instructions.clone(),
         capabilities: serde_json::to_value(&info.capabilities).unwrap_or_default(),
+        discovery: discovered.filter(|_| modern).map(discovery),
     }
+}
+
+/// What a discover answer says beside identity, capabilities and instructions.
+fn discovery(result: &DiscoverResult) -> Discovery {
+    Discovery {
+        supported_versions: result
+            .supported_versions
+            .iter()
+            .map(|version| version.as_str().to_owned())
+            .collect(),
+        ttl_ms: result.ttl_ms,
+        cache_scope: match result.cache_scope {
+            rmcp::model::CacheScope::Private => "private",
+            _ => "public",
+        }
+        .to_owned(),
+    }
+}
+
+/// A modern server's negotiation renewed from a new discover answer: identity, capabilities,
+/// instructions and hints as it now says, the revision as negotiated (a server that no longer
+/// lists it is an error: the connection must be opened again).
+fn rediscovered(old: &Negotiated, result: &DiscoverResult) -> Result<Negotiated, String> {
+    if !result
+        .supported_versions
+        .iter()
+        .any(|version| version.as_str() == old.revision)
+    {
+        return Err(format!(
+            "its discover answer no longer lists revision {} (it lists {})",
+            old.revision,
+            result
+                .supported_versions
+                .iter()
+                .map(|version| version.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let identity = result.server_info();
+    Ok(Negotiated {
+        revision: old.revision.clone(),
+        modern: true,
+        name: identity.as_ref().map(|i| i.name.clone()),
+        version: identity.as_ref().map(|i| i.version.clone()),
+        title: identity.as_ref().and_then(|i| i.title.clone()),
+        description: identity.as_ref().and_then(|i| i.description.clone()),
+        instructions: result.instructions.clone(),
+        capabilities: serde_json::to_value(&result.capabilities).unwrap_or_default(),
+        discovery: Some(discovery(result)),
+    })
 }
 
 impl Connection {
@@ -878,6 +949,50 @@ impl Lister {
         .await
         .map_err(|detail| scrub(&detail).into_owned())
     }
+
+    /// A modern server's discover answer asked again (rmcp serves it from its cache while
+    /// the last answer's `ttlMs` holds), when it says something new: `Ok(None)` for a legacy
+    /// server, an unchanged answer, or a server that could not answer (it keeps what it
+    /// said); the error is a server that no longer speaks the negotiated revision.
+    pub(crate) async fn rediscover(&self, timeout: Duration) -> Result<Option<Negotiated>, String> {
+        if !self.negotiated.modern {
+            return Ok(None);
+        }
+        let asked = tokio::time::timeout(
+            timeout,
+            self.peer
+                .discover(rmcp::model::RequestMetaObject::default()),
+        )
+        .await;
+        let result = match asked {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "server/discover asked again failed; keeping the last answer");
+                return Ok(None);
+            }
+            Err(_) => {
+                tracing::debug!("server/discover asked again timed out; keeping the last answer");
+                return Ok(None);
+            }
+        };
+        let renewed = rediscovered(&self.negotiated, &result)
+            .map_err(|detail| scrub(&detail).into_owned())?;
+        Ok((renewed != *self.negotiated).then_some(renewed))
+    }
+
+    /// What this lister reads the server's families by.
+    pub(crate) fn negotiated(&self) -> &Negotiated {
+        &self.negotiated
+    }
+
+    /// This lister, reading the families `negotiated` says the server offers.
+    pub(crate) fn renewed(&self, negotiated: Arc<Negotiated>) -> Lister {
+        Lister {
+            peer: self.peer.clone(),
+            limits: self.limits,
+            negotiated,
+        }
+    }
 }
 
 impl Drop for Connection {
@@ -891,6 +1006,7 @@ impl Drop for Connection {
 
 /// The sending ends of what a [`Watched`] transport reports, and the bounds it keeps.
 struct Signals {
+    discovered: Discovered,
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changed: Arc<Notify>,
@@ -903,6 +1019,7 @@ impl Signals {
         let pending = self.inbound.pending();
         Watched {
             inner,
+            discovered: self.discovered,
             lost: self.lost,
             routes: self.routes,
             changed: self.changed,
@@ -919,6 +1036,7 @@ impl Signals {
 /// bounds ([`Inbound`]): what exceeds them never reaches rmcp.
 struct Watched<T> {
     inner: T,
+    discovered: Discovered,
     lost: CancellationToken,
     routes: Arc<ProgressRoutes>,
     changed: Arc<Notify>,
@@ -962,6 +1080,14 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
                     self.lost.cancel();
                     return None;
                 }
+            }
+            if let Some(JsonRpcMessage::Response(response)) = &message
+                && let ServerResult::DiscoverResult(discover) = &response.result
+            {
+                *self
+                    .discovered
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(discover.clone());
             }
             if let Some(JsonRpcMessage::Notification(notification)) = &message {
                 match &notification.notification {

@@ -62,6 +62,8 @@ pub(crate) struct Relisted {
     pub tools: Arc<[ToolInfo]>,
     pub catalog: Catalog,
     pub freshness: Option<Duration>,
+    /// A modern server's new discover answer, when it said something new.
+    pub negotiated: Option<Arc<Negotiated>>,
 }
 
 /// Opens a server's session: expands its definition, spawns or dials it, negotiates, lists
@@ -255,15 +257,24 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         peer,
         tools: tools.into(),
         catalog,
+        freshness: freshness(ttl, catalog_ttl, &negotiated),
         negotiated,
-        freshness: freshness(ttl, catalog_ttl),
     }))
 }
 
-/// How long a listing is fresh: the shortest positive `ttlMs` of the tool list and of the
-/// other families, each list fetched again when it passes (§mcp-core-matrix caching hints).
-fn freshness(tools: Option<u64>, catalog: Option<u64>) -> Option<Duration> {
-    [tools, catalog]
+/// How long a listing is fresh: the shortest positive `ttlMs` of the tool list, of the
+/// other families and of the discover answer, each fetched again when it passes
+/// (§mcp-core-matrix caching hints).
+fn freshness(
+    tools: Option<u64>,
+    catalog: Option<u64>,
+    negotiated: &Negotiated,
+) -> Option<Duration> {
+    let discover = negotiated
+        .discovery
+        .as_ref()
+        .map(|discovery| discovery.ttl_ms);
+    [tools, catalog, discover]
         .into_iter()
         .flatten()
         .filter(|ttl| *ttl > 0)
@@ -284,6 +295,20 @@ pub(crate) async fn relist(
             "server \"{alias}\" ({kind}) changed its lists and could not be listed again: {detail}"
         ))
     };
+    // A modern server's discover answer first: it says which families to list.
+    let negotiated = lister
+        .rediscover(timeout)
+        .await
+        .map_err(|detail| {
+            Problem::server_unavailable(format!(
+                "server \"{alias}\" ({kind}) must be connected again: {detail}"
+            ))
+        })?
+        .map(Arc::new);
+    let renewed = negotiated
+        .as_ref()
+        .map(|negotiated| lister.renewed(negotiated.clone()));
+    let lister = renewed.as_ref().unwrap_or(lister);
     let (listed, ttl) = lister.list_tools(timeout).await.map_err(unavailable)?;
     let tools = super::apply_policy(alias, listed, definition.tools(), definition.read())
         .map_err(Problem::server_unavailable)?;
@@ -291,7 +316,8 @@ pub(crate) async fn relist(
     Ok(Box::new(Relisted {
         tools: tools.into(),
         catalog,
-        freshness: freshness(ttl, catalog_ttl),
+        freshness: freshness(ttl, catalog_ttl, lister.negotiated()),
+        negotiated,
     }))
 }
 
