@@ -25,7 +25,7 @@ pub(crate) use connect::{ConnectOptions, Connection, OnUpdate, SourceOpener};
 pub(crate) use http::{Bounded, describe, read_bounded, same_origin_redirects};
 pub(crate) use oauth::{Polled, Replay, Vault, complete as oauth_complete, poll_device};
 pub(crate) use reaper::Reaper;
-pub(crate) use session::{Opened, Opening, Ready, Relisted, Session, count, open, relist};
+pub(crate) use session::{Opened, Opening, Ready, Refused, Relisted, Session, count, open, relist};
 pub(crate) use stdio::{Children, Inherited, StderrTail, describe_exit, kill_group, kill_marked};
 
 use rmcp::model::{

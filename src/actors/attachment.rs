@@ -23,7 +23,8 @@ use crate::model::{
     Catalog, HostEvent, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, TransportKind,
 };
 use crate::protocol::{
-    self, CallPeer, ConnectOptions, Connection, OnUpdate, Opened, Opening, Ready, Relisted, Session,
+    self, CallPeer, ConnectOptions, Connection, OnUpdate, Opened, Opening, Ready, Refused,
+    Relisted, Session,
 };
 
 /// Settings every attachment of a host shares.
@@ -109,7 +110,7 @@ pub(crate) enum AttachmentMsg {
     /// A connection attempt settled.
     Connected {
         retry: u64,
-        result: Result<Box<Live>, Problem>,
+        result: Result<Box<Live>, Refused>,
     },
     /// The connection of `generation` stopped delivering messages.
     Lost { generation: u64 },
@@ -568,7 +569,7 @@ impl AttachmentState {
         &mut self,
         myself: &ActorRef<AttachmentMsg>,
         retry: u64,
-        result: Result<Box<Live>, Problem>,
+        result: Result<Box<Live>, Refused>,
     ) {
         if retry != self.retry || self.draining.is_some() {
             if let Ok(live) = result {
@@ -605,26 +606,29 @@ impl AttachmentState {
                 self.publish_and_answer_reconnects();
                 self.schedule_expiry(myself);
             }
-            Err(problem) => {
-                if first && self.args.origin == Origin::Candidate {
-                    // An interactive candidate that fails publishes nothing: the workspace
-                    // reports the Problem and stops us.
-                    let _ = self.args.workspace.cast(WorkspaceMsg::CandidateFailed {
-                        alias: self.args.alias.clone(),
-                        instance: self.args.instance,
-                        problem,
-                    });
-                    myself.stop(None);
-                    return;
-                }
-                if problem.kind == "authorization-required" {
-                    // A person has to act: no retry until an enable or a completed
-                    // authorization.
-                    self.lifecycle = Lifecycle::AuthorizationRequired(problem);
-                    self.close_gate();
-                    self.publish_and_answer_reconnects();
-                    return;
-                }
+            Err(refused) if first && self.args.origin == Origin::Candidate => {
+                // An interactive candidate that fails publishes nothing: the workspace
+                // reports the Problem (and where to authorize, if that is why) and stops us.
+                let (problem, pending) = match refused {
+                    Refused::Unavailable(problem) => (problem, None),
+                    Refused::AuthorizationRequired { problem, pending } => (problem, pending),
+                };
+                let _ = self.args.workspace.cast(WorkspaceMsg::CandidateFailed {
+                    alias: self.args.alias.clone(),
+                    instance: self.args.instance,
+                    problem,
+                    pending,
+                });
+                myself.stop(None);
+            }
+            Err(Refused::AuthorizationRequired { problem, .. }) => {
+                // A person has to act: no retry until an enable or a completed
+                // authorization.
+                self.lifecycle = Lifecycle::AuthorizationRequired(problem);
+                self.close_gate();
+                self.publish_and_answer_reconnects();
+            }
+            Err(Refused::Unavailable(problem)) => {
                 self.lifecycle = Lifecycle::Unavailable(problem);
                 self.close_gate();
                 self.publish_and_answer_reconnects();

@@ -24,6 +24,8 @@ pub(crate) enum WorkspaceMsg {
         alias: String,
         instance: u64,
         problem: Problem,
+        /// Where to authorize it, when that is why it failed.
+        pending: Option<crate::model::PendingAuthorization>,
     },
     /// An attachment finished draining and closed.
     Detached {

@@ -325,7 +325,8 @@ impl Actor for WorkspaceActor {
                 alias,
                 instance,
                 problem,
-            } => state.on_candidate_failed(&alias, instance, problem),
+                pending,
+            } => state.on_candidate_failed(&alias, instance, problem, pending),
             WorkspaceMsg::Detached {
                 alias,
                 instance,
@@ -950,7 +951,13 @@ impl WorkspaceState {
         }
     }
 
-    fn on_candidate_failed(&mut self, alias: &str, instance: u64, problem: Problem) {
+    fn on_candidate_failed(
+        &mut self,
+        alias: &str,
+        instance: u64,
+        problem: Problem,
+        pending: Option<crate::model::PendingAuthorization>,
+    ) {
         if let Some(successor) = self.successor(alias, instance) {
             // The live session stays, under its definition.
             for reply in successor.settle.drain(..) {
@@ -969,16 +976,13 @@ impl WorkspaceState {
         }
         // A candidate waiting for authorization publishes nothing, and its action answers
         // with where to authorize it (the 202).
-        let waiting = (problem.kind == "authorization-required")
-            .then(|| self.settings.connect.oauth.pending(&self.name, alias))
-            .flatten()
-            .map(|pending| {
-                let mut snapshot = self.placeholder(alias, true);
-                snapshot.state = ServerState::AuthorizationRequired;
-                snapshot.problem = Some(problem.clone());
-                snapshot.authorization = Some(pending);
-                snapshot
-            });
+        let waiting = pending.map(|pending| {
+            let mut snapshot = self.placeholder(alias, true);
+            snapshot.state = ServerState::AuthorizationRequired;
+            snapshot.problem = Some(problem.clone());
+            snapshot.authorization = Some(pending);
+            snapshot
+        });
         self.attachments.remove(alias);
         if let Some(entry) = self.entries.get_mut(alias) {
             entry.candidate = None;

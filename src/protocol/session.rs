@@ -57,6 +57,26 @@ pub(crate) struct Opened {
     pub freshness: Option<Duration>,
 }
 
+/// Why a session did not open.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// It could not be opened now; it is tried again by itself.
+    Unavailable(Problem),
+    /// A person has to authorize it first: `pending` says where (none when the authorization
+    /// was settled or forgotten in the meantime). Tried again only when the authorization
+    /// completes or the server is enabled again.
+    AuthorizationRequired {
+        problem: Problem,
+        pending: Option<crate::model::PendingAuthorization>,
+    },
+}
+
+impl From<Problem> for Refused {
+    fn from(problem: Problem) -> Self {
+        Self::Unavailable(problem)
+    }
+}
+
 /// A catalog listed again on a live session.
 pub(crate) struct Relisted {
     pub tools: Arc<[ToolInfo]>,
@@ -71,20 +91,20 @@ pub(crate) struct Relisted {
 /// lists slowly or forever is unavailable, not stuck connecting; on timeout the half-made
 /// connection is dropped here, which closes it). Any failure is one `502
 /// server-unavailable` Problem that names the server and transport and never a credential.
-pub(crate) async fn open(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
+pub(crate) async fn open(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
     let bound = opening.connect.connect_timeout;
     let (alias, kind) = (opening.alias, opening.kind);
     match tokio::time::timeout(bound, open_and_list(opening)).await {
         Ok(opened) => opened,
-        Err(_) => Err(Problem::server_unavailable(format!(
+        Err(_) => Err(Refused::Unavailable(Problem::server_unavailable(format!(
             "server \"{alias}\" ({kind}) could not be connected and listed within {} ms \
              (PLURNK_MCP_CONNECT_TIMEOUT)",
             bound.as_millis()
-        ))),
+        )))),
     }
 }
 
-async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
+async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
     let Opening {
         workspace,
         alias,
@@ -151,12 +171,12 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         let server_url = server_url.clone();
         async move {
             let Some(oauth) = interactive else {
-                return unauthorized(
+                return Refused::Unavailable(unauthorized(
                     "could not be connected: authorization required (HTTP 401): give its \
                      definition an `authorization` (bearer, oauth or client-credentials), or \
                      check the credentials it has"
                         .into(),
-                );
+                ));
             };
             let attempt = super::oauth::Attempt {
                 vault: &options.oauth,
@@ -175,11 +195,16 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
                 None => super::oauth::begin(attempt).await,
             };
             match begun {
-                Ok(_) => {
+                Ok(()) => {
                     options.oauth.forget_authorized(workspace, alias);
-                    Problem::authorization_required(alias)
+                    Refused::AuthorizationRequired {
+                        problem: Problem::authorization_required(alias),
+                        pending: options.oauth.pending(workspace, alias),
+                    }
                 }
-                Err(detail) => authorization_failed(format!("could not be authorized: {detail}")),
+                Err(detail) => Refused::Unavailable(authorization_failed(format!(
+                    "could not be authorized: {detail}"
+                ))),
             }
         }
     };
@@ -190,32 +215,36 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
         Ok(connection) => connection,
         Err(ConnectError::AuthRequired(challenge)) => {
             return Err(match &authorization {
-                Some(PreparedAuthorization::ClientCredentials { client_id, .. }) => Problem {
-                    status: 502,
-                    kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
-                    detail: format!(
-                        "server \"{alias}\" (http) refused the token the client-credentials \
+                Some(PreparedAuthorization::ClientCredentials { client_id, .. }) => {
+                    Refused::Unavailable(Problem {
+                        status: 502,
+                        kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
+                        detail: format!(
+                            "server \"{alias}\" (http) refused the token the client-credentials \
                          grant of client \"{client_id}\" gave: check the client's scope and \
                          the server's audience"
-                    ),
-                    retryable: false,
-                },
-                Some(PreparedAuthorization::WorkloadIdentity { .. }) => Problem {
-                    status: 502,
-                    kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
-                    detail: format!(
-                        "server \"{alias}\" (http) refused the token its workload-identity \
+                        ),
+                        retryable: false,
+                    })
+                }
+                Some(PreparedAuthorization::WorkloadIdentity { .. }) => {
+                    Refused::Unavailable(Problem {
+                        status: 502,
+                        kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
+                        detail: format!(
+                            "server \"{alias}\" (http) refused the token its workload-identity \
                          grant gave, even after a new grant: check the scope and the server's \
                          audience"
-                    ),
-                    retryable: false,
-                },
+                        ),
+                        retryable: false,
+                    })
+                }
                 // No token, or one refused even after rmcp's silent refresh: a new
                 // authorization, replacing any pending one.
                 _ => reauthorize(challenge).await,
             });
         }
-        Err(error) => return Err(unavailable(format!("could not be connected: {error}"))),
+        Err(error) => return Err(unavailable(format!("could not be connected: {error}")).into()),
     };
     let lister = connection.lister();
     let (listed, ttl) = match lister.list_tools(request_timeout).await {
@@ -226,21 +255,21 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Problem> {
             if let Some(challenge) = challenge.filter(|_| interactive.is_some()) {
                 return Err(reauthorize(challenge).await);
             }
-            return Err(list_failed(format!("could not be listed: {detail}")));
+            return Err(list_failed(format!("could not be listed: {detail}")).into());
         }
     };
     let tools = match super::apply_policy(alias, listed, definition.tools(), definition.read()) {
         Ok(tools) => tools,
         Err(detail) => {
             connection.close_in_background(options.close_grace);
-            return Err(Problem::server_unavailable(detail));
+            return Err(Problem::server_unavailable(detail).into());
         }
     };
     let (catalog, catalog_ttl) = match lister.list_catalog(request_timeout).await {
         Ok(listed) => listed,
         Err(detail) => {
             connection.close_in_background(options.close_grace);
-            return Err(list_failed(format!("could not be listed: {detail}")));
+            return Err(list_failed(format!("could not be listed: {detail}")).into());
         }
     };
     let negotiated = connection.negotiated().clone();
