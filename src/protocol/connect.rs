@@ -846,6 +846,11 @@ impl Connection {
     }
 
     /// Describes why the connection was lost: the exit status and stderr of a stdio server.
+    /// Why the host cut the connection, if it did (a flood, a message over the bound).
+    pub(crate) fn cut_reason(&self) -> Option<String> {
+        self.cut.get()
+    }
+
     pub(crate) async fn loss_detail(&self) -> String {
         // When the host cut the connection, that is the news; the process is closed next.
         match self.cut.get() {

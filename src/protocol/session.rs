@@ -251,9 +251,15 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         Ok(listed) => listed,
         Err(detail) => {
             let challenge = connection.take_challenge();
+            let cut = connection.cut_reason();
             connection.close_in_background(options.close_grace);
             if let Some(challenge) = challenge.filter(|_| interactive.is_some()) {
                 return Err(reauthorize(challenge).await);
+            }
+            // A listing the host itself ended (the server flooded it, or sent a message over
+            // the bound) failed for that reason, whatever the list call saw after.
+            if let Some(cut) = cut {
+                return Err(unavailable(format!("could not be listed: {cut}")).into());
             }
             return Err(list_failed(format!("could not be listed: {detail}")).into());
         }
@@ -268,7 +274,11 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
     let (catalog, catalog_ttl) = match lister.list_catalog(request_timeout).await {
         Ok(listed) => listed,
         Err(detail) => {
+            let cut = connection.cut_reason();
             connection.close_in_background(options.close_grace);
+            if let Some(cut) = cut {
+                return Err(unavailable(format!("could not be listed: {cut}")).into());
+            }
             return Err(list_failed(format!("could not be listed: {detail}")).into());
         }
     };
