@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::attachment::{Admission, AttachmentMsg, Settings};
+use crate::actors::attachment::{Admission, Settings};
 use crate::actors::messages::WorkspaceMsg;
 use crate::actors::restart::{RestartPolicy, WorkspaceRestart};
 use crate::actors::supervisor::{
@@ -487,7 +487,7 @@ impl Host {
     }
 
     /// Test hook: makes the host's root actor panic, to exercise the parent's supervision.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn crash_root_for_test(&self) -> bool {
         self.inner
             .supervisor
@@ -1244,17 +1244,22 @@ impl Workspace {
     }
 
     /// Test hook: makes this workspace's actor panic, to exercise supervision.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn crash_for_test(&self) -> bool {
         self.current_actor()
             .is_some_and(|actor| actor.cast(WorkspaceMsg::Panic).is_ok())
     }
 
     /// Test hook: makes the server's attachment actor panic, to exercise supervision.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn crash_attachment_for_test(&self, alias: &str) -> bool {
         let route = self.published.borrow().routes.get(alias).cloned();
-        route.is_some_and(|route| route.actor.cast(AttachmentMsg::Panic).is_ok())
+        route.is_some_and(|route| {
+            route
+                .actor
+                .cast(crate::actors::attachment::AttachmentMsg::Panic)
+                .is_ok()
+        })
     }
 }
 

@@ -137,7 +137,7 @@ pub(crate) enum AttachmentMsg {
     /// The drain deadline passed: cancel whatever is still in flight.
     DrainDeadline,
     /// Panics inside the handler: a test hook for the supervision path.
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     Panic,
 }
 
@@ -416,6 +416,7 @@ impl Actor for AttachmentActor {
                 }
             }
             AttachmentMsg::DrainDeadline => state.cancel_active(),
+            #[cfg(feature = "test-hooks")]
             AttachmentMsg::Panic => panic!("attachment panic requested by a test"),
         }
         Ok(())

@@ -63,5 +63,6 @@ pub(crate) enum WorkspaceMsg {
         reply: RpcReplyPort<Vec<CloseFailure>>,
     },
     /// Test hook: panic, to exercise the supervisor.
+    #[cfg(feature = "test-hooks")]
     Panic,
 }

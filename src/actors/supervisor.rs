@@ -192,6 +192,7 @@ pub(crate) enum SupervisorMsg {
         reply: RpcReplyPort<Vec<CloseFailure>>,
     },
     /// Test hook: panic, to exercise the parent's supervision of the host.
+    #[cfg(feature = "test-hooks")]
     Panic,
 }
 
@@ -319,6 +320,7 @@ impl SupervisorState {
                 let answer = self.open(myself, &name, seeds).await;
                 let _ = reply.send(answer);
             }
+            #[cfg(feature = "test-hooks")]
             SupervisorMsg::Panic => panic!("host supervisor panic requested by a test"),
             SupervisorMsg::Names { reply } => {
                 let _ = reply.send(self.workspaces.keys().cloned().collect());

@@ -414,6 +414,7 @@ impl Actor for WorkspaceActor {
                 }
                 state.finish_shutdown_if_done();
             }
+            #[cfg(feature = "test-hooks")]
             WorkspaceMsg::Panic => panic!("workspace panic requested by a test"),
         }
         Ok(())
