@@ -36,7 +36,7 @@ use crate::model::{
     CallError, Cause, Effect, HostEvent, ProtectedResource, ServerSnapshot, ServerState,
     TelemetryEvent, WorkspaceSnapshot,
 };
-use crate::projection;
+use crate::projection::{self, EXEC_CLOSE, EXEC_OPEN};
 
 /// The longest op [`parse`] reads, in bytes; a longer one is refused whole.
 pub const MAX_OP_BYTES: usize = 1 << 20;
@@ -63,7 +63,19 @@ const TOOL_TEXT_CHARS: usize = 500;
 const EVENT_DETAIL_CHARS: usize = 2000;
 
 /// The shape of every op, as errors quote it.
-const SHAPE: &str = "`<<EXEC[server](tool):{\"name\":\"value\"}:EXEC`, or `<<EXEC[server]:?:EXEC` for the server's tools";
+const SHAPE: Shape = Shape;
+
+/// What [`SHAPE`] writes out.
+struct Shape;
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{EXEC_OPEN}[server](tool):{{\"name\":\"value\"}}{EXEC_CLOSE}`, or `{EXEC_OPEN}[server]:?{EXEC_CLOSE}` for the server's tools"
+        )
+    }
+}
 
 /// One EXEC op, as [`parse`] reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,20 +117,20 @@ pub enum OpError {
         bytes: usize,
     },
     /// It does not start with `<<EXEC`.
-    #[error("an op starts with `<<EXEC`, found {}: write {SHAPE}", snippet(.found))]
+    #[error("an op starts with `{EXEC_OPEN}`, found {}: write {SHAPE}", snippet(.found))]
     NotAnOp {
         /// What it starts with.
         found: String,
     },
     /// No closing `:EXEC` at all.
-    #[error("the op is not closed: it must end with `:EXEC`, as in {SHAPE}")]
+    #[error("the op is not closed: it must end with `{EXEC_CLOSE}`, as in {SHAPE}")]
     Unclosed {
         /// The server, when one could be read.
         server: Option<String>,
     },
     /// Something follows the last `:EXEC`.
     #[error(
-        "nothing may follow the closing `:EXEC`, found {}: end the op with `:EXEC` (a body may hold `:EXEC` in a JSON string, but the op still ends with its own)",
+        "nothing may follow the closing `{EXEC_CLOSE}`, found {}: end the op with `{EXEC_CLOSE}` (a body may hold `{EXEC_CLOSE}` in a JSON string, but the op still ends with its own)",
         snippet(.found)
     )]
     TrailingGarbage {
@@ -128,20 +140,20 @@ pub enum OpError {
         found: String,
     },
     /// `<<EXEC` is not followed by `[`.
-    #[error("`<<EXEC` must be followed by `[server]`, found {}: write {SHAPE}", snippet(.found))]
+    #[error("`{EXEC_OPEN}` must be followed by `[server]`, found {}: write {SHAPE}", snippet(.found))]
     MissingServer {
         /// What follows `<<EXEC`.
         found: String,
     },
     /// `[` with no `]`.
-    #[error("the `[server]` after `<<EXEC` has no closing `]`: write {SHAPE}")]
+    #[error("the `[server]` after `{EXEC_OPEN}` has no closing `]`: write {SHAPE}")]
     UnclosedServer,
     /// `[]`.
     #[error("the server name in `[]` is empty: name one, as in {SHAPE}")]
     EmptyServer,
     /// `(` with no `)`.
     #[error(
-        "the `(tool)` after `[{}]` has no closing `)`: write `<<EXEC[{0}](tool):{{…}}:EXEC`",
+        "the `(tool)` after `[{}]` has no closing `)`: write `{EXEC_OPEN}[{0}](tool):{{…}}{EXEC_CLOSE}`",
         name(.server)
     )]
     UnclosedTool {
@@ -150,7 +162,7 @@ pub enum OpError {
     },
     /// `()`.
     #[error(
-        "the tool name in `()` after `[{0}]` is empty: name one, as in `<<EXEC[{0}](tool):{{…}}:EXEC`, or list the tools with `<<EXEC[{0}]:?:EXEC`",
+        "the tool name in `()` after `[{0}]` is empty: name one, as in `{EXEC_OPEN}[{0}](tool):{{…}}{EXEC_CLOSE}`, or list the tools with `{EXEC_OPEN}[{0}]:?{EXEC_CLOSE}`",
         name(.server)
     )]
     EmptyTool {
@@ -159,7 +171,7 @@ pub enum OpError {
     },
     /// `[server]` is followed by neither `(tool)` nor `:`.
     #[error(
-        "`[{0}]` must be followed by `(tool)` or `:`, found {1}: write `<<EXEC[{0}](tool):{{…}}:EXEC` to call a tool, or `<<EXEC[{0}]:?:EXEC` for its tools",
+        "`[{0}]` must be followed by `(tool)` or `:`, found {1}: write `{EXEC_OPEN}[{0}](tool):{{…}}{EXEC_CLOSE}` to call a tool, or `{EXEC_OPEN}[{0}]:?{EXEC_CLOSE}` for its tools",
         name(.server),
         snippet(.found)
     )]
@@ -171,7 +183,7 @@ pub enum OpError {
     },
     /// `(tool)` is followed by something other than `:`.
     #[error(
-        "`({1})` must be followed by `:` and the JSON arguments, found {2}: write `<<EXEC[{0}]({1}):{{…}}:EXEC`",
+        "`({1})` must be followed by `:` and the JSON arguments, found {2}: write `{EXEC_OPEN}[{0}]({1}):{{…}}{EXEC_CLOSE}`",
         name(.server),
         name(.tool),
         snippet(.found)
@@ -186,7 +198,7 @@ pub enum OpError {
     },
     /// A catalog op with a body other than `?`, `help` or nothing.
     #[error(
-        "`<<EXEC[{0}]:…:EXEC` without a `(tool)` lists the server's tools and takes `?`, `help` or nothing as its body, found {1}: to call a tool write `<<EXEC[{0}](tool):{{…}}:EXEC`",
+        "`{EXEC_OPEN}[{0}]:…{EXEC_CLOSE}` without a `(tool)` lists the server's tools and takes `?`, `help` or nothing as its body, found {1}: to call a tool write `{EXEC_OPEN}[{0}](tool):{{…}}{EXEC_CLOSE}`",
         name(.server),
         snippet(.found)
     )]
@@ -198,7 +210,7 @@ pub enum OpError {
     },
     /// The body is not JSON.
     #[error(
-        "the arguments of {0}/{1} are not valid JSON ({reason}, counted in the body): send one JSON object, as in `<<EXEC[{0}]({1}):{{\"name\":\"value\"}}:EXEC`, or an empty body for none",
+        "the arguments of {0}/{1} are not valid JSON ({reason}, counted in the body): send one JSON object, as in `{EXEC_OPEN}[{0}]({1}):{{\"name\":\"value\"}}{EXEC_CLOSE}`, or an empty body for none",
         name(.server),
         name(.tool)
     )]
@@ -216,7 +228,7 @@ pub enum OpError {
     },
     /// The body is JSON but not an object.
     #[error(
-        "the arguments of {0}/{1} are a JSON {found}, not an object: send an object of named arguments, as in `<<EXEC[{0}]({1}):{{\"name\":\"value\"}}:EXEC`, or an empty body for none",
+        "the arguments of {0}/{1} are a JSON {found}, not an object: send an object of named arguments, as in `{EXEC_OPEN}[{0}]({1}):{{\"name\":\"value\"}}{EXEC_CLOSE}`, or an empty body for none",
         name(.server),
         name(.tool)
     )]
@@ -333,7 +345,7 @@ pub enum ExecError {
     /// The server has no enabled tool of that name (404): unknown, or left out by its
     /// `_TOOLS` policy.
     #[error(
-        "server \"{0}\" has no enabled tool \"{1}\": {hint}; list them with `<<EXEC[{0}]:?:EXEC`, or read {family}",
+        "server \"{0}\" has no enabled tool \"{1}\": {hint}; list them with `{EXEC_OPEN}[{0}]:?{EXEC_CLOSE}`, or read {family}",
         name(.server),
         name(.tool)
     )]
@@ -676,17 +688,17 @@ pub fn parse(op: &str) -> Result<Op, OpError> {
         return Err(OpError::TooLarge { bytes: op.len() });
     }
     let op = op.trim();
-    let Some(after) = op.strip_prefix("<<EXEC") else {
+    let Some(after) = op.strip_prefix(EXEC_OPEN) else {
         return Err(OpError::NotAnOp { found: excerpt(op) });
     };
     // The server is read first, so that a fault further on can still name it.
     let server = read_server(after);
     let known = server.as_ref().ok().map(|(server, _)| (*server).to_owned());
-    let Some(inner) = after.strip_suffix(":EXEC") else {
-        return Err(match op.rfind(":EXEC") {
-            Some(at) if at >= "<<EXEC".len() => OpError::TrailingGarbage {
+    let Some(inner) = after.strip_suffix(EXEC_CLOSE) else {
+        return Err(match op.rfind(EXEC_CLOSE) {
+            Some(at) if at >= EXEC_OPEN.len() => OpError::TrailingGarbage {
                 server: known,
-                found: excerpt(&op[at + ":EXEC".len()..]),
+                found: excerpt(&op[at + EXEC_CLOSE.len()..]),
             },
             _ => OpError::Unclosed { server: known },
         });
@@ -1251,16 +1263,16 @@ impl fmt::Display for Op {
                 server,
                 tool,
                 arguments,
-            } if arguments.is_empty() => write!(f, "<<EXEC[{server}]({tool}):EXEC"),
+            } if arguments.is_empty() => write!(f, "{EXEC_OPEN}[{server}]({tool}){EXEC_CLOSE}"),
             Self::Call {
                 server,
                 tool,
                 arguments,
             } => {
                 let body = serde_json::to_string(arguments).map_err(|_| fmt::Error)?;
-                write!(f, "<<EXEC[{server}]({tool}):{body}:EXEC")
+                write!(f, "{EXEC_OPEN}[{server}]({tool}):{body}{EXEC_CLOSE}")
             }
-            Self::Catalog { server } => write!(f, "<<EXEC[{server}]:?:EXEC"),
+            Self::Catalog { server } => write!(f, "{EXEC_OPEN}[{server}]:?{EXEC_CLOSE}"),
         }
     }
 }
