@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::model::{Authored, Catalog, Problem, ToolInfo, TransportKind};
+use crate::model::{Authored, CallError, Catalog, Problem, ToolInfo, TransportKind};
 
 fn call(server: &str, tool: &str, arguments: Value) -> Op {
     let Value::Object(arguments) = arguments else {
