@@ -6,8 +6,13 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::quote::LISTED_TOOLS;
+use super::validate::{FAILURE_CHARS, LISTED_FAILURES, tool_hint};
 use super::*;
-use crate::model::{Authored, CallError, Catalog, Problem, ToolInfo, TransportKind};
+use crate::model::{
+    Authored, CallError, Catalog, Effect, Problem, ServerState, ToolInfo, TransportKind,
+    WorkspaceSnapshot,
+};
 
 fn call(server: &str, tool: &str, arguments: Value) -> Op {
     let Value::Object(arguments) = arguments else {
