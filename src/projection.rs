@@ -26,6 +26,13 @@ use crate::model::{Effect, ServerSnapshot, ServerState, ToolInfo, WorkspaceSnaps
 /// The longest one-liner, in characters; a longer one is cut at a word and ends in `…`.
 pub const ONE_LINER_MAX: usize = 160;
 
+/// How an EXEC op opens: `<<EXEC[server]…`. The op's spelling is written with these two
+/// wherever it is written or read (the documents here, `exec`'s reader, its messages).
+pub(crate) const EXEC_OPEN: &str = "<<EXEC";
+
+/// How an EXEC op closes: `…:EXEC`.
+pub(crate) const EXEC_CLOSE: &str = ":EXEC";
+
 /// How many tool names a server one-liner lists before it says how many more there are.
 const LISTED_TOOLS: usize = 8;
 
@@ -127,7 +134,7 @@ pub fn invocation(server: &ServerSnapshot, tool: &ToolInfo) -> String {
 /// The copyable op that calls `tool` with arguments of its signature's shape.
 pub fn op_template(server: &ServerSnapshot, tool: &ToolInfo) -> String {
     format!(
-        "<<EXEC[{}]({}):{}:EXEC",
+        "{EXEC_OPEN}[{}]({}):{}{EXEC_CLOSE}",
         server.alias,
         tool.name,
         signature(&tool.input_schema)
