@@ -1137,7 +1137,7 @@ fn check_result(operation: &Operation, result: &Value) -> Result<bool, String> {
     let Some(object) = result.as_object() else {
         return Err(format!(
             "the result is {}, not a JSON object",
-            json_kind(result)
+            crate::config::json_kind(result)
         ));
     };
     match object.get("resultType") {
@@ -1156,7 +1156,7 @@ fn check_result(operation: &Operation, result: &Value) -> Result<bool, String> {
         None => Err(format!("the result has no \"{name}\" array")),
         Some(other) => Err(format!(
             "the result's \"{name}\" is {}, not an array",
-            json_kind(other)
+            crate::config::json_kind(other)
         )),
     };
     match operation {
@@ -1178,7 +1178,7 @@ fn check_result(operation: &Operation, result: &Value) -> Result<bool, String> {
                 Some(Value::Bool(is_error)) => Ok(*is_error),
                 Some(other) => Err(format!(
                     "the result's \"isError\" is {}, not a boolean",
-                    json_kind(other)
+                    crate::config::json_kind(other)
                 )),
             }
         }
@@ -1200,18 +1200,6 @@ fn invalid_content(index: usize, block: &Value) -> Option<String> {
             "the result holds a standalone blob content block, which is not valid tools/call content (blobs ride inside embedded resources)".into(),
         ),
         Some(_) => None,
-    }
-}
-
-/// What kind of JSON value `value` is, for an error.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
