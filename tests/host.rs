@@ -25,7 +25,7 @@ use scrape::{http_get, sample};
 mod calls;
 #[path = "support/processes.rs"]
 mod processes;
-use calls::{BOUND, call_then_cancel, gate_call, shutdown_clean};
+use calls::{BOUND, call_then_cancel, gate_call, holds_for, shutdown_clean};
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
@@ -1872,14 +1872,19 @@ async fn an_enable_during_backoff_leaves_no_stray_reconnect() {
     let new_pid = pid_of(&workspace, "victim").await;
     // The stale timer fires within its delay plus jitter (at most twice the delay): it must
     // find nothing to do. The wait is the policy's own bound, not a guess at a state.
-    tokio::time::sleep(Duration::from_millis(3200)).await;
-    let after = workspace.snapshot();
-    let victim = after.server("victim").expect("configured");
-    assert_eq!(
-        (victim.state, victim.generation),
-        (ServerState::Ready, generation),
-        "the stale retry timer reconnected a ready server"
-    );
+    holds_for(Duration::from_millis(3200), || {
+        let after = workspace.snapshot();
+        let victim = after.server("victim").ok_or("victim is configured")?;
+        if (victim.state, victim.generation) == (ServerState::Ready, generation) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the stale retry timer reconnected a ready server: {:?} generation {}",
+                victim.state, victim.generation
+            ))
+        }
+    })
+    .await;
     assert_eq!(pid_of(&workspace, "victim").await, new_pid);
     shutdown_clean(host).await;
 }
@@ -1990,13 +1995,25 @@ async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
         .call_tool("fresh", "announce", json!({}), CallOptions::default())
         .await
         .expect("announce");
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    // The first listing, the change's, then one per second at most (one more for rounding),
+    // at every moment of 3.5 s.
+    let allowed = || 3 + usize::try_from(started.elapsed().as_secs()).unwrap_or(usize::MAX);
+    holds_for(Duration::from_millis(3500), || {
+        let lists = probe.count("tools/list");
+        if lists <= allowed() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{lists} listings in {:?}: stale timers listed again",
+                started.elapsed()
+            ))
+        }
+    })
+    .await;
     let lists = probe.count("tools/list");
     let elapsed = started.elapsed();
-    // The first listing, the change's, then one per second at most (one more for rounding).
-    let allowed = 3 + usize::try_from(elapsed.as_secs()).unwrap_or(usize::MAX);
     assert!(
-        (3..=allowed).contains(&lists),
+        (3..=allowed()).contains(&lists),
         "{lists} listings in {elapsed:?}: the ttl was not honoured, or stale timers listed again"
     );
     shutdown_clean(host).await;
@@ -2157,12 +2174,13 @@ async fn a_ttl_of_zero_leaves_the_list_to_its_change_notifications() {
         .expect("announce");
     probe.wait_count("tools/list", 2, BOUND).await;
     // ...and then not again: past the one-second floor a ttl would have listed it twice.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(
-        probe.count("tools/list"),
-        2,
-        "a ttl of 0 was taken as a ttl"
-    );
+    holds_for(Duration::from_millis(2500), || {
+        match probe.count("tools/list") {
+            2 => Ok(()),
+            lists => Err(format!("a ttl of 0 was taken as a ttl: {lists} listings")),
+        }
+    })
+    .await;
     shutdown_clean(host).await;
 }
 

@@ -14,6 +14,22 @@ use tokio_util::sync::CancellationToken;
 /// so it decides nothing on a slow machine.
 pub const BOUND: Duration = Duration::from_secs(20);
 
+/// Checks `claim` every 20 ms for the whole of `window`, failing at the first check that
+/// fails: a claim that something does not happen, held for as long as it would take to
+/// happen. (A window, not a sleep: a violation ends the test at once.)
+pub async fn holds_for(window: Duration, mut claim: impl FnMut() -> Result<(), String>) {
+    let end = std::time::Instant::now() + window;
+    loop {
+        if let Err(violation) = claim() {
+            panic!("{violation}");
+        }
+        if std::time::Instant::now() >= end {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Shuts the host down and asserts every connection closed cleanly.
 pub async fn shutdown_clean(host: Host) {
     let report = host.shutdown().await;
