@@ -207,34 +207,68 @@ impl<'a> Owning<'a> {
 
 /// Progress sinks by the progress token of the request that owns them.
 #[derive(Default)]
-pub(crate) struct ProgressRoutes(Mutex<HashMap<ProgressToken, ProgressSink>>);
+pub(crate) struct ProgressRoutes(Mutex<Routes>);
+
+#[derive(Default)]
+struct Routes {
+    sinks: HashMap<ProgressToken, ProgressSink>,
+    /// Reports that arrived before their route: rmcp picks a request's progress token as it
+    /// sends the request, so the route can only be made once the request is on its way, and a
+    /// fast server's first report may be read before that. Kept, oldest first, until their
+    /// route is made; at most [`EARLY_REPORTS`] (the oldest go first), since a server may
+    /// report progress on a request whose caller asked for none.
+    early: std::collections::VecDeque<(ProgressToken, Progress)>,
+}
+
+/// How many reports without a route are kept for a route about to be made.
+const EARLY_REPORTS: usize = 64;
 
 impl ProgressRoutes {
-    /// Delivers a progress notification to the caller that owns its token, if any.
+    /// Delivers a progress notification to the caller that owns its token; keeps it for a
+    /// while when that route is not made yet.
     pub(crate) fn deliver(&self, token: &ProgressToken, mut progress: Progress) {
         // The server's words reach the caller: scrubbed and bounded like any.
         progress.message = progress
             .message
             .map(|message| crate::redact::scrub_capped(&message, crate::redact::SHOWN_CHARS));
-        let sink = self
-            .0
-            .lock()
-            .ok()
-            .and_then(|routes| routes.get(token).cloned());
-        if let Some(sink) = sink {
-            sink(progress);
-        }
+        let sink = {
+            let Ok(mut routes) = self.0.lock() else {
+                return;
+            };
+            match routes.sinks.get(token) {
+                Some(sink) => sink.clone(),
+                None => {
+                    if routes.early.len() == EARLY_REPORTS {
+                        routes.early.pop_front();
+                    }
+                    routes.early.push_back((token.clone(), progress));
+                    return;
+                }
+            }
+        };
+        sink(progress);
     }
 
+    /// Makes the route, handing it first the reports that arrived before it, in order (under
+    /// the lock, so a report read meanwhile comes after them).
     fn insert(&self, token: ProgressToken, sink: ProgressSink) {
         if let Ok(mut routes) = self.0.lock() {
-            routes.insert(token, sink);
+            let mut kept = std::collections::VecDeque::with_capacity(routes.early.len());
+            for (early, progress) in std::mem::take(&mut routes.early) {
+                if early == token {
+                    sink(progress);
+                } else {
+                    kept.push_back((early, progress));
+                }
+            }
+            routes.early = kept;
+            routes.sinks.insert(token, sink);
         }
     }
 
     fn remove(&self, token: &ProgressToken) {
         if let Ok(mut routes) = self.0.lock() {
-            routes.remove(token);
+            routes.sinks.remove(token);
         }
     }
 }
@@ -1289,8 +1323,45 @@ mod tests {
         routes.deliver(&token, report());
         assert_eq!(*seen.lock().expect("lock"), 1);
         assert!(
-            routes.0.lock().expect("lock").is_empty(),
+            routes.0.lock().expect("lock").sinks.is_empty(),
             "the route leaked"
+        );
+    }
+
+    #[test]
+    fn a_report_read_before_its_route_is_made_reaches_it_first_and_in_order() {
+        let routes = ProgressRoutes::default();
+        let token = |n| ProgressToken(rmcp::model::NumberOrString::Number(n));
+        let report = |progress| Progress {
+            progress,
+            total: None,
+            message: None,
+        };
+        // Reports for a request whose route is not made yet, and for one nobody routes.
+        routes.deliver(&token(1), report(1.0));
+        routes.deliver(&token(2), report(9.0));
+        routes.deliver(&token(1), report(2.0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        routes.insert(
+            token(1),
+            Arc::new(move |progress: Progress| {
+                if let Ok(mut seen) = into.lock() {
+                    seen.push(progress.progress);
+                }
+            }),
+        );
+        routes.deliver(&token(1), report(3.0));
+        assert_eq!(*seen.lock().expect("lock"), vec![1.0, 2.0, 3.0]);
+        // What nobody claims is bounded: the oldest go first.
+        for n in 0..(EARLY_REPORTS as i64 * 2) {
+            routes.deliver(&token(100 + n), report(1.0));
+        }
+        let early = &routes.0.lock().expect("lock").early;
+        assert_eq!(early.len(), EARLY_REPORTS);
+        assert_eq!(
+            early.front().map(|(t, _)| t.clone()),
+            Some(token(100 + EARLY_REPORTS as i64))
         );
     }
 
