@@ -35,8 +35,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use plurnk_mcp::{
-    CallOptions, Host, HostConfig, HostOptions, ServerState, SqliteStore, Workspace,
-    WorkspaceSnapshot,
+    CallOptions, Host, HostConfig, HostOptions, Problem, Refusal, ServerState, SqliteStore,
+    Workspace, WorkspaceSnapshot,
 };
 
 /// Logs go to stderr, filtered by `PLURNK_MCP_LOG` (else `default`).
@@ -720,21 +720,25 @@ where
         Err(code) => return code,
     };
     let snapshot = workspace.snapshot();
-    let code = match snapshot.server(server) {
-        None => fail(format!(
+    let unready = |state: ServerState, problem: Option<&Problem>| {
+        fail(format!(
+            "server \"{server}\" is {state}: {}",
+            problem
+                .map(|p| p.detail.clone())
+                .unwrap_or_else(|| "enable it with PLURNK_MCP_ENABLED".into())
+        ))
+    };
+    let code = match snapshot.admit(server, None) {
+        Err(Refusal::UnknownServer) => fail(format!(
             "server \"{server}\" is not configured: set PLURNK_MCP_{}",
             server.to_ascii_uppercase().replace('-', "_")
         )),
-        Some(entry) if entry.state != ServerState::Ready => fail(format!(
-            "server \"{server}\" is {}: {}",
-            entry.state,
-            entry
-                .problem
-                .as_ref()
-                .map(|p| p.detail.clone())
-                .unwrap_or_else(|| "enable it with PLURNK_MCP_ENABLED".into())
-        )),
-        Some(entry) => body(workspace.clone(), entry.clone()).await,
+        Err(Refusal::Disabled { problem }) => unready(ServerState::Disabled, problem),
+        Err(Refusal::NotReady { state, problem }) => unready(state, problem),
+        // No tool is named, so a tool refusal never comes: the server is ready either way.
+        Ok(entry) | Err(Refusal::UnknownTool { server: entry, .. }) => {
+            body(workspace.clone(), entry.clone()).await
+        }
     };
     finish(&host).await;
     code

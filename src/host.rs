@@ -23,7 +23,7 @@ use crate::actors::workspace::{Published, Route, Seed, Source};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
-    ProgressSink, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
+    ProgressSink, Refusal, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
 };
 use crate::protocol::{self, CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
@@ -903,29 +903,8 @@ impl Workspace {
         }
         let route = {
             let published = self.published.borrow();
-            let Some(entry) = published.snapshot.server(server) else {
-                return Err(CallError::UnknownServer(server.to_owned()).scrubbed());
-            };
-            if entry.state != ServerState::Ready {
-                return Err(CallError::NotReady {
-                    alias: server.to_owned(),
-                    state: entry.state,
-                    detail: entry
-                        .problem
-                        .as_ref()
-                        .map(|problem| problem.detail.clone())
-                        .unwrap_or_else(|| format!("it is {}", entry.state)),
-                }
-                .scrubbed());
-            }
-            if let Operation::CallTool { name, .. } = operation
-                && entry.tool(name).is_none()
-            {
-                return Err(CallError::UnknownTool {
-                    alias: server.to_owned(),
-                    tool: name.clone(),
-                }
-                .scrubbed());
+            if let Err(refusal) = published.snapshot.admit(server, operation.tool()) {
+                return Err(refused_route(server, refusal).scrubbed());
             }
             published.routes.get(server).cloned()
         };
@@ -1276,6 +1255,26 @@ fn settled(result: Result<ToolResult, CallError>) -> Result<ToolResult, CallErro
 fn refused(error: CallError) -> CallError {
     protocol::count(Err(&error));
     error
+}
+
+/// The handle's words for a refusal of the route rule.
+fn refused_route(server: &str, refusal: Refusal<'_>) -> CallError {
+    let not_ready = |state: ServerState, problem: Option<&Problem>| CallError::NotReady {
+        alias: server.to_owned(),
+        state,
+        detail: problem
+            .map(|problem| problem.detail.clone())
+            .unwrap_or_else(|| format!("it is {state}")),
+    };
+    match refusal {
+        Refusal::UnknownServer => CallError::UnknownServer(server.to_owned()),
+        Refusal::Disabled { problem } => not_ready(ServerState::Disabled, problem),
+        Refusal::NotReady { state, problem } => not_ready(state, problem),
+        Refusal::UnknownTool { tool, .. } => CallError::UnknownTool {
+            alias: server.to_owned(),
+            tool: tool.to_owned(),
+        },
+    }
 }
 
 fn object(

@@ -75,7 +75,7 @@ pub use model::{
     Authored, CallError, Catalog, Cause, CompletionRef, DeviceAuthorization, DevicePoll, Effect,
     Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
     Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink,
-    PromptArgumentInfo, PromptInfo, ProtectedResource, ResourceInfo, ResourceTemplateInfo,
+    PromptArgumentInfo, PromptInfo, ProtectedResource, Refusal, ResourceInfo, ResourceTemplateInfo,
     ServerSnapshot, ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
     WorkspaceSnapshot,
 };

@@ -626,6 +626,61 @@ impl WorkspaceSnapshot {
             .values()
             .all(|server| server.state != ServerState::Connecting)
     }
+
+    /// The route rule, the one place it is written: the server `alias` is in this snapshot,
+    /// enabled and ready, and, when a call names `tool`, lists that tool among its enabled
+    /// tools. Every way in (the handle, EXEC ops, the command line, and through the handle
+    /// the gateway) asks here and words the [`Refusal`] in its own error.
+    ///
+    /// A snapshot may be stale by the time a request reaches the server, so the server's
+    /// live session checks again what it offers now: its tools, prompts and capabilities.
+    pub fn admit<'a>(
+        &'a self,
+        alias: &str,
+        tool: Option<&'a str>,
+    ) -> Result<&'a ServerSnapshot, Refusal<'a>> {
+        let server = self.server(alias).ok_or(Refusal::UnknownServer)?;
+        let problem = server.problem.as_ref();
+        match server.state {
+            ServerState::Ready => {}
+            ServerState::Disabled => return Err(Refusal::Disabled { problem }),
+            state => return Err(Refusal::NotReady { state, problem }),
+        }
+        match tool {
+            Some(tool) if server.tool(tool).is_none() => Err(Refusal::UnknownTool { server, tool }),
+            _ => Ok(server),
+        }
+    }
+}
+
+/// Why [`WorkspaceSnapshot::admit`] routes nothing to a server.
+///
+/// Exhaustive on purpose: each caller maps every refusal to an error of its own, so a new
+/// refusal must make each of them decide how to word it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Refusal<'a> {
+    /// The snapshot has no server by that alias.
+    UnknownServer,
+    /// The server is configured but not enabled in this workspace.
+    Disabled {
+        /// Why, when the snapshot says.
+        problem: Option<&'a Problem>,
+    },
+    /// The server is enabled but not ready: connecting, unavailable, crash-looping or
+    /// waiting for an authorization.
+    NotReady {
+        /// The state it is in.
+        state: ServerState,
+        /// Why, when the snapshot says.
+        problem: Option<&'a Problem>,
+    },
+    /// The server is ready, but the tool named is not one of its enabled tools.
+    UnknownTool {
+        /// The server, for callers that suggest a tool it does list.
+        server: &'a ServerSnapshot,
+        /// The tool named.
+        tool: &'a str,
+    },
 }
 
 /// What a relayed request carries from the caller's previous `input_required` round.
@@ -942,6 +997,14 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// The tool a `tools/call` names; no other operation names one.
+    pub(crate) fn tool(&self) -> Option<&str> {
+        match self {
+            Self::CallTool { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+
     /// A short name for messages: the tool name, or the method and its subject.
     pub fn label(&self) -> std::borrow::Cow<'_, str> {
         // Borrowed for a tool call, the common case: most calls never need it (only their
@@ -1483,6 +1546,82 @@ mod tests {
         assert!(
             matches!((&clean_negotiated, &clean.negotiated), (Some(a), Some(b)) if Arc::ptr_eq(a, b)),
             "a negotiation with nothing to hide stays shared"
+        );
+    }
+
+    #[test]
+    fn the_route_rule_admits_only_a_ready_server_that_lists_the_tool() {
+        let server = |alias: &str, state: ServerState, problem: Option<Problem>| ServerSnapshot {
+            alias: alias.into(),
+            transport: TransportKind::Stdio,
+            state,
+            problem,
+            negotiated: None,
+            tools: Arc::from([ToolInfo {
+                name: "echo".into(),
+                title: None,
+                description: None,
+                input_schema: serde_json::json!({"type": "object"}),
+                output_schema: None,
+                annotations: None,
+                effect: Effect::Host,
+            }]),
+            catalog: Catalog::default(),
+            generation: 1,
+            authored: Arc::new(Authored::default()),
+            authorization: None,
+        };
+        let down = Problem::server_unavailable("it exited");
+        let snapshot = WorkspaceSnapshot {
+            workspace: "default".into(),
+            version: 3,
+            servers: [
+                server("up", ServerState::Ready, None),
+                server("off", ServerState::Disabled, None),
+                server("down", ServerState::Unavailable, Some(down.clone())),
+                server("starting", ServerState::Connecting, None),
+            ]
+            .into_iter()
+            .map(|server| (Arc::from(server.alias.as_str()), Arc::new(server)))
+            .collect(),
+        };
+        let up = snapshot.server("up").map(|server| server.alias.as_str());
+        assert_eq!(
+            snapshot.admit("up", None).ok().map(|s| s.alias.as_str()),
+            up
+        );
+        assert_eq!(
+            snapshot
+                .admit("up", Some("echo"))
+                .ok()
+                .map(|s| s.alias.as_str()),
+            up
+        );
+        assert!(matches!(
+            snapshot.admit("up", Some("missing")),
+            Err(Refusal::UnknownTool { server, tool: "missing" }) if server.alias == "up"
+        ));
+        assert_eq!(
+            snapshot.admit("nowhere", None).err(),
+            Some(Refusal::UnknownServer)
+        );
+        assert_eq!(
+            snapshot.admit("off", Some("echo")).err(),
+            Some(Refusal::Disabled { problem: None })
+        );
+        assert_eq!(
+            snapshot.admit("down", Some("echo")).err(),
+            Some(Refusal::NotReady {
+                state: ServerState::Unavailable,
+                problem: Some(&down)
+            })
+        );
+        assert_eq!(
+            snapshot.admit("starting", None).err(),
+            Some(Refusal::NotReady {
+                state: ServerState::Connecting,
+                problem: None
+            })
         );
     }
 }

@@ -26,7 +26,9 @@ pub(crate) use http::{Bounded, describe, read_bounded, same_origin_redirects};
 pub(crate) use oauth::{Polled, Replay, Vault, complete as oauth_complete, poll_device};
 pub(crate) use reaper::Reaper;
 pub(crate) use session::{Opened, Opening, Ready, Refused, Relisted, Session, count, open, relist};
-pub(crate) use stdio::{Children, Inherited, StderrTail, describe_exit, kill_group, kill_marked};
+pub(crate) use stdio::{
+    Children, Inherited, StderrTail, describe_exit, group_command, kill_group, kill_marked,
+};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,

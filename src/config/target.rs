@@ -168,7 +168,8 @@ pub(crate) fn invalid_header_name(name: &str) -> Option<String> {
 
 /// Headers the transport sets on every request, and the hop-by-hop ones that describe one
 /// connection, not the request; a configured one would contradict the transport (`Mcp-*`
-/// carry protocol state, and body/header disagreement fails), so they are refused at load.
+/// carry protocol state, and body/header disagreement fails), so they are refused at load,
+/// and the HTTP transport refuses the same list again (`protocol/http.rs`).
 pub(crate) fn is_reserved_header(name: &str) -> bool {
     const RESERVED: [&str; 12] = [
         "accept",

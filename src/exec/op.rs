@@ -53,6 +53,14 @@ impl Op {
             Self::Call { server, .. } | Self::Catalog { server } => server,
         }
     }
+
+    /// The tool a call names; a catalog op names none.
+    pub fn tool(&self) -> Option<&str> {
+        match self {
+            Self::Call { tool, .. } => Some(tool),
+            Self::Catalog { .. } => None,
+        }
+    }
 }
 
 impl fmt::Display for Op {

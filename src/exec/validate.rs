@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::error::ExecError;
 use super::op::Op;
 use super::quote::{LISTED_TOOLS, capped};
-use crate::model::{Effect, ServerSnapshot, ServerState, WorkspaceSnapshot};
+use crate::model::{Effect, Refusal, ServerSnapshot, ServerState, WorkspaceSnapshot};
 use crate::projection;
 
 /// How many schema failures an error lists before it says how many more there are.
@@ -53,52 +53,14 @@ impl Validated {
 /// another dialect; no remote `$ref` is ever fetched).
 pub fn validate(op: &Op, snapshot: &WorkspaceSnapshot) -> Result<Validated, ExecError> {
     let alias = op.server();
-    let Some(server) = snapshot.server(alias) else {
-        return Err(ExecError::UnknownServer {
-            server: alias.to_owned(),
-            enabled: snapshot
-                .servers
-                .values()
-                .filter(|server| server.state != ServerState::Disabled)
-                .map(|server| server.alias.clone())
-                .collect(),
-        });
-    };
-    match server.state {
-        ServerState::Ready => {}
-        ServerState::Disabled => {
-            return Err(ExecError::Disabled {
-                server: alias.to_owned(),
-            });
-        }
-        state => {
-            return Err(ExecError::NotReady {
-                server: alias.to_owned(),
-                state,
-                kind: server.problem.as_ref().map(|problem| problem.kind.clone()),
-                detail: server
-                    .problem
-                    .as_ref()
-                    .map(|problem| problem.detail.clone())
-                    .unwrap_or_else(|| match state {
-                        ServerState::Connecting => "it is still connecting".to_owned(),
-                        _ => format!("it is {state}"),
-                    }),
-            });
-        }
-    }
+    let server = snapshot
+        .admit(alias, op.tool())
+        .map_err(|refusal| refused(snapshot, alias, refusal))?;
     if let Op::Call {
         tool, arguments, ..
     } = op
+        && let Some(info) = server.tool(tool)
     {
-        let Some(info) = server.tool(tool) else {
-            return Err(ExecError::UnknownTool {
-                server: alias.to_owned(),
-                tool: tool.clone(),
-                hint: tool_hint(server, tool),
-                family: projection::family_uri(alias),
-            });
-        };
         check_arguments(alias, tool, &info.input_schema, arguments)?;
     }
     Ok(Validated {
@@ -106,6 +68,42 @@ pub fn validate(op: &Op, snapshot: &WorkspaceSnapshot) -> Result<Validated, Exec
         effect: effect(op, snapshot)?,
         version: snapshot.version,
     })
+}
+
+/// An op's words for a refusal of the route rule: an unknown server lists the enabled
+/// ones, an unknown tool the names closest to it.
+fn refused(snapshot: &WorkspaceSnapshot, alias: &str, refusal: Refusal<'_>) -> ExecError {
+    match refusal {
+        Refusal::UnknownServer => ExecError::UnknownServer {
+            server: alias.to_owned(),
+            enabled: snapshot
+                .servers
+                .values()
+                .filter(|server| server.state != ServerState::Disabled)
+                .map(|server| server.alias.clone())
+                .collect(),
+        },
+        Refusal::Disabled { .. } => ExecError::Disabled {
+            server: alias.to_owned(),
+        },
+        Refusal::NotReady { state, problem } => ExecError::NotReady {
+            server: alias.to_owned(),
+            state,
+            kind: problem.map(|problem| problem.kind.clone()),
+            detail: problem
+                .map(|problem| problem.detail.clone())
+                .unwrap_or_else(|| match state {
+                    ServerState::Connecting => "it is still connecting".to_owned(),
+                    _ => format!("it is {state}"),
+                }),
+        },
+        Refusal::UnknownTool { server, tool } => ExecError::UnknownTool {
+            server: alias.to_owned(),
+            tool: tool.to_owned(),
+            hint: tool_hint(server, tool),
+            family: projection::family_uri(alias),
+        },
+    }
 }
 
 /// The op's effect, synchronously: a catalog op is `read`; a call has its tool's effect

@@ -11,16 +11,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpClientTransportConfig,
 };
 
-/// Headers that the transport owns; a configured header may not replace them.
-const RESERVED: &[&str] = &[
-    "accept",
-    "content-type",
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "last-event-id",
-    "mcp-method",
-    "mcp-name",
-];
+use crate::config::is_reserved_header;
 
 /// Builds the transport for one connection attempt.
 ///
@@ -35,8 +26,9 @@ pub(crate) fn transport<C: StreamableHttpClient>(
 ) -> Result<StreamableHttpClientTransport<C>, String> {
     let mut map = HashMap::new();
     for (name, value) in headers {
-        let lower = name.to_ascii_lowercase();
-        if RESERVED.contains(&lower.as_str()) || lower.starts_with("mcp-param-") {
+        // The same list the configuration refuses at load: a header that reaches here
+        // unchecked still cannot replace one the transport owns.
+        if is_reserved_header(name) {
             return Err(format!(
                 "header \"{name}\" is set by the MCP transport itself: remove it from _HEADERS"
             ));
@@ -134,4 +126,45 @@ pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
         cause = inner.source();
     }
     crate::redact::scrub(&text).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_header_the_transport_owns_is_refused_by_name() {
+        for name in [
+            "Mcp-Session-Id",
+            "mcp-param-region",
+            "Accept",
+            "Transfer-Encoding",
+        ] {
+            let headers = [(name.to_owned(), "secret-value-31".to_owned())];
+            let refused = transport(
+                "http://127.0.0.1:9/mcp",
+                &headers,
+                reqwest::Client::new(),
+                1024,
+            )
+            .err()
+            .unwrap_or_default();
+            assert_eq!(
+                refused,
+                format!(
+                    "header \"{name}\" is set by the MCP transport itself: remove it from _HEADERS"
+                )
+            );
+        }
+        let headers = [("X-Tenant".to_owned(), "a".to_owned())];
+        assert!(
+            transport(
+                "http://127.0.0.1:9/mcp",
+                &headers,
+                reqwest::Client::new(),
+                1024
+            )
+            .is_ok()
+        );
+    }
 }

@@ -439,7 +439,9 @@ impl Ready {
         }
     }
 
-    /// Whether the server offers what `operation` asks for.
+    /// Whether the server, as it is connected now, offers what `operation` asks for: the
+    /// snapshot the caller was admitted by (`WorkspaceSnapshot::admit`) may be older than
+    /// this connection's catalog and capabilities.
     fn admits(&self, alias: &str, operation: &Operation) -> Result<(), CallError> {
         let unsupported = |what: &str| CallError::Unsupported {
             alias: alias.to_owned(),

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -238,6 +238,40 @@ impl Reported {
     }
 }
 
+/// A command whose child leads a process group of its own, so that closing the group
+/// reaches every descendant that stayed in it. The child starts from `inherited`, then `env`,
+/// and carries `reaper`'s mark, which every descendant inherits whatever group or session it
+/// moves to. Standard output and error are piped; standard input is the caller's to set.
+/// Nothing is killed on drop: the caller owns the group and ends it.
+pub(crate) fn group_command(
+    program: impl AsRef<OsStr>,
+    args: &[String],
+    cwd: Option<&Path>,
+    inherited: &Inherited,
+    env: &[(String, String)],
+    reaper: Option<&Reaper>,
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    inherited.apply(&mut command);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    if let Some(reaper) = reaper {
+        let (mark, owner) = reaper.mark();
+        command.env(mark, owner);
+    }
+    command
+}
+
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
     pgid: i32,
@@ -250,25 +284,15 @@ impl ChildProcess {
     pub(crate) fn spawn(
         spec: &StdioSpawn<'_>,
     ) -> std::io::Result<(ChildProcess, ChildStdout, ChildStdin)> {
-        let mut command = Command::new(spec.command);
-        command
-            .args(spec.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // A new group led by the child: closing the server reaches its descendants too.
-            .process_group(0)
-            .kill_on_drop(false);
-        if let Some(cwd) = spec.cwd {
-            command.current_dir(cwd);
-        }
-        spec.inherited.apply(&mut command);
-        for (key, value) in spec.env {
-            command.env(key, value);
-        }
-        // The mark every descendant inherits, whatever session or group it moves to.
-        let (mark, owner) = spec.reaper.mark();
-        command.env(mark, owner);
+        let mut command = group_command(
+            spec.command,
+            spec.args,
+            spec.cwd.map(PathBuf::as_path),
+            spec.inherited,
+            spec.env,
+            Some(&**spec.reaper),
+        );
+        command.stdin(Stdio::piped());
         let mut child = command.spawn()?;
         let pid = child
             .id()

@@ -60,7 +60,7 @@ use super::{
     CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
 };
 use crate::protocol::{
-    Children, Inherited, Reaper, StderrTail, describe_exit, kill_group, kill_marked,
+    Children, Inherited, Reaper, StderrTail, describe_exit, group_command, kill_group, kill_marked,
 };
 
 /// How long a call may run unless the declaration says otherwise.
@@ -1394,29 +1394,19 @@ impl Drop for Group<'_> {
 /// starts outlives it — descendants that left the group (`setsid`) included, unless they
 /// also cleared their environment (the reaper's limit too).
 pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
-    let mut command = tokio::process::Command::new(spec.program);
-    command
-        .args(spec.args)
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(cwd) = spec.cwd {
-        command.current_dir(cwd);
-    }
-    spec.inherited.apply(&mut command);
-    for (key, value) in spec.env {
-        command.env(key, value);
-    }
-    if let Some(reaper) = spec.reaper {
-        let (mark, owner) = reaper.mark();
-        command.env(mark, owner);
-    }
+    let mut command = group_command(
+        spec.program,
+        spec.args,
+        spec.cwd,
+        spec.inherited,
+        spec.env,
+        spec.reaper.map(|reaper| &**reaper),
+    );
+    command.stdin(if spec.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     let mark = call_mark();
     if let Some((name, value)) = mark.split_once('=') {
         command.env(name, value);
