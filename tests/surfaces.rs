@@ -1150,25 +1150,40 @@ async fn a_legacy_servers_question_goes_to_the_caller_whose_call_is_in_flight() 
                 .await
         })
     };
-    // Ada's call asks alone: her handler has the question.
-    let first = ask(ada);
-    tokio::time::timeout(BOUND, asked.notified())
-        .await
-        .expect("the first caller is asked");
-    // Bob's call asks while Ada's is in flight: the question names neither, so it is declined.
-    let second = tokio::time::timeout(BOUND, ask(bob.clone()))
-        .await
-        .expect("settles")
-        .expect("joined")
-        .expect("a decline is an answer");
-    assert!(second.text().contains("declined"), "{}", second.text());
-    release.notify_one();
-    let first = tokio::time::timeout(BOUND, first)
-        .await
-        .expect("settles")
-        .expect("joined")
-        .expect("answered");
-    assert!(first.text().contains("- Name: Ada"), "{}", first.text());
+    // Ada's call asks alone: her handler has the question. Bob's call asks while Ada's is in
+    // flight: the question names neither, so it is declined. The server announces its tools
+    // again after it starts (it registers this tool once it knows the host's capabilities);
+    // when that change arrives late, on a busy machine, it waits for Ada's call to settle and
+    // Bob's call waits behind it (calls never run beside a change that waits), so the two are
+    // never in flight together: then both are let go and the scene is played again, on the
+    // settled catalog.
+    let mut played = false;
+    for _ in 0..3 {
+        let first = ask(ada.clone());
+        tokio::time::timeout(BOUND, asked.notified())
+            .await
+            .expect("the first caller is asked");
+        let mut second = ask(bob.clone());
+        let Ok(second) = tokio::time::timeout(Duration::from_secs(5), &mut second).await else {
+            release.notify_one();
+            for call in [first, second] {
+                let _ = tokio::time::timeout(BOUND, call).await.expect("settles");
+            }
+            continue;
+        };
+        let second = second.expect("joined").expect("a decline is an answer");
+        assert!(second.text().contains("declined"), "{}", second.text());
+        release.notify_one();
+        let first = tokio::time::timeout(BOUND, first)
+            .await
+            .expect("settles")
+            .expect("joined")
+            .expect("answered");
+        assert!(first.text().contains("- Name: Ada"), "{}", first.text());
+        played = true;
+        break;
+    }
+    assert!(played, "Bob's call never ran beside Ada's");
     // Alone again, Bob's call gets his own answer, not the host's (there is none here).
     let alone = ask(bob).await.expect("joined").expect("answered");
     assert!(alone.text().contains("- Name: Bob"), "{}", alone.text());
