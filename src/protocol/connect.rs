@@ -730,17 +730,15 @@ fn negotiated(service: &Service, modern: bool, discovered: Option<&DiscoverResul
             discovery: None,
         };
     };
-    let identity = info.server_info.as_ref();
     Negotiated {
-        revision: info.protocol_version.as_str().to_owned(),
-        modern,
-        name: identity.map(|i| i.name.clone()),
-        version: identity.map(|i| i.version.clone()),
-        title: identity.and_then(|i| i.title.clone()),
-        description: identity.and_then(|i| i.description.clone()),
-        instructions: info.instructions.clone(),
-        capabilities: serde_json::to_value(&info.capabilities).unwrap_or_default(),
         discovery: discovered.filter(|_| modern).map(discovery),
+        ..described(
+            info.protocol_version.as_str().to_owned(),
+            modern,
+            info.server_info.as_ref(),
+            info.instructions.clone(),
+            &info.capabilities,
+        )
     }
 }
 
@@ -770,29 +768,56 @@ fn rediscovered(old: &Negotiated, result: &DiscoverResult) -> Result<Negotiated,
         .iter()
         .any(|version| version.as_str() == old.revision)
     {
+        // The server's words, bounded: a few of its revisions, each cut.
+        let listed: Vec<String> = result
+            .supported_versions
+            .iter()
+            .take(4)
+            .map(|version| format!("{:?}", crate::config::shorten(version.as_str())))
+            .collect();
         return Err(format!(
-            "its discover answer no longer lists revision {} (it lists {})",
+            "its discover answer no longer lists revision {} (it lists {} revision(s): {}{})",
             old.revision,
-            result
-                .supported_versions
-                .iter()
-                .map(|version| version.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            result.supported_versions.len(),
+            listed.join(", "),
+            if result.supported_versions.len() > listed.len() {
+                ", …"
+            } else {
+                ""
+            }
         ));
     }
-    let identity = result.server_info();
     Ok(Negotiated {
-        revision: old.revision.clone(),
-        modern: true,
-        name: identity.as_ref().map(|i| i.name.clone()),
-        version: identity.as_ref().map(|i| i.version.clone()),
-        title: identity.as_ref().and_then(|i| i.title.clone()),
-        description: identity.as_ref().and_then(|i| i.description.clone()),
-        instructions: result.instructions.clone(),
-        capabilities: serde_json::to_value(&result.capabilities).unwrap_or_default(),
         discovery: Some(discovery(result)),
+        ..described(
+            old.revision.clone(),
+            true,
+            result.server_info().as_ref(),
+            result.instructions.clone(),
+            &result.capabilities,
+        )
     })
+}
+
+/// A negotiation as the server described itself (its identity, instructions, capabilities).
+fn described(
+    revision: String,
+    modern: bool,
+    identity: Option<&rmcp::model::Implementation>,
+    instructions: Option<String>,
+    capabilities: &rmcp::model::ServerCapabilities,
+) -> Negotiated {
+    Negotiated {
+        revision,
+        modern,
+        name: identity.map(|i| i.name.clone()),
+        version: identity.map(|i| i.version.clone()),
+        title: identity.and_then(|i| i.title.clone()),
+        description: identity.and_then(|i| i.description.clone()),
+        instructions,
+        capabilities: serde_json::to_value(capabilities).unwrap_or_default(),
+        discovery: None,
+    }
 }
 
 impl Connection {

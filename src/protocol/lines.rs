@@ -187,7 +187,11 @@ where
         line: &[u8],
         error: serde_json::Error,
     ) -> Option<ServerJsonRpcMessage> {
-        tracing::debug!("an unreadable message from the server was skipped: {error}");
+        // serde's message can quote the server's own text: scrubbed and cut like any.
+        tracing::debug!(
+            "an unreadable message from the server was skipped: {}",
+            crate::redact::scrub_capped(&error.to_string(), crate::redact::SHOWN_CHARS)
+        );
         if !error.is_data() {
             return None;
         }

@@ -125,6 +125,14 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
     };
     let unavailable = shaped(Problem::server_unavailable);
     let list_failed = shaped(Problem::list_failed);
+    // A listing the host itself ended (the server flooded it, or sent a message over the
+    // bound) failed for that reason, whatever the list call saw after.
+    let not_listed = |cut: Option<String>, detail: String| -> Refused {
+        match cut {
+            Some(cut) => unavailable(format!("could not be listed: {cut}")).into(),
+            None => list_failed(format!("could not be listed: {detail}")).into(),
+        }
+    };
     let unauthorized = shaped(Problem::unauthorized);
     let authorization_failed = shaped(Problem::authorization_failed);
     let (mut target, authorization) = target(definition, env, in_process)
@@ -256,12 +264,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
             if let Some(challenge) = challenge.filter(|_| interactive.is_some()) {
                 return Err(reauthorize(challenge).await);
             }
-            // A listing the host itself ended (the server flooded it, or sent a message over
-            // the bound) failed for that reason, whatever the list call saw after.
-            if let Some(cut) = cut {
-                return Err(unavailable(format!("could not be listed: {cut}")).into());
-            }
-            return Err(list_failed(format!("could not be listed: {detail}")).into());
+            return Err(not_listed(cut, detail));
         }
     };
     let tools = match super::apply_policy(alias, listed, definition.tools(), definition.read()) {
@@ -276,10 +279,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         Err(detail) => {
             let cut = connection.cut_reason();
             connection.close_in_background(options.close_grace);
-            if let Some(cut) = cut {
-                return Err(unavailable(format!("could not be listed: {cut}")).into());
-            }
-            return Err(list_failed(format!("could not be listed: {detail}")).into());
+            return Err(not_listed(cut, detail));
         }
     };
     let negotiated = connection.negotiated().clone();
