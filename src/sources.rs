@@ -283,7 +283,10 @@ pub enum Finding {
 }
 
 pub mod cli;
+mod faults;
 pub mod openapi;
+mod params;
+mod program;
 mod readers;
 pub mod script;
 pub mod server;

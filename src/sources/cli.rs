@@ -40,43 +40,24 @@
 //! standard output of a successful run is parsed into `structured`: one JSON value as is, a
 //! stream of several (`jq '.[]'`) as an array of them.
 //!
-//! [`exec`] is the one place a source starts a program; the script adapter uses it too.
+//! The run itself is [`super::program`]'s, which the script adapter shares; the parameter
+//! checks are [`super::params`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use serde_json::{Map, Value};
 
-use super::{
-    CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
+pub use super::faults::{
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, MAX_OUTPUT_CEILING, MAX_TIMEOUT_MS,
 };
-use crate::protocol::{
-    Children, Inherited, Reaper, StderrTail, describe_exit, group_command, kill_group, kill_marked,
-};
-
-/// How long a call may run unless the declaration says otherwise.
-pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
-/// How much a call may write (stdout and stderr together) unless the declaration says
-/// otherwise.
-pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1 << 20;
-/// The longest `timeoutMs` a declaration may ask for: one hour.
-pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
-/// The largest `maxOutputBytes` a declaration may ask for: 256 MiB.
-pub const MAX_OUTPUT_CEILING: usize = 256 << 20;
-/// How long a version probe (`check`) may run, and how much it may print.
-const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
-const VERSION_OUTPUT: usize = 64 << 10;
-/// How much one read of a program's output takes.
-const READ_CHUNK: usize = 16 << 10;
+use super::faults::{Faults, join};
+use super::params::{self, Declared, Kind, Wording};
+use super::program::{Launcher, Limits, outcome, probe_version, resolve_program};
+use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, ToolSource};
+use crate::protocol::Children;
 
 // === the declaration ===
 
@@ -243,39 +224,14 @@ const PARAM_FIELDS: &[&str] = &[
     "allowDash",
 ];
 
-impl ParamType {
-    fn phrase(self) -> &'static str {
-        match self {
-            Self::String => "a string",
-            Self::Number => "a number",
-            Self::Integer => "an integer",
-            Self::Boolean => "true or false",
-            Self::Array => "an array of strings, numbers or booleans",
-        }
-    }
-
-    fn fits(self, value: &Value) -> bool {
-        match self {
-            Self::String => value.is_string(),
-            Self::Number => value.is_number(),
-            Self::Integer => value.is_i64() || value.is_u64(),
-            Self::Boolean => value.is_boolean(),
-            Self::Array => value
-                .as_array()
-                .is_some_and(|items| items.iter().all(is_scalar)),
-        }
-    }
-
-    fn schema(self) -> Value {
-        match self {
-            Self::String => json!({ "type": "string" }),
-            Self::Number => json!({ "type": "number" }),
-            Self::Integer => json!({ "type": "integer" }),
-            Self::Boolean => json!({ "type": "boolean" }),
-            Self::Array => json!({
-                "type": "array",
-                "items": { "type": ["string", "number", "boolean"] },
-            }),
+impl From<ParamType> for Kind {
+    fn from(kind: ParamType) -> Self {
+        match kind {
+            ParamType::String => Self::String,
+            ParamType::Number => Self::Number,
+            ParamType::Integer => Self::Integer,
+            ParamType::Boolean => Self::Boolean,
+            ParamType::Array => Self::Array,
         }
     }
 }
@@ -287,9 +243,37 @@ impl CliParam {
     }
 }
 
-fn is_scalar(value: &Value) -> bool {
-    value.is_string() || value.is_number() || value.is_boolean()
+impl Declared for CliParam {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> Kind {
+        self.kind.into()
+    }
+
+    fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
+    fn required(&self) -> bool {
+        self.required
+    }
+
+    fn default(&self) -> Option<&Value> {
+        self.default.as_ref()
+    }
+
+    fn allowed(&self) -> Option<&[Value]> {
+        self.allowed.as_deref()
+    }
 }
+
+/// How the CLI adapter words a refusal of a call's arguments.
+const WORDING: Wording = Wording {
+    takes: "this tool",
+    as_option: "would be read as an option",
+};
 
 impl CliDeclaration {
     /// Reads a declaration from `value`, which came from `origin` (a file, an `add`
@@ -384,11 +368,9 @@ impl CliDeclaration {
         expand: &dyn Fn(&str) -> Result<String, String>,
         children: Children,
     ) -> Result<CliSource, Vec<DeclarationError>> {
-        let env = expand_env(&self.env, origin, expand)?;
         Ok(CliSource {
             declaration: self.clone(),
-            env,
-            children,
+            launcher: Launcher::open(&self.env, origin, expand, children)?,
         })
     }
 
@@ -505,8 +487,26 @@ fn parse_param(faults: &mut Faults, path: &str, value: &Value) -> Option<CliPara
     Some(param)
 }
 
-/// The faults of one parameter on its own.
+/// The faults of one parameter on its own: how its value is passed, then the values it
+/// declares.
 fn check_param(faults: &mut Faults, path: &str, param: &CliParam) {
+    passing_faults(faults, path, param);
+    if !param.allow_dash {
+        dash_faults(faults, path, param);
+    }
+    if param.kind == ParamType::Boolean && param.flag.is_none() && !param.stdin {
+        faults.add(
+            join(path, "flag"),
+            "a boolean parameter has no flag",
+            "give it the \"flag\" its presence stands for, such as \"--oneline\"",
+        );
+    }
+    value_faults(faults, path, param);
+}
+
+/// How the value reaches the program: the flag's shape, standard input, `repeat` and
+/// `allowDash` where they apply.
+fn passing_faults(faults: &mut Faults, path: &str, param: &CliParam) {
     if let Some(flag) = &param.flag {
         let shaped = flag.starts_with('-')
             && flag != "-"
@@ -558,37 +558,38 @@ fn check_param(faults: &mut Faults, path: &str, param: &CliParam) {
             "drop \"allowDash\"",
         );
     }
-    if !param.allow_dash {
-        let dashed = |value: &Value| dash_item(value).is_some();
-        if let Some(allowed) = &param.allowed {
-            for (i, value) in allowed.iter().enumerate() {
-                if dashed(value) {
-                    faults.add(
-                        format!("{path}.enum[{i}]"),
-                        format!("{value} starts with '-', which a program reads as an option"),
-                        "add \"allowDash\": true if the program reads it as a value, or drop it",
-                    );
-                }
+}
+
+/// The declared values (`enum`, `default`) that start with `-`, which a program would read
+/// as options, for a parameter without `allowDash`.
+fn dash_faults(faults: &mut Faults, path: &str, param: &CliParam) {
+    let dashed = |value: &Value| Kind::from(param.kind).dash_item(value).is_some();
+    if let Some(allowed) = &param.allowed {
+        for (i, value) in allowed.iter().enumerate() {
+            if dashed(value) {
+                faults.add(
+                    format!("{path}.enum[{i}]"),
+                    format!("{value} starts with '-', which a program reads as an option"),
+                    "add \"allowDash\": true if the program reads it as a value, or drop it",
+                );
             }
         }
-        if let Some(default) = &param.default
-            && !param.stdin
-            && dashed(default)
-        {
-            faults.add(
-                join(path, "default"),
-                format!("{default} starts with '-', which a program reads as an option"),
-                "add \"allowDash\": true if the program reads it as a value, or change it",
-            );
-        }
     }
-    if param.kind == ParamType::Boolean && param.flag.is_none() && !param.stdin {
+    if let Some(default) = &param.default
+        && !param.stdin
+        && dashed(default)
+    {
         faults.add(
-            join(path, "flag"),
-            "a boolean parameter has no flag",
-            "give it the \"flag\" its presence stands for, such as \"--oneline\"",
+            join(path, "default"),
+            format!("{default} starts with '-', which a program reads as an option"),
+            "add \"allowDash\": true if the program reads it as a value, or change it",
         );
     }
+}
+
+/// `required` beside a default, and the `enum` and `default` against the type and each other.
+fn value_faults(faults: &mut Faults, path: &str, param: &CliParam) {
+    let kind = Kind::from(param.kind);
     if param.required && param.default.is_some() {
         faults.add(
             join(path, "default"),
@@ -611,21 +612,21 @@ fn check_param(faults: &mut Faults, path: &str, param: &CliParam) {
             );
         }
         for (i, value) in allowed.iter().enumerate() {
-            if !param.kind.fits(value) {
+            if !kind.fits(value) {
                 faults.add(
                     format!("{path}.enum[{i}]"),
-                    format!("{value} is not {}", param.kind.phrase()),
-                    format!("write {} (the parameter's type)", param.kind.phrase()),
+                    format!("{value} is not {}", kind.phrase()),
+                    format!("write {} (the parameter's type)", kind.phrase()),
                 );
             }
         }
     }
     if let Some(default) = &param.default {
-        if !param.kind.fits(default) {
+        if !kind.fits(default) {
             faults.add(
                 join(path, "default"),
-                format!("{default} is not {}", param.kind.phrase()),
-                format!("write {} (the parameter's type)", param.kind.phrase()),
+                format!("{default} is not {}", kind.phrase()),
+                format!("write {} (the parameter's type)", kind.phrase()),
             );
         } else if param
             .allowed
@@ -707,331 +708,13 @@ fn check_params(faults: &mut Faults, path: &str, params: &[CliParam]) {
     }
 }
 
-// === reading declarations: every fault at once ===
-
-/// The faults found in one declaration so far; shared by the declaration readers.
-pub(crate) struct Faults {
-    origin: String,
-    errors: Vec<DeclarationError>,
-}
-
-/// `path.key`, or `key` at the top level.
-pub(crate) fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-impl Faults {
-    pub(crate) fn new(origin: &str) -> Self {
-        Self {
-            origin: origin.to_owned(),
-            errors: Vec::new(),
-        }
-    }
-
-    pub(crate) fn add(
-        &mut self,
-        field: impl Into<String>,
-        problem: impl Into<String>,
-        fix: impl Into<String>,
-    ) {
-        let field = field.into();
-        let field = if field.is_empty() {
-            "(the declaration)".to_owned()
-        } else {
-            field
-        };
-        self.errors
-            .push(DeclarationError::new(&self.origin, field, problem, fix));
-    }
-
-    pub(crate) fn into_errors(self) -> Vec<DeclarationError> {
-        self.errors
-    }
-
-    /// `value` when nothing was wrong.
-    pub(crate) fn finish<T>(self, value: T) -> Result<T, Vec<DeclarationError>> {
-        if self.errors.is_empty() {
-            Ok(value)
-        } else {
-            Err(self.errors)
-        }
-    }
-
-    /// `value` as an object with only `known` fields (each other field is a fault).
-    pub(crate) fn object<'v>(
-        &mut self,
-        value: &'v Value,
-        path: &str,
-        known: &[&str],
-    ) -> Option<&'v Map<String, Value>> {
-        let Some(object) = value.as_object() else {
-            self.add(path, "is not an object", "write a JSON object");
-            return None;
-        };
-        for key in object.keys() {
-            if !known.contains(&key.as_str()) {
-                self.add(
-                    join(path, key),
-                    "is not a field of this declaration",
-                    format!("remove it, or use one of: {}", known.join(", ")),
-                );
-            }
-        }
-        Some(object)
-    }
-
-    /// The field `key` of `object` as a `T`, if present and of the right shape.
-    pub(crate) fn take<T: DeserializeOwned>(
-        &mut self,
-        object: &Map<String, Value>,
-        path: &str,
-        key: &str,
-        expected: &str,
-    ) -> Option<T> {
-        let value = object.get(key)?;
-        match T::deserialize(value) {
-            Ok(value) => Some(value),
-            Err(_) => {
-                self.add(
-                    join(path, key),
-                    format!("is not {expected}"),
-                    format!("write {expected}"),
-                );
-                None
-            }
-        }
-    }
-
-    /// Like [`Faults::take`], and a fault when the field is absent.
-    pub(crate) fn required<T: DeserializeOwned>(
-        &mut self,
-        object: &Map<String, Value>,
-        path: &str,
-        key: &str,
-        expected: &str,
-    ) -> Option<T> {
-        if !object.contains_key(key) {
-            self.add(join(path, key), "is missing", format!("write {expected}"));
-            return None;
-        }
-        self.take(object, path, key, expected)
-    }
-
-    pub(crate) fn strings(
-        &mut self,
-        object: &Map<String, Value>,
-        path: &str,
-        key: &str,
-    ) -> Vec<String> {
-        let strings: Vec<String> = self
-            .take(object, path, key, "an array of strings")
-            .unwrap_or_default();
-        if strings.iter().any(|s| s.contains('\0')) {
-            self.add(
-                join(path, key),
-                "holds a NUL character, which no argument can carry",
-                "remove the NUL",
-            );
-        }
-        strings
-    }
-
-    /// A source's name: the namespace of its tools.
-    pub(crate) fn source_name(&mut self, field: &str, name: &str) {
-        let mut chars = name.chars();
-        let shaped = chars.next().is_some_and(|c| c.is_ascii_lowercase())
-            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && name.len() <= 64;
-        if !shaped {
-            self.add(
-                field,
-                format!("\"{name}\" is not a source name"),
-                "use lower-case letters, digits and '-', starting with a letter, at most 64 \
-                 characters, such as \"git\"",
-            );
-        }
-    }
-
-    pub(crate) fn tool_name(&mut self, field: &str, name: &str) {
-        let shaped = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-        if !shaped {
-            self.add(
-                field,
-                format!("\"{name}\" is not a tool name"),
-                "use 1 to 64 letters, digits, '_', '.' and '-', such as \"log\"",
-            );
-        }
-    }
-
-    pub(crate) fn param_name(&mut self, field: &str, name: &str) {
-        let mut chars = name.chars();
-        let shaped = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-            && name.len() <= 64;
-        if !shaped {
-            self.add(
-                field,
-                format!("\"{name}\" is not a parameter name"),
-                "use letters, digits, '_' and '-', starting with a letter, such as \"maxCount\"",
-            );
-        }
-    }
-
-    /// A program to run: absolute, or a bare name found on `PATH`.
-    pub(crate) fn command(&mut self, field: &str, command: &str) {
-        if command.is_empty() || command.contains('\0') {
-            self.add(
-                field,
-                "is empty or holds a NUL",
-                "name one executable, such as \"git\" or \"/usr/bin/git\"",
-            );
-        } else if command.contains('/') && !command.starts_with('/') {
-            self.add(
-                field,
-                format!("\"{command}\" is a relative path"),
-                "write an absolute path, or a bare name looked up on PATH",
-            );
-        } else if command.chars().any(char::is_whitespace) && !command.starts_with('/') {
-            self.add(
-                field,
-                format!("\"{command}\" is more than one word"),
-                "name only the executable here and put its arguments in \"args\": no shell \
-                 splits this",
-            );
-        }
-    }
-
-    pub(crate) fn env(
-        &mut self,
-        object: &Map<String, Value>,
-        path: &str,
-    ) -> BTreeMap<String, String> {
-        let env: BTreeMap<String, String> = self
-            .take(object, path, "env", "an object of strings")
-            .unwrap_or_default();
-        for (name, value) in &env {
-            let mut chars = name.chars();
-            let shaped = chars
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !shaped {
-                self.add(
-                    format!("{}.{name}", join(path, "env")),
-                    format!("\"{name}\" is not an environment variable name"),
-                    "use letters, digits and '_', not starting with a digit",
-                );
-            }
-            if value.contains('\0') {
-                self.add(
-                    format!("{}.{name}", join(path, "env")),
-                    "holds a NUL character",
-                    "remove the NUL",
-                );
-            }
-        }
-        env
-    }
-
-    pub(crate) fn cwd(&mut self, object: &Map<String, Value>, path: &str) -> Option<PathBuf> {
-        let cwd: PathBuf = self.take(object, path, "cwd", "a string")?;
-        if !cwd.is_absolute() {
-            self.add(
-                join(path, "cwd"),
-                format!("\"{}\" is a relative path", cwd.display()),
-                "write an absolute directory",
-            );
-        }
-        Some(cwd)
-    }
-
-    pub(crate) fn timeout(&mut self, object: &Map<String, Value>, path: &str) -> Option<u64> {
-        let expected = format!("a whole number of milliseconds from 1 to {MAX_TIMEOUT_MS}");
-        let timeout: u64 = self.take(object, path, "timeoutMs", &expected)?;
-        if timeout == 0 || timeout > MAX_TIMEOUT_MS {
-            self.add(
-                join(path, "timeoutMs"),
-                format!("{timeout} is out of range"),
-                format!("write {expected}"),
-            );
-            return None;
-        }
-        Some(timeout)
-    }
-
-    pub(crate) fn max_output(&mut self, object: &Map<String, Value>, path: &str) -> Option<usize> {
-        let expected = format!("a whole number of bytes from 1 to {MAX_OUTPUT_CEILING}");
-        let bound: usize = self.take(object, path, "maxOutputBytes", &expected)?;
-        if bound == 0 || bound > MAX_OUTPUT_CEILING {
-            self.add(
-                join(path, "maxOutputBytes"),
-                format!("{bound} is out of range"),
-                format!("write {expected}"),
-            );
-            return None;
-        }
-        Some(bound)
-    }
-
-    pub(crate) fn version(&mut self, object: &Map<String, Value>, path: &str) -> Option<String> {
-        let version: String = self.take(object, path, "version", "a string")?;
-        if version.trim().is_empty() {
-            self.add(
-                join(path, "version"),
-                "is empty",
-                "write the trimmed --version output, or drop \"version\"",
-            );
-        }
-        Some(version)
-    }
-}
-
-/// Expands a declaration's environment with `expand`, registering the secrets among it.
-pub(crate) fn expand_env(
-    env: &BTreeMap<String, String>,
-    origin: &str,
-    expand: &dyn Fn(&str) -> Result<String, String>,
-) -> Result<Vec<(String, String)>, Vec<DeclarationError>> {
-    let mut faults = Faults::new(origin);
-    let mut expanded = Vec::with_capacity(env.len());
-    for (name, raw) in env {
-        match expand(raw) {
-            Ok(value) => {
-                if value != *raw || crate::config::is_credential_name(name) {
-                    crate::redact::register([value.as_str()]);
-                }
-                expanded.push((name.clone(), value));
-            }
-            Err(problem) => faults.add(
-                format!("env.{name}"),
-                problem,
-                "define the variable it references, or write the value itself",
-            ),
-        }
-    }
-    faults.finish(expanded)
-}
-
 // === the source ===
 
 /// An opened [`CliDeclaration`]: its tools, callable.
 pub struct CliSource {
     declaration: CliDeclaration,
-    /// The declared environment, expanded: never shown.
-    env: Vec<(String, String)>,
-    /// What every call's program starts from (the environment it inherits), and the reaper
-    /// that marks it, so a host that dies takes it with it.
-    children: Children,
+    /// Its environment, expanded, and what every run starts from.
+    launcher: Launcher,
 }
 
 impl std::fmt::Debug for CliSource {
@@ -1047,15 +730,6 @@ impl CliSource {
     pub fn declaration(&self) -> &CliDeclaration {
         &self.declaration
     }
-
-    /// The `PATH` the program runs with, which it is looked up on: declared, or inherited.
-    fn path(&self) -> Option<std::ffi::OsString> {
-        self.env
-            .iter()
-            .find(|(name, _)| name == "PATH")
-            .map(|(_, value)| value.into())
-            .or_else(|| self.children.inherited.get("PATH").map(Into::into))
-    }
 }
 
 impl ToolSource for CliSource {
@@ -1066,7 +740,7 @@ impl ToolSource for CliSource {
             .map(|tool| SourceTool {
                 name: tool.name.clone(),
                 description: tool.description.clone(),
-                input_schema: input_schema(&tool.params),
+                input_schema: params::input_schema(&tool.params),
             })
             .collect()
     }
@@ -1085,50 +759,22 @@ impl ToolSource for CliSource {
                 .find(|candidate| candidate.name == tool)
                 .ok_or_else(|| SourceError::UnknownTool(tool.to_owned()))?;
             let bound = bind(tool, arguments)?;
-            let path = self.path();
-            let program = resolve_program(&declaration.command, path.as_deref())
-                .map_err(SourceError::Unavailable)?;
+            let program = self.launcher.resolve(&declaration.command)?;
             let mut args = declaration.args.clone();
             args.extend(tool.args.iter().cloned());
             args.extend(bound.argv);
-            let exited = exec(Exec {
-                program: &program,
-                args: &args,
-                inherited: &self.children.inherited,
-                env: &self.env,
+            let limits = Limits {
                 cwd: declaration.cwd.as_deref(),
-                stdin: bound.stdin.as_deref(),
                 timeout: deadline.min(Duration::from_millis(declaration.timeout_ms)),
                 max_output: declaration.max_output_bytes,
-                reaper: Some(&self.children.reaper),
-            })
-            .await?;
+            };
+            let exited = self
+                .launcher
+                .run(&program, &args, bound.stdin.as_deref(), limits)
+                .await?;
             Ok(outcome(&declaration.command, exited, tool.json))
         })
     }
-}
-
-/// The JSON Schema of a tool's input.
-fn input_schema(params: &[CliParam]) -> Map<String, Value> {
-    let mut properties = Map::new();
-    let mut required = Vec::new();
-    for param in params {
-        let mut property = param.kind.schema();
-        if let Some(description) = &param.description {
-            property["description"] = json!(description);
-        }
-        if let Some(allowed) = &param.allowed {
-            property["enum"] = json!(allowed);
-        }
-        if let Some(default) = &param.default {
-            property["default"] = default.clone();
-        }
-        if param.required {
-            required.push(json!(param.name));
-        }
-        properties.insert(param.name.clone(), property);
-    }
-    super::closed_object(properties, required)
 }
 
 /// What a call's arguments become: argv items after the fixed ones, and standard input.
@@ -1141,84 +787,23 @@ struct Bound {
 /// Checks `arguments` against `tool`'s parameters and builds the call's argv: flags in
 /// declaration order, then positionals (after `--` for a tool with `endOfOptions`).
 fn bind(tool: &CliTool, arguments: Map<String, Value>) -> Result<Bound, SourceError> {
-    let params = &tool.params;
-    let invalid = |message: String| SourceError::InvalidArguments(message);
-    if let Some(unknown) = arguments
-        .keys()
-        .find(|key| !params.iter().any(|param| &param.name == *key))
-    {
-        let names: Vec<&str> = params.iter().map(|param| param.name.as_str()).collect();
-        let takes = if names.is_empty() {
-            "this tool takes no arguments".to_owned()
-        } else {
-            format!("this tool takes {}", names.join(", "))
-        };
-        return Err(invalid(format!("unknown argument \"{unknown}\": {takes}")));
-    }
+    params::known(&tool.params, &arguments, &WORDING)?;
     let mut flags = Vec::new();
     let mut positionals = Vec::new();
     let mut stdin = None;
-    for param in params {
-        let given = arguments.get(&param.name).filter(|value| !value.is_null());
-        let Some(value) = given.or(param.default.as_ref()) else {
-            if param.required {
-                return Err(invalid(format!(
-                    "missing required argument \"{}\": pass it as {}",
-                    param.name,
-                    param.kind.phrase()
-                )));
-            }
+    for param in &tool.params {
+        let Some(value) = params::value(param, &arguments)? else {
             continue;
         };
-        if !param.kind.fits(value) {
-            return Err(invalid(format!(
-                "argument \"{}\" must be {}, not {}",
-                param.name,
-                param.kind.phrase(),
-                describe_value(value)
-            )));
-        }
-        if let Some(allowed) = &param.allowed
-            && !allowed.contains(value)
-        {
-            let listed: Vec<String> = allowed.iter().map(Value::to_string).collect();
-            return Err(invalid(format!(
-                "argument \"{}\" must be one of {}, not {value}",
-                param.name,
-                listed.join(", ")
-            )));
-        }
-        let items: Vec<String> = match value {
-            Value::Array(items) => items.iter().map(argv_text).collect(),
-            Value::Bool(_) => Vec::new(),
-            other => vec![argv_text(other)],
-        };
-        if items.iter().any(|item| item.contains('\0')) {
-            return Err(invalid(format!(
-                "argument \"{}\" holds a NUL character, which no argument can carry: remove it",
-                param.name
-            )));
-        }
+        let items = params::items(param, value)?;
         if param.stdin {
-            stdin = Some(argv_text(value).into_bytes());
+            stdin = Some(params::argv_text(value).into_bytes());
             continue;
         }
-        // After `--` nothing is an option; anywhere else a leading '-' would make the value
-        // an option of the model's choosing, whether alone or after a flag.
+        // After `--` nothing is an option.
         let after_end = tool.end_of_options && param.positional();
-        if !param.allow_dash
-            && !after_end
-            && let Some((position, item)) = dash_item(value)
-        {
-            let which = match position {
-                Some(position) => format!("argument \"{}\" item {position}", param.name),
-                None => format!("argument \"{}\"", param.name),
-            };
-            return Err(invalid(format!(
-                "{which} is \"{}\", which starts with '-' and would be read as an option: pass \
-                 a value that does not start with '-'",
-                shorten(&item)
-            )));
+        if !param.allow_dash && !after_end {
+            params::no_dash(param, value, &WORDING)?;
         }
         match &param.flag {
             Some(flag) if param.kind == ParamType::Boolean => {
@@ -1242,363 +827,6 @@ fn bind(tool: &CliTool, arguments: Map<String, Value>) -> Result<Bound, SourceEr
     }
     flags.extend(positionals);
     Ok(Bound { argv: flags, stdin })
-}
-
-/// The first argv item of `value` that starts with `-`, with its position (from 1) when
-/// `value` is an array.
-fn dash_item(value: &Value) -> Option<(Option<usize>, String)> {
-    match value {
-        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
-            let text = argv_text(item);
-            text.starts_with('-').then_some((Some(i + 1), text))
-        }),
-        Value::Bool(_) => None,
-        other => {
-            let text = argv_text(other);
-            text.starts_with('-').then_some((None, text))
-        }
-    }
-}
-
-/// A caller's value as an error quotes it: its first 64 characters.
-pub(crate) fn shorten(text: &str) -> String {
-    match text.char_indices().nth(64) {
-        Some((cut, _)) => format!("{}\u{2026}", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
-/// A value as one argv item: a string as written, anything else as its JSON text.
-pub(crate) fn argv_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// What a wrong value was, for an error message (its kind, not its possibly long text).
-pub(crate) fn describe_value(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(number) if number.is_f64() => "a number with a fraction",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array (of something else)",
-        Value::Object(_) => "an object",
-    }
-}
-
-// === running a program ===
-
-/// Finds `command`: an absolute path as it is, a bare name on `path`. Says what is missing.
-pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<PathBuf, String> {
-    let executable = |candidate: &Path| {
-        std::fs::metadata(candidate)
-            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-    };
-    if command.starts_with('/') {
-        let candidate = PathBuf::from(command);
-        return if executable(&candidate) {
-            Ok(candidate)
-        } else {
-            Err(format!(
-                "{command} is not an executable file: install it, or correct the path"
-            ))
-        };
-    }
-    let dirs: Vec<PathBuf> = path
-        .map(std::env::split_paths)
-        .into_iter()
-        .flatten()
-        .collect();
-    dirs.iter()
-        .map(|dir| dir.join(command))
-        .find(|candidate| executable(candidate))
-        .ok_or_else(|| {
-            let searched = path
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!(
-                "\"{command}\" is not on PATH ({searched}): install it, or write its absolute path"
-            )
-        })
-}
-
-/// One run of a program: already resolved and bound, never shown (the environment may hold
-/// secrets).
-pub(crate) struct Exec<'a> {
-    pub program: &'a Path,
-    pub args: &'a [String],
-    /// What the program starts from, before `env`.
-    pub inherited: &'a Inherited,
-    pub env: &'a [(String, String)],
-    pub cwd: Option<&'a Path>,
-    /// Written to standard input, which is then closed; `None` gives it `/dev/null`.
-    pub stdin: Option<&'a [u8]>,
-    pub timeout: Duration,
-    /// Standard output and standard error together, in bytes.
-    pub max_output: usize,
-    /// Marks the group for the host's reaper; `None` only for a short probe (`check`).
-    pub reaper: Option<&'a Arc<Reaper>>,
-}
-
-/// How a run ended by itself.
-pub(crate) struct Exited {
-    pub status: std::process::ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
-
-/// The variable that marks every process one run starts, whatever group or session it moves
-/// to: its value is unique to the run.
-const CALL_MARK: &str = "_PLURNK_MCP_CALL";
-
-/// The `CALL_MARK=value` entry of a new run, unique in this process and among processes.
-fn call_mark() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{CALL_MARK}={}.{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// The process group of one run and the mark of its processes: both killed when this is
-/// dropped, on every path — the run finished, ran out of time or output, or the call's future
-/// was dropped.
-struct Group<'a> {
-    pgid: i32,
-    /// `CALL_MARK=value`: finds the descendants that left the group (`setsid`).
-    mark: String,
-    /// The marked processes were killed after the leader exited; the drop need not look again.
-    swept: AtomicBool,
-    reaper: Option<&'a Arc<Reaper>>,
-}
-
-impl Drop for Group<'_> {
-    fn drop(&mut self) {
-        kill_group(self.pgid);
-        if !self.swept.load(Ordering::Acquire) {
-            kill_marked(&self.mark);
-        }
-        if let Some(reaper) = self.reaper {
-            reaper.forget(self.pgid);
-        }
-    }
-}
-
-/// Runs a program in a process group of its own until it exits, its deadline passes or its
-/// output passes its bound; the group, and every process that carries the run's mark, is
-/// killed in every case when this returns (or its future is dropped), so nothing a call
-/// starts outlives it — descendants that left the group (`setsid`) included, unless they
-/// also cleared their environment (the reaper's limit too).
-pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
-    let mut command = group_command(
-        spec.program,
-        spec.args,
-        spec.cwd,
-        spec.inherited,
-        spec.env,
-        spec.reaper.map(|reaper| &**reaper),
-    );
-    command.stdin(if spec.stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    let mark = call_mark();
-    if let Some((name, value)) = mark.split_once('=') {
-        command.env(name, value);
-    }
-    let name = spec.program.display();
-    let mut child = command.spawn().map_err(|error| {
-        SourceError::Unavailable(format!("{name} could not be started: {error}"))
-    })?;
-    let pgid = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .ok_or_else(|| {
-            SourceError::Unavailable(format!("{name} exited before it could be watched"))
-        })?;
-    let group = Group {
-        pgid,
-        mark,
-        swept: AtomicBool::new(false),
-        reaper: spec.reaper,
-    };
-    if let Some(reaper) = spec.reaper {
-        reaper.watch(pgid);
-    }
-    let (stdout, stderr, stdin) = (child.stdout.take(), child.stderr.take(), child.stdin.take());
-    let used = AtomicUsize::new(0);
-    let limit = spec.max_output;
-    let work = async {
-        let out = read_bounded(stdout, &used, limit);
-        let err = read_bounded(stderr, &used, limit);
-        let feed = async {
-            if let (Some(mut pipe), Some(bytes)) = (stdin, spec.stdin) {
-                // A program that exits without reading all of it is no failure (EPIPE).
-                let _ = pipe.write_all(bytes).await;
-            }
-            Ok(())
-        };
-        let exit = async {
-            let status = child.wait().await.map_err(|error| {
-                SourceError::Unavailable(format!("{name} could not be waited for: {error}"))
-            })?;
-            // The leader is gone: whatever it left in its group or marked goes too, which
-            // also ends the pipes a background descendant still holds. The look through /proc
-            // blocks, so it runs off the runtime's workers.
-            kill_group(group.pgid);
-            let mark = group.mark.clone();
-            if tokio::task::spawn_blocking(move || kill_marked(&mark))
-                .await
-                .is_ok()
-            {
-                group.swept.store(true, Ordering::Release);
-            }
-            Ok(status)
-        };
-        tokio::try_join!(out, err, feed, exit)
-    };
-    let timeout_ms = u64::try_from(spec.timeout.as_millis()).unwrap_or(u64::MAX);
-    let ran = tokio::time::timeout(spec.timeout, work).await;
-    drop(group);
-    match ran {
-        Err(_) => Err(SourceError::Timeout { timeout_ms }),
-        Ok(Err(error)) => Err(error),
-        Ok(Ok((stdout, stderr, (), status))) => Ok(Exited {
-            status,
-            stdout,
-            stderr,
-        }),
-    }
-}
-
-/// Reads `pipe` to its end, failing once the run's output (`used`, shared by its pipes)
-/// passes `limit`.
-async fn read_bounded(
-    pipe: Option<impl AsyncRead + Unpin>,
-    used: &AtomicUsize,
-    limit: usize,
-) -> Result<Vec<u8>, SourceError> {
-    let mut kept = Vec::new();
-    let Some(mut pipe) = pipe else {
-        return Ok(kept);
-    };
-    let mut buffer = vec![0u8; READ_CHUNK];
-    loop {
-        let read = match pipe.read(&mut buffer).await {
-            Ok(0) | Err(_) => return Ok(kept),
-            Ok(read) => read,
-        };
-        if used.fetch_add(read, Ordering::Relaxed) + read > limit {
-            return Err(SourceError::OutputTooLarge { limit });
-        }
-        kept.extend_from_slice(&buffer[..read]);
-    }
-}
-
-/// The result a run gives the model: its standard output; after a non-zero exit, how it
-/// exited and the end of its standard error too; with `json`, the parsed output.
-pub(crate) fn outcome(label: &str, exited: Exited, json: bool) -> SourceResult {
-    let mut text = String::from_utf8_lossy(&exited.stdout).into_owned();
-    if !exited.status.success() {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&format!("[{label} {}", describe_exit(exited.status)));
-        let tail = StderrTail::default();
-        tail.push(&exited.stderr);
-        match tail.text() {
-            Some(stderr) => text.push_str(&format!("; its stderr ends:]\n{stderr}")),
-            None => text.push(']'),
-        }
-        return SourceResult {
-            text,
-            structured: None,
-            is_error: true,
-        };
-    }
-    if !json {
-        return SourceResult {
-            text,
-            structured: None,
-            is_error: false,
-        };
-    }
-    let values: Result<Vec<Value>, _> = serde_json::Deserializer::from_str(&text)
-        .into_iter::<Value>()
-        .collect();
-    match values {
-        Ok(mut values) => {
-            let structured = match values.len() {
-                0 => None,
-                1 => values.pop(),
-                _ => Some(Value::Array(values)),
-            };
-            SourceResult {
-                text,
-                structured,
-                is_error: false,
-            }
-        }
-        Err(error) => {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(&format!("[{label} wrote output that is not JSON: {error}]"));
-            SourceResult {
-                text,
-                structured: None,
-                is_error: true,
-            }
-        }
-    }
-}
-
-/// Runs `program args…` (bounded at 5 s and 64 KiB, with the default environment alone and
-/// outside any host) and compares its trimmed output — standard output, or standard error
-/// when that is all it wrote — with `declared`.
-pub(crate) async fn probe_version(program: &Path, args: &[String], declared: &str) -> Finding {
-    let ran = exec(Exec {
-        program,
-        args,
-        inherited: &Inherited::defaults(),
-        env: &[],
-        cwd: None,
-        stdin: None,
-        timeout: VERSION_TIMEOUT,
-        max_output: VERSION_OUTPUT,
-        reaper: None,
-    })
-    .await;
-    let shown = format!("{} {}", program.display(), args.join(" "));
-    let exited = match ran {
-        Ok(exited) => exited,
-        Err(error) => return Finding::Missing(format!("`{shown}` gave no version: {error}")),
-    };
-    if !exited.status.success() {
-        return Finding::Missing(format!(
-            "`{shown}` {}: set versionArgs to the arguments that print its version",
-            describe_exit(exited.status)
-        ));
-    }
-    let output = if exited.stdout.iter().all(u8::is_ascii_whitespace) {
-        exited.stderr
-    } else {
-        exited.stdout
-    };
-    let installed = String::from_utf8_lossy(&output).trim().to_owned();
-    if installed == declared.trim() {
-        Finding::Ready(format!("{} ({installed})", program.display()))
-    } else {
-        Finding::VersionDrift {
-            declared: declared.trim().to_owned(),
-            installed,
-        }
-    }
 }
 
 #[cfg(test)]

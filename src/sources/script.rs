@@ -23,7 +23,8 @@
 //!
 //! A call runs `runtime… script --name value…`, one `--name value` pair per given (or
 //! defaulted) parameter in header order, with the same bounds, process group and reaper as
-//! the CLI adapter ([`super::cli::exec`]): a boolean is `--name` alone when `true` and
+//! the CLI adapter ([`super::program`]), and the same checks of the arguments
+//! ([`super::params`]): a boolean is `--name` alone when `true` and
 //! nothing when `false`; a `json` parameter is its JSON text; a number its JSON spelling.
 //! A value that starts with `-` is refused unless its parameter is named by `@allow-dash`:
 //! many argument parsers (minimist, yargs, a hand-written `case`) would read `--name --dry`
@@ -43,13 +44,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::cli::{
-    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Exec, Faults, argv_text, describe_value, exec,
-    expand_env, outcome, probe_version, resolve_program, shorten,
-};
-use super::{
-    CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
-};
+use super::faults::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Faults};
+use super::params::{self, Declared, Kind, Wording};
+use super::program::{Launcher, Limits, outcome, probe_version, resolve_program};
+use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, ToolSource};
 use crate::protocol::Children;
 
 /// How much of a script is read for its header.
@@ -176,26 +174,6 @@ impl ScriptType {
         })
     }
 
-    fn phrase(self) -> &'static str {
-        match self {
-            Self::String => "a string",
-            Self::Number => "a number",
-            Self::Integer => "an integer",
-            Self::Boolean => "true or false",
-            Self::Json => "any JSON value",
-        }
-    }
-
-    fn fits(self, value: &Value) -> bool {
-        match self {
-            Self::String => value.is_string(),
-            Self::Number => value.is_number(),
-            Self::Integer => value.is_i64() || value.is_u64(),
-            Self::Boolean => value.is_boolean(),
-            Self::Json => true,
-        }
-    }
-
     /// The default as written after `=`, read as this type.
     fn read_default(self, text: &str) -> Option<Value> {
         match self {
@@ -203,8 +181,20 @@ impl ScriptType {
             Self::Json | Self::Number | Self::Integer | Self::Boolean => {
                 serde_json::from_str::<Value>(text)
                     .ok()
-                    .filter(|value| self.fits(value))
+                    .filter(|value| Kind::from(self).fits(value))
             }
+        }
+    }
+}
+
+impl From<ScriptType> for Kind {
+    fn from(kind: ScriptType) -> Self {
+        match kind {
+            ScriptType::String => Self::String,
+            ScriptType::Number => Self::Number,
+            ScriptType::Integer => Self::Integer,
+            ScriptType::Boolean => Self::Boolean,
+            ScriptType::Json => Self::Json,
         }
     }
 }
@@ -324,7 +314,7 @@ impl ScriptHeader {
         for (param, field) in header.params.iter().zip(&param_lines) {
             if let Some(default) = &param.default
                 && !param.allow_dash
-                && param.argv_item(default).starts_with('-')
+                && param.kind().dash_item(default).is_some()
             {
                 faults.add(
                     field,
@@ -379,8 +369,8 @@ fn parse_param(faults: &mut Faults, field: &str, spec: &str) -> Option<ScriptPar
             None => {
                 faults.add(
                     field,
-                    format!("default \"{text}\" is not {}", kind.phrase()),
-                    format!("write a default that is {}", kind.phrase()),
+                    format!("default \"{text}\" is not {}", Kind::from(kind).phrase()),
+                    format!("write a default that is {}", Kind::from(kind).phrase()),
                 );
                 return None;
             }
@@ -403,16 +393,33 @@ fn parse_param(faults: &mut Faults, field: &str, spec: &str) -> Option<ScriptPar
     })
 }
 
-impl ScriptParam {
-    /// `value` as the argv item it becomes: a `json` parameter's JSON text, anything else as
-    /// the CLI adapter passes it.
-    fn argv_item(&self, value: &Value) -> String {
-        match self.kind {
-            ScriptType::Json => value.to_string(),
-            _ => argv_text(value),
-        }
+impl Declared for ScriptParam {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> Kind {
+        self.kind.into()
+    }
+
+    fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
+    fn required(&self) -> bool {
+        self.required
+    }
+
+    fn default(&self) -> Option<&Value> {
+        self.default.as_ref()
     }
 }
+
+/// How the script adapter words a refusal of a call's arguments.
+const WORDING: Wording = Wording {
+    takes: "this script",
+    as_option: "the script would read as an option",
+};
 
 impl ScriptDeclaration {
     /// Reads a declaration from `value`, which came from `origin` (a file, an `add`
@@ -495,12 +502,12 @@ impl ScriptDeclaration {
             )]
         })?;
         let header = ScriptHeader::parse(&text, self.runtime, &shown);
-        let env = expand_env(&self.env, origin, expand);
-        let (header, env) = match (header, env) {
-            (Ok(header), Ok(env)) => (header, env),
-            (header, env) => {
+        let launcher = Launcher::open(&self.env, origin, expand, children);
+        let (header, launcher) = match (header, launcher) {
+            (Ok(header), Ok(launcher)) => (header, launcher),
+            (header, launcher) => {
                 let mut errors = header.err().unwrap_or_default();
-                errors.extend(env.err().unwrap_or_default());
+                errors.extend(launcher.err().unwrap_or_default());
                 return Err(errors);
             }
         };
@@ -508,8 +515,7 @@ impl ScriptDeclaration {
             declaration: self.clone(),
             tool: header.tool.clone().unwrap_or_else(|| self.name.clone()),
             header,
-            env,
-            children,
+            launcher,
         })
     }
 
@@ -588,11 +594,8 @@ pub struct ScriptSource {
     /// The tool's name: `@tool`, or the declaration's name.
     tool: String,
     header: ScriptHeader,
-    /// The declared environment, expanded: never shown.
-    env: Vec<(String, String)>,
-    /// What every call's program starts from (the environment it inherits), and the reaper
-    /// that marks it, so a host that dies takes it with it.
-    children: Children,
+    /// Its environment, expanded, and what every run starts from.
+    launcher: Launcher,
 }
 
 impl std::fmt::Debug for ScriptSource {
@@ -609,15 +612,6 @@ impl ScriptSource {
     pub fn header(&self) -> &ScriptHeader {
         &self.header
     }
-
-    /// The `PATH` the program runs with, which it is looked up on: declared, or inherited.
-    fn path(&self) -> Option<std::ffi::OsString> {
-        self.env
-            .iter()
-            .find(|(name, _)| name == "PATH")
-            .map(|(_, value)| value.into())
-            .or_else(|| self.children.inherited.get("PATH").map(Into::into))
-    }
 }
 
 impl ToolSource for ScriptSource {
@@ -625,7 +619,7 @@ impl ToolSource for ScriptSource {
         vec![SourceTool {
             name: self.tool.clone(),
             description: self.header.description.clone(),
-            input_schema: input_schema(&self.header.params),
+            input_schema: params::input_schema(&self.header.params),
         }]
     }
 
@@ -642,11 +636,9 @@ impl ToolSource for ScriptSource {
             let flags = bind(&self.header.params, arguments)?;
             let declaration = &self.declaration;
             let script = declaration.path.display().to_string();
-            let path = self.path();
             let (program, mut args) = match declaration.runtime.launcher() {
                 Some((runtime, before)) => {
-                    let program = resolve_program(runtime, path.as_deref())
-                        .map_err(SourceError::Unavailable)?;
+                    let program = self.launcher.resolve(runtime)?;
                     let mut args: Vec<String> =
                         before.iter().map(|arg| (*arg).to_owned()).collect();
                     args.push(script.clone());
@@ -655,110 +647,38 @@ impl ToolSource for ScriptSource {
                 None => (declaration.path.clone(), Vec::new()),
             };
             args.extend(flags);
-            let exited = exec(Exec {
-                program: &program,
-                args: &args,
-                inherited: &self.children.inherited,
-                env: &self.env,
+            let limits = Limits {
                 cwd: declaration.cwd.as_deref(),
-                stdin: None,
                 timeout: deadline.min(Duration::from_millis(declaration.timeout_ms)),
                 max_output: declaration.max_output_bytes,
-                reaper: Some(&self.children.reaper),
-            })
-            .await?;
-            let result: SourceResult = outcome(&script, exited, false);
-            Ok(result)
+            };
+            let exited = self.launcher.run(&program, &args, None, limits).await?;
+            Ok(outcome(&script, exited, false))
         })
     }
 }
 
-fn input_schema(params: &[ScriptParam]) -> Map<String, Value> {
-    let mut properties = Map::new();
-    let mut required = Vec::new();
-    for param in params {
-        let mut property = match param.kind {
-            ScriptType::String => json!({ "type": "string" }),
-            ScriptType::Number => json!({ "type": "number" }),
-            ScriptType::Integer => json!({ "type": "integer" }),
-            ScriptType::Boolean => json!({ "type": "boolean" }),
-            ScriptType::Json => json!({}),
-        };
-        if let Some(description) = &param.description {
-            property["description"] = json!(description);
-        }
-        if let Some(default) = &param.default {
-            property["default"] = default.clone();
-        }
-        if param.required {
-            required.push(json!(param.name));
-        }
-        properties.insert(param.name.clone(), property);
-    }
-    super::closed_object(properties, required)
-}
-
 /// Checks `arguments` against the header and builds `--name value` pairs in header order.
 fn bind(params: &[ScriptParam], arguments: Map<String, Value>) -> Result<Vec<String>, SourceError> {
-    let invalid = SourceError::InvalidArguments;
-    if let Some(unknown) = arguments
-        .keys()
-        .find(|key| !params.iter().any(|param| &param.name == *key))
-    {
-        let names: Vec<&str> = params.iter().map(|param| param.name.as_str()).collect();
-        let takes = if names.is_empty() {
-            "this script takes no arguments".to_owned()
-        } else {
-            format!("this script takes {}", names.join(", "))
-        };
-        return Err(invalid(format!("unknown argument \"{unknown}\": {takes}")));
-    }
+    params::known(params, &arguments, &WORDING)?;
     let mut argv = Vec::new();
     for param in params {
-        let given = arguments.get(&param.name).filter(|value| !value.is_null());
-        let Some(value) = given.or(param.default.as_ref()) else {
-            if param.required {
-                return Err(invalid(format!(
-                    "missing required argument \"{}\": pass it as {}",
-                    param.name,
-                    param.kind.phrase()
-                )));
-            }
+        let Some(value) = params::value(param, &arguments)? else {
             continue;
         };
-        if !param.kind.fits(value) {
-            return Err(invalid(format!(
-                "argument \"{}\" must be {}, not {}",
-                param.name,
-                param.kind.phrase(),
-                describe_value(value)
-            )));
-        }
         let flag = format!("--{}", param.name);
-        let text = match (param.kind, value) {
-            (ScriptType::Boolean, Value::Bool(true)) => {
+        if param.kind == ScriptType::Boolean {
+            if value == &Value::Bool(true) {
                 argv.push(flag);
-                continue;
             }
-            (ScriptType::Boolean, _) => continue,
-            (_, value) => param.argv_item(value),
-        };
-        if text.contains('\0') {
-            return Err(invalid(format!(
-                "argument \"{}\" holds a NUL character, which no argument can carry: remove it",
-                param.name
-            )));
+            continue;
         }
-        if text.starts_with('-') && !param.allow_dash {
-            return Err(invalid(format!(
-                "argument \"{}\" is \"{}\", which starts with '-' and the script would read \
-                 as an option: pass a value that does not start with '-'",
-                param.name,
-                shorten(&text)
-            )));
+        let items = params::items(param, value)?;
+        if !param.allow_dash {
+            params::no_dash(param, value, &WORDING)?;
         }
         argv.push(flag);
-        argv.push(text);
+        argv.extend(items);
     }
     Ok(argv)
 }

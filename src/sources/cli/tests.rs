@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::sources::SourceResult;
 
 /// A directory of its own under the system's temporary directory, removed when dropped.
 pub(crate) struct Scratch(PathBuf);

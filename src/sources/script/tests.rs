@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::sources::SourceResult;
 use crate::sources::cli::tests::{Scratch, gone, installed, pid_in};
 
 const GREET: &str = r#"#!/usr/bin/env bash
