@@ -1,6 +1,8 @@
 //! Tests of the gateway's naming and view without a client: served names split back,
 //! pages, URIs routed to the one server that claims them, quoted URIs cut.
 
+use super::uri_template::UriTemplate;
+use super::view::Unroutable;
 use super::*;
 
 #[test]
