@@ -131,30 +131,7 @@ pub(super) fn read(
         )]);
     };
     let mut faults = Vec::new();
-    match root.get("openapi").and_then(Value::as_str) {
-        Some(v) if v.starts_with("3.") => {}
-        Some(v) => faults.push(error(
-            "openapi",
-            format!("the document is OpenAPI {v:?}; only 3.0 and 3.1 are read"),
-            "convert it to OpenAPI 3 (a Swagger 2.0 document converts with swagger2openapi)",
-        )),
-        None => faults.push(error(
-            "openapi",
-            "the document has no `openapi` version string".into(),
-            "point `spec` at an OpenAPI 3.0 or 3.1 document, which starts with \"openapi\": \"3.x.y\"",
-        )),
-    }
-    let paths = match root.get("paths").and_then(Value::as_object) {
-        Some(paths) if !paths.is_empty() => Some(paths),
-        _ => {
-            faults.push(error(
-                "paths",
-                "the document has no paths, so it offers no operations".into(),
-                "point `spec` at a document whose `paths` object describes at least one operation",
-            ));
-            None
-        }
-    };
+    let paths = paths(root, origin, &mut faults);
     let version = document
         .pointer("/info/version")
         .and_then(Value::as_str)
@@ -176,12 +153,87 @@ pub(super) fn read(
         tool: 0,
         operation: String::new(),
     };
+    let (operations, seen_ids) = offer(&mut resolver, paths, allow, &mut faults);
+    if let (Some(allow), Some(_)) = (allow, paths) {
+        for (i, id) in allow.iter().enumerate() {
+            if !seen_ids.contains(id) {
+                faults.push(DeclarationError::new(
+                    origin,
+                    format!("operations[{i}]"),
+                    format!("no operation in the document has the operationId \"{id}\""),
+                    "name operations by their operationId in the document, or remove this entry",
+                ));
+            }
+        }
+    }
+    // A fault in a shared definition is found once for every operation that uses it.
+    let mut seen = BTreeSet::new();
+    faults.retain(|fault| seen.insert(fault.to_string()));
+    if faults.is_empty() {
+        Ok(Document {
+            version,
+            server,
+            operations,
+        })
+    } else {
+        Err(faults)
+    }
+}
+
+/// The document's `paths`, once it says it is OpenAPI 3 and has some; a fault otherwise.
+fn paths<'d>(
+    root: &'d Map<String, Value>,
+    origin: &str,
+    faults: &mut Vec<DeclarationError>,
+) -> Option<&'d Map<String, Value>> {
+    let error = |field: &str, problem: String, fix: &str| {
+        DeclarationError::new(origin, field, problem, fix.to_owned())
+    };
+    match root.get("openapi").and_then(Value::as_str) {
+        Some(v) if v.starts_with("3.") => {}
+        Some(v) => faults.push(error(
+            "openapi",
+            format!("the document is OpenAPI {v:?}; only 3.0 and 3.1 are read"),
+            "convert it to OpenAPI 3 (a Swagger 2.0 document converts with swagger2openapi)",
+        )),
+        None => faults.push(error(
+            "openapi",
+            "the document has no `openapi` version string".into(),
+            "point `spec` at an OpenAPI 3.0 or 3.1 document, which starts with \"openapi\": \"3.x.y\"",
+        )),
+    }
+    match root.get("paths").and_then(Value::as_object) {
+        Some(paths) if !paths.is_empty() => Some(paths),
+        _ => {
+            faults.push(error(
+                "paths",
+                "the document has no paths, so it offers no operations".into(),
+                "point `spec` at a document whose `paths` object describes at least one operation",
+            ));
+            None
+        }
+    }
+}
+
+/// The operations of `paths` that `allow` lets through, built into tools, and the
+/// operationIds it saw; what cannot be offered is a fault, or a warning when `allow` did not
+/// name it. Reading stops at the first bound of the whole document.
+fn offer<'d>(
+    resolver: &mut Resolver<'d>,
+    paths: Option<&'d Map<String, Value>>,
+    allow: Option<&[String]>,
+    faults: &mut Vec<DeclarationError>,
+) -> (Vec<Operation>, BTreeSet<String>) {
+    let origin = resolver.origin;
+    let error = |field: &str, problem: String, fix: &str| {
+        DeclarationError::new(origin, field, problem, fix.to_owned())
+    };
     let mut operations = Vec::new();
     // Tool name → the JSON path of the operation that took it.
     let mut taken: BTreeMap<String, String> = BTreeMap::new();
     // The operationIds of the allowed operations, offered or not.
     let mut seen_ids = BTreeSet::new();
-    'paths: for (path, item) in paths.into_iter().flatten() {
+    for (path, item) in paths.into_iter().flatten() {
         let at = format!("paths.{path}");
         let item = match resolver.target(item, &at) {
             Ok(item) => item,
@@ -207,7 +259,7 @@ pub(super) fn read(
                 seen_ids.insert(id.to_owned());
             }
             resolver.begin(&op_at);
-            let built = build(&mut resolver, path, (method, verb), op, shared, &op_at)
+            let built = build(resolver, path, (method, verb), op, shared, &op_at)
                 .and_then(|operation| resolver.written(operation));
             let operation = match built {
                 Ok(operation) => operation,
@@ -217,7 +269,7 @@ pub(super) fn read(
                 }
                 Err(Fault::Exhausted(fault)) => {
                     faults.push(fault);
-                    break 'paths;
+                    return (operations, seen_ids);
                 }
                 Err(Fault::Unsupported { field, problem }) => {
                     if allow.is_some() {
@@ -245,30 +297,7 @@ pub(super) fn read(
             operations.push(operation);
         }
     }
-    if let (Some(allow), Some(_)) = (allow, paths) {
-        for (i, id) in allow.iter().enumerate() {
-            if !seen_ids.contains(id) {
-                faults.push(DeclarationError::new(
-                    origin,
-                    format!("operations[{i}]"),
-                    format!("no operation in the document has the operationId \"{id}\""),
-                    "name operations by their operationId in the document, or remove this entry",
-                ));
-            }
-        }
-    }
-    // A fault in a shared definition is found once for every operation that uses it.
-    let mut seen = BTreeSet::new();
-    faults.retain(|fault| seen.insert(fault.to_string()));
-    if faults.is_empty() {
-        Ok(Document {
-            version,
-            server,
-            operations,
-        })
-    } else {
-        Err(faults)
-    }
+    (operations, seen_ids)
 }
 
 /// Why one operation could not be built.
@@ -298,7 +327,6 @@ fn build<'d>(
     shared: Option<&'d Value>,
     at: &str,
 ) -> Result<Operation, Fault> {
-    let origin = resolver.origin;
     let name = tool_name(op.get("operationId").and_then(Value::as_str), method, path);
     let description = [op.get("summary"), op.get("description")]
         .into_iter()
@@ -308,9 +336,45 @@ fn build<'d>(
         .collect::<Vec<_>>()
         .join("\n\n");
 
-    // The operation's parameters override the path item's of the same name and location;
-    // each is the parameter as written (a reference, perhaps) and the object it stands for.
-    let mut declared: BTreeMap<(String, String), (&'d Value, &'d Value, String)> = BTreeMap::new();
+    let declared = declared(resolver, path, op, shared, at)?;
+    let mut input = Input::default();
+    let parameters = parameters(resolver, path, declared, &mut input)?;
+    placeholders(resolver.origin, path, at, &parameters)?;
+    let body = request_body(resolver, op, at, &mut input)?;
+    Ok(Operation {
+        tool: SourceTool {
+            name,
+            description: (!description.is_empty()).then_some(description),
+            input_schema: crate::sources::closed_object(input.properties, input.required),
+        },
+        method: verb.clone(),
+        path: path.to_owned(),
+        parameters,
+        body,
+    })
+}
+
+/// A parameter as written (a reference, perhaps), the object it stands for, and where it is.
+type Entry<'d> = (&'d Value, &'d Value, String);
+
+/// The arguments a tool takes, as its input schema will list them.
+#[derive(Default)]
+struct Input {
+    properties: Map<String, Value>,
+    required: Vec<Value>,
+}
+
+/// The operation's parameters by name and location, each overriding the path item's
+/// `shared` one of the same name and location.
+fn declared<'d>(
+    resolver: &mut Resolver<'d>,
+    path: &str,
+    op: &'d Value,
+    shared: Option<&'d Value>,
+    at: &str,
+) -> Result<BTreeMap<(String, String), Entry<'d>>, Fault> {
+    let origin = resolver.origin;
+    let mut declared: BTreeMap<(String, String), Entry<'d>> = BTreeMap::new();
     for (source, list) in [
         (format!("{at}.parameters"), op.get("parameters")),
         (format!("paths.{path}.parameters"), shared),
@@ -337,9 +401,18 @@ fn build<'d>(
                 .or_insert((written, parameter, field));
         }
     }
+    Ok(declared)
+}
 
-    let mut properties = Map::new();
-    let mut required = Vec::new();
+/// Each declared parameter placed (path, query or header; a framing, credential or routing
+/// header left out) with its schema resolved into `input`.
+fn parameters<'d>(
+    resolver: &mut Resolver<'d>,
+    path: &str,
+    declared: BTreeMap<(String, String), Entry<'d>>,
+    input: &mut Input,
+) -> Result<Vec<Parameter>, Fault> {
+    let origin = resolver.origin;
     let mut parameters = Vec::new();
     for ((name, location), (written, parameter, field)) in declared {
         let must =
@@ -390,7 +463,7 @@ fn build<'d>(
         if let (Some(text), Some(schema)) = (text, schema.as_object_mut()) {
             schema.entry("description").or_insert_with(|| text.clone());
         }
-        if properties.insert(name.clone(), schema).is_some() {
+        if input.properties.insert(name.clone(), schema).is_some() {
             return Err(Fault::Unsupported {
                 field,
                 problem: format!(
@@ -399,7 +472,7 @@ fn build<'d>(
             });
         }
         if must {
-            required.push(Value::String(name.clone()));
+            input.required.push(Value::String(name.clone()));
         }
         parameters.push(Parameter {
             name,
@@ -407,7 +480,11 @@ fn build<'d>(
             required: if must { Required::Yes } else { Required::No },
         });
     }
+    Ok(parameters)
+}
 
+/// Every `{placeholder}` of the path template declared as a path parameter.
+fn placeholders(origin: &str, path: &str, at: &str, parameters: &[Parameter]) -> Result<(), Fault> {
     let mut rest = path;
     while let Some((_, after)) = rest.split_once('{') {
         let Some((placeholder, after)) = after.split_once('}') else {
@@ -427,8 +504,17 @@ fn build<'d>(
         }
         rest = after;
     }
+    Ok(())
+}
 
-    let body = match op.get("requestBody") {
+/// The JSON request body, the `body` argument, when the operation takes one.
+fn request_body<'d>(
+    resolver: &mut Resolver<'d>,
+    op: &'d Value,
+    at: &str,
+    input: &mut Input,
+) -> Result<Option<Required>, Fault> {
+    Ok(match op.get("requestBody") {
         None => None,
         Some(request) => {
             let body_at = format!("{at}.requestBody");
@@ -441,7 +527,7 @@ fn build<'d>(
                             .resolve(schema, &format!("{body_at}.content.{media}.schema"))?,
                         None => json!({}),
                     };
-                    if properties.insert("body".to_owned(), schema).is_some() {
+                    if input.properties.insert("body".to_owned(), schema).is_some() {
                         return Err(Fault::Unsupported {
                             field: body_at,
                             problem:
@@ -450,7 +536,7 @@ fn build<'d>(
                         });
                     }
                     if must {
-                        required.push(Value::String("body".to_owned()));
+                        input.required.push(Value::String("body".to_owned()));
                     }
                     Some(if must { Required::Yes } else { Required::No })
                 }
@@ -465,18 +551,6 @@ fn build<'d>(
                 None => None,
             }
         }
-    };
-
-    Ok(Operation {
-        tool: SourceTool {
-            name,
-            description: (!description.is_empty()).then_some(description),
-            input_schema: crate::sources::closed_object(properties, required),
-        },
-        method: verb.clone(),
-        path: path.to_owned(),
-        parameters,
-        body,
     })
 }
 
