@@ -23,6 +23,7 @@
 //! YAML parser is among the crate's dependencies); a YAML document gets an error saying how
 //! to convert it.
 
+mod call;
 mod document;
 #[cfg(test)]
 mod tests;
@@ -38,10 +39,8 @@ use serde_json::{Map, Value};
 use tokio::io::AsyncReadExt;
 
 pub use self::document::Bounds;
-use self::document::{Document, Location, Operation, Required};
-use super::{
-    CallFuture, DeclarationError, Finding, SourceError, SourceResult, SourceTool, ToolSource,
-};
+use self::document::{Document, Operation};
+use super::{DeclarationError, Finding, SourceTool};
 use crate::config::{Piece, Secret};
 use crate::protocol::{AddressRule, Bounded, describe, read_bounded};
 
@@ -279,136 +278,15 @@ impl OpenApiDeclaration {
             "the document's info.version, a string",
         );
 
-        if let Some(name) = &name
-            && !crate::config::is_valid_alias(name)
-        {
-            faults.push("name", &format!("{name:?} is not a valid name"), "write [a-z][a-z0-9-]*, not a reserved name such as \"enabled\" nor one ending in a companion word such as \"-tools\"");
-        }
-        if let Some(spec) = &spec {
-            if spec.trim().is_empty() {
-                faults.push(
-                    "spec",
-                    "the spec is empty",
-                    "write a file path or an http(s):// URL",
-                );
-            } else if looks_like_url(spec) && reqwest::Url::parse(spec).is_err() {
-                faults.push(
-                    "spec",
-                    "the spec is not a valid URL",
-                    "write an absolute http(s):// URL, or a file path",
-                );
-            }
-        }
-        if let Some(url) = &base_url
-            && !crate::config::is_absolute_http_url(url)
-        {
-            faults.push(
-                "baseUrl",
-                "not an absolute http(s):// URL",
-                "write the API's base URL, such as https://api.example.com/v1",
-            );
-        }
+        target_faults(&mut faults, &name, &spec, &base_url);
         let headers = headers.unwrap_or_default();
-        let mut seen = std::collections::BTreeSet::new();
-        for (header, value) in &headers {
-            let field = format!("headers.{header}");
-            if crate::config::invalid_header_name(header).is_some() {
-                faults.push(
-                    &field,
-                    "not a valid HTTP header name",
-                    "write a header name of letters, digits and -",
-                );
-                continue;
-            }
-            let lower = header.to_ascii_lowercase();
-            if crate::config::is_reserved_header(header) {
-                faults.push(&field, "the request sets this header itself", "remove it");
-            }
-            if !seen.insert(lower.clone()) {
-                faults.push(
-                    &field,
-                    "the header is given twice (names ignore case)",
-                    "keep one of them",
-                );
-            }
-            if lower == "authorization" && bearer.is_some() {
-                faults.push(
-                    &field,
-                    "an Authorization header and a bearer both set Authorization",
-                    "keep one of them",
-                );
-            }
-            if !crate::config::is_valid_header_value(value) {
-                faults.push(
-                    &field,
-                    "the value holds a line break or control character",
-                    "write the value on one line",
-                );
-            }
-            if written == Written::Expanded {
-                continue;
-            }
-            match crate::config::pieces(value) {
-                Err(_) => faults.push(
-                    &field,
-                    "a malformed ${NAME} reference",
-                    "write references as ${NAME} with NAME of letters, digits and _",
-                ),
-                Ok(pieces) => {
-                    let referenced = pieces.iter().any(|p| matches!(p, Piece::Reference(_)));
-                    if crate::config::is_credential_name(header) && !referenced {
-                        faults.push(&field, "a credential is written literally in a credential-named header", "put the credential in the environment and write ${NAME} (for example \"Token ${API_TOKEN}\")");
-                    }
-                }
-            }
-        }
-        if let Some(bearer) = &bearer
-            && written == Written::AsDeclared
-            && !crate::config::is_single_reference(bearer)
-        {
-            faults.push(
-                "bearer",
-                "the bearer is not exactly one ${NAME} reference",
-                "put the credential in the environment and write ${NAME}, such as \"${API_TOKEN}\"",
-            );
-        }
-        if timeout_ms == Some(0) {
-            faults.push(
-                "timeoutMs",
-                "the deadline is zero",
-                "write a positive number of milliseconds (default 30000)",
-            );
-        }
-        for (field, bound, default) in [
-            (
-                "maxResponseBytes",
-                max_response_bytes,
-                DEFAULT_MAX_RESPONSE_BYTES,
-            ),
-            ("maxToolBytes", max_tool_bytes, DEFAULT_MAX_TOOL_BYTES),
-            (
-                "maxCatalogBytes",
-                max_catalog_bytes,
-                DEFAULT_MAX_CATALOG_BYTES,
-            ),
-        ] {
-            if bound == Some(0) {
-                faults.push(
-                    field,
-                    "the bound is zero",
-                    &format!("write a positive number of bytes (default {default})"),
-                );
-            }
-        }
-        for (i, id) in operations.iter().flatten().enumerate() {
-            if id.trim().is_empty() {
-                faults.push(
-                    &format!("operations[{i}]"),
-                    "an empty operationId",
-                    "name an operation by its operationId",
-                );
-            }
-        }
+        credential_faults(&mut faults, &headers, &bearer, written);
+        bound_faults(
+            &mut faults,
+            timeout_ms,
+            [max_response_bytes, max_tool_bytes, max_catalog_bytes],
+            &operations,
+        );
         if !faults.list.is_empty() {
             return Err(faults.list);
         }
@@ -805,6 +683,156 @@ impl Faults<'_> {
     }
 }
 
+/// The faults of the name, the spec and the base URL.
+fn target_faults(
+    faults: &mut Faults<'_>,
+    name: &Option<String>,
+    spec: &Option<String>,
+    base_url: &Option<String>,
+) {
+    if let Some(name) = &name
+        && !crate::config::is_valid_alias(name)
+    {
+        faults.push("name", &format!("{name:?} is not a valid name"), "write [a-z][a-z0-9-]*, not a reserved name such as \"enabled\" nor one ending in a companion word such as \"-tools\"");
+    }
+    if let Some(spec) = &spec {
+        if spec.trim().is_empty() {
+            faults.push(
+                "spec",
+                "the spec is empty",
+                "write a file path or an http(s):// URL",
+            );
+        } else if looks_like_url(spec) && reqwest::Url::parse(spec).is_err() {
+            faults.push(
+                "spec",
+                "the spec is not a valid URL",
+                "write an absolute http(s):// URL, or a file path",
+            );
+        }
+    }
+    if let Some(url) = &base_url
+        && !crate::config::is_absolute_http_url(url)
+    {
+        faults.push(
+            "baseUrl",
+            "not an absolute http(s):// URL",
+            "write the API's base URL, such as https://api.example.com/v1",
+        );
+    }
+}
+
+/// The faults of the headers and the bearer: names, values, and how credentials are written.
+fn credential_faults(
+    faults: &mut Faults<'_>,
+    headers: &BTreeMap<String, String>,
+    bearer: &Option<String>,
+    written: Written,
+) {
+    let mut seen = std::collections::BTreeSet::new();
+    for (header, value) in headers {
+        let field = format!("headers.{header}");
+        if crate::config::invalid_header_name(header).is_some() {
+            faults.push(
+                &field,
+                "not a valid HTTP header name",
+                "write a header name of letters, digits and -",
+            );
+            continue;
+        }
+        let lower = header.to_ascii_lowercase();
+        if crate::config::is_reserved_header(header) {
+            faults.push(&field, "the request sets this header itself", "remove it");
+        }
+        if !seen.insert(lower.clone()) {
+            faults.push(
+                &field,
+                "the header is given twice (names ignore case)",
+                "keep one of them",
+            );
+        }
+        if lower == "authorization" && bearer.is_some() {
+            faults.push(
+                &field,
+                "an Authorization header and a bearer both set Authorization",
+                "keep one of them",
+            );
+        }
+        if !crate::config::is_valid_header_value(value) {
+            faults.push(
+                &field,
+                "the value holds a line break or control character",
+                "write the value on one line",
+            );
+        }
+        if written == Written::Expanded {
+            continue;
+        }
+        match crate::config::pieces(value) {
+            Err(_) => faults.push(
+                &field,
+                "a malformed ${NAME} reference",
+                "write references as ${NAME} with NAME of letters, digits and _",
+            ),
+            Ok(pieces) => {
+                let referenced = pieces.iter().any(|p| matches!(p, Piece::Reference(_)));
+                if crate::config::is_credential_name(header) && !referenced {
+                    faults.push(&field, "a credential is written literally in a credential-named header", "put the credential in the environment and write ${NAME} (for example \"Token ${API_TOKEN}\")");
+                }
+            }
+        }
+    }
+    if let Some(bearer) = &bearer
+        && written == Written::AsDeclared
+        && !crate::config::is_single_reference(bearer)
+    {
+        faults.push(
+            "bearer",
+            "the bearer is not exactly one ${NAME} reference",
+            "put the credential in the environment and write ${NAME}, such as \"${API_TOKEN}\"",
+        );
+    }
+}
+
+/// The faults of the deadline, the byte bounds (response, tool, catalog) and `operations`.
+fn bound_faults(
+    faults: &mut Faults<'_>,
+    timeout_ms: Option<u64>,
+    bytes: [Option<usize>; 3],
+    operations: &Option<Vec<String>>,
+) {
+    if timeout_ms == Some(0) {
+        faults.push(
+            "timeoutMs",
+            "the deadline is zero",
+            "write a positive number of milliseconds (default 30000)",
+        );
+    }
+    let fields = ["maxResponseBytes", "maxToolBytes", "maxCatalogBytes"];
+    let defaults = [
+        DEFAULT_MAX_RESPONSE_BYTES,
+        DEFAULT_MAX_TOOL_BYTES,
+        DEFAULT_MAX_CATALOG_BYTES,
+    ];
+    for ((field, bound), default) in fields.into_iter().zip(bytes).zip(defaults) {
+        if bound == Some(0) {
+            faults.push(
+                field,
+                "the bound is zero",
+                &format!("write a positive number of bytes (default {default})"),
+            );
+        }
+    }
+    for (i, id) in operations.iter().flatten().enumerate() {
+        if id.trim().is_empty() {
+            faults.push(
+                &format!("operations[{i}]"),
+                "an empty operationId",
+                "name an operation by its operationId",
+            );
+        }
+    }
+}
+
 /// A value and, for `Authorization`-style values, the credential after the scheme word.
 fn push_credential(secrets: &mut Vec<String>, value: &str) {
     if let Some((scheme, credential)) = value.split_once(' ')
@@ -938,239 +966,4 @@ fn status_line(status: reqwest::StatusCode) -> String {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),
     }
-}
-
-// === impl OpenApiSource ===
-
-impl OpenApiSource {
-    /// The document's `info.version`, when it has one.
-    pub fn document_version(&self) -> Option<&str> {
-        self.version.as_deref()
-    }
-
-    /// The request `operation` makes with `arguments`, checked against its parameters.
-    fn request(
-        &self,
-        operation: &Operation,
-        mut arguments: Map<String, Value>,
-    ) -> Result<reqwest::RequestBuilder, SourceError> {
-        let invalid = SourceError::InvalidArguments;
-        let known = |name: &str| {
-            operation.parameters.iter().any(|p| p.name == name)
-                || (name == "body" && operation.body.is_some())
-        };
-        if let Some(unknown) = arguments.keys().find(|name| !known(name)) {
-            return Err(invalid(format!(
-                "\"{unknown}\" is not a parameter of {}",
-                operation.tool.name
-            )));
-        }
-        for parameter in &operation.parameters {
-            if parameter.required == Required::Yes
-                && arguments.get(&parameter.name).is_none_or(Value::is_null)
-            {
-                return Err(invalid(format!(
-                    "the required parameter \"{}\" is missing",
-                    parameter.name
-                )));
-            }
-        }
-        if operation.body == Some(Required::Yes) && arguments.get("body").is_none_or(Value::is_null)
-        {
-            return Err(invalid(
-                "the required parameter \"body\" is missing".to_owned(),
-            ));
-        }
-
-        let mut path = String::new();
-        let mut rest = operation.path.as_str();
-        while let Some(start) = rest.find('{') {
-            let Some(end) = rest[start..].find('}') else {
-                break;
-            };
-            path.push_str(&rest[..start]);
-            let name = &rest[start + 1..start + end];
-            let value = arguments.get(name).map(scalar).transpose().map_err(|kind| {
-                invalid(format!("the path parameter \"{name}\" must be a string, number or boolean, not {kind}"))
-            })?;
-            let value = value.unwrap_or_default();
-            // `.` and `..` would be read as dot segments and move the request to another path.
-            if value.is_empty() || value == "." || value == ".." {
-                return Err(invalid(format!(
-                    "the path parameter \"{name}\" cannot be {value:?}"
-                )));
-            }
-            path.push_str(&percent_encode(&value));
-            rest = &rest[start + end + 1..];
-        }
-        path.push_str(rest);
-        let mut url = self.base_url.clone();
-        let joined = format!("{}{}", url.path().trim_end_matches('/'), path);
-        url.set_path(&joined);
-
-        let mut headers = reqwest::header::HeaderMap::new();
-        {
-            let mut query = url.query_pairs_mut();
-            for parameter in &operation.parameters {
-                let Some(value) = arguments.get(&parameter.name).filter(|v| !v.is_null()) else {
-                    continue;
-                };
-                match parameter.location {
-                    Location::Path => {}
-                    Location::Query => {
-                        let values = match value {
-                            Value::Array(items) => items.iter().map(scalar).collect::<Result<Vec<_>, _>>(),
-                            other => scalar(other).map(|v| vec![v]),
-                        }
-                        .map_err(|kind| invalid(format!("the query parameter \"{}\" must be a scalar or an array of scalars, not {kind}", parameter.name)))?;
-                        for value in values {
-                            query.append_pair(&parameter.name, &value);
-                        }
-                    }
-                    Location::Header => {
-                        let value = scalar(value).map_err(|kind| {
-                            invalid(format!("the header parameter \"{}\" must be a string, number or boolean, not {kind}", parameter.name))
-                        })?;
-                        let (name, value) = header(&parameter.name, &value).ok_or_else(|| {
-                            invalid(format!("the header parameter \"{}\" holds a line break or control character", parameter.name))
-                        })?;
-                        headers.insert(name, value);
-                    }
-                }
-            }
-        }
-        // An empty `?` reads as a different URL to some servers.
-        if url.query() == Some("") {
-            url.set_query(None);
-        }
-        // The declared headers and the bearer win over a header parameter of the same name.
-        headers.extend(self.headers.clone());
-        let mut request = self
-            .client
-            .request(operation.method.clone(), url)
-            .headers(headers)
-            .header(reqwest::header::ACCEPT, "application/json, */*;q=0.5");
-        if let Some(body) = arguments.remove("body").filter(|v| !v.is_null()) {
-            request = request.json(&body);
-        }
-        Ok(request)
-    }
-
-    /// Sends `request` and reads its answer within the bound.
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<SourceResult, SourceError> {
-        let response = request.send().await.map_err(|error| {
-            SourceError::Unavailable(format!("{}: {}", self.name, describe(&error)))
-        })?;
-        let status = response.status();
-        let json = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(document::is_json_media);
-        let body = read_bounded(response, self.max_response_bytes)
-            .await
-            .map_err(|bound| match bound {
-                Bounded::TooLarge => SourceError::OutputTooLarge {
-                    limit: self.max_response_bytes,
-                },
-                Bounded::Failed(problem) => {
-                    SourceError::Unavailable(format!("{}: {problem}", self.name))
-                }
-            })?;
-        let body = String::from_utf8_lossy(&body);
-        let mut structured = json
-            .then(|| serde_json::from_str::<Value>(&body).ok())
-            .flatten();
-        if let Some(structured) = &mut structured {
-            crate::redact::scrub_json(structured);
-        }
-        let body = crate::redact::scrub(&body);
-        // A redirect that is still the answer is one to another origin, not followed.
-        let is_error =
-            status.is_client_error() || status.is_server_error() || status.is_redirection();
-        let text = if status.is_redirection() {
-            format!(
-                "{}: a redirect to another origin was not followed",
-                status_line(status)
-            )
-        } else if is_error {
-            format!("{}: {body}", status_line(status))
-        } else {
-            body.into_owned()
-        };
-        Ok(SourceResult {
-            text,
-            structured,
-            is_error,
-        })
-    }
-}
-
-impl ToolSource for OpenApiSource {
-    fn tools(&self) -> Vec<SourceTool> {
-        self.operations.values().map(|op| op.tool.clone()).collect()
-    }
-
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        arguments: Map<String, Value>,
-        deadline: Duration,
-    ) -> CallFuture<'a> {
-        Box::pin(async move {
-            let operation = self
-                .operations
-                .get(tool)
-                .ok_or_else(|| SourceError::UnknownTool(tool.to_owned()))?;
-            let request = self.request(operation, arguments)?;
-            let deadline = deadline.min(self.timeout);
-            tokio::time::timeout(deadline, self.send(request))
-                .await
-                .map_err(|_| SourceError::Timeout {
-                    timeout_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
-                })?
-        })
-    }
-}
-
-impl fmt::Debug for OpenApiSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenApiSource")
-            .field("name", &self.name)
-            .field(
-                "base_url",
-                &crate::config::redact_url(self.base_url.as_str()),
-            )
-            .field("headers", &self.headers.keys().collect::<Vec<_>>())
-            .field("timeout", &self.timeout)
-            .field("max_response_bytes", &self.max_response_bytes)
-            .field("tools", &self.operations.keys().collect::<Vec<_>>())
-            .finish_non_exhaustive()
-    }
-}
-
-/// A scalar argument as text; the JSON type's name when it is not a scalar.
-fn scalar(value: &Value) -> Result<String, &'static str> {
-    match value {
-        Value::String(s) => Ok(s.clone()),
-        Value::Number(n) => Ok(n.to_string()),
-        Value::Bool(b) => Ok(b.to_string()),
-        Value::Null => Err("null"),
-        Value::Array(_) => Err("an array"),
-        Value::Object(_) => Err("an object"),
-    }
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters, so a path parameter
-/// stays one segment (`a/b` is `a%2Fb`).
-fn percent_encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::config::Environment;
+use crate::sources::{SourceError, ToolSource};
 
 // === harness ===
 
