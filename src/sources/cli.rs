@@ -40,8 +40,8 @@
 //! standard output of a successful run is parsed into `structured`: one JSON value as is, a
 //! stream of several (`jq '.[]'`) as an array of them.
 //!
-//! The run itself is [`super::program`]'s, which the script adapter shares; the parameter
-//! checks are [`super::params`]'s.
+//! The run itself is `sources/program.rs`'s, which the script adapter shares; the parameter
+//! checks are `sources/params.rs`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -23,8 +23,8 @@
 //!
 //! A call runs `runtime… script --name value…`, one `--name value` pair per given (or
 //! defaulted) parameter in header order, with the same bounds, process group and reaper as
-//! the CLI adapter ([`super::program`]), and the same checks of the arguments
-//! ([`super::params`]): a boolean is `--name` alone when `true` and
+//! the CLI adapter (`sources/program.rs`), and the same checks of the arguments
+//! (`sources/params.rs`): a boolean is `--name` alone when `true` and
 //! nothing when `false`; a `json` parameter is its JSON text; a number its JSON spelling.
 //! A value that starts with `-` is refused unless its parameter is named by `@allow-dash`:
 //! many argument parsers (minimist, yargs, a hand-written `case`) would read `--name --dry`
