@@ -1,0 +1,150 @@
+//! The host against real fixture servers: child processes over stdio and Streamable HTTP
+//! servers on 127.0.0.1:0. Every test bounds its waits and stops what it started.
+//!
+//! # Layout
+//! One binary, a module per behaviour; this file holds the setup they share.
+//! - `lifecycle`: start, add and remove, enable and disable, shutdown.
+//! - `crashes`: kill -9, panics, crash loops, late reports and attempts after a crash.
+//! - `catalog`: filters, pagination, listing bounds, ttl and list-change refresh.
+//! - `load`: how calls settle, and changes that wait for the calls in flight.
+//! - `transports`: negotiation over stdio and HTTP, an HTTP peer's headers and drops.
+//! - `metrics`: the Prometheus endpoint (the one test that installs the recorder).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use plurnk_mcp::{CallError, CallOptions, HostConfig, HostOptions, RestartPolicy, Workspace};
+use plurnk_mcp_fixture::probe::Probe;
+use serde_json::json;
+
+#[path = "../support/calls.rs"]
+mod calls;
+#[path = "../support/processes.rs"]
+mod processes;
+#[path = "../support/scrape.rs"]
+mod scrape;
+
+mod catalog;
+mod crashes;
+mod lifecycle;
+mod load;
+mod metrics;
+mod transports;
+
+use calls::gate_call;
+
+const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+
+/// A configuration map under construction.
+struct Env(BTreeMap<String, String>);
+
+impl Env {
+    fn new() -> Self {
+        let mut map = BTreeMap::new();
+        map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
+        map.insert("PLURNK_MCP_REQUEST_TIMEOUT".into(), "10000".into());
+        Env(map)
+    }
+
+    fn set(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.0.insert(key.into(), value.into());
+        self
+    }
+
+    /// A fixture server over stdio (`extra` are fixture flags such as `--legacy`).
+    fn stdio(self, alias: &str, extra: &[&str]) -> Self {
+        let upper = alias.to_ascii_uppercase().replace('-', "_");
+        let mut args = vec!["fixture", "--name", alias];
+        args.extend_from_slice(extra);
+        self.set(&format!("PLURNK_MCP_{upper}"), EXE)
+            .set(&format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string())
+    }
+
+    /// A fixture server over stdio that reports to `probe` (and serves `gate`).
+    fn probed(self, alias: &str, probe: &Probe, extra: &[&str]) -> Self {
+        let mut flags = vec!["--probe", probe.address()];
+        flags.extend_from_slice(extra);
+        self.stdio(alias, &flags)
+    }
+
+    fn enable(self, aliases: &[&str]) -> Self {
+        self.set("PLURNK_MCP_ENABLED", json!(aliases).to_string())
+    }
+
+    fn config(self) -> HostConfig {
+        match HostConfig::from_env(self.0) {
+            Ok(config) => config,
+            Err(errors) => panic!("test configuration is invalid: {errors}"),
+        }
+    }
+}
+
+fn fast_restarts() -> HostOptions {
+    HostOptions {
+        restart: RestartPolicy {
+            min_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(500),
+            ..RestartPolicy::default()
+        },
+        ..HostOptions::default()
+    }
+}
+
+async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
+    let result = workspace
+        .call_tool(alias, "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid call");
+    result.text().trim().parse().expect("pid is a number")
+}
+
+/// A gate call on `alias` that reached the server, or is still on its way.
+type GateCall = tokio::task::JoinHandle<Result<plurnk_mcp::ToolResult, CallError>>;
+
+/// Sends gate calls to `alias` until one does not reach the server within half a second:
+/// it waits behind a pending change. Returns the calls that reached the server (held at
+/// their gates), and the id and the call of the one that waits.
+async fn queue_behind_a_change(
+    workspace: &Workspace,
+    probe: &Probe,
+    alias: &str,
+) -> (Vec<GateCall>, String, GateCall) {
+    let mut beside = Vec::new();
+    loop {
+        let id = format!("next-{}", beside.len());
+        let call = gate_call(workspace, alias, &id);
+        let reached = probe
+            .until(Duration::from_millis(500), |events| {
+                events.iter().any(|e| e.id == id)
+            })
+            .await;
+        if !reached {
+            return (beside, id, call);
+        }
+        beside.push(call);
+        assert!(beside.len() < 40, "no call ever waited behind the change");
+    }
+}
+
+/// Whether the fixture `lists` publishes the tool its `announce` adds.
+fn has_extra(snapshot: &plurnk_mcp::WorkspaceSnapshot) -> bool {
+    snapshot
+        .server("lists")
+        .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
+}
+
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only probes for existence.
+    unsafe { libc::killpg(pgid, 0) == 0 }
+}
+
+async fn eventually(bound: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + bound;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
