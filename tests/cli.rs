@@ -15,7 +15,9 @@ use support::{peer_script, peers};
 
 #[path = "support/processes.rs"]
 mod processes;
-use processes::{eventually, marked};
+#[path = "support/wait.rs"]
+mod wait;
+use processes::marked;
 
 use serde_json::{Value, json};
 
@@ -743,7 +745,7 @@ fn held_cli(
     // The call is in flight (so the host is up), and so is the runaway's grandchild.
     runtime.block_on(probe.wait_gate("held", std::time::Duration::from_secs(20)));
     assert!(
-        eventually(|| marked(mark).len() >= 4),
+        wait::until_blocking(wait::BOUND, || marked(mark).len() >= 4),
         "the servers did not start: {:?}",
         marked(mark)
     );
@@ -757,7 +759,7 @@ fn nothing_outlives_a_host_killed_with_sigkill() {
     cli.kill().expect("SIGKILL");
     let _ = cli.wait();
     assert!(
-        eventually(|| marked(&mark).is_empty()),
+        wait::until_blocking(wait::BOUND, || marked(&mark).is_empty()),
         "outlived the host: {:?}",
         marked(&mark)
     );
@@ -791,7 +793,7 @@ fn the_command_line_shuts_down_on_sigterm_sigint_and_sighup() {
             text(&output.stderr)
         );
         assert!(
-            eventually(|| marked(&mark).is_empty()),
+            wait::until_blocking(wait::BOUND, || marked(&mark).is_empty()),
             "{name}: outlived the host: {:?}",
             marked(&mark)
         );
@@ -1164,7 +1166,9 @@ impl Import {
             command.env("PATH", path);
         }
         let mut child = command.spawn().expect("plurnk-mcp runs");
-        let ended = eventually(|| child.try_wait().is_ok_and(|status| status.is_some()));
+        let ended = wait::until_blocking(wait::BOUND, || {
+            child.try_wait().is_ok_and(|status| status.is_some())
+        });
         if !ended {
             let _ = child.kill();
         }

@@ -9,6 +9,8 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::BOUND;
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");

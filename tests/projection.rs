@@ -26,6 +26,8 @@ use support::{peer_script, peers};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::shutdown_clean;
 
 const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");

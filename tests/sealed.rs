@@ -9,6 +9,8 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/wait.rs"]
+mod wait;
 
 #[path = "support/processes.rs"]
 mod processes;
@@ -460,16 +462,10 @@ async fn shutdown_reaches_descendants_that_left_their_group() {
         Some(ServerState::Ready)
     );
     // The server and its grandchild in a session of its own.
-    let deadline = std::time::Instant::now() + BOUND;
-    while marked(&mark).len() < 2 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait::until(BOUND, || marked(&mark).len() >= 2).await;
     assert!(marked(&mark).len() >= 2, "{:?}", marked(&mark));
     shutdown_clean(host).await;
-    let deadline = std::time::Instant::now() + BOUND;
-    while !marked(&mark).is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait::until(BOUND, || marked(&mark).is_empty()).await;
     assert!(
         marked(&mark).is_empty(),
         "outlived the host: {:?}",

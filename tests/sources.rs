@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::{BOUND, shutdown_clean};
 
 fn config(pairs: &[(&str, String)]) -> HostConfig {

@@ -329,10 +329,10 @@ async fn a_list_change_and_a_ttl_together_refresh_no_faster_than_the_ttl() {
     let host = Host::start(config).await.expect("host starts");
     let workspace = host.default_workspace();
     let started = Instant::now();
-    // A change listed half a ttl after the first listing; the ttl timer of the first listing
-    // is then stale and must do nothing, or every stale timer would list again, half a ttl
-    // apart from the current one, and start one more.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The pause is the scenario: a change listed half a ttl after the first listing; the ttl
+    // timer of the first listing is then stale and must do nothing, or every stale timer
+    // would list again, half a ttl apart from the current one, and start one more.
+    tokio::time::sleep_until((started + Duration::from_millis(500)).into()).await;
     workspace
         .call_tool("fresh", "announce", json!({}), CallOptions::default())
         .await

@@ -10,7 +10,8 @@ use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 
 use crate::calls::{BOUND, gate_call, holds_for, shutdown_clean};
-use crate::{EXE, Env, eventually, fast_restarts, group_alive, pid_of, processes};
+use crate::wait;
+use crate::{EXE, Env, fast_restarts, group_alive, pid_of, processes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
@@ -104,7 +105,7 @@ async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
     let new_pid = pid_of(&workspace, "victim").await;
     assert_ne!(new_pid, pid);
     assert!(
-        eventually(BOUND, || !group_alive(pid)).await,
+        wait::until(BOUND, || !group_alive(pid)).await,
         "the killed server's group is gone"
     );
     // Subscribers saw the way down and back to ready.
@@ -122,7 +123,7 @@ async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
         "the events stream reported the loss and the recovery"
     );
     shutdown_clean(host).await;
-    assert!(eventually(BOUND, || !group_alive(new_pid)).await);
+    assert!(wait::until(BOUND, || !group_alive(new_pid)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,7 +253,7 @@ async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
     );
     // The crashed actor's connection died with it: its whole process group is gone.
     assert!(
-        eventually(BOUND, || !group_alive(pid)).await,
+        wait::until(BOUND, || !group_alive(pid)).await,
         "the stubborn grandchild outlived the crashed attachment"
     );
     let back = workspace
@@ -277,7 +278,7 @@ async fn a_panicking_attachment_restarts_unavailable_then_reconnects() {
     assert_eq!(echo.text(), "again");
     let again = pid_of(&workspace, "fragile").await;
     shutdown_clean(host).await;
-    assert!(eventually(BOUND, || !group_alive(again)).await);
+    assert!(wait::until(BOUND, || !group_alive(again)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,7 +363,7 @@ async fn a_late_report_of_a_crashed_attachment_never_touches_its_successor() {
     );
     // The old connection's close ends, and its report reaches the workspace late...
     assert!(
-        eventually(BOUND, || !group_alive(first[0])).await,
+        wait::until(BOUND, || !group_alive(first[0])).await,
         "the first connection's group outlived its close"
     );
     // ...before this round trip through the workspace (an enable of a ready server).
@@ -405,7 +406,7 @@ async fn a_late_report_of_a_crashed_attachment_never_touches_its_successor() {
     assert_eq!(echo.text(), "on");
     let second = leaders()[1];
     shutdown_clean(host).await;
-    assert!(eventually(BOUND, || !group_alive(second)).await);
+    assert!(wait::until(BOUND, || !group_alive(second)).await);
     let _ = std::fs::remove_file(&pids);
 }
 
@@ -640,7 +641,7 @@ async fn a_replaced_connection_attempt_never_becomes_the_connection() {
     // ends) while the newer one still holds.
     assert!(probe.release_one("tools/list").await);
     assert!(
-        eventually(BOUND, || processes::marked(&mark).len() == 1).await,
+        wait::until(BOUND, || processes::marked(&mark).len() == 1).await,
         "the replaced attempt was kept: {:?}",
         processes::marked(&mark)
     );

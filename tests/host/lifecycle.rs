@@ -10,7 +10,8 @@ use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 
 use crate::calls::{BOUND, gate_call, shutdown_clean};
-use crate::{EXE, Env, eventually, group_alive, pid_of};
+use crate::wait;
+use crate::{EXE, Env, group_alive, pid_of};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_servers_are_unavailable_and_never_hold_up_the_others() {
@@ -146,7 +147,7 @@ async fn a_server_is_given_its_grace_to_exit_on_its_own() {
         Some(ServerState::Unavailable)
     );
     assert!(
-        eventually(BOUND, || finished("picky")).await,
+        wait::until(BOUND, || finished("picky")).await,
         "the server that failed its policy was killed before it could exit"
     );
     shutdown_clean(host).await;
@@ -191,10 +192,10 @@ async fn shutdown_leaves_no_process_of_any_group_alive() {
         "shutdown settles an in-flight call as closing: {held:?}"
     );
     assert!(
-        eventually(BOUND, || !group_alive(family)).await,
+        wait::until(BOUND, || !group_alive(family)).await,
         "the grandchild's group is gone"
     );
-    assert!(eventually(BOUND, || !group_alive(plain)).await);
+    assert!(wait::until(BOUND, || !group_alive(plain)).await);
     let refused = workspace
         .call_tool("plain", "echo", json!({}), CallOptions::default())
         .await;

@@ -13,9 +13,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::{BOUND, call_then_cancel, gate_call, shutdown_clean};
-use crate::{
-    Env, eventually, fast_restarts, group_alive, has_extra, pid_of, queue_behind_a_change,
-};
+use crate::wait;
+use crate::{Env, fast_restarts, group_alive, has_extra, pid_of, queue_behind_a_change};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disable_and_enable_while_200_calls_are_in_flight_loses_none() {
@@ -370,8 +369,9 @@ async fn a_committed_change_takes_its_deadline_with_it() {
                 .is_some_and(|s| s.tools.iter().any(|t| t.name == "extra"))
         })
         .await;
-    // A second change, well after the first, waits behind another call.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A second change, half a drain bound after the first, waits behind another call: the
+    // pause is the scenario, it puts the second change's deadline after the first one's.
+    tokio::time::sleep_until((first_listed + bound / 2).into()).await;
     let second = gate_call(&workspace, "lists", "second");
     probe.wait_gate("second", BOUND).await;
     let listed = probe.count("tools/list");
@@ -493,7 +493,7 @@ async fn a_list_change_pending_when_the_server_dies_leaves_no_call_waiting() {
         "{held:?}"
     );
     // It never reached the dead server: it is refused, or runs on the next connection
-    // (where its gate holds it: keep letting gates go until it settles).
+    // (where its gate holds it: keep letting gates go, every 50 ms, until it settles).
     let behind = tokio::time::timeout(BOUND, async {
         tokio::pin!(behind);
         loop {
@@ -652,7 +652,7 @@ async fn a_disable_racing_1000_calls_loses_none_and_commits_after_the_last() {
     let disable = disable.expect("the disable was issued");
     // Every call has been decided: refused, or held by the server.
     assert!(
-        eventually(BOUND, || refused.load(Ordering::SeqCst) + probe.held()
+        wait::until(BOUND, || refused.load(Ordering::SeqCst) + probe.held()
             == CALLS)
         .await,
         "calls neither refused nor on the wire: {} refused, {} held",
@@ -808,7 +808,7 @@ async fn a_definition_change_under_load_swaps_with_no_lost_call_and_no_gap() {
     );
     assert_eq!(pid_of(&workspace, "busy").await, new);
     assert!(
-        eventually(BOUND, || !group_alive(old)).await,
+        wait::until(BOUND, || !group_alive(old)).await,
         "the old process outlived the swap"
     );
     stop.cancel();

@@ -11,7 +11,7 @@
 //! - `metrics`: the Prometheus endpoint (the one test that installs the recorder).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use plurnk_mcp::{CallError, CallOptions, HostConfig, HostOptions, RestartPolicy, Workspace};
 use plurnk_mcp_fixture::probe::Probe;
@@ -23,6 +23,8 @@ mod calls;
 mod processes;
 #[path = "../support/scrape.rs"]
 mod scrape;
+#[path = "../support/wait.rs"]
+mod wait;
 
 mod catalog;
 mod crashes;
@@ -136,15 +138,4 @@ fn has_extra(snapshot: &plurnk_mcp::WorkspaceSnapshot) -> bool {
 fn group_alive(pgid: i32) -> bool {
     // SAFETY: signal 0 only probes for existence.
     unsafe { libc::killpg(pgid, 0) == 0 }
-}
-
-async fn eventually(bound: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + bound;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    check()
 }

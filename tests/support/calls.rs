@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// A generous guard on waits that normally end in milliseconds: only a hung host reaches it,
-/// so it decides nothing on a slow machine.
-pub const BOUND: Duration = Duration::from_secs(20);
+pub use crate::wait::BOUND;
 
 /// Checks `claim` every 20 ms for the whole of `window`, failing at the first check that
 /// fails: a claim that something does not happen, held for as long as it would take to
