@@ -19,12 +19,13 @@ use plurnk_mcp::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
-
+#[path = "support/env.rs"]
+mod env;
 #[path = "support/processes.rs"]
 mod processes;
 #[path = "support/wait.rs"]
 mod wait;
+use env::EXE;
 use processes::marked;
 
 /// The host's counters, as `name{label=value,...}` → count.

@@ -20,37 +20,20 @@ use support::{peer_script, peers};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
 #[path = "support/wait.rs"]
 mod wait;
 use calls::{BOUND, shutdown_clean};
+use env::{EXE, fixture};
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+/// The configuration of these variables, connecting within 30 s.
+fn config(pairs: &[(&str, String)]) -> HostConfig {
+    env::connecting_within(30_000, pairs)
+}
 
 /// A credential an upstream is given, and must never reach a gateway client.
 const SECRET: &str = "gateway-upstream-secret-5f2e81";
-
-fn config(pairs: &[(&str, String)]) -> HostConfig {
-    let mut map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect();
-    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "30000".into());
-    match HostConfig::from_env(map) {
-        Ok(config) => config,
-        Err(errors) => panic!("test configuration is invalid: {errors}"),
-    }
-}
-
-/// The environment of fixture server `alias` (stdio).
-fn fixture(alias: &str, extra: &[&str]) -> Vec<(String, String)> {
-    let upper = alias.to_ascii_uppercase().replace('-', "_");
-    let mut args = vec!["fixture", "--name", alias];
-    args.extend_from_slice(extra);
-    vec![
-        (format!("PLURNK_MCP_{upper}"), EXE.to_owned()),
-        (format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string()),
-    ]
-}
 
 fn pairs(list: &[(String, String)]) -> Vec<(&str, String)> {
     list.iter()

@@ -9,6 +9,8 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
 #[path = "support/wait.rs"]
 mod wait;
 
@@ -25,18 +27,11 @@ use http::{json_answer, raw_http, routed_http};
 use logs::logged;
 use processes::marked;
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+use env::EXE;
 
+/// The configuration of these variables, connecting within 10 s.
 fn config(pairs: &[(&str, String)]) -> HostConfig {
-    let mut map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect();
-    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
-    match HostConfig::from_env(map) {
-        Ok(config) => config,
-        Err(errors) => panic!("test configuration is invalid: {errors}"),
-    }
+    env::connecting_within(10_000, pairs)
 }
 
 /// Whether `text` holds `secret` in any case.

@@ -18,11 +18,12 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
 #[path = "support/wait.rs"]
 mod wait;
-use calls::{BOUND, shutdown_clean};
-
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+use calls::{BOUND, pid_of, shutdown_clean};
+use env::EXE;
 
 /// A fresh folder under cargo's per-target temporary directory.
 fn scratch(name: &str) -> PathBuf {
@@ -102,17 +103,6 @@ async fn summary_of(workspace: &Workspace, alias: &str) -> ServerSummary {
 }
 
 /// The process id of the fixture serving `alias`.
-async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
-    workspace
-        .call_tool(alias, "pid", json!({}), CallOptions::default())
-        .await
-        .expect("pid")
-        .text()
-        .trim()
-        .parse()
-        .expect("a pid")
-}
-
 /// Enable options that run the fixture under another name.
 fn renamed_fixture(name: &str) -> Customize {
     let options = json!({"args": ["fixture", "--name", name]}).to_string();

@@ -8,8 +8,9 @@ use plurnk_mcp::{CallError, CallOptions, CompletionRef, Effect, Host, HostOption
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 
-use crate::calls::{BOUND, gate_call, holds_for, shutdown_clean};
-use crate::{Env, fast_restarts, has_extra, pid_of, queue_behind_a_change};
+use crate::calls::{BOUND, gate_call, holds_for, pid_of, shutdown_clean};
+use crate::env::Env;
+use crate::{fast_restarts, has_extra, queue_behind_a_change};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_and_read_filter_the_catalog_and_set_effects() {

@@ -9,9 +9,10 @@ use plurnk_mcp::{
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 
-use crate::calls::{BOUND, gate_call, holds_for, shutdown_clean};
+use crate::calls::{BOUND, gate_call, holds_for, pid_of, shutdown_clean};
+use crate::env::{EXE, Env};
 use crate::wait;
-use crate::{EXE, Env, fast_restarts, group_alive, pid_of, processes};
+use crate::{fast_restarts, group_alive, processes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {

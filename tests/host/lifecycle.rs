@@ -9,9 +9,10 @@ use plurnk_mcp::{CallError, CallOptions, Host, HostOptions, ServerState, Transpo
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 
-use crate::calls::{BOUND, gate_call, shutdown_clean};
+use crate::calls::{BOUND, gate_call, pid_of, shutdown_clean};
+use crate::env::{EXE, Env};
+use crate::group_alive;
 use crate::wait;
-use crate::{EXE, Env, group_alive, pid_of};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_servers_are_unavailable_and_never_hold_up_the_others() {

@@ -12,9 +12,10 @@ use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::calls::{BOUND, call_then_cancel, gate_call, shutdown_clean};
+use crate::calls::{BOUND, call_then_cancel, gate_call, pid_of, shutdown_clean};
+use crate::env::Env;
 use crate::wait;
-use crate::{Env, fast_restarts, group_alive, has_extra, pid_of, queue_behind_a_change};
+use crate::{fast_restarts, group_alive, has_extra, queue_behind_a_change};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disable_and_enable_while_200_calls_are_in_flight_loses_none() {

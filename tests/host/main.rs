@@ -10,15 +10,15 @@
 //! - `transports`: negotiation over stdio and HTTP, an HTTP peer's headers and drops.
 //! - `metrics`: the Prometheus endpoint (the one test that installs the recorder).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use plurnk_mcp::{CallError, CallOptions, HostConfig, HostOptions, RestartPolicy, Workspace};
+use plurnk_mcp::{CallError, HostOptions, RestartPolicy, Workspace};
 use plurnk_mcp_fixture::probe::Probe;
-use serde_json::json;
 
 #[path = "../support/calls.rs"]
 mod calls;
+#[path = "../support/env.rs"]
+mod env;
 #[path = "../support/processes.rs"]
 mod processes;
 #[path = "../support/scrape.rs"]
@@ -35,52 +35,6 @@ mod transports;
 
 use calls::gate_call;
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
-
-/// A configuration map under construction.
-struct Env(BTreeMap<String, String>);
-
-impl Env {
-    fn new() -> Self {
-        let mut map = BTreeMap::new();
-        map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
-        map.insert("PLURNK_MCP_REQUEST_TIMEOUT".into(), "10000".into());
-        Env(map)
-    }
-
-    fn set(mut self, key: &str, value: impl Into<String>) -> Self {
-        self.0.insert(key.into(), value.into());
-        self
-    }
-
-    /// A fixture server over stdio (`extra` are fixture flags such as `--legacy`).
-    fn stdio(self, alias: &str, extra: &[&str]) -> Self {
-        let upper = alias.to_ascii_uppercase().replace('-', "_");
-        let mut args = vec!["fixture", "--name", alias];
-        args.extend_from_slice(extra);
-        self.set(&format!("PLURNK_MCP_{upper}"), EXE)
-            .set(&format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string())
-    }
-
-    /// A fixture server over stdio that reports to `probe` (and serves `gate`).
-    fn probed(self, alias: &str, probe: &Probe, extra: &[&str]) -> Self {
-        let mut flags = vec!["--probe", probe.address()];
-        flags.extend_from_slice(extra);
-        self.stdio(alias, &flags)
-    }
-
-    fn enable(self, aliases: &[&str]) -> Self {
-        self.set("PLURNK_MCP_ENABLED", json!(aliases).to_string())
-    }
-
-    fn config(self) -> HostConfig {
-        match HostConfig::from_env(self.0) {
-            Ok(config) => config,
-            Err(errors) => panic!("test configuration is invalid: {errors}"),
-        }
-    }
-}
-
 fn fast_restarts() -> HostOptions {
     HostOptions {
         restart: RestartPolicy {
@@ -90,14 +44,6 @@ fn fast_restarts() -> HostOptions {
         },
         ..HostOptions::default()
     }
-}
-
-async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
-    let result = workspace
-        .call_tool(alias, "pid", json!({}), CallOptions::default())
-        .await
-        .expect("pid call");
-    result.text().trim().parse().expect("pid is a number")
 }
 
 /// A gate call on `alias` that reached the server, or is still on its way.

@@ -4,9 +4,10 @@ use plurnk_mcp::{CallError, CallOptions, Host, ServerState};
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 
-use crate::calls::{BOUND, shutdown_clean};
+use crate::calls::{BOUND, pid_of, shutdown_clean};
+use crate::env::Env;
+use crate::fast_restarts;
 use crate::scrape::{http_get, sample};
-use crate::{Env, fast_restarts, pid_of};
 
 // The one test of this binary that installs the process's recorder: the other tests run
 // beside it and count into it too, so each value is asserted as a floor.

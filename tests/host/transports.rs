@@ -8,7 +8,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::{BOUND, shutdown_clean};
-use crate::{Env, fast_restarts};
+use crate::env::Env;
+use crate::fast_restarts;
 
 /// An in-process Streamable HTTP fixture on 127.0.0.1:0.
 struct HttpFixture {

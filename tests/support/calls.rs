@@ -34,6 +34,15 @@ pub async fn shutdown_clean(host: Host) {
     assert!(report.failures.is_empty(), "{:?}", report.failures);
 }
 
+/// The process id fixture server `alias` answers its `pid` tool with.
+pub async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
+    let result = workspace
+        .call_tool(alias, "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid call");
+    result.text().trim().parse().expect("pid is a number")
+}
+
 /// Starts a fixture `gate` call with this id on `alias`; the server reports it to the probe
 /// and holds it until the probe releases it.
 pub fn gate_call(
