@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::calls::{BOUND, gate_call, holds_for, pid_of, shutdown_clean};
 use crate::env::{EXE, Env};
 use crate::wait;
-use crate::{fast_restarts, group_alive, processes};
+use crate::{closing, fast_restarts, group_alive, processes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
@@ -146,25 +146,7 @@ async fn an_attachment_that_crashes_while_it_closes_completes_its_disable() {
         tokio::spawn(async move { workspace.disable("fragile").await })
     };
     // Once the attachment refuses new calls as closing, the disable is under way.
-    let deadline = Instant::now() + BOUND;
-    loop {
-        let refused = workspace
-            .call_tool(
-                "fragile",
-                "echo",
-                json!({"text": "x"}),
-                CallOptions::default(),
-            )
-            .await;
-        if matches!(refused, Err(CallError::Closing { .. })) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the disable never began: {refused:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    closing(&workspace, "fragile").await;
     assert!(workspace.crash_attachment_for_test("fragile"));
     // The crash ends the closing: the disable completes, and nothing is restarted.
     let disabled = tokio::time::timeout(BOUND, disable)

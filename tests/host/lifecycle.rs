@@ -2,7 +2,7 @@
 //! remove, enable and disable, in-process servers, and a shutdown that leaves nothing behind.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use plurnk_mcp::config::{DefinitionParts, ServerDefinition, StdioDefinition, Transport};
 use plurnk_mcp::{CallError, CallOptions, Host, HostOptions, ServerState, TransportKind};
@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::calls::{BOUND, gate_call, pid_of, shutdown_clean};
 use crate::env::{EXE, Env};
-use crate::group_alive;
 use crate::wait;
+use crate::{closing, group_alive};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_servers_are_unavailable_and_never_hold_up_the_others() {
@@ -235,20 +235,7 @@ async fn an_enable_behind_a_disable_is_answered_with_how_it_failed() {
         })
     };
     let disable = spawn("disable");
-    let deadline = Instant::now() + BOUND;
-    loop {
-        let refused = workspace
-            .call_tool("once", "echo", json!({"text": "x"}), CallOptions::default())
-            .await;
-        if matches!(refused, Err(CallError::Closing { .. })) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the disable never began: {refused:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    closing(&workspace, "once").await;
     let enable = spawn("enable");
     probe.release_all().await;
     let settle = |task: tokio::task::JoinHandle<_>| async move {

@@ -12,8 +12,9 @@
 
 use std::time::Duration;
 
-use plurnk_mcp::{CallError, HostOptions, RestartPolicy, Workspace};
+use plurnk_mcp::{CallError, CallOptions, HostOptions, RestartPolicy, Workspace};
 use plurnk_mcp_fixture::probe::Probe;
+use serde_json::json;
 
 #[path = "../support/calls.rs"]
 mod calls;
@@ -33,7 +34,7 @@ mod load;
 mod metrics;
 mod transports;
 
-use calls::gate_call;
+use calls::{BOUND, gate_call};
 
 fn fast_restarts() -> HostOptions {
     HostOptions {
@@ -44,6 +45,21 @@ fn fast_restarts() -> HostOptions {
         },
         ..HostOptions::default()
     }
+}
+
+/// Waits, within `BOUND`, until `alias` refuses a new call as closing: its disable is under
+/// way. Panics with the last answer if it never is.
+async fn closing(workspace: &Workspace, alias: &str) {
+    let last = std::cell::RefCell::new(String::new());
+    let closing = wait::until_async(BOUND, || async {
+        let refused = workspace
+            .call_tool(alias, "echo", json!({"text": "x"}), CallOptions::default())
+            .await;
+        *last.borrow_mut() = format!("{refused:?}");
+        matches!(refused, Err(CallError::Closing { .. }))
+    })
+    .await;
+    assert!(closing, "the disable never began: {}", last.borrow());
 }
 
 /// A gate call on `alias` that reached the server, or is still on its way.
