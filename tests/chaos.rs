@@ -19,10 +19,13 @@ use plurnk_mcp::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
-
+#[path = "support/env.rs"]
+mod env;
 #[path = "support/processes.rs"]
 mod processes;
+#[path = "support/wait.rs"]
+mod wait;
+use env::EXE;
 use processes::marked;
 
 /// The host's counters, as `name{label=value,...}` → count.
@@ -314,6 +317,7 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
     let mut rng = Rng(0xDEAD_BEEF_CAFE_F00D);
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(seconds) {
+        // The pause is the scenario: the chaos's pace, a blow every 50 to 200 ms.
         tokio::time::sleep(Duration::from_millis(50 + rng.below(150))).await;
         match rng.below(4) {
             0 | 1 if stdio > 0 => {
@@ -399,10 +403,7 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
         );
     }
     let report = host.shutdown().await;
-    let orphans_deadline = Instant::now() + Duration::from_secs(20);
-    while !marked(&run).is_empty() && Instant::now() < orphans_deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait::until(wait::BOUND, || marked(&run).is_empty()).await;
     let orphans = marked(&run).len();
 
     let tally = tally.lock().expect("tally");

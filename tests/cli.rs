@@ -13,13 +13,17 @@ use scrape::{http_get, sample};
 mod support;
 use support::{peer_script, peers};
 
+#[path = "support/env.rs"]
+mod env;
 #[path = "support/processes.rs"]
 mod processes;
-use processes::{eventually, marked};
+#[path = "support/wait.rs"]
+mod wait;
+use processes::marked;
 
 use serde_json::{Value, json};
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+use env::{EXE, fixture};
 
 /// A state file of its own for every run that does not name one.
 fn scratch_state() -> String {
@@ -53,23 +57,6 @@ fn run(args: &[&str], vars: &BTreeMap<String, String>) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn vars(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect()
-}
-
-fn fixture(alias: &str, extra: &[&str]) -> Vec<(String, String)> {
-    let upper = alias.to_ascii_uppercase().replace('-', "_");
-    let mut args = vec!["fixture", "--name", alias];
-    args.extend_from_slice(extra);
-    vec![
-        (format!("PLURNK_MCP_{upper}"), EXE.to_owned()),
-        (format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string()),
-    ]
 }
 
 #[test]
@@ -398,7 +385,7 @@ fn demo_runs_to_exit_0() {
 #[test]
 fn third_party_peers_over_stdio() {
     let peers = peers();
-    let env = vars(&[
+    let env = env::map(&[
         ("PLURNK_MCP_PYTHON", peers.python.clone()),
         (
             "PLURNK_MCP_PYTHON_ARGS",
@@ -602,7 +589,7 @@ fn a_sentinel_secret_in_every_field_appears_in_no_output() {
     let authority = web.url.trim_start_matches("http://");
     let (host_port, path) = authority.split_once('/').unwrap_or((authority, "mcp"));
     let state = scratch_state();
-    let env = vars(&[
+    let env = env::map(&[
         ("SENTINEL", SENTINEL.into()),
         ("PLURNK_MCP_LOG", "trace".into()),
         ("PLURNK_MCP_LOCAL", EXE.into()),
@@ -743,7 +730,7 @@ fn held_cli(
     // The call is in flight (so the host is up), and so is the runaway's grandchild.
     runtime.block_on(probe.wait_gate("held", std::time::Duration::from_secs(20)));
     assert!(
-        eventually(|| marked(mark).len() >= 4),
+        wait::until_blocking(wait::BOUND, || marked(mark).len() >= 4),
         "the servers did not start: {:?}",
         marked(mark)
     );
@@ -757,7 +744,7 @@ fn nothing_outlives_a_host_killed_with_sigkill() {
     cli.kill().expect("SIGKILL");
     let _ = cli.wait();
     assert!(
-        eventually(|| marked(&mark).is_empty()),
+        wait::until_blocking(wait::BOUND, || marked(&mark).is_empty()),
         "outlived the host: {:?}",
         marked(&mark)
     );
@@ -791,7 +778,7 @@ fn the_command_line_shuts_down_on_sigterm_sigint_and_sighup() {
             text(&output.stderr)
         );
         assert!(
-            eventually(|| marked(&mark).is_empty()),
+            wait::until_blocking(wait::BOUND, || marked(&mark).is_empty()),
             "{name}: outlived the host: {:?}",
             marked(&mark)
         );
@@ -1007,7 +994,7 @@ fn metrics_are_served_while_a_command_runs_and_stdout_stays_the_commands() {
     use std::io::BufRead;
     let runtime = tokio::runtime::Runtime::new().expect("a runtime for the probe");
     let probe = runtime.block_on(plurnk_mcp_fixture::probe::Probe::start());
-    let mut env = vars(&[("PLURNK_MCP_ENABLED", json!(["slow"]).to_string())]);
+    let mut env = env::map(&[("PLURNK_MCP_ENABLED", json!(["slow"]).to_string())]);
     env.extend(fixture("slow", &["--probe", probe.address()]));
     let mut command = Command::new(EXE);
     command
@@ -1124,7 +1111,7 @@ impl Import {
         std::fs::create_dir_all(file.parent().expect("a folder")).expect("the folder");
         std::fs::write(&file, contents).expect("the file is written");
         let names: Vec<&str> = handed.iter().map(|(name, _)| *name).collect();
-        let mut env = vars(&[
+        let mut env = env::map(&[
             ("PLURNK_MCP_ALLOW_ADD", "true".into()),
             ("PLURNK_MCP_WORKSPACE_ENV", json!(names).to_string()),
         ]);
@@ -1164,7 +1151,9 @@ impl Import {
             command.env("PATH", path);
         }
         let mut child = command.spawn().expect("plurnk-mcp runs");
-        let ended = eventually(|| child.try_wait().is_ok_and(|status| status.is_some()));
+        let ended = wait::until_blocking(wait::BOUND, || {
+            child.try_wait().is_ok_and(|status| status.is_some())
+        });
         if !ended {
             let _ = child.kill();
         }
@@ -1927,7 +1916,7 @@ fn a_tool_source_is_added_from_its_file_called_and_checked() {
     let file = dir.join("git.json");
     std::fs::write(&file, declaration(&installed)).expect("write");
     let state = scratch_state();
-    let allow = vars(&[("PLURNK_MCP_ALLOW_ADD", "true".into())]);
+    let allow = env::map(&[("PLURNK_MCP_ALLOW_ADD", "true".into())]);
     let file_arg = file.display().to_string();
     let added = run(
         &["--state", &state, "add", "git", "--source", &file_arg],
@@ -2105,7 +2094,7 @@ fn source_check_resolves_a_relative_path_as_the_reader_does() {
             .to_string(),
     )
     .expect("the declaration");
-    let vars = vars(&[
+    let vars = env::map(&[
         (
             "PLURNK_MCP_SOURCES",
             dir.join("declarations").display().to_string(),

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use plurnk_mcp::gateway::{Gateway, HttpOptions, Naming};
 use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, ServerState, WorkspaceSnapshot};
+use plurnk_mcp_fixture::probe::Probe;
 use serde_json::{Value, json};
 
 #[path = "support/peers.rs"]
@@ -19,35 +20,20 @@ use support::{peer_script, peers};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::{BOUND, shutdown_clean};
+use env::{EXE, fixture};
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+/// The configuration of these variables, connecting within 30 s.
+fn config(pairs: &[(&str, String)]) -> HostConfig {
+    env::connecting_within(30_000, pairs)
+}
 
 /// A credential an upstream is given, and must never reach a gateway client.
 const SECRET: &str = "gateway-upstream-secret-5f2e81";
-
-fn config(pairs: &[(&str, String)]) -> HostConfig {
-    let mut map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect();
-    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "30000".into());
-    match HostConfig::from_env(map) {
-        Ok(config) => config,
-        Err(errors) => panic!("test configuration is invalid: {errors}"),
-    }
-}
-
-/// The environment of fixture server `alias` (stdio).
-fn fixture(alias: &str, extra: &[&str]) -> Vec<(String, String)> {
-    let upper = alias.to_ascii_uppercase().replace('-', "_");
-    let mut args = vec!["fixture", "--name", alias];
-    args.extend_from_slice(extra);
-    vec![
-        (format!("PLURNK_MCP_{upper}"), EXE.to_owned()),
-        (format!("PLURNK_MCP_{upper}_ARGS"), json!(args).to_string()),
-    ]
-}
 
 fn pairs(list: &[(String, String)]) -> Vec<(&str, String)> {
     list.iter()
@@ -75,7 +61,12 @@ struct Pair {
 
 impl Pair {
     async fn start() -> Self {
-        let mut env = fixture("alpha", &[]);
+        Self::start_with(&[]).await
+    }
+
+    /// The pair with `alpha` started with these fixture flags (such as `--probe ADDR`).
+    async fn start_with(alpha: &[&str]) -> Self {
+        let mut env = fixture("alpha", alpha);
         env.extend(fixture("beta", &[]));
         env.push((
             "PLURNK_MCP_ENABLED".into(),
@@ -314,7 +305,8 @@ async fn plurnk_mcp_attaches_to_a_gateway_and_reaches_every_upstream_through_it(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_dies_mid_call_fails_the_call_and_its_tools_leave_and_come_back() {
-    let pair = Pair::start().await;
+    let probe = Probe::start().await;
+    let pair = Pair::start_with(&["--probe", probe.address()]).await;
     let outer = pair.outer.default_workspace();
     outer
         .wait_for(BOUND, |snapshot| tool_names(snapshot, "gw").len() >= 24)
@@ -357,14 +349,15 @@ async fn an_upstream_that_dies_mid_call_fails_the_call_and_its_tools_leave_and_c
             outer
                 .call_tool(
                     "gw",
-                    "alpha_sleep",
-                    json!({"ms": 60_000}),
+                    "alpha_gate",
+                    json!({"id": "doomed"}),
                     CallOptions::default(),
                 )
                 .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The call is held on the server when it dies.
+    probe.wait_gate("doomed", BOUND).await;
     // SAFETY: kill(2) with a pid read from the server itself; no memory is involved.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "kill {pid}");
     let settled = tokio::time::timeout(BOUND, call)
@@ -387,8 +380,7 @@ async fn an_upstream_that_dies_mid_call_fails_the_call_and_its_tools_leave_and_c
         started.elapsed()
     );
     // The server comes back by itself, and its tools with it.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let came_back = wait::until_async(Duration::from_secs(30), || async {
         let answer = outer
             .call_tool(
                 "gw",
@@ -397,13 +389,10 @@ async fn an_upstream_that_dies_mid_call_fails_the_call_and_its_tools_leave_and_c
                 CallOptions::default(),
             )
             .await;
-        if let Ok(answer) = answer {
-            assert_eq!(answer.text(), "again");
-            break;
-        }
-        assert!(Instant::now() < deadline, "alpha came back: {answer:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        answer.is_ok_and(|answer| answer.text() == "again")
+    })
+    .await;
+    assert!(came_back, "alpha came back and echoes");
     pair.stop().await;
 }
 
@@ -616,12 +605,11 @@ impl Drop for Served {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let child = &mut self.child;
+        if wait::until_blocking(Duration::from_secs(15), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        }) {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -1356,18 +1344,6 @@ fn sockets_of(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-/// Waits, within `BOUND`, until `done` holds; whether it did.
-fn wait_until(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + BOUND;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
-}
-
 /// Raises this process's open-file limit to its hard limit; the limit then.
 fn raise_nofile() -> u64 {
     let mut limit = libc::rlimit {
@@ -1467,7 +1443,7 @@ fn past_the_connection_cap_a_client_is_refused_with_503_only_while_every_connect
     // One stream ends: its place is free again.
     drop(streams.pop());
     assert!(
-        wait_until(|| ask(&authority, None, &list).status == 200),
+        wait::until_blocking(BOUND, || ask(&authority, None, &list).status == 200),
         "a freed place takes a client again: {}",
         served.stderr()
     );
@@ -1518,6 +1494,7 @@ fn a_request_head_or_body_that_trickles_is_cut_off_and_a_foreign_host_refused() 
             if writer.write_all(&[*byte]).is_err() {
                 return;
             }
+            // The pause is the scenario: a byte every 100 ms, so the body outlasts its 1 s timeout.
             std::thread::sleep(Duration::from_millis(100));
         }
     });
@@ -1714,7 +1691,7 @@ fn sessions_and_listen_streams_are_bounded_per_client_and_in_total() {
     // A stream that ends gives its place back.
     drop(ones.pop());
     assert!(
-        wait_until(|| open_listen(&authority, ONE).map(drop).is_ok()),
+        wait::until_blocking(BOUND, || open_listen(&authority, ONE).map(drop).is_ok()),
         "a freed place takes a stream again: {}",
         served.stderr()
     );
@@ -1786,11 +1763,11 @@ fn twenty_thousand_legacy_initializes_leave_the_gateway_small_and_expired_sessio
         served.stderr()
     );
     // Once the sessions expire the client is admitted again and the memory is given back.
-    assert!(wait_until(|| {
+    assert!(wait::until_blocking(BOUND, || {
         ask(&authority, None, &initialize_request(&authority)).status == 200
     }));
     assert!(
-        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        wait::until_blocking(BOUND, || memory_kib(pid, "VmRSS") < idle + 16 * 1024),
         "{} KiB resident after the sessions expired, {idle} KiB idle",
         memory_kib(pid, "VmRSS")
     );
@@ -1826,7 +1803,7 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
         }
     });
     assert!(
-        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        wait::until_blocking(BOUND, || memory_kib(pid, "VmRSS") < idle + 16 * 1024),
         "{} KiB resident after 16 large requests, {idle} KiB idle",
         memory_kib(pid, "VmRSS")
     );
@@ -1847,7 +1824,7 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
         }
     });
     assert!(
-        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        wait::until_blocking(BOUND, || memory_kib(pid, "VmRSS") < idle + 16 * 1024),
         "{} KiB resident after 16 large answers were read, {idle} KiB idle",
         memory_kib(pid, "VmRSS")
     );
@@ -1859,7 +1836,7 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
         })
         .collect();
     assert!(
-        wait_until(|| sockets_of(pid) >= sockets + READERS),
+        wait::until_blocking(BOUND, || sockets_of(pid) >= sockets + READERS),
         "every reader is connected"
     );
     // Meanwhile the gateway answers others.
@@ -1871,7 +1848,7 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
     assert_eq!(reply.status, 200, "{reply:?}");
     // Each connection is closed once its answer has gone unread for the write timeout.
     assert!(
-        wait_until(|| sockets_of(pid) <= sockets),
+        wait::until_blocking(BOUND, || sockets_of(pid) <= sockets),
         "{} sockets open, {sockets} before the readers: {}",
         sockets_of(pid),
         served.stderr()
@@ -1884,7 +1861,7 @@ fn a_client_that_never_reads_its_answer_is_cut_off_with_memory_bounded() {
     );
     // What the answers took is given back once they are gone.
     assert!(
-        wait_until(|| memory_kib(pid, "VmRSS") < idle + 16 * 1024),
+        wait::until_blocking(BOUND, || memory_kib(pid, "VmRSS") < idle + 16 * 1024),
         "{} KiB resident after the readers were cut off, {idle} KiB idle",
         memory_kib(pid, "VmRSS")
     );

@@ -9,9 +9,12 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::BOUND;
-
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+use env::EXE;
 
 /// This process's peak resident memory (`VmHWM`), in KiB.
 fn peak_kib() -> u64 {

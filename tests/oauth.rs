@@ -27,6 +27,8 @@ use support::{peer_script, peers};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::shutdown_clean;
 
 #[path = "support/logs.rs"]
@@ -331,6 +333,14 @@ async fn wait_server(
     }
 }
 
+/// Waits until an access token the provider issued before `issued` has expired. The wait is
+/// the scenario: a credential's lifetime is time itself, and nothing the test can see
+/// without reading the token ends it sooner. The provider's tokens live 4 s, counted in whole
+/// seconds, so one second more.
+async fn outlive_the_access_token(issued: Instant) {
+    tokio::time::sleep_until((issued + Duration::from_secs(5)).into()).await;
+}
+
 /// Asserts none of `secrets` appears in `text` (named `what`).
 fn holds_none(what: &str, text: &str, secrets: &[String]) {
     for secret in secrets.iter().filter(|secret| secret.len() >= 8) {
@@ -408,6 +418,7 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
         .oauth_complete("world", &callback)
         .await
         .expect("the authorization completes the add");
+    let issued = Instant::now();
     assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
     let text = whoami(&workspace, "world")
         .await
@@ -455,8 +466,8 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
     );
     shown.push(problem_text(&replayed));
 
-    // The access token lives 4 s: after it expires the refresh token gets a new one.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // After the access token expires the refresh token gets a new one.
+    outlive_the_access_token(issued).await;
     let text = whoami(&workspace, "world")
         .await
         .expect("refreshed behind the call");
@@ -760,11 +771,12 @@ async fn a_workload_exchanges_its_identity_token_and_again_once_the_token_expire
         .add(definition("runner", &world.mcp, grant(&world.issuer)))
         .await
         .expect("the grant runs while the connection is prepared");
+    let issued = Instant::now();
     assert_eq!(ready.state, ServerState::Ready, "{:?}", ready.problem);
     let text = whoami(&workspace, "runner").await.expect("authorized");
     assert!(text.starts_with("workload"), "{text}");
-    // The token lives 4 s and the grant gives no refresh token: the grant runs again.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The grant gives no refresh token: once the token expires the grant runs again.
+    outlive_the_access_token(issued).await;
     let text = whoami(&workspace, "runner")
         .await
         .expect("a new grant behind the call");

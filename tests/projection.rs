@@ -26,20 +26,16 @@ use support::{peer_script, peers};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::shutdown_clean;
+use env::EXE;
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
-
+/// The configuration of these variables, connecting within 30 s.
 fn config(pairs: &[(&str, String)]) -> HostConfig {
-    let mut map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect();
-    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "30000".into());
-    match HostConfig::from_env(map) {
-        Ok(config) => config,
-        Err(errors) => panic!("test configuration is invalid: {errors}"),
-    }
+    env::connecting_within(30_000, pairs)
 }
 
 /// Every document of every enabled server of `snapshot`, in one text: the survey, then per

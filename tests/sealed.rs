@@ -9,6 +9,10 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
+#[path = "support/wait.rs"]
+mod wait;
 
 #[path = "support/processes.rs"]
 mod processes;
@@ -23,18 +27,11 @@ use http::{json_answer, raw_http, routed_http};
 use logs::logged;
 use processes::marked;
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+use env::EXE;
 
+/// The configuration of these variables, connecting within 10 s.
 fn config(pairs: &[(&str, String)]) -> HostConfig {
-    let mut map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect();
-    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
-    match HostConfig::from_env(map) {
-        Ok(config) => config,
-        Err(errors) => panic!("test configuration is invalid: {errors}"),
-    }
+    env::connecting_within(10_000, pairs)
 }
 
 /// Whether `text` holds `secret` in any case.
@@ -460,16 +457,10 @@ async fn shutdown_reaches_descendants_that_left_their_group() {
         Some(ServerState::Ready)
     );
     // The server and its grandchild in a session of its own.
-    let deadline = std::time::Instant::now() + BOUND;
-    while marked(&mark).len() < 2 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait::until(BOUND, || marked(&mark).len() >= 2).await;
     assert!(marked(&mark).len() >= 2, "{:?}", marked(&mark));
     shutdown_clean(host).await;
-    let deadline = std::time::Instant::now() + BOUND;
-    while !marked(&mark).is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait::until(BOUND, || marked(&mark).is_empty()).await;
     assert!(
         marked(&mark).is_empty(),
         "outlived the host: {:?}",

@@ -20,17 +20,16 @@ use serde_json::{Value, json};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::{BOUND, shutdown_clean};
+use env::EXE;
 
+/// The configuration of exactly these variables.
 fn config(pairs: &[(&str, String)]) -> HostConfig {
-    let map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect();
-    match HostConfig::from_env(map) {
-        Ok(config) => config,
-        Err(errors) => panic!("test configuration is invalid: {errors}"),
-    }
+    env::checked(env::map(pairs))
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -436,9 +435,6 @@ async fn every_kind_is_a_namespace_added_live_and_kept_across_a_restart() {
     shutdown_clean(host).await;
     stop.cancel();
 }
-
-/// The `plurnk-mcp` binary, for the tests that run the command line as a child process.
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
 
 /// Serves `router` on loopback until the token is cancelled; its `http://` origin.
 async fn serve(router: axum::Router) -> (String, tokio_util::sync::CancellationToken) {

@@ -19,20 +19,16 @@ use support::{peer_script, peers};
 
 #[path = "support/calls.rs"]
 mod calls;
+#[path = "support/env.rs"]
+mod env;
+#[path = "support/wait.rs"]
+mod wait;
 use calls::{BOUND, call_then_cancel, shutdown_clean};
+use env::EXE;
 
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
-
+/// The configuration of these variables, connecting within 30 s.
 fn config(pairs: &[(&str, String)]) -> HostConfig {
-    let mut map: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(key, value)| ((*key).to_owned(), value.clone()))
-        .collect();
-    map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "30000".into());
-    match HostConfig::from_env(map) {
-        Ok(config) => config,
-        Err(errors) => panic!("test configuration is invalid: {errors}"),
-    }
+    env::connecting_within(30_000, pairs)
 }
 
 /// Collects progress reports in order.
@@ -285,9 +281,8 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
     let first_report = {
         let seen = seen.clone();
         async move {
-            while seen.lock().map(|s| s.is_empty()).unwrap_or(true) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            let flows = wait::until(BOUND, || seen.lock().is_ok_and(|s| !s.is_empty())).await;
+            assert!(flows, "progress flows");
         }
     };
     let cancelled = call_then_cancel(
@@ -678,20 +673,13 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
                 .await
         })
     };
-    let first_report = tokio::time::timeout(BOUND, async {
-        loop {
-            let started = timeline
-                .lock()
-                .map(|t| t.iter().any(|seen| matches!(seen, Seen::Progress(_))))
-                .unwrap_or(false);
-            if started {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    let first_report = wait::until(BOUND, || {
+        timeline
+            .lock()
+            .is_ok_and(|t| t.iter().any(|seen| matches!(seen, Seen::Progress(_))))
     })
     .await;
-    assert!(first_report.is_ok(), "the slow call reported progress");
+    assert!(first_report, "the slow call reported progress");
     let added = workspace
         .call_tool(
             "py",
@@ -852,18 +840,15 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
         let before = before.clone();
         let task_log = &task_log;
         async move {
-            loop {
-                let log = task_log().await;
-                let polled = log.as_object().is_some_and(|tasks| {
+            let polled = wait::until_async(BOUND, || async {
+                task_log().await.as_object().is_some_and(|tasks| {
                     tasks.iter().any(|(id, task)| {
                         !before.contains(id) && task["polls"].as_u64().unwrap_or(0) >= 1
                     })
-                });
-                if polled {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+                })
+            })
+            .await;
+            assert!(polled, "the Task is polled");
         }
     };
     let cancelled = call_then_cancel(

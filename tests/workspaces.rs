@@ -18,9 +18,12 @@ use serde_json::json;
 
 #[path = "support/calls.rs"]
 mod calls;
-use calls::{BOUND, shutdown_clean};
-
-const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+#[path = "support/env.rs"]
+mod env;
+#[path = "support/wait.rs"]
+mod wait;
+use calls::{BOUND, pid_of, shutdown_clean};
+use env::EXE;
 
 /// A fresh folder under cargo's per-target temporary directory.
 fn scratch(name: &str) -> PathBuf {
@@ -100,17 +103,6 @@ async fn summary_of(workspace: &Workspace, alias: &str) -> ServerSummary {
 }
 
 /// The process id of the fixture serving `alias`.
-async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
-    workspace
-        .call_tool(alias, "pid", json!({}), CallOptions::default())
-        .await
-        .expect("pid")
-        .text()
-        .trim()
-        .parse()
-        .expect("a pid")
-}
-
 /// Enable options that run the fixture under another name.
 fn renamed_fixture(name: &str) -> Customize {
     let options = json!({"args": ["fixture", "--name", name]}).to_string();
@@ -808,12 +800,9 @@ async fn the_install_gate_admits_only_what_the_operator_allows() {
 
 /// Waits (bounded) until the process `pid` is gone.
 async fn wait_gone(pid: i32, what: &str) {
-    let deadline = std::time::Instant::now() + BOUND;
     // SAFETY: signal 0 only probes for existence.
-    while unsafe { libc::kill(pid, 0) } == 0 {
-        assert!(std::time::Instant::now() < deadline, "{what} outlived it");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let gone = wait::until(BOUND, || unsafe { libc::kill(pid, 0) } != 0).await;
+    assert!(gone, "{what} outlived it");
 }
 
 /// Waits (bounded) for the first event `pick` accepts.
@@ -1238,13 +1227,8 @@ async fn a_server_session_answers_for_it_while_the_snapshot_lags_behind() {
         async move { workspace.disable("third").await }
     });
     let deadline = std::time::Instant::now() + BOUND;
-    while store.waiting.load(Ordering::SeqCst) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the write never began"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let began = wait::until(BOUND, || store.waiting.load(Ordering::SeqCst) > 0).await;
+    assert!(began, "the write never began");
 
     // 1. The server takes `extra` out: once the attachment has listed again, its session
     // refuses the tool, though the snapshot still lists it.

@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// A generous guard on waits that normally end in milliseconds: only a hung host reaches it,
-/// so it decides nothing on a slow machine.
-pub const BOUND: Duration = Duration::from_secs(20);
+pub use crate::wait::BOUND;
 
 /// Checks `claim` every 20 ms for the whole of `window`, failing at the first check that
 /// fails: a claim that something does not happen, held for as long as it would take to
@@ -34,6 +32,15 @@ pub async fn holds_for(window: Duration, mut claim: impl FnMut() -> Result<(), S
 pub async fn shutdown_clean(host: Host) {
     let report = host.shutdown().await;
     assert!(report.failures.is_empty(), "{:?}", report.failures);
+}
+
+/// The process id fixture server `alias` answers its `pid` tool with.
+pub async fn pid_of(workspace: &Workspace, alias: &str) -> i32 {
+    let result = workspace
+        .call_tool(alias, "pid", json!({}), CallOptions::default())
+        .await
+        .expect("pid call");
+    result.text().trim().parse().expect("pid is a number")
 }
 
 /// Starts a fixture `gate` call with this id on `alias`; the server reports it to the probe

@@ -2,8 +2,6 @@
 
 #![allow(dead_code)]
 
-use std::time::{Duration, Instant};
-
 /// Every live (not zombie) process whose environment holds `TEST_MARK=<value>` with a value
 /// starting with `prefix`, as (pid, value).
 pub fn marked(prefix: &str) -> Vec<(i32, String)> {
@@ -26,16 +24,4 @@ pub fn marked(prefix: &str) -> Vec<(i32, String)> {
             })
         })
         .collect()
-}
-
-/// Polls `check` every 20 ms until it holds or 20 s pass; whether it held.
-pub fn eventually(mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    check()
 }
