@@ -6,6 +6,10 @@
 //! awaits the network: opening, listing again and closing run as tasks that report back with
 //! messages stamped by generation, so a result from a replaced connection is recognised and
 //! dropped.
+//!
+//! Listing the catalog again and committing it at quiescence is `attachment/refresh.rs`.
+
+mod refresh;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,6 +19,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use self::refresh::Relisting;
 use super::messages::{ActionReply, WorkspaceMsg};
 use super::restart::{RestartPolicy, Verdict};
 use crate::config::ServerDefinition;
@@ -189,17 +194,6 @@ struct Draining {
     reason: String,
 }
 
-/// Whether the catalog is being listed again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Relisting {
-    /// No listing runs.
-    Idle,
-    /// A listing runs.
-    Running,
-    /// A listing runs, and another change arrived meanwhile: list once more after it.
-    Again,
-}
-
 /// The attachment's mutable state.
 pub(crate) struct AttachmentState {
     args: AttachmentArgs,
@@ -305,116 +299,25 @@ impl Actor for AttachmentActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            AttachmentMsg::Connect { retry } => {
-                if retry == state.retry && state.draining.is_none() {
-                    state.start_attempt(&myself);
-                }
-            }
+            AttachmentMsg::Connect { retry } => state.on_connect(&myself, retry),
             AttachmentMsg::Connected { retry, result } => {
                 state.on_connected(&myself, retry, result)
             }
             AttachmentMsg::Lost { generation } => state.on_lost(&myself, generation),
             AttachmentMsg::LostDetail { generation, detail } => {
-                let detail = format!(
-                    "server \"{}\" ({}) lost its connection: {detail}",
-                    state.args.alias,
-                    state.kind()
-                );
-                if generation == state.generation {
-                    match &mut state.lifecycle {
-                        Lifecycle::Unavailable(problem) => problem.detail = detail,
-                        Lifecycle::CrashLoop(problem) => {
-                            problem.detail = format!("{}; last failure: {detail}", problem.detail);
-                        }
-                        Lifecycle::AuthorizationRequired(_) => return Ok(()),
-                        _ => return Ok(()),
-                    }
-                    state.close_gate();
-                    state.publish();
-                }
+                state.on_lost_detail(generation, &detail)
             }
-            AttachmentMsg::Reconnect { reply } => {
-                if let Some(draining) = &state.draining {
-                    let _ = reply.send(Err(Problem::conflict(format!(
-                        "server \"{}\" is closing ({}); enable it again once it is disabled",
-                        state.args.alias, draining.reason
-                    ))));
-                    return Ok(());
-                }
-                match state.lifecycle {
-                    // Already connected with the same definition: a no-op.
-                    Lifecycle::Ready(_) => {
-                        let _ = reply.send(Ok(state.snapshot()));
-                    }
-                    // The first attempt is under way; answer when it settles.
-                    Lifecycle::Connecting => state.reconnects.push(reply),
-                    Lifecycle::Unavailable(_)
-                    | Lifecycle::CrashLoop(_)
-                    | Lifecycle::AuthorizationRequired(_) => {
-                        state.reconnects.push(reply);
-                        state.args.crashes.clear();
-                        state.delays = Box::new(state.args.settings.restart.delays());
-                        state.start_attempt(&myself);
-                    }
-                }
-            }
-            AttachmentMsg::Quiet => {
-                state.commit_refresh_if_quiet(&myself);
-                state.finish_drain_if_quiet(&myself);
-            }
-            // Whichever connection reported it, the catalog may have changed: the refresh
-            // lists the current one (and only a ready one), and a change committed during a
-            // drain is a real one, shown until the server goes.
-            AttachmentMsg::ListChanged => {
-                if matches!(state.lifecycle, Lifecycle::Ready(_)) {
-                    match state.relisting {
-                        Relisting::Running | Relisting::Again => {
-                            state.relisting = Relisting::Again;
-                        }
-                        Relisting::Idle => state.start_refresh(&myself),
-                    }
-                }
-            }
+            AttachmentMsg::Reconnect { reply } => state.on_reconnect(&myself, reply),
+            AttachmentMsg::Quiet => state.on_quiet(&myself),
+            AttachmentMsg::ListChanged => state.on_list_changed(&myself),
             AttachmentMsg::Expired { generation, epoch } => {
-                if generation == state.generation
-                    && epoch == state.expiry
-                    && state.draining.is_none()
-                    && state.relisting == Relisting::Idle
-                    && matches!(state.lifecycle, Lifecycle::Ready(_))
-                {
-                    state.start_refresh(&myself);
-                }
+                state.on_expired(&myself, generation, epoch)
             }
             AttachmentMsg::Refreshed { generation, result } => {
-                state.on_refreshed(&myself, generation, result);
+                state.on_refreshed(&myself, generation, result)
             }
-            AttachmentMsg::RefreshDeadline { epoch } => {
-                // Only the deadline of the refresh waiting now counts (a refresh that was
-                // committed or dropped takes its deadline with it).
-                if epoch == state.refresh_epoch {
-                    tracing::warn!(
-                        server = %state.args.alias,
-                        "calls did not settle within the bound; committing the refreshed catalog beside them"
-                    );
-                    state.commit_refresh(&myself);
-                }
-            }
-            AttachmentMsg::Drain { reason, cancel } => {
-                if state.draining.is_none() {
-                    // Attempts and timers in flight see `draining` and stand down.
-                    // New calls are refused from here on; the active ones finish.
-                    state.args.session.drain(&reason);
-                    state.draining = Some(Draining { reason });
-                    if cancel {
-                        state.cancel_active();
-                    } else {
-                        myself.send_after(state.args.settings.drain_timeout, || {
-                            AttachmentMsg::DrainDeadline
-                        });
-                    }
-                    state.finish_drain_if_quiet(&myself);
-                }
-            }
+            AttachmentMsg::RefreshDeadline { epoch } => state.on_refresh_deadline(&myself, epoch),
+            AttachmentMsg::Drain { reason, cancel } => state.on_drain(&myself, reason, cancel),
             AttachmentMsg::DrainDeadline => state.cancel_active(),
             #[cfg(feature = "test-hooks")]
             AttachmentMsg::Panic => panic!("attachment panic requested by a test"),
@@ -426,6 +329,91 @@ impl Actor for AttachmentActor {
 // === impl AttachmentState ===
 
 impl AttachmentState {
+    /// A retry timer fired: only the newest starts an attempt, and none once draining.
+    fn on_connect(&mut self, myself: &ActorRef<AttachmentMsg>, retry: u64) {
+        if retry == self.retry && self.draining.is_none() {
+            self.start_attempt(myself);
+        }
+    }
+
+    /// The lost connection was examined: its exit and stderr become the problem shown, if
+    /// that connection is still the latest and nothing newer replaced what it left.
+    fn on_lost_detail(&mut self, generation: u64, detail: &str) {
+        if generation != self.generation {
+            return;
+        }
+        let detail = format!(
+            "server \"{}\" ({}) lost its connection: {detail}",
+            self.args.alias,
+            self.kind()
+        );
+        match &mut self.lifecycle {
+            Lifecycle::Unavailable(problem) => problem.detail = detail,
+            Lifecycle::CrashLoop(problem) => {
+                problem.detail = format!("{}; last failure: {detail}", problem.detail);
+            }
+            Lifecycle::Connecting | Lifecycle::Ready(_) | Lifecycle::AuthorizationRequired(_) => {
+                return;
+            }
+        }
+        self.close_gate();
+        self.publish();
+    }
+
+    /// An explicit reconnect: a ready server answers at once, a connecting one when its
+    /// attempt settles, a failed one after a fresh attempt with its crash history cleared.
+    fn on_reconnect(&mut self, myself: &ActorRef<AttachmentMsg>, reply: ActionReply) {
+        if let Some(draining) = &self.draining {
+            let _ = reply.send(Err(Problem::conflict(format!(
+                "server \"{}\" is closing ({}); enable it again once it is disabled",
+                self.args.alias, draining.reason
+            ))));
+            return;
+        }
+        match self.lifecycle {
+            // Already connected with the same definition: a no-op.
+            Lifecycle::Ready(_) => {
+                let _ = reply.send(Ok(self.snapshot()));
+            }
+            // The first attempt is under way; answer when it settles.
+            Lifecycle::Connecting => self.reconnects.push(reply),
+            Lifecycle::Unavailable(_)
+            | Lifecycle::CrashLoop(_)
+            | Lifecycle::AuthorizationRequired(_) => {
+                self.reconnects.push(reply);
+                self.args.crashes.clear();
+                self.delays = Box::new(self.args.settings.restart.delays());
+                self.start_attempt(myself);
+            }
+        }
+    }
+
+    /// The session's calls settled while it was held or draining: what waited for that goes.
+    fn on_quiet(&mut self, myself: &ActorRef<AttachmentMsg>) {
+        self.commit_refresh_if_quiet(myself);
+        self.finish_drain_if_quiet(myself);
+    }
+
+    /// Stops taking calls and settles the active ones (cancelled, or given the drain
+    /// timeout), then closes; a second drain changes nothing.
+    fn on_drain(&mut self, myself: &ActorRef<AttachmentMsg>, reason: String, cancel: bool) {
+        if self.draining.is_some() {
+            return;
+        }
+        // Attempts and timers in flight see `draining` and stand down.
+        // New calls are refused from here on; the active ones finish.
+        self.args.session.drain(&reason);
+        self.draining = Some(Draining { reason });
+        if cancel {
+            self.cancel_active();
+        } else {
+            myself.send_after(self.args.settings.drain_timeout, || {
+                AttachmentMsg::DrainDeadline
+            });
+        }
+        self.finish_drain_if_quiet(myself);
+    }
+
     fn kind(&self) -> TransportKind {
         self.args.definition.transport().kind()
     }
@@ -707,156 +695,6 @@ impl AttachmentState {
             }
         };
         self.args.session.down(state, detail);
-    }
-
-    fn start_refresh(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        let Lifecycle::Ready(live) = &self.lifecycle else {
-            return;
-        };
-        self.relisting = Relisting::Running;
-        let generation = self.generation;
-        // Read by what the server said last (its discover answer may have been renewed).
-        let peer = live.connection.lister().renewed(live.negotiated.clone());
-        let (retired, lost) = (live.retired.clone(), live.connection.lost());
-        let alias = self.args.alias.clone();
-        let definition = self.args.definition.clone();
-        let timeout = self.args.settings.request_timeout;
-        let bound = self.args.settings.connect.connect_timeout;
-        let myself = myself.clone();
-        tokio::spawn(async move {
-            // Listing again is bounded as a whole, like the first listing.
-            let listing =
-                tokio::time::timeout(bound, protocol::relist(&alias, &definition, &peer, timeout));
-            let result = tokio::select! {
-                biased;
-                // A connection the actor let go has nothing more to say.
-                () = retired.cancelled() => return,
-                listed = listing => listed.unwrap_or_else(|_| {
-                    Err(Problem::list_failed(format!(
-                        "server \"{alias}\" changed its lists and could not be listed again within {} ms \
-                         (PLURNK_MCP_CONNECT_TIMEOUT)",
-                        bound.as_millis()
-                    )))
-                }),
-            };
-            // A listing cut short because the connection was lost is the loss's to report:
-            // the transport marks the loss before its requests fail, so the actor always
-            // hears of it as a loss, with the server's exit, never as a catalog failure.
-            if result.is_err() && lost.is_cancelled() {
-                return;
-            }
-            let _ = myself.cast(AttachmentMsg::Refreshed { generation, result });
-        });
-    }
-
-    fn on_refreshed(
-        &mut self,
-        myself: &ActorRef<AttachmentMsg>,
-        generation: u64,
-        result: Result<Box<Refresh>, Problem>,
-    ) {
-        // Only a ready connection's listing counts, and only ever the current one's: a
-        // connection the actor lets go is retired first (its refresh stops with its `Live`),
-        // and a listing sent before that is handled before any newer connection can be
-        // ready, since both go through this one mailbox in order.
-        if !matches!(self.lifecycle, Lifecycle::Ready(_)) {
-            return;
-        }
-        debug_assert_eq!(
-            generation, self.generation,
-            "a retired connection reported its listing"
-        );
-        let again = std::mem::replace(&mut self.relisting, Relisting::Idle) == Relisting::Again;
-        match result {
-            Ok(refresh) => {
-                // The bound runs from the first change that waits: a newer catalog replaces
-                // the waiting one but does not start the wait again (no starving).
-                if self.pending_refresh.is_none() {
-                    self.refresh_epoch += 1;
-                    let epoch = self.refresh_epoch;
-                    myself.send_after(self.args.settings.drain_timeout, move || {
-                        AttachmentMsg::RefreshDeadline { epoch }
-                    });
-                }
-                self.pending_refresh = Some(refresh);
-                // New calls wait behind the change; it commits once the active ones settle.
-                if self.args.session.hold() {
-                    self.commit_refresh(myself);
-                }
-            }
-            Err(problem) => {
-                // The catalog now contradicts the policy (or cannot be listed): the server
-                // is unavailable until a reconnect lists a consistent one.
-                if let Lifecycle::Ready(live) =
-                    std::mem::replace(&mut self.lifecycle, Lifecycle::Unavailable(problem))
-                {
-                    live.connection
-                        .close_in_background(self.args.settings.connect.close_grace);
-                }
-                self.publish();
-                self.forget_refresh();
-                if self.draining.is_none() {
-                    self.schedule_retry(myself);
-                }
-                return;
-            }
-        }
-        if again {
-            self.start_refresh(myself);
-        }
-    }
-
-    /// Commits the waiting catalog, if any, once nothing is active (a stale `Quiet` finds
-    /// either nothing waiting or calls active again, and does nothing).
-    fn commit_refresh_if_quiet(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        if self.args.session.active() == 0 {
-            self.commit_refresh(myself);
-        }
-    }
-
-    /// Swaps the refreshed catalog in and publishes it; then the calls that waited run.
-    fn commit_refresh(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        let Some(refresh) = self.pending_refresh.take() else {
-            return;
-        };
-        if let Lifecycle::Ready(live) = &mut self.lifecycle {
-            live.tools = refresh.tools;
-            live.catalog = refresh.catalog;
-            live.freshness = refresh.freshness;
-            if let Some(negotiated) = refresh.negotiated {
-                live.negotiated = negotiated;
-            }
-            self.publish();
-        }
-        // The calls that waited behind the change run now, on the new catalog.
-        self.open_gate();
-        self.schedule_expiry(myself);
-    }
-
-    /// Honours the tool list's `ttlMs`: once it passes, the list is fetched again (and
-    /// committed at quiescence like any change). No sooner than a second apart; a `ttlMs`
-    /// of 0 or none leaves the catalog to list-change notifications.
-    fn schedule_expiry(&mut self, myself: &ActorRef<AttachmentMsg>) {
-        let Lifecycle::Ready(live) = &self.lifecycle else {
-            return;
-        };
-        let Some(freshness) = live.freshness else {
-            return;
-        };
-        self.expiry += 1;
-        let (generation, epoch) = (self.generation, self.expiry);
-        myself.send_after(freshness.max(Duration::from_secs(1)), move || {
-            AttachmentMsg::Expired { generation, epoch }
-        });
-    }
-
-    /// The connection is gone, and its refresh with it: nothing is listing, nothing waits to
-    /// be committed (a newer connection lists its own catalog), and the calls that waited for
-    /// the commit are answered now, as the gate now says.
-    fn forget_refresh(&mut self) {
-        self.relisting = Relisting::Idle;
-        self.pending_refresh = None;
-        self.close_gate();
     }
 
     /// Publishes the settled attempt and answers the explicit reconnects that waited for it,

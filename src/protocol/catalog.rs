@@ -2,6 +2,7 @@
 //! operator's tool policy (`_TOOLS`, `_READ`) to what the server listed.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::Peer;
@@ -197,150 +198,167 @@ pub(crate) async fn list_catalog(
     capabilities: &Value,
 ) -> Result<(Catalog, Option<u64>), String> {
     let mut catalog = Catalog::default();
-    // The catalog is fresh as long as its stalest family that says how long it is fresh.
     let mut ttl: Option<u64> = None;
-    let mut fresh_for = |family_ttl: Option<u64>| {
-        if let Some(family_ttl) = family_ttl.filter(|ttl| *ttl > 0) {
-            ttl = Some(ttl.map_or(family_ttl, |ttl: u64| ttl.min(family_ttl)));
-        }
-    };
-    if capabilities.get("resources").is_some_and(|c| !c.is_null()) {
-        let resources = match drain(
-            peer,
-            timeout,
-            limits,
-            "resources/list",
-            |params| {
-                ClientRequest::ListResourcesRequest(ListResourcesRequest {
-                    params,
-                    ..Default::default()
-                })
-            },
-            |result| match result {
-                ServerResult::ListResourcesResult(page) => {
-                    Some((page.resources, page.next_cursor, page.ttl_ms))
-                }
-                _ => None,
-            },
-        )
-        .await
-        {
-            Ok((resources, family_ttl)) => {
-                fresh_for(family_ttl);
-                resources
-            }
-            Err(problem) => return Err(problem),
-        };
-        catalog.resources = resources
-            .iter()
-            .map(|resource| {
-                let definition = serde_json::to_value(resource).unwrap_or_default();
-                ResourceInfo {
-                    uri: text(&definition, "uri").unwrap_or_default(),
-                    name: text(&definition, "name").unwrap_or_default(),
-                    description: text(&definition, "description"),
-                    mime_type: text(&definition, "mimeType"),
-                    definition,
-                }
-            })
-            .collect();
-        let templates = match drain(
-            peer,
-            timeout,
-            limits,
-            "resources/templates/list",
-            |params| {
-                ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest {
-                    params,
-                    ..Default::default()
-                })
-            },
-            |result| match result {
-                ServerResult::ListResourceTemplatesResult(page) => {
-                    Some((page.resource_templates, page.next_cursor, page.ttl_ms))
-                }
-                _ => None,
-            },
-        )
-        .await
-        {
-            Ok((templates, family_ttl)) => {
-                fresh_for(family_ttl);
-                templates
-            }
-            Err(problem) => return Err(problem),
-        };
-        catalog.templates = templates
-            .iter()
-            .map(|template| {
-                let definition = serde_json::to_value(template).unwrap_or_default();
-                ResourceTemplateInfo {
-                    uri_template: text(&definition, "uriTemplate").unwrap_or_default(),
-                    name: text(&definition, "name").unwrap_or_default(),
-                    description: text(&definition, "description"),
-                    definition,
-                }
-            })
-            .collect();
+    let offers = |family: &str| capabilities.get(family).is_some_and(|c| !c.is_null());
+    if offers("resources") {
+        let (resources, family_ttl) = list_resources(peer, timeout, limits).await?;
+        catalog.resources = resources;
+        fresh_for(&mut ttl, family_ttl);
+        let (templates, family_ttl) = list_templates(peer, timeout, limits).await?;
+        catalog.templates = templates;
+        fresh_for(&mut ttl, family_ttl);
     }
-    if capabilities.get("prompts").is_some_and(|c| !c.is_null()) {
-        let prompts = match drain(
-            peer,
-            timeout,
-            limits,
-            "prompts/list",
-            |params| {
-                ClientRequest::ListPromptsRequest(ListPromptsRequest {
-                    params,
-                    ..Default::default()
-                })
-            },
-            |result| match result {
-                ServerResult::ListPromptsResult(page) => {
-                    Some((page.prompts, page.next_cursor, page.ttl_ms))
-                }
-                _ => None,
-            },
-        )
-        .await
-        {
-            Ok((prompts, family_ttl)) => {
-                fresh_for(family_ttl);
-                prompts
-            }
-            Err(problem) => return Err(problem),
-        };
-        catalog.prompts = prompts
-            .iter()
-            .map(|prompt| {
-                let definition = serde_json::to_value(prompt).unwrap_or_default();
-                let arguments = definition
-                    .get("arguments")
-                    .and_then(Value::as_array)
-                    .map(|arguments| {
-                        arguments
-                            .iter()
-                            .map(|argument| PromptArgumentInfo {
-                                name: text(argument, "name").unwrap_or_default(),
-                                description: text(argument, "description"),
-                                required: argument
-                                    .get("required")
-                                    .and_then(Value::as_bool)
-                                    .unwrap_or(false),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                PromptInfo {
-                    name: text(&definition, "name").unwrap_or_default(),
-                    description: text(&definition, "description"),
-                    arguments,
-                    definition,
-                }
-            })
-            .collect();
+    if offers("prompts") {
+        let (prompts, family_ttl) = list_prompts(peer, timeout, limits).await?;
+        catalog.prompts = prompts;
+        fresh_for(&mut ttl, family_ttl);
     }
     Ok((catalog, ttl))
+}
+
+/// The catalog is fresh as long as its stalest family that says how long it is fresh.
+fn fresh_for(ttl: &mut Option<u64>, family_ttl: Option<u64>) {
+    if let Some(family_ttl) = family_ttl.filter(|ttl| *ttl > 0) {
+        *ttl = Some(ttl.map_or(family_ttl, |ttl| ttl.min(family_ttl)));
+    }
+}
+
+/// Every resource the server lists, with the list's `ttlMs`.
+async fn list_resources(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+    limits: &Limits,
+) -> Result<(Arc<[ResourceInfo]>, Option<u64>), String> {
+    let (resources, ttl) = drain(
+        peer,
+        timeout,
+        limits,
+        "resources/list",
+        |params| {
+            ClientRequest::ListResourcesRequest(ListResourcesRequest {
+                params,
+                ..Default::default()
+            })
+        },
+        |result| match result {
+            ServerResult::ListResourcesResult(page) => {
+                Some((page.resources, page.next_cursor, page.ttl_ms))
+            }
+            _ => None,
+        },
+    )
+    .await?;
+    let resources = resources
+        .iter()
+        .map(|resource| {
+            let definition = serde_json::to_value(resource).unwrap_or_default();
+            ResourceInfo {
+                uri: text(&definition, "uri").unwrap_or_default(),
+                name: text(&definition, "name").unwrap_or_default(),
+                description: text(&definition, "description"),
+                mime_type: text(&definition, "mimeType"),
+                definition,
+            }
+        })
+        .collect();
+    Ok((resources, ttl))
+}
+
+/// Every resource template the server lists, with the list's `ttlMs`.
+async fn list_templates(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+    limits: &Limits,
+) -> Result<(Arc<[ResourceTemplateInfo]>, Option<u64>), String> {
+    let (templates, ttl) = drain(
+        peer,
+        timeout,
+        limits,
+        "resources/templates/list",
+        |params| {
+            ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest {
+                params,
+                ..Default::default()
+            })
+        },
+        |result| match result {
+            ServerResult::ListResourceTemplatesResult(page) => {
+                Some((page.resource_templates, page.next_cursor, page.ttl_ms))
+            }
+            _ => None,
+        },
+    )
+    .await?;
+    let templates = templates
+        .iter()
+        .map(|template| {
+            let definition = serde_json::to_value(template).unwrap_or_default();
+            ResourceTemplateInfo {
+                uri_template: text(&definition, "uriTemplate").unwrap_or_default(),
+                name: text(&definition, "name").unwrap_or_default(),
+                description: text(&definition, "description"),
+                definition,
+            }
+        })
+        .collect();
+    Ok((templates, ttl))
+}
+
+/// Every prompt the server lists, with its arguments, and the list's `ttlMs`.
+async fn list_prompts(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+    limits: &Limits,
+) -> Result<(Arc<[PromptInfo]>, Option<u64>), String> {
+    let (prompts, ttl) = drain(
+        peer,
+        timeout,
+        limits,
+        "prompts/list",
+        |params| {
+            ClientRequest::ListPromptsRequest(ListPromptsRequest {
+                params,
+                ..Default::default()
+            })
+        },
+        |result| match result {
+            ServerResult::ListPromptsResult(page) => {
+                Some((page.prompts, page.next_cursor, page.ttl_ms))
+            }
+            _ => None,
+        },
+    )
+    .await?;
+    let prompts = prompts
+        .iter()
+        .map(|prompt| {
+            let definition = serde_json::to_value(prompt).unwrap_or_default();
+            let arguments = definition
+                .get("arguments")
+                .and_then(Value::as_array)
+                .map(|arguments| arguments.iter().map(prompt_argument).collect())
+                .unwrap_or_default();
+            PromptInfo {
+                name: text(&definition, "name").unwrap_or_default(),
+                description: text(&definition, "description"),
+                arguments,
+                definition,
+            }
+        })
+        .collect();
+    Ok((prompts, ttl))
+}
+
+/// One argument of a listed prompt, as the host reads it.
+fn prompt_argument(argument: &Value) -> PromptArgumentInfo {
+    PromptArgumentInfo {
+        name: text(argument, "name").unwrap_or_default(),
+        description: text(argument, "description"),
+        required: argument
+            .get("required")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    }
 }
 
 fn text(value: &Value, key: &str) -> Option<String> {
