@@ -25,6 +25,7 @@ use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
     ProgressSink, Refusal, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
 };
+use crate::protocol::auth::{self, Completion, DeviceRequest, Polled, Replay};
 use crate::protocol::{self, CallContext, ConnectOptions};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
@@ -993,31 +994,19 @@ impl Workspace {
         alias: &str,
         callback_url: &str,
     ) -> Result<ServerSnapshot, Problem> {
-        use crate::protocol::Replay;
         if self.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
-        let vault = &self.settings.connect.oauth;
-        let pending = vault
-            .take_pending(&self.name, alias)
+        let completion = Completion::take(&self.settings.connect.oauth, &self.name, alias)
             .ok_or_else(|| Problem::oauth_not_pending(alias))?;
         let current = match self.list().await {
             Ok(summaries) => summaries.into_iter().find(|summary| summary.alias == alias),
             Err(problem) => {
-                vault.restore_pending(&self.name, alias, pending);
+                completion.put_back();
                 return Err(problem);
             }
         };
-        let drifted = match (pending.replay(), &current) {
-            (Replay::Add(_), current) => current.is_some(),
-            (Replay::Enable(_), None) => true,
-            (Replay::Enable(customize), Some(summary)) => {
-                customize.is_empty()
-                    && serde_json::to_value(pending.definition()).ok().as_ref()
-                        != Some(&summary.definition)
-            }
-        };
-        if drifted {
+        if completion.drifted(current.as_ref()) {
             return Err(Problem::oauth_target_conflict(alias));
         }
         let http_client = self
@@ -1025,21 +1014,17 @@ impl Workspace {
             .connect
             .http_client()
             .map_err(Problem::server_unavailable)?;
-        match crate::protocol::oauth_complete(pending, alias, callback_url, http_client).await {
-            Ok((client, definition, replay)) => {
-                vault.install(&self.name, alias, client, definition);
-                match replay {
-                    Replay::Add(definition) => self.add(*definition).await,
-                    Replay::Enable(customize) => self.enable_with(alias, *customize).await,
-                }
-            }
-            Err(failure) => {
-                let (pending, problem) = *failure;
-                if let Some(pending) = pending {
-                    vault.restore_pending(&self.name, alias, pending);
-                }
-                Err(problem.scrubbed())
-            }
+        match completion.finish(callback_url, http_client).await {
+            Ok(replay) => self.replay(alias, replay).await,
+            Err(problem) => Err(problem.scrubbed()),
+        }
+    }
+
+    /// Performs again the action a completed authorization was asked by.
+    async fn replay(&self, alias: &str, replay: Replay) -> Result<ServerSnapshot, Problem> {
+        match replay {
+            Replay::Add(definition) => self.add(*definition).await,
+            Replay::Enable(customize) => self.enable_with(alias, *customize).await,
         }
     }
 
@@ -1058,17 +1043,14 @@ impl Workspace {
         if self.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
-        let vault = &self.settings.connect.oauth;
-        // An add waiting for authorization exists nowhere but in its pending authorization:
-        // it is asked again, this time for the device grant.
-        let added = vault.pending_add(&self.name, alias);
-        vault.request_device(&self.name, alias, scope.map(str::to_owned));
-        let answer = match added {
+        let mut request =
+            DeviceRequest::ask(&self.settings.connect.oauth, &self.name, alias, scope);
+        let answer = match request.added.take() {
             Some(definition) => self.add(definition).await,
             None => self.enable(alias).await,
         };
         // Whatever happened, the request is spent.
-        let _ = vault.take_device_request(&self.name, alias);
+        drop(request);
         let server = answer?;
         match server.authorization.and_then(|pending| pending.device) {
             Some(device) => Ok(device),
@@ -1094,8 +1076,6 @@ impl Workspace {
         alias: &str,
         device: &str,
     ) -> Result<crate::model::DevicePoll, Problem> {
-        use crate::model::DevicePoll;
-        use crate::protocol::{Polled, Replay};
         if self.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
@@ -1105,18 +1085,11 @@ impl Workspace {
             .http_client()
             .map_err(Problem::server_unavailable)?;
         let vault = &self.settings.connect.oauth;
-        match crate::protocol::poll_device(vault, &self.name, alias, device, http_client).await {
+        match auth::poll_device(vault, &self.name, alias, device, http_client).await {
             Ok(Polled::Status(status)) => Ok(status),
-            Ok(Polled::Authorized(client, definition, replay)) => {
-                vault.install(&self.name, alias, client, definition);
-                let server = match replay {
-                    Replay::Add(definition) => self.add(*definition).await,
-                    Replay::Enable(customize) => self.enable_with(alias, *customize).await,
-                }?;
-                Ok(DevicePoll::Authorized {
-                    server: Box::new(server),
-                })
-            }
+            Ok(Polled::Authorized(replay)) => Ok(crate::model::DevicePoll::Authorized {
+                server: Box::new(self.replay(alias, replay).await?),
+            }),
             Err(problem) => Err(problem.scrubbed()),
         }
     }

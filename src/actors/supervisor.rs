@@ -20,7 +20,7 @@ use crate::model::{
     CloseFailure, Customize, HostEvent, Problem, ServerSnapshot, ServerState, ServerSummary,
     WorkspaceSnapshot,
 };
-use crate::protocol::{Replay, Vault};
+use crate::protocol::auth::{Asked, Replay};
 use crate::store::Store;
 
 /// A reply to a server action: the server's resulting snapshot, or why nothing changed.
@@ -496,13 +496,16 @@ impl SupervisorState {
                 reply,
                 ..
             } => {
-                let replay = Replay::Enable(customize.clone());
+                let asked = Asked::new(
+                    &self.args.settings.connect.oauth,
+                    Replay::Enable(customize.clone()),
+                );
                 act(
                     actor.map_err(refused),
                     workspace,
                     alias.clone(),
                     reply,
-                    Some((self.args.settings.connect.oauth.clone(), replay)),
+                    Some(asked),
                     |reply| WorkspaceMsg::Enable {
                         alias,
                         customize,
@@ -530,13 +533,16 @@ impl SupervisorState {
                 definition, reply, ..
             } => {
                 let alias = definition.alias().to_owned();
-                let replay = Replay::Add(definition.clone());
+                let asked = Asked::new(
+                    &self.args.settings.connect.oauth,
+                    Replay::Add(definition.clone()),
+                );
                 act(
                     actor.map_err(refused),
                     workspace,
                     alias,
                     reply,
-                    Some((self.args.settings.connect.oauth.clone(), replay)),
+                    Some(asked),
                     |reply| WorkspaceMsg::Add {
                         definition: *definition,
                         reply,
@@ -760,14 +766,15 @@ async fn spawn(
 }
 
 /// Runs one action on the workspace's actor in a task, and answers it scrubbed. An answer
-/// that waits for OAuth authorization records `replay` with it: what completing that
-/// authorization performs again.
+/// that waits for OAuth authorization is handed to `asked`, so completing that
+/// authorization performs the action again: every action passes here, a daemon actor's
+/// `HostMsg` as well as the handle's, and only here is its answer seen.
 fn act(
     actor: Result<ActorRef<WorkspaceMsg>, Problem>,
     workspace: String,
     alias: String,
     reply: ActionAnswer,
-    replay: Option<(Arc<Vault>, Replay)>,
+    asked: Option<Asked>,
     message: impl FnOnce(ActionAnswer) -> WorkspaceMsg + Send + 'static,
 ) {
     let actor = match actor {
@@ -780,10 +787,8 @@ fn act(
     tokio::spawn(async move {
         let answer = match actor.call(message, None).await {
             Ok(ractor::rpc::CallResult::Success(answer)) => {
-                if let (Ok(snapshot), Some((vault, replay))) = (&answer, replay)
-                    && let Some(pending) = &snapshot.authorization
-                {
-                    vault.set_replay(&workspace, &alias, &pending.url, replay);
+                if let (Ok(snapshot), Some(asked)) = (&answer, asked) {
+                    asked.answered(&workspace, &alias, snapshot);
                 }
                 answer
             }

@@ -27,10 +27,10 @@ use std::collections::BTreeSet;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::auth::{ChallengeSlot, Challenged};
 use super::call::{CallPeer, ProgressRoutes};
 use super::guard::{self, CutReason, Inbound, LineLimit, Verdict};
 use super::lines::Lines;
-use super::oauth::{ChallengeSlot, Challenged};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http};
 use crate::model::{
@@ -53,7 +53,7 @@ pub(crate) enum Target {
     Http {
         url: String,
         headers: Vec<(String, String)>,
-        oauth: Option<super::oauth::AuthorizedClient>,
+        oauth: Option<super::auth::AuthorizedClient>,
         /// `oauth` comes from the client-credentials grant.
         grant: bool,
     },
@@ -114,7 +114,7 @@ pub(crate) struct ConnectOptions {
     /// [`crate::sources`]'s); `None` refuses every source.
     pub sources: Option<SourceOpener>,
     /// Every workspace's OAuth state, in process memory only.
-    pub oauth: Arc<super::oauth::Vault>,
+    pub oauth: Arc<super::auth::Vault>,
 }
 
 impl ConnectOptions {
