@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::auth::{ChallengeSlot, Challenged};
+use super::auth::{AuthorizedClient, ChallengeSlot, Challenged};
 use super::call::{CallPeer, ProgressRoutes};
 use super::guard::{self, CutReason, Inbound, LineLimit, Verdict};
 use super::lines::Lines;
@@ -53,7 +53,7 @@ pub(crate) enum Target {
     Http {
         url: String,
         headers: Vec<(String, String)>,
-        oauth: Option<super::auth::AuthorizedClient>,
+        oauth: Option<AuthorizedClient>,
         /// `oauth` comes from the client-credentials grant.
         grant: bool,
     },
@@ -540,6 +540,8 @@ struct Parts {
 /// `cacheScope`).
 type Discovered = Arc<std::sync::Mutex<Option<DiscoverResult>>>;
 
+/// One try at a connection: wire the client half and its signals, open the target's
+/// transport and negotiate over it, then hand on the parts a [`Connection`] is made of.
 async fn attempt(
     alias: &str,
     target: &Target,
@@ -561,15 +563,20 @@ async fn attempt(
     let cut = CutReason::default();
     let challenge = ChallengeSlot::default();
     let discovered = Discovered::default();
-    let signals = Signals {
-        discovered: discovered.clone(),
-        lost: lost.clone(),
-        routes: routes.clone(),
-        changed: changes.clone(),
-        updated: on_update,
-        inbound: Inbound::new(options.limits, cut.clone()),
+    let wired = Wired {
+        client,
+        signals: Signals {
+            discovered: discovered.clone(),
+            lost: lost.clone(),
+            routes: routes.clone(),
+            changed: changes.clone(),
+            updated: on_update,
+            inbound: Inbound::new(options.limits, cut.clone()),
+        },
+        lifecycle,
+        max_message: options.limits.max_message_bytes,
+        cut: cut.clone(),
     };
-    let max_message = options.limits.max_message_bytes;
     let (service, modern, child) = match target {
         Target::Stdio {
             command,
@@ -588,20 +595,8 @@ async fn attempt(
                 // started still holds its stdout open (no end of file would ever come).
                 exited: lost.clone(),
             };
-            let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
-            let stdout = LineLimit::new(stdout, max_message, cut.clone());
-            // A line transport would drop an oversized line and keep going (the request
-            // behind it then waits out its deadline); the host's bound comes first and says
-            // why.
-            let transport = signals.wrap(Lines::new(stdout, stdin, max_message.saturating_add(1)));
-            // On failure `child` drops here and takes its process group with it.
-            match negotiate(client, transport, lifecycle).await {
-                Ok((service, modern)) => (service, modern, Some(child)),
-                Err(error) => {
-                    child.settle(Duration::from_millis(500)).await;
-                    return Err(with_stderr(error, &child));
-                }
-            }
+            let (service, modern, child) = wired.over_stdio(&spec).await?;
+            (service, modern, Some(child))
         }
         Target::Http {
             url,
@@ -609,23 +604,9 @@ async fn attempt(
             oauth,
             ..
         } => {
-            let http_client = options.http_client().map_err(Failure::Http)?;
-            let (service, modern) = match oauth {
-                None => {
-                    let inner = http::transport(url, headers, http_client, max_message)
-                        .map_err(Failure::Http)?;
-                    negotiate(client, signals.wrap(inner), lifecycle).await
-                }
-                Some(oauth) => {
-                    // What the server refuses a token with, after rmcp's own refresh, is kept:
-                    // a new authorization starts from it.
-                    let http_client = Challenged::new(oauth.clone(), challenge.clone());
-                    let inner = http::transport(url, headers, http_client, max_message)
-                        .map_err(Failure::Http)?;
-                    negotiate(client, signals.wrap(inner), lifecycle).await
-                }
-            }
-            .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            let (service, modern) = wired
+                .over_http(options, url, headers, oauth.as_ref(), &challenge)
+                .await?;
             (service, modern, None)
         }
         Target::Source {
@@ -633,36 +614,12 @@ async fn attempt(
             declaration,
             origin,
         } => {
-            let opener = options
-                .sources
-                .as_ref()
-                .ok_or_else(|| Failure::Source("this host opens no tool sources".to_owned()))?;
-            let connector = opener(
-                *kind,
-                declaration.clone(),
-                origin.clone(),
-                super::stdio::Children {
-                    reaper: options.reaper.clone(),
-                    inherited: options.inherited.clone(),
-                },
-            )
-            .await
-            .map_err(Failure::Source)?;
-            let (read, write) = tokio::io::split(connector());
-            let read = LineLimit::new(read, max_message, cut.clone());
-            let transport = signals.wrap(Lines::new(read, write, max_message.saturating_add(1)));
-            let (service, modern) = negotiate(client, transport, lifecycle)
-                .await
-                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            let connector = open_source(options, *kind, declaration, origin).await?;
+            let (service, modern) = wired.over_connector(&connector).await?;
             (service, modern, None)
         }
         Target::InProcess(connector) => {
-            let (read, write) = tokio::io::split(connector());
-            let read = LineLimit::new(read, max_message, cut.clone());
-            let transport = signals.wrap(Lines::new(read, write, max_message.saturating_add(1)));
-            let (service, modern) = negotiate(client, transport, lifecycle)
-                .await
-                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            let (service, modern) = wired.over_connector(connector).await?;
             (service, modern, None)
         }
     };
@@ -678,6 +635,117 @@ async fn attempt(
         askers,
         discovered,
     })
+}
+
+/// One attempt's client half and the signals its transport's wrapper raises, before a
+/// transport is chosen: each way of reaching a server negotiates over them once.
+struct Wired {
+    client: HostClient,
+    signals: Signals,
+    lifecycle: ClientLifecycleMode,
+    max_message: usize,
+    /// Why the host itself ended a read, shared with the connection.
+    cut: CutReason,
+}
+
+impl Wired {
+    /// Spawns the child and negotiates over its stdio; on failure the child drops here and
+    /// takes its process group with it.
+    async fn over_stdio(
+        self,
+        spec: &StdioSpawn<'_>,
+    ) -> Result<(Service, bool, ChildProcess), Failure> {
+        let (child, stdout, stdin) = ChildProcess::spawn(spec).map_err(Failure::Spawn)?;
+        let stdout = LineLimit::new(stdout, self.max_message, self.cut.clone());
+        // A line transport would drop an oversized line and keep going (the request behind
+        // it then waits out its deadline); the host's bound comes first and says why.
+        let transport = self.signals.wrap(Lines::new(
+            stdout,
+            stdin,
+            self.max_message.saturating_add(1),
+        ));
+        match negotiate(self.client, transport, self.lifecycle).await {
+            Ok((service, modern)) => Ok((service, modern, child)),
+            Err(error) => {
+                child.settle(Duration::from_millis(500)).await;
+                Err(with_stderr(error, &child))
+            }
+        }
+    }
+
+    /// Dials Streamable HTTP, through `oauth`'s token when the server is authorized.
+    async fn over_http(
+        self,
+        options: &ConnectOptions,
+        url: &str,
+        headers: &[(String, String)],
+        oauth: Option<&AuthorizedClient>,
+        challenge: &ChallengeSlot,
+    ) -> Result<(Service, bool), Failure> {
+        let http_client = options.http_client().map_err(Failure::Http)?;
+        let Self {
+            client,
+            signals,
+            lifecycle,
+            max_message,
+            ..
+        } = self;
+        match oauth {
+            None => {
+                let inner = http::transport(url, headers, http_client, max_message)
+                    .map_err(Failure::Http)?;
+                negotiate(client, signals.wrap(inner), lifecycle).await
+            }
+            Some(oauth) => {
+                // What the server refuses a token with, after rmcp's own refresh, is kept:
+                // a new authorization starts from it.
+                let http_client = Challenged::new(oauth.clone(), challenge.clone());
+                let inner = http::transport(url, headers, http_client, max_message)
+                    .map_err(Failure::Http)?;
+                negotiate(client, signals.wrap(inner), lifecycle).await
+            }
+        }
+        .map_err(|error| Failure::Negotiation(Box::new(error)))
+    }
+
+    /// Negotiates over an in-process server's stream (the embedder's, or a tool source's).
+    async fn over_connector(
+        self,
+        connector: &InProcessConnector,
+    ) -> Result<(Service, bool), Failure> {
+        let (read, write) = tokio::io::split(connector());
+        let read = LineLimit::new(read, self.max_message, self.cut.clone());
+        let transport =
+            self.signals
+                .wrap(Lines::new(read, write, self.max_message.saturating_add(1)));
+        negotiate(self.client, transport, self.lifecycle)
+            .await
+            .map_err(|error| Failure::Negotiation(Box::new(error)))
+    }
+}
+
+/// Opens a tool source's declaration into an in-process server, by the host's opener.
+async fn open_source(
+    options: &ConnectOptions,
+    kind: TransportKind,
+    declaration: &serde_json::Value,
+    origin: &str,
+) -> Result<InProcessConnector, Failure> {
+    let opener = options
+        .sources
+        .as_ref()
+        .ok_or_else(|| Failure::Source("this host opens no tool sources".to_owned()))?;
+    opener(
+        kind,
+        declaration.clone(),
+        origin.to_owned(),
+        super::stdio::Children {
+            reaper: options.reaper.clone(),
+            inherited: options.inherited.clone(),
+        },
+    )
+    .await
+    .map_err(Failure::Source)
 }
 
 fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
