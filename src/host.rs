@@ -16,24 +16,22 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::attachment::{Admission, Settings};
 use crate::actors::messages::WorkspaceMsg;
 use crate::actors::restart::{RestartPolicy, WorkspaceRestart};
-use crate::actors::supervisor::{
-    HostSupervisor, Life, Opened, Reseed, SupervisorArgs, SupervisorMsg,
-};
-use crate::actors::workspace::{Published, Route, Seed, Source};
-use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
+use crate::actors::seed::{Seeder, Seeds};
+use crate::actors::supervisor::{HostSupervisor, Life, Opened, SupervisorArgs, SupervisorMsg};
+use crate::actors::workspace::{Published, Route, Seed};
+use crate::config::{HostConfig, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
     ProgressSink, Refusal, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
 };
 use crate::protocol::auth::{self, Completion, DeviceRequest, Polled, Replay};
 use crate::protocol::{self, CallContext, ConnectOptions};
-use crate::store::{RecordSource, Store, WorkspaceRecord};
+use crate::store::Store;
 
 pub use crate::actors::supervisor::{ActionAnswer, HostMsg, SnapshotWatch};
 pub use crate::model::{CloseFailure, Customize, HostEvent, InputRelay, ServerSummary};
 
-/// The name of the workspace [`Host::start`] hydrates from the service configuration.
-pub const DEFAULT_WORKSPACE: &str = "default";
+pub use crate::actors::seed::DEFAULT_WORKSPACE;
 
 /// Options of one call.
 #[derive(Clone, Default)]
@@ -222,36 +220,29 @@ pub enum StartError {
     Sources(crate::config::ConfigErrors),
 }
 
-/// What every workspace of a host is opened with.
-#[derive(Clone)]
-struct Shared {
+/// What every workspace of a host is opened with, shared by every clone of the handle.
+struct HostInner {
+    /// The root actor: every workspace is opened, and every action goes, through it.
     supervisor: ActorRef<HostMsg>,
     settings: Arc<Settings>,
     closed: Arc<AtomicBool>,
     interaction: Option<InteractionHandler>,
     events: broadcast::Sender<HostEvent>,
-}
-
-struct HostInner {
-    shared: Shared,
-    supervisor: ActorRef<HostMsg>,
-    /// The default workspace, kept apart so reaching it needs no message.
-    default: Workspace,
     config: Arc<HostConfig>,
-    events: broadcast::Sender<HostEvent>,
-    closed: Arc<AtomicBool>,
 }
 
 /// The handle a daemon embeds. Cheap to clone; every clone talks to the same actors.
 #[derive(Clone)]
 pub struct Host {
     inner: Arc<HostInner>,
+    /// The default workspace, kept apart so reaching it needs no message.
+    default: Arc<Workspace>,
 }
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
-            .field("default", &self.inner.default.name)
+            .field("default", &self.default.name)
             .finish_non_exhaustive()
     }
 }
@@ -276,162 +267,61 @@ impl Host {
                 crate::redact::register(&prepared.secrets);
             }
         }
-        let settings = Arc::new(Settings {
-            connect: ConnectOptions {
-                connect_timeout: config.connect_timeout(),
-                discover_timeout: config.discover_timeout(),
-                close_grace: options.close_grace,
-                http_client: Arc::default(),
-                interaction: options.interaction.clone(),
-                sources: Some(crate::sources::opener()),
-                limits: options.limits,
-                reaper: crate::protocol::Reaper::new(),
-                inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
-                oauth: Arc::default(),
-            },
-            request_timeout: config.request_timeout(),
-            drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
-            restart: options.restart,
-            env: Arc::new(config.env().clone()),
-            admission: Admission {
-                allow: config.allows_runtime_servers(),
-                names: config.workspace_env().clone(),
-                env: Arc::new(config.env().only(config.workspace_env())),
-            },
-            in_process: Arc::new(options.in_process.clone()),
-            expanded: Arc::new(config.expanded().clone()),
-        });
-        let (events, _) = broadcast::channel(1024);
-        let closed = Arc::new(AtomicBool::new(false));
-
+        let settings = settings(&config, &options);
         let config = Arc::new(config);
-        // Durable state is admitted whole or not at all: every fault is reported at once.
-        let mut seeds = BTreeMap::new();
-        if let Some(store) = &options.store {
-            let records = store
-                .load()
-                .map_err(|error| StartError::State(error.to_string()))?;
-            let mut faults = Vec::new();
-            for (name, record) in records {
-                match durable_seeds(&config, &name, &record) {
-                    Ok(definitions) => {
-                        seeds.insert(name, definitions);
-                    }
-                    Err(mut more) => faults.append(&mut more),
-                }
-            }
-            if !faults.is_empty() {
-                return Err(StartError::State(faults.join("\n")));
-            }
-        }
-        let mut workspaces = BTreeMap::new();
-        let mut names: Vec<String> = seeds.keys().cloned().collect();
-        if !names.iter().any(|name| name == DEFAULT_WORKSPACE) {
-            names.insert(0, DEFAULT_WORKSPACE.to_owned());
-        }
-        // In-process servers join the default workspace, enabled.
-        let mut in_process_seeds = BTreeMap::new();
-        for alias in options.in_process.keys() {
-            if config.servers().contains_key(alias) {
-                return Err(StartError::State(format!(
-                    "in-process server \"{alias}\" is also configured as PLURNK_MCP_{}: give one of them another alias",
-                    alias.to_ascii_uppercase().replace('-', "_")
-                )));
-            }
-            let definition = ServerDefinition::in_process(alias).map_err(|errors| {
-                StartError::State(format!("in-process server \"{alias}\": {errors}"))
-            })?;
-            in_process_seeds.insert(
-                alias.clone(),
-                Seed {
-                    definition: Arc::new(definition),
-                    service: None,
-                    source: Source::Service,
-                    enabled: true,
-                    specialized: false,
-                },
-            );
-        }
-        // What a workspace is opened (or restarted) from, as at this start: the service
-        // configuration overlaid by the workspace's durable records, read again each time.
-        let reseed: Reseed = {
-            let config = config.clone();
-            let store = options.store.clone();
-            let in_process = in_process_seeds.clone();
-            Arc::new(move |name: &str| {
-                let mut seeds = match &store {
-                    Some(store) => {
-                        let records = store.load().map_err(|error| error.to_string())?;
-                        match records.get(name) {
-                            Some(record) => durable_seeds(&config, name, record)
-                                .map_err(|faults| faults.join("; "))?,
-                            None => service_definitions(&config),
-                        }
-                    }
-                    None => service_definitions(&config),
-                };
-                if name == DEFAULT_WORKSPACE {
-                    seeds.extend(in_process.clone());
-                }
-                Ok(seeds)
-            })
-        };
+        let seeder = Seeder::new(
+            config.clone(),
+            options.store.clone(),
+            options.in_process.keys(),
+        )
+        .map_err(StartError::State)?;
+        let workspaces = seeder.at_start().map_err(StartError::State)?;
         let args = SupervisorArgs {
             settings: settings.clone(),
             store: options.store.clone(),
-            events: events.clone(),
-            reseed,
+            events: broadcast::channel(1024).0,
+            reseed: seeder.reseed(),
             restart: options.workspace_restart,
         };
+        let events = args.events.clone();
         let spawned = match options.parent.clone() {
             Some(parent) => Actor::spawn_linked(None, HostSupervisor, args, parent).await,
             None => Actor::spawn(None, HostSupervisor, args).await,
         };
         let (supervisor, _) = spawned.map_err(|error| StartError::Actors(error.to_string()))?;
-        let shared = Shared {
-            supervisor: supervisor.clone(),
-            settings: settings.clone(),
-            closed: closed.clone(),
+        let inner = HostInner {
+            supervisor,
+            settings,
+            closed: Arc::new(AtomicBool::new(false)),
             interaction: options.interaction.clone(),
-            events: events.clone(),
+            events,
+            config,
         };
-        for name in names {
-            let mut definitions = seeds
-                .remove(&name)
-                .unwrap_or_else(|| service_definitions(&config));
-            if name == DEFAULT_WORKSPACE {
-                definitions.extend(std::mem::take(&mut in_process_seeds));
+        let opened = match inner.open_at_start(workspaces).await {
+            Ok(opened) => opened,
+            Err(error) => {
+                inner.supervisor.stop(None);
+                return Err(error);
             }
-            let workspace = match open_workspace(&shared, &name, Some(definitions)).await {
-                Ok((workspace, _)) => workspace,
-                Err(problem) => {
-                    supervisor.stop(None);
-                    return Err(StartError::Actors(problem.detail));
-                }
-            };
-            workspaces.insert(name, workspace);
-        }
-        let Some(default) = workspaces.get(DEFAULT_WORKSPACE).cloned() else {
-            supervisor.stop(None);
+        };
+        let Some(default) = opened.get(DEFAULT_WORKSPACE).cloned() else {
+            inner.supervisor.stop(None);
             return Err(StartError::Actors(
                 "the default workspace did not open".into(),
             ));
         };
-        let opened: Vec<Workspace> = workspaces.values().cloned().collect();
         let host = Host {
-            inner: Arc::new(HostInner {
-                shared,
-                supervisor,
-                default,
-                config: config.clone(),
-                events,
-                closed,
-            }),
+            inner: Arc::new(inner),
+            default: Arc::new(default),
         };
         // Workspaces hydrate in parallel, each bounded on its own.
         let bound = host.hydration_bound();
-        futures::future::join_all(opened.iter().map(|workspace| workspace.wait_settled(bound)))
-            .await;
+        futures::future::join_all(
+            opened
+                .values()
+                .map(|workspace| workspace.wait_settled(bound)),
+        )
+        .await;
         Ok(host)
     }
 
@@ -444,7 +334,7 @@ impl Host {
 
     /// The default workspace.
     pub fn default_workspace(&self) -> Workspace {
-        self.inner.default.clone()
+        Workspace::clone(&self.default)
     }
 
     /// The workspace `name`, opened (and hydrated from the service configuration) on first
@@ -461,7 +351,7 @@ impl Host {
         }
         // The supervisor opens it once, from the store and the service configuration; a
         // workspace that failed for good is started again by this explicit ask.
-        let (workspace, fresh) = open_workspace(&self.inner.shared, name, None).await?;
+        let (workspace, fresh) = self.inner.open(name, None).await?;
         if fresh {
             workspace.wait_settled(self.hydration_bound()).await;
         }
@@ -567,7 +457,6 @@ impl Host {
         let mut failures = failures;
         if let Err(detail) = self
             .inner
-            .shared
             .settings
             .connect
             .reaper
@@ -584,146 +473,95 @@ impl Host {
     }
 }
 
-/// Every service definition with its default enabledness (`PLURNK_MCP_ENABLED`).
-fn service_definitions(config: &HostConfig) -> BTreeMap<String, Seed> {
-    config
-        .servers()
-        .iter()
-        .map(|(alias, definition)| {
-            // One copy of the definition, shared as the one in use and the service baseline.
-            let definition = Arc::new(definition.clone());
-            (
-                alias.clone(),
-                Seed {
-                    definition: definition.clone(),
-                    service: Some(definition),
-                    source: Source::Service,
-                    enabled: config.enabled().contains(alias),
-                    specialized: false,
+impl HostInner {
+    /// Opens every workspace of the start with its definitions, in order.
+    async fn open_at_start(
+        &self,
+        workspaces: Vec<(String, Seeds)>,
+    ) -> Result<BTreeMap<String, Workspace>, StartError> {
+        let mut opened = BTreeMap::new();
+        for (name, definitions) in workspaces {
+            let (workspace, _) = self
+                .open(&name, Some(definitions))
+                .await
+                .map_err(|problem| StartError::Actors(problem.detail))?;
+            opened.insert(name, workspace);
+        }
+        Ok(opened)
+    }
+
+    /// Opens `name` through the supervisor (or finds it open) and returns its handle, and
+    /// whether this open started it.
+    async fn open(
+        &self,
+        name: &str,
+        seeds: Option<BTreeMap<String, Seed>>,
+    ) -> Result<(Workspace, bool), Problem> {
+        let result = self
+            .supervisor
+            .call(
+                |reply| {
+                    SupervisorMsg::Open {
+                        name: name.to_owned(),
+                        seeds,
+                        reply,
+                    }
+                    .into()
                 },
+                None,
             )
-        })
-        .collect()
-}
-
-/// A stored workspace's definitions: the service ones, specialized or extended by its
-/// records, with its enabledness overrides. Every fault names the workspace and alias.
-fn durable_seeds(
-    config: &HostConfig,
-    workspace: &str,
-    record: &WorkspaceRecord,
-) -> Result<BTreeMap<String, Seed>, Vec<String>> {
-    let mut seeds = service_definitions(config);
-    let mut faults = Vec::new();
-    for (alias, server) in &record.servers {
-        // A `${NAME}` the environment no longer sets is not a reason to refuse the whole
-        // state: the server is admitted and shows `unavailable` with the missing name, and
-        // can be fixed or removed like any other.
-        let definition = McpServerDefinition::from_value(&server.definition)
-            .and_then(ServerDefinition::try_from);
-        let definition = match definition {
-            Ok(definition) if definition.alias() == alias => definition,
-            Ok(_) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the stored definition of \"{alias}\" names another alias: remove it with `plurnk-mcp --workspace {workspace} remove {alias}`"
-                ));
-                continue;
-            }
-            Err(errors) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the stored definition of \"{alias}\" is not valid ({errors}): fix the environment it refers to, or remove it"
-                ));
-                continue;
-            }
+            .await;
+        let Opened {
+            published,
+            life,
+            fresh,
+        } = match result {
+            Ok(ractor::rpc::CallResult::Success(answer)) => answer.map_err(Problem::scrubbed)?,
+            _ => return Err(Problem::shutting_down()),
         };
-        match (server.source, seeds.get(alias)) {
-            (RecordSource::Specialized, None) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": \"{alias}\" specializes a service definition that no longer exists: remove it, or configure PLURNK_MCP_{}",
-                    alias.to_ascii_uppercase().replace('-', "_")
-                ));
-                continue;
-            }
-            (RecordSource::Added, Some(_)) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the added server \"{alias}\" now collides with a service definition of the same name: remove one of them"
-                ));
-                continue;
-            }
-            _ => {}
-        }
-        let enabled = seeds.get(alias).is_some_and(|seed| seed.enabled);
-        seeds.insert(
-            alias.clone(),
-            Seed {
-                definition: Arc::new(definition),
-                service: seeds.get(alias).and_then(|seed| seed.service.clone()),
-                source: match server.source {
-                    RecordSource::Added => Source::Workspace,
-                    RecordSource::Specialized => Source::Service,
-                },
-                enabled,
-                specialized: server.source == RecordSource::Specialized,
-            },
-        );
-    }
-    for (alias, enabled) in &record.enabled {
-        match seeds.get_mut(alias) {
-            Some(seed) => seed.enabled = *enabled,
-            // An override of a service definition that is gone is harmless: it is dropped.
-            None => {
-                tracing::warn!(workspace, alias = %alias, "ignoring the enabledness of an unknown server")
-            }
-        }
-    }
-    if faults.is_empty() {
-        Ok(seeds)
-    } else {
-        Err(faults)
+        let workspace = Workspace {
+            name: name.to_owned(),
+            supervisor: self.supervisor.clone(),
+            published,
+            life,
+            default_timeout: self.settings.request_timeout,
+            interaction: self.interaction.clone(),
+            closed: self.closed.clone(),
+            events: self.events.clone(),
+            settings: self.settings.clone(),
+        };
+        Ok((workspace, fresh))
     }
 }
 
-/// Opens `name` through the supervisor (or finds it open) and returns its handle, and
-/// whether this open started it.
-async fn open_workspace(
-    shared: &Shared,
-    name: &str,
-    seeds: Option<BTreeMap<String, Seed>>,
-) -> Result<(Workspace, bool), Problem> {
-    let result = shared
-        .supervisor
-        .call(
-            |reply| {
-                SupervisorMsg::Open {
-                    name: name.to_owned(),
-                    seeds,
-                    reply,
-                }
-                .into()
-            },
-            None,
-        )
-        .await;
-    let Opened {
-        published,
-        life,
-        fresh,
-    } = match result {
-        Ok(ractor::rpc::CallResult::Success(answer)) => answer.map_err(Problem::scrubbed)?,
-        _ => return Err(Problem::shutting_down()),
-    };
-    let workspace = Workspace {
-        name: name.to_owned(),
-        supervisor: shared.supervisor.clone(),
-        published,
-        life,
-        default_timeout: shared.settings.request_timeout,
-        interaction: shared.interaction.clone(),
-        closed: shared.closed.clone(),
-        events: shared.events.clone(),
-        settings: shared.settings.clone(),
-    };
-    Ok((workspace, fresh))
+/// The actors' settings from the configuration and the embedder's options: the one place
+/// a [`HostOptions`] field becomes what the actors read.
+fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
+    Arc::new(Settings {
+        connect: ConnectOptions {
+            connect_timeout: config.connect_timeout(),
+            discover_timeout: config.discover_timeout(),
+            close_grace: options.close_grace,
+            http_client: Arc::default(),
+            interaction: options.interaction.clone(),
+            sources: Some(crate::sources::opener()),
+            limits: options.limits,
+            reaper: crate::protocol::Reaper::new(),
+            inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
+            oauth: Arc::default(),
+        },
+        request_timeout: config.request_timeout(),
+        drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
+        restart: options.restart,
+        env: Arc::new(config.env().clone()),
+        admission: Admission {
+            allow: config.allows_runtime_servers(),
+            names: config.workspace_env().clone(),
+            env: Arc::new(config.env().only(config.workspace_env())),
+        },
+        in_process: Arc::new(options.in_process.clone()),
+        expanded: Arc::new(config.expanded().clone()),
+    })
 }
 
 /// One workspace: its snapshot, its calls and its management actions.

@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, watch};
 use super::attachment::Settings;
 use super::messages::WorkspaceMsg;
 use super::restart::WorkspaceRestart;
+use super::seed::Reseed;
 use super::workspace::{Published, Seed, WorkspaceActor, WorkspaceArgs};
 use crate::config::ServerDefinition;
 use crate::model::{
@@ -152,10 +153,6 @@ impl SnapshotWatch {
         Some(self.published.borrow_and_update().snapshot.clone())
     }
 }
-
-/// Builds a workspace's definitions, as at start: the service configuration, overlaid by the
-/// workspace's durable records. Every fault is named in the error.
-pub(crate) type Reseed = Arc<dyn Fn(&str) -> Result<BTreeMap<String, Seed>, String> + Send + Sync>;
 
 /// Where a workspace's actor is, as its handles see it.
 #[derive(Clone, Debug)]
@@ -460,34 +457,48 @@ impl SupervisorState {
             | HostMsg::Subscribe { workspace, .. } => workspace.clone(),
             HostMsg::Internal(_) => return,
         };
-        let shutting_down = self.shutting_down;
-        let child = if shutting_down {
-            Err(Problem::shutting_down())
-        } else {
-            self.child(myself, &workspace).await.map(|_| ())
-        };
-        let actor = match child {
-            Err(problem) => Err(problem),
-            Ok(()) => {
-                let Some(child) = self.workspaces.get_mut(&workspace) else {
-                    return;
-                };
-                let current = match (&child.actor, &*child.life.borrow()) {
-                    (Some(actor), _) if alive(actor) => Some(Ok(actor.clone())),
-                    // Stopping: its failure is on the way here; deliver after the restart.
-                    (Some(_), _) => None,
-                    (None, Life::Failed(problem)) => Some(Err(problem.clone())),
-                    (None, _) => Some(Err(Problem::shutting_down())),
-                };
-                match current {
-                    Some(current) => current,
-                    None => {
-                        child.deferred.push(command);
-                        return;
-                    }
+        let actor = match self.current(myself, &workspace).await {
+            Some(actor) => actor,
+            None => {
+                if let Some(child) = self.workspaces.get_mut(&workspace) {
+                    child.deferred.push(command);
                 }
+                return;
             }
         };
+        self.dispatch(actor, workspace, command);
+    }
+
+    /// The workspace's current actor (opened on first use), or why there is none; `None`
+    /// while it is stopping, when its failure is on the way here and the action waits for
+    /// the restart.
+    async fn current(
+        &mut self,
+        myself: &ActorRef<HostMsg>,
+        workspace: &str,
+    ) -> Option<Result<ActorRef<WorkspaceMsg>, Problem>> {
+        if self.shutting_down {
+            return Some(Err(Problem::shutting_down()));
+        }
+        if let Err(problem) = self.child(myself, workspace).await {
+            return Some(Err(problem));
+        }
+        let child = self.workspaces.get(workspace)?;
+        match (&child.actor, &*child.life.borrow()) {
+            (Some(actor), _) if alive(actor) => Some(Ok(actor.clone())),
+            (Some(_), _) => None,
+            (None, Life::Failed(problem)) => Some(Err(problem.clone())),
+            (None, _) => Some(Err(Problem::shutting_down())),
+        }
+    }
+
+    /// Runs `command` on `actor` (or answers why it cannot) in a task of its own.
+    fn dispatch(
+        &self,
+        actor: Result<ActorRef<WorkspaceMsg>, Problem>,
+        workspace: String,
+        command: HostMsg,
+    ) {
         let refused = |problem: Problem| problem.scrubbed();
         match command {
             HostMsg::Enable {
