@@ -7,21 +7,15 @@
 //! prefer (`NoCompatibleProtocolVersion`), and a server that is silent to discover for longer
 //! than our configurable discover timeout (rmcp's own fallback waits a fixed 10 s).
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use std::sync::Arc;
 
-use rmcp::model::{
-    DiscoverResult, JsonRpcMessage, ProtocolVersion, ServerNotification, ServerResult,
-    SubscriptionFilter,
-};
+use rmcp::model::{DiscoverResult, ProtocolVersion, SubscriptionFilter};
 use rmcp::service::{
-    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient,
-    RunningService,
+    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, RoleClient, RunningService,
 };
-use rmcp::transport::Transport;
 use std::collections::BTreeSet;
 
 use tokio::sync::{Notify, watch};
@@ -29,15 +23,19 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthorizedClient, ChallengeSlot, Challenged};
 use super::call::{CallPeer, ProgressRoutes};
-use super::guard::{self, CutReason, Inbound, LineLimit, Verdict};
+use super::guard::{CutReason, Inbound, LineLimit};
 use super::lines::Lines;
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http};
 use crate::model::{
-    Catalog, Discovery, InProcessConnector, InteractionHandler, Limits, Negotiated, Progress,
-    TransportKind,
+    Catalog, InProcessConnector, InteractionHandler, Limits, Negotiated, TransportKind,
 };
 use crate::redact::scrub;
+use negotiation::{negotiate, negotiated, rediscovered};
+use watched::Signals;
+
+mod negotiation;
+mod watched;
 
 /// An already expanded target: the only place expanded values live, and never printed.
 pub(crate) enum Target {
@@ -766,128 +764,6 @@ fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
     Failure::Described(context)
 }
 
-async fn negotiate<T>(
-    client: HostClient,
-    transport: T,
-    lifecycle: ClientLifecycleMode,
-) -> Result<(Service, bool), ClientInitializeError>
-where
-    T: Transport<RoleClient> + 'static,
-{
-    let service = client.serve_with_lifecycle(transport, lifecycle).await?;
-    // Modern peers were negotiated through discover; their version has no `initialize`.
-    let modern = service
-        .peer()
-        .peer_info()
-        .is_some_and(|info| !info.protocol_version.has_initialize());
-    Ok((service, modern))
-}
-
-fn negotiated(service: &Service, modern: bool, discovered: Option<&DiscoverResult>) -> Negotiated {
-    let info = service.peer().peer_info();
-    let Some(info) = info else {
-        return Negotiated {
-            revision: "unknown".into(),
-            modern,
-            name: None,
-            version: None,
-            title: None,
-            description: None,
-            instructions: None,
-            capabilities: serde_json::Value::Null,
-            discovery: None,
-        };
-    };
-    Negotiated {
-        discovery: discovered.filter(|_| modern).map(discovery),
-        ..described(
-            info.protocol_version.as_str().to_owned(),
-            modern,
-            info.server_info.as_ref(),
-            info.instructions.clone(),
-            &info.capabilities,
-        )
-    }
-}
-
-/// What a discover answer says beside identity, capabilities and instructions.
-fn discovery(result: &DiscoverResult) -> Discovery {
-    Discovery {
-        supported_versions: result
-            .supported_versions
-            .iter()
-            .map(|version| version.as_str().to_owned())
-            .collect(),
-        ttl_ms: result.ttl_ms,
-        cache_scope: match result.cache_scope {
-            rmcp::model::CacheScope::Private => "private",
-            _ => "public",
-        }
-        .to_owned(),
-    }
-}
-
-/// A modern server's negotiation renewed from a new discover answer: identity, capabilities,
-/// instructions and hints as it now says, the revision as negotiated (a server that no longer
-/// lists it is an error: the connection must be opened again).
-fn rediscovered(old: &Negotiated, result: &DiscoverResult) -> Result<Negotiated, String> {
-    if !result
-        .supported_versions
-        .iter()
-        .any(|version| version.as_str() == old.revision)
-    {
-        // The server's words, bounded: a few of its revisions, each cut.
-        let listed: Vec<String> = result
-            .supported_versions
-            .iter()
-            .take(4)
-            .map(|version| format!("{:?}", crate::config::shorten(version.as_str())))
-            .collect();
-        return Err(format!(
-            "its discover answer no longer lists revision {} (it lists {} revision(s): {}{})",
-            old.revision,
-            result.supported_versions.len(),
-            listed.join(", "),
-            if result.supported_versions.len() > listed.len() {
-                ", …"
-            } else {
-                ""
-            }
-        ));
-    }
-    Ok(Negotiated {
-        discovery: Some(discovery(result)),
-        ..described(
-            old.revision.clone(),
-            true,
-            result.server_info().as_ref(),
-            result.instructions.clone(),
-            &result.capabilities,
-        )
-    })
-}
-
-/// A negotiation as the server described itself (its identity, instructions, capabilities).
-fn described(
-    revision: String,
-    modern: bool,
-    identity: Option<&rmcp::model::Implementation>,
-    instructions: Option<String>,
-    capabilities: &rmcp::model::ServerCapabilities,
-) -> Negotiated {
-    Negotiated {
-        revision,
-        modern,
-        name: identity.map(|i| i.name.clone()),
-        version: identity.map(|i| i.version.clone()),
-        title: identity.and_then(|i| i.title.clone()),
-        description: identity.and_then(|i| i.description.clone()),
-        instructions,
-        capabilities: serde_json::to_value(capabilities).unwrap_or_default(),
-        discovery: None,
-    }
-}
-
 impl Connection {
     /// Closes the connection from a task of its own: the caller is done with it either way.
     pub(crate) fn close_in_background(self, grace: Duration) {
@@ -1099,126 +975,5 @@ impl Drop for Connection {
         if let Some(closing) = &self.closing {
             closing.cancel();
         }
-    }
-}
-
-/// The sending ends of what a [`Watched`] transport reports, and the bounds it keeps.
-struct Signals {
-    discovered: Discovered,
-    lost: CancellationToken,
-    routes: Arc<ProgressRoutes>,
-    changed: Arc<Notify>,
-    updated: Option<OnUpdate>,
-    inbound: Inbound,
-}
-
-impl Signals {
-    fn wrap<T>(self, inner: T) -> Watched<T> {
-        let pending = self.inbound.pending();
-        Watched {
-            inner,
-            discovered: self.discovered,
-            lost: self.lost,
-            routes: self.routes,
-            changed: self.changed,
-            updated: self.updated,
-            inbound: self.inbound,
-            pending,
-        }
-    }
-}
-
-/// Wraps a transport to notice the moment it stops delivering messages, to hand each
-/// progress notification to the caller that owns it before any later message (such as the
-/// result it precedes) is processed, and to keep the server's inbound traffic within its
-/// bounds ([`Inbound`]): what exceeds them never reaches rmcp.
-struct Watched<T> {
-    inner: T,
-    discovered: Discovered,
-    lost: CancellationToken,
-    routes: Arc<ProgressRoutes>,
-    changed: Arc<Notify>,
-    /// Told each `notifications/resources/updated` URI, in arrival order.
-    updated: Option<OnUpdate>,
-    inbound: Inbound,
-    /// Server requests not answered yet, shared with `inbound`.
-    pending: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
-    type Error = T::Error;
-
-    fn name() -> Cow<'static, str> {
-        T::name()
-    }
-
-    fn send(
-        &mut self,
-        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        if matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)) {
-            guard::answered(&self.pending);
-        }
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
-        loop {
-            let message = self.inner.receive().await;
-            let verdict = match &message {
-                None => Verdict::Cut,
-                Some(JsonRpcMessage::Notification(_)) => self.inbound.notification(),
-                Some(JsonRpcMessage::Request(_)) => self.inbound.request(),
-                Some(_) => Verdict::Pass,
-            };
-            match verdict {
-                Verdict::Pass => {}
-                Verdict::Drop => continue,
-                Verdict::Cut => {
-                    self.lost.cancel();
-                    return None;
-                }
-            }
-            if let Some(JsonRpcMessage::Response(response)) = &message
-                && let ServerResult::DiscoverResult(discover) = &response.result
-            {
-                *self
-                    .discovered
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(discover.clone());
-            }
-            if let Some(JsonRpcMessage::Notification(notification)) = &message {
-                match &notification.notification {
-                    ServerNotification::ProgressNotification(progress) => {
-                        let params = &progress.params;
-                        self.routes.deliver(
-                            &params.progress_token,
-                            Progress {
-                                progress: params.progress,
-                                total: params.total,
-                                message: params.message.clone(),
-                            },
-                        );
-                    }
-                    ServerNotification::ResourceUpdatedNotification(updated) => {
-                        if let Some(tell) = &self.updated {
-                            tell(&updated.params.uri);
-                        }
-                    }
-                    ServerNotification::ToolListChangedNotification(_)
-                    | ServerNotification::ResourceListChangedNotification(_)
-                    | ServerNotification::PromptListChangedNotification(_) => {
-                        self.changed.notify_one();
-                    }
-                    _ => {}
-                }
-            }
-            return message;
-        }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        self.lost.cancel();
-        self.inner.close().await
     }
 }
