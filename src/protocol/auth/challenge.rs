@@ -463,6 +463,12 @@ pub(super) async fn step_up_scopes(
     scopes
 }
 
+/// The scope a challenge names, if any.
+pub(super) fn challenged_scope(server_url: &str, challenge: &str) -> Option<String> {
+    let base = reqwest::Url::parse(server_url).ok()?;
+    WWWAuthenticateParams::parse(challenge, &base).scope
+}
+
 /// Whether the challenge asks for more scope (a 403 `insufficient_scope`).
 pub(super) fn is_insufficient_scope(server_url: &str, challenge: &str) -> bool {
     reqwest::Url::parse(server_url)

@@ -4,10 +4,9 @@
 
 use rmcp::transport::auth::{
     AuthClient, AuthorizationManager, AuthorizationMetadata, OAuthClientConfig, OAuthTokenResponse,
-    WWWAuthenticateParams,
 };
 
-use super::challenge::{Challenged, register_token};
+use super::challenge::{Challenged, challenged_scope, register_token};
 use super::dpop::{Dpop, OAuthHttp};
 use super::request::{CLIENT_NAME, holding, json_bounded, refusal, shown, token_request};
 use super::vault::{Attempt, DevicePending, Replay, Vault, Waiting};
@@ -45,37 +44,9 @@ pub(super) async fn begin_device(
         return Err("its authorization is not interactive OAuth".to_owned());
     };
     let dpop = Dpop::new()?;
-    let manager = AuthorizationManager::new_with_oauth_http_client(
-        server_url,
-        OAuthHttp::new(server_url, dpop.clone())?,
-    )
-    .await
-    .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
-    let metadata = manager
-        .resolve_metadata_from_challenge(challenge)
-        .await
-        .map_err(|error| {
-            format!(
-                "its authorization server was not found: {}",
-                refusal(&error)
-            )
-        })?
-        .metadata;
-    let endpoint = metadata
-        .additional_fields
-        .get("device_authorization_endpoint")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            "its authorization server advertises no device_authorization_endpoint, so the \
-             device grant cannot be used: authorize it through the browser flow (enable it)"
-                .to_owned()
-        })?;
+    let (metadata, endpoint) = discover_device_endpoint(server_url, challenge, &dpop).await?;
     // The scope asked for, else the definition's, else the one the server's challenge names.
-    let challenged = challenge.and_then(|challenge| {
-        let base = reqwest::Url::parse(server_url).ok()?;
-        WWWAuthenticateParams::parse(challenge, &base).scope
-    });
+    let challenged = challenge.and_then(|challenge| challenged_scope(server_url, challenge));
     let scopes: Vec<String> = scope
         .or_else(|| defined_scope.clone())
         .or(challenged)
@@ -105,32 +76,11 @@ pub(super) async fn begin_device(
     )
     .await
     .map_err(|why| format!("the device authorization request failed: {why}"))?;
-    let field = |key: &str| answer.get(key).and_then(serde_json::Value::as_str);
-    let number = |key: &str| answer.get(key).and_then(serde_json::Value::as_u64);
-    let (Some(device_code), Some(user_code), Some(verification_uri)) = (
-        field("device_code"),
-        field("user_code"),
-        field("verification_uri"),
-    ) else {
-        return Err(
-            "the authorization server's device authorization answer lacks its codes".to_owned(),
-        );
-    };
-    crate::redact::register([device_code]);
-    let expires_in = number("expires_in").unwrap_or(600).min(3600);
-    let shown = DeviceAuthorization {
-        verification_uri: shown(verification_uri, "verification URI")?,
-        verification_uri_complete: field("verification_uri_complete")
-            .map(|uri| shown(uri, "verification URI"))
-            .transpose()?,
-        user_code: shown(user_code, "user code")?,
-        interval: number("interval").unwrap_or(5).clamp(1, 60),
-        expires_in,
-        device: next_handle(),
-    };
+    let (device_code, shown) = read_device_answer(&answer)?;
+    let expires_in = shown.expires_in;
     let pending = DevicePending {
         shown,
-        device_code: device_code.to_owned(),
+        device_code,
         client_id,
         client_secret,
         metadata,
@@ -143,6 +93,71 @@ pub(super) async fn begin_device(
     };
     vault.set_waiting(workspace, alias, Waiting::Device(Box::new(pending)));
     Ok(())
+}
+
+/// The authorization server's metadata, found from the server's challenge, and its device
+/// authorization endpoint; refused when it advertises none.
+async fn discover_device_endpoint(
+    server_url: &str,
+    challenge: Option<&str>,
+    dpop: &std::sync::Arc<Dpop>,
+) -> Result<(AuthorizationMetadata, String), String> {
+    let manager = AuthorizationManager::new_with_oauth_http_client(
+        server_url,
+        OAuthHttp::new(server_url, dpop.clone())?,
+    )
+    .await
+    .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
+    let metadata = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await
+        .map_err(|error| {
+            format!(
+                "its authorization server was not found: {}",
+                refusal(&error)
+            )
+        })?
+        .metadata;
+    let endpoint = metadata
+        .additional_fields
+        .get("device_authorization_endpoint")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            "its authorization server advertises no device_authorization_endpoint, so the \
+             device grant cannot be used: authorize it through the browser flow (enable it)"
+                .to_owned()
+        })?;
+    Ok((metadata, endpoint))
+}
+
+/// The device code (registered as a secret) and what the person is shown, read from the
+/// device authorization answer: every shown value bounded, the interval and lifetime
+/// clamped.
+fn read_device_answer(answer: &serde_json::Value) -> Result<(String, DeviceAuthorization), String> {
+    let field = |key: &str| answer.get(key).and_then(serde_json::Value::as_str);
+    let number = |key: &str| answer.get(key).and_then(serde_json::Value::as_u64);
+    let (Some(device_code), Some(user_code), Some(verification_uri)) = (
+        field("device_code"),
+        field("user_code"),
+        field("verification_uri"),
+    ) else {
+        return Err(
+            "the authorization server's device authorization answer lacks its codes".to_owned(),
+        );
+    };
+    crate::redact::register([device_code]);
+    let shown = DeviceAuthorization {
+        verification_uri: shown(verification_uri, "verification URI")?,
+        verification_uri_complete: field("verification_uri_complete")
+            .map(|uri| shown(uri, "verification URI"))
+            .transpose()?,
+        user_code: shown(user_code, "user code")?,
+        interval: number("interval").unwrap_or(5).clamp(1, 60),
+        expires_in: number("expires_in").unwrap_or(600).min(3600),
+        device: next_handle(),
+    };
+    Ok((device_code.to_owned(), shown))
 }
 
 /// A client registered (RFC 7591) for the device grant, with no secret.
