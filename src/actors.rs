@@ -10,5 +10,6 @@
 pub(crate) mod attachment;
 pub(crate) mod messages;
 pub mod restart;
+pub(crate) mod seed;
 pub(crate) mod supervisor;
 pub(crate) mod workspace;

@@ -215,7 +215,7 @@ pub const MATRIX: &[Row] = &[
                live token re-authorizes from its challenge (step-up, migration); the device \
                grant (authorize_device, poll_device); a workload's identity token through \
                the JWT-bearer grant (workload-identity); DPoP-bound tokens wherever the \
-               authorization server advertises ES256 proofs (protocol/dpop.rs)",
+               authorization server advertises ES256 proofs (protocol/auth/dpop.rs)",
     },
     Row {
         surface: "sampling",

@@ -16,23 +16,24 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::attachment::{Admission, Settings};
 use crate::actors::messages::WorkspaceMsg;
 use crate::actors::restart::{RestartPolicy, WorkspaceRestart};
-use crate::actors::supervisor::{
-    HostSupervisor, Life, Opened, Reseed, SupervisorArgs, SupervisorMsg,
-};
-use crate::actors::workspace::{Published, Route, Seed, Source};
-use crate::config::{HostConfig, McpServerDefinition, ServerDefinition};
+use crate::actors::seed::{Seeder, Seeds};
+use crate::actors::supervisor::{HostSupervisor, Life, Opened, SupervisorArgs, SupervisorMsg};
+use crate::actors::workspace::{Published, Route, Seed};
+use crate::config::{HostConfig, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
     ProgressSink, Refusal, ServerSnapshot, ServerState, ToolResult, WorkspaceSnapshot,
 };
 use crate::protocol::{self, CallContext, ConnectOptions};
-use crate::store::{RecordSource, Store, WorkspaceRecord};
+use crate::store::Store;
 
 pub use crate::actors::supervisor::{ActionAnswer, HostMsg, SnapshotWatch};
 pub use crate::model::{CloseFailure, Customize, HostEvent, InputRelay, ServerSummary};
 
-/// The name of the workspace [`Host::start`] hydrates from the service configuration.
-pub const DEFAULT_WORKSPACE: &str = "default";
+pub use crate::actors::seed::DEFAULT_WORKSPACE;
+pub use authorization::Accepted;
+
+mod authorization;
 
 /// Options of one call.
 #[derive(Clone, Default)]
@@ -72,62 +73,6 @@ impl std::fmt::Debug for CallOptions {
             .field("relay", &self.relay.is_some())
             .field("client_capabilities", &self.client_capabilities.is_some())
             .finish()
-    }
-}
-
-/// What an add or enable answers at the action boundary while an interactive authorization
-/// waits for a person (§mcp-management-actions): `202` with where to authorize, serialized as
-/// `{"status": 202, "authorization": {"url": …}}` (a device authorization adds its code and
-/// polling terms under `authorization.device`). Nothing is published meanwhile;
-/// [`Workspace::oauth_complete`] or [`Workspace::poll_device`] finishes the action.
-///
-/// The actions answer a [`ServerSnapshot`], as every action does; [`Accepted::of`] reads the
-/// `202` out of one, so an embedder relays the specification's shape without matching states.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Accepted {
-    /// Always [`Accepted::STATUS`]: kept in the value so that what is relayed carries it.
-    status: u16,
-    /// Where the person authorizes.
-    authorization: crate::model::PendingAuthorization,
-}
-
-impl Accepted {
-    /// The status of an action accepted and waiting for authorization.
-    pub const STATUS: u16 = 202;
-
-    /// The `202` an action's `answer` stands for: `Some` while the server waits for a person's
-    /// authorization (state `authorization-required`, with where to give it), `None` when the
-    /// action finished (ready, or the server's Problem says why not).
-    pub fn of(answer: &ServerSnapshot) -> Option<Self> {
-        if answer.state != ServerState::AuthorizationRequired {
-            return None;
-        }
-        answer.authorization.clone().map(|authorization| Self {
-            status: Self::STATUS,
-            authorization,
-        })
-    }
-
-    /// The `202` of a device authorization ([`Workspace::authorize_device`]): its
-    /// verification URI as the `url`, with the code to enter there.
-    pub fn device(device: crate::model::DeviceAuthorization) -> Self {
-        Self {
-            status: Self::STATUS,
-            authorization: crate::model::PendingAuthorization {
-                url: device.verification_uri.clone(),
-                device: Some(device),
-            },
-        }
-    }
-
-    /// `202`.
-    pub fn status(&self) -> u16 {
-        self.status
-    }
-
-    /// Where the person authorizes.
-    pub fn authorization(&self) -> &crate::model::PendingAuthorization {
-        &self.authorization
     }
 }
 
@@ -221,36 +166,29 @@ pub enum StartError {
     Sources(crate::config::ConfigErrors),
 }
 
-/// What every workspace of a host is opened with.
-#[derive(Clone)]
-struct Shared {
+/// What every workspace of a host is opened with, shared by every clone of the handle.
+struct HostInner {
+    /// The root actor: every workspace is opened, and every action goes, through it.
     supervisor: ActorRef<HostMsg>,
     settings: Arc<Settings>,
     closed: Arc<AtomicBool>,
     interaction: Option<InteractionHandler>,
     events: broadcast::Sender<HostEvent>,
-}
-
-struct HostInner {
-    shared: Shared,
-    supervisor: ActorRef<HostMsg>,
-    /// The default workspace, kept apart so reaching it needs no message.
-    default: Workspace,
     config: Arc<HostConfig>,
-    events: broadcast::Sender<HostEvent>,
-    closed: Arc<AtomicBool>,
 }
 
 /// The handle a daemon embeds. Cheap to clone; every clone talks to the same actors.
 #[derive(Clone)]
 pub struct Host {
     inner: Arc<HostInner>,
+    /// The default workspace, kept apart so reaching it needs no message.
+    default: Arc<Workspace>,
 }
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
-            .field("default", &self.inner.default.name)
+            .field("default", &self.default.name)
             .finish_non_exhaustive()
     }
 }
@@ -275,162 +213,61 @@ impl Host {
                 crate::redact::register(&prepared.secrets);
             }
         }
-        let settings = Arc::new(Settings {
-            connect: ConnectOptions {
-                connect_timeout: config.connect_timeout(),
-                discover_timeout: config.discover_timeout(),
-                close_grace: options.close_grace,
-                http_client: Arc::default(),
-                interaction: options.interaction.clone(),
-                sources: Some(crate::sources::opener()),
-                limits: options.limits,
-                reaper: crate::protocol::Reaper::new(),
-                inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
-                oauth: Arc::default(),
-            },
-            request_timeout: config.request_timeout(),
-            drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
-            restart: options.restart,
-            env: Arc::new(config.env().clone()),
-            admission: Admission {
-                allow: config.allows_runtime_servers(),
-                names: config.workspace_env().clone(),
-                env: Arc::new(config.env().only(config.workspace_env())),
-            },
-            in_process: Arc::new(options.in_process.clone()),
-            expanded: Arc::new(config.expanded().clone()),
-        });
-        let (events, _) = broadcast::channel(1024);
-        let closed = Arc::new(AtomicBool::new(false));
-
+        let settings = settings(&config, &options);
         let config = Arc::new(config);
-        // Durable state is admitted whole or not at all: every fault is reported at once.
-        let mut seeds = BTreeMap::new();
-        if let Some(store) = &options.store {
-            let records = store
-                .load()
-                .map_err(|error| StartError::State(error.to_string()))?;
-            let mut faults = Vec::new();
-            for (name, record) in records {
-                match durable_seeds(&config, &name, &record) {
-                    Ok(definitions) => {
-                        seeds.insert(name, definitions);
-                    }
-                    Err(mut more) => faults.append(&mut more),
-                }
-            }
-            if !faults.is_empty() {
-                return Err(StartError::State(faults.join("\n")));
-            }
-        }
-        let mut workspaces = BTreeMap::new();
-        let mut names: Vec<String> = seeds.keys().cloned().collect();
-        if !names.iter().any(|name| name == DEFAULT_WORKSPACE) {
-            names.insert(0, DEFAULT_WORKSPACE.to_owned());
-        }
-        // In-process servers join the default workspace, enabled.
-        let mut in_process_seeds = BTreeMap::new();
-        for alias in options.in_process.keys() {
-            if config.servers().contains_key(alias) {
-                return Err(StartError::State(format!(
-                    "in-process server \"{alias}\" is also configured as PLURNK_MCP_{}: give one of them another alias",
-                    alias.to_ascii_uppercase().replace('-', "_")
-                )));
-            }
-            let definition = ServerDefinition::in_process(alias).map_err(|errors| {
-                StartError::State(format!("in-process server \"{alias}\": {errors}"))
-            })?;
-            in_process_seeds.insert(
-                alias.clone(),
-                Seed {
-                    definition: Arc::new(definition),
-                    service: None,
-                    source: Source::Service,
-                    enabled: true,
-                    specialized: false,
-                },
-            );
-        }
-        // What a workspace is opened (or restarted) from, as at this start: the service
-        // configuration overlaid by the workspace's durable records, read again each time.
-        let reseed: Reseed = {
-            let config = config.clone();
-            let store = options.store.clone();
-            let in_process = in_process_seeds.clone();
-            Arc::new(move |name: &str| {
-                let mut seeds = match &store {
-                    Some(store) => {
-                        let records = store.load().map_err(|error| error.to_string())?;
-                        match records.get(name) {
-                            Some(record) => durable_seeds(&config, name, record)
-                                .map_err(|faults| faults.join("; "))?,
-                            None => service_definitions(&config),
-                        }
-                    }
-                    None => service_definitions(&config),
-                };
-                if name == DEFAULT_WORKSPACE {
-                    seeds.extend(in_process.clone());
-                }
-                Ok(seeds)
-            })
-        };
+        let seeder = Seeder::new(
+            config.clone(),
+            options.store.clone(),
+            options.in_process.keys(),
+        )
+        .map_err(StartError::State)?;
+        let workspaces = seeder.at_start().map_err(StartError::State)?;
         let args = SupervisorArgs {
             settings: settings.clone(),
             store: options.store.clone(),
-            events: events.clone(),
-            reseed,
+            events: broadcast::channel(1024).0,
+            reseed: seeder.reseed(),
             restart: options.workspace_restart,
         };
+        let events = args.events.clone();
         let spawned = match options.parent.clone() {
             Some(parent) => Actor::spawn_linked(None, HostSupervisor, args, parent).await,
             None => Actor::spawn(None, HostSupervisor, args).await,
         };
         let (supervisor, _) = spawned.map_err(|error| StartError::Actors(error.to_string()))?;
-        let shared = Shared {
-            supervisor: supervisor.clone(),
-            settings: settings.clone(),
-            closed: closed.clone(),
+        let inner = HostInner {
+            supervisor,
+            settings,
+            closed: Arc::new(AtomicBool::new(false)),
             interaction: options.interaction.clone(),
-            events: events.clone(),
+            events,
+            config,
         };
-        for name in names {
-            let mut definitions = seeds
-                .remove(&name)
-                .unwrap_or_else(|| service_definitions(&config));
-            if name == DEFAULT_WORKSPACE {
-                definitions.extend(std::mem::take(&mut in_process_seeds));
+        let opened = match inner.open_at_start(workspaces).await {
+            Ok(opened) => opened,
+            Err(error) => {
+                inner.supervisor.stop(None);
+                return Err(error);
             }
-            let workspace = match open_workspace(&shared, &name, Some(definitions)).await {
-                Ok((workspace, _)) => workspace,
-                Err(problem) => {
-                    supervisor.stop(None);
-                    return Err(StartError::Actors(problem.detail));
-                }
-            };
-            workspaces.insert(name, workspace);
-        }
-        let Some(default) = workspaces.get(DEFAULT_WORKSPACE).cloned() else {
-            supervisor.stop(None);
+        };
+        let Some(default) = opened.get(DEFAULT_WORKSPACE).cloned() else {
+            inner.supervisor.stop(None);
             return Err(StartError::Actors(
                 "the default workspace did not open".into(),
             ));
         };
-        let opened: Vec<Workspace> = workspaces.values().cloned().collect();
         let host = Host {
-            inner: Arc::new(HostInner {
-                shared,
-                supervisor,
-                default,
-                config: config.clone(),
-                events,
-                closed,
-            }),
+            inner: Arc::new(inner),
+            default: Arc::new(default),
         };
         // Workspaces hydrate in parallel, each bounded on its own.
         let bound = host.hydration_bound();
-        futures::future::join_all(opened.iter().map(|workspace| workspace.wait_settled(bound)))
-            .await;
+        futures::future::join_all(
+            opened
+                .values()
+                .map(|workspace| workspace.wait_settled(bound)),
+        )
+        .await;
         Ok(host)
     }
 
@@ -443,7 +280,7 @@ impl Host {
 
     /// The default workspace.
     pub fn default_workspace(&self) -> Workspace {
-        self.inner.default.clone()
+        Workspace::clone(&self.default)
     }
 
     /// The workspace `name`, opened (and hydrated from the service configuration) on first
@@ -460,7 +297,7 @@ impl Host {
         }
         // The supervisor opens it once, from the store and the service configuration; a
         // workspace that failed for good is started again by this explicit ask.
-        let (workspace, fresh) = open_workspace(&self.inner.shared, name, None).await?;
+        let (workspace, fresh) = self.inner.open(name, None).await?;
         if fresh {
             workspace.wait_settled(self.hydration_bound()).await;
         }
@@ -566,7 +403,6 @@ impl Host {
         let mut failures = failures;
         if let Err(detail) = self
             .inner
-            .shared
             .settings
             .connect
             .reaper
@@ -583,146 +419,95 @@ impl Host {
     }
 }
 
-/// Every service definition with its default enabledness (`PLURNK_MCP_ENABLED`).
-fn service_definitions(config: &HostConfig) -> BTreeMap<String, Seed> {
-    config
-        .servers()
-        .iter()
-        .map(|(alias, definition)| {
-            // One copy of the definition, shared as the one in use and the service baseline.
-            let definition = Arc::new(definition.clone());
-            (
-                alias.clone(),
-                Seed {
-                    definition: definition.clone(),
-                    service: Some(definition),
-                    source: Source::Service,
-                    enabled: config.enabled().contains(alias),
-                    specialized: false,
+impl HostInner {
+    /// Opens every workspace of the start with its definitions, in order.
+    async fn open_at_start(
+        &self,
+        workspaces: Vec<(String, Seeds)>,
+    ) -> Result<BTreeMap<String, Workspace>, StartError> {
+        let mut opened = BTreeMap::new();
+        for (name, definitions) in workspaces {
+            let (workspace, _) = self
+                .open(&name, Some(definitions))
+                .await
+                .map_err(|problem| StartError::Actors(problem.detail))?;
+            opened.insert(name, workspace);
+        }
+        Ok(opened)
+    }
+
+    /// Opens `name` through the supervisor (or finds it open) and returns its handle, and
+    /// whether this open started it.
+    async fn open(
+        &self,
+        name: &str,
+        seeds: Option<BTreeMap<String, Seed>>,
+    ) -> Result<(Workspace, bool), Problem> {
+        let result = self
+            .supervisor
+            .call(
+                |reply| {
+                    SupervisorMsg::Open {
+                        name: name.to_owned(),
+                        seeds,
+                        reply,
+                    }
+                    .into()
                 },
+                None,
             )
-        })
-        .collect()
-}
-
-/// A stored workspace's definitions: the service ones, specialized or extended by its
-/// records, with its enabledness overrides. Every fault names the workspace and alias.
-fn durable_seeds(
-    config: &HostConfig,
-    workspace: &str,
-    record: &WorkspaceRecord,
-) -> Result<BTreeMap<String, Seed>, Vec<String>> {
-    let mut seeds = service_definitions(config);
-    let mut faults = Vec::new();
-    for (alias, server) in &record.servers {
-        // A `${NAME}` the environment no longer sets is not a reason to refuse the whole
-        // state: the server is admitted and shows `unavailable` with the missing name, and
-        // can be fixed or removed like any other.
-        let definition = McpServerDefinition::from_value(&server.definition)
-            .and_then(ServerDefinition::try_from);
-        let definition = match definition {
-            Ok(definition) if definition.alias() == alias => definition,
-            Ok(_) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the stored definition of \"{alias}\" names another alias: remove it with `plurnk-mcp --workspace {workspace} remove {alias}`"
-                ));
-                continue;
-            }
-            Err(errors) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the stored definition of \"{alias}\" is not valid ({errors}): fix the environment it refers to, or remove it"
-                ));
-                continue;
-            }
+            .await;
+        let Opened {
+            published,
+            life,
+            fresh,
+        } = match result {
+            Ok(ractor::rpc::CallResult::Success(answer)) => answer.map_err(Problem::scrubbed)?,
+            _ => return Err(Problem::shutting_down()),
         };
-        match (server.source, seeds.get(alias)) {
-            (RecordSource::Specialized, None) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": \"{alias}\" specializes a service definition that no longer exists: remove it, or configure PLURNK_MCP_{}",
-                    alias.to_ascii_uppercase().replace('-', "_")
-                ));
-                continue;
-            }
-            (RecordSource::Added, Some(_)) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the added server \"{alias}\" now collides with a service definition of the same name: remove one of them"
-                ));
-                continue;
-            }
-            _ => {}
-        }
-        let enabled = seeds.get(alias).is_some_and(|seed| seed.enabled);
-        seeds.insert(
-            alias.clone(),
-            Seed {
-                definition: Arc::new(definition),
-                service: seeds.get(alias).and_then(|seed| seed.service.clone()),
-                source: match server.source {
-                    RecordSource::Added => Source::Workspace,
-                    RecordSource::Specialized => Source::Service,
-                },
-                enabled,
-                specialized: server.source == RecordSource::Specialized,
-            },
-        );
-    }
-    for (alias, enabled) in &record.enabled {
-        match seeds.get_mut(alias) {
-            Some(seed) => seed.enabled = *enabled,
-            // An override of a service definition that is gone is harmless: it is dropped.
-            None => {
-                tracing::warn!(workspace, alias = %alias, "ignoring the enabledness of an unknown server")
-            }
-        }
-    }
-    if faults.is_empty() {
-        Ok(seeds)
-    } else {
-        Err(faults)
+        let workspace = Workspace {
+            name: name.to_owned(),
+            supervisor: self.supervisor.clone(),
+            published,
+            life,
+            default_timeout: self.settings.request_timeout,
+            interaction: self.interaction.clone(),
+            closed: self.closed.clone(),
+            events: self.events.clone(),
+            settings: self.settings.clone(),
+        };
+        Ok((workspace, fresh))
     }
 }
 
-/// Opens `name` through the supervisor (or finds it open) and returns its handle, and
-/// whether this open started it.
-async fn open_workspace(
-    shared: &Shared,
-    name: &str,
-    seeds: Option<BTreeMap<String, Seed>>,
-) -> Result<(Workspace, bool), Problem> {
-    let result = shared
-        .supervisor
-        .call(
-            |reply| {
-                SupervisorMsg::Open {
-                    name: name.to_owned(),
-                    seeds,
-                    reply,
-                }
-                .into()
-            },
-            None,
-        )
-        .await;
-    let Opened {
-        published,
-        life,
-        fresh,
-    } = match result {
-        Ok(ractor::rpc::CallResult::Success(answer)) => answer.map_err(Problem::scrubbed)?,
-        _ => return Err(Problem::shutting_down()),
-    };
-    let workspace = Workspace {
-        name: name.to_owned(),
-        supervisor: shared.supervisor.clone(),
-        published,
-        life,
-        default_timeout: shared.settings.request_timeout,
-        interaction: shared.interaction.clone(),
-        closed: shared.closed.clone(),
-        events: shared.events.clone(),
-        settings: shared.settings.clone(),
-    };
-    Ok((workspace, fresh))
+/// The actors' settings from the configuration and the embedder's options: the one place
+/// a [`HostOptions`] field becomes what the actors read.
+fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
+    Arc::new(Settings {
+        connect: ConnectOptions {
+            connect_timeout: config.connect_timeout(),
+            discover_timeout: config.discover_timeout(),
+            close_grace: options.close_grace,
+            http_client: Arc::default(),
+            interaction: options.interaction.clone(),
+            sources: Some(crate::sources::opener()),
+            limits: options.limits,
+            reaper: crate::protocol::Reaper::new(),
+            inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
+            oauth: Arc::default(),
+        },
+        request_timeout: config.request_timeout(),
+        drain_timeout: options.drain_timeout.unwrap_or(config.request_timeout()),
+        restart: options.restart,
+        env: Arc::new(config.env().clone()),
+        admission: Admission {
+            allow: config.allows_runtime_servers(),
+            names: config.workspace_env().clone(),
+            env: Arc::new(config.env().only(config.workspace_env())),
+        },
+        in_process: Arc::new(options.in_process.clone()),
+        expanded: Arc::new(config.expanded().clone()),
+    })
 }
 
 /// One workspace: its snapshot, its calls and its management actions.
@@ -976,149 +761,6 @@ impl Workspace {
             reply,
         })
         .await
-    }
-
-    /// `oauth.complete`: finishes the pending OAuth authorization of `alias` with the
-    /// complete callback URL the authorization server sent the person back to (its `state`,
-    /// `code` and `iss` are validated together, against the attempt that made the URL),
-    /// then performs the add or enable that asked for it, whose answer this is.
-    ///
-    /// `404 oauth-not-pending` when nothing waits (completed, replaced by a newer request,
-    /// cleared by a disable, or lost in a restart); `409 oauth-target-conflict` when the
-    /// server changed meanwhile; `400 oauth-callback-refused` for a callback that is not this
-    /// attempt's (the pending authorization stays, so the real callback still completes it).
-    /// No text of the authorization server's is echoed.
-    pub async fn oauth_complete(
-        &self,
-        alias: &str,
-        callback_url: &str,
-    ) -> Result<ServerSnapshot, Problem> {
-        use crate::protocol::Replay;
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Problem::shutting_down());
-        }
-        let vault = &self.settings.connect.oauth;
-        let pending = vault
-            .take_pending(&self.name, alias)
-            .ok_or_else(|| Problem::oauth_not_pending(alias))?;
-        let current = match self.list().await {
-            Ok(summaries) => summaries.into_iter().find(|summary| summary.alias == alias),
-            Err(problem) => {
-                vault.restore_pending(&self.name, alias, pending);
-                return Err(problem);
-            }
-        };
-        let drifted = match (pending.replay(), &current) {
-            (Replay::Add(_), current) => current.is_some(),
-            (Replay::Enable(_), None) => true,
-            (Replay::Enable(customize), Some(summary)) => {
-                customize.is_empty()
-                    && serde_json::to_value(pending.definition()).ok().as_ref()
-                        != Some(&summary.definition)
-            }
-        };
-        if drifted {
-            return Err(Problem::oauth_target_conflict(alias));
-        }
-        let http_client = self
-            .settings
-            .connect
-            .http_client()
-            .map_err(Problem::server_unavailable)?;
-        match crate::protocol::oauth_complete(pending, alias, callback_url, http_client).await {
-            Ok((client, definition, replay)) => {
-                vault.install(&self.name, alias, client, definition);
-                match replay {
-                    Replay::Add(definition) => self.add(*definition).await,
-                    Replay::Enable(customize) => self.enable_with(alias, *customize).await,
-                }
-            }
-            Err(failure) => {
-                let (pending, problem) = *failure;
-                if let Some(pending) = pending {
-                    vault.restore_pending(&self.name, alias, pending);
-                }
-                Err(problem.scrubbed())
-            }
-        }
-    }
-
-    /// Starts a device authorization (RFC 8628) of `alias`, for a daemon with no browser:
-    /// the person enters the user code at the verification URI on any device, and the
-    /// caller polls with [`Workspace::poll_device`], honouring the interval. The server must
-    /// be an OAuth one that asks for authorization now (disabled, `authorization-required`,
-    /// or an add waiting for its authorization); its authorization server must advertise a
-    /// `device_authorization_endpoint` (there is no fallback), and the client is the
-    /// definition's pre-registered one or one registered dynamically for the device grant.
-    pub async fn authorize_device(
-        &self,
-        alias: &str,
-        scope: Option<&str>,
-    ) -> Result<crate::model::DeviceAuthorization, Problem> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Problem::shutting_down());
-        }
-        let vault = &self.settings.connect.oauth;
-        // An add waiting for authorization exists nowhere but in its pending authorization:
-        // it is asked again, this time for the device grant.
-        let added = vault.pending_add(&self.name, alias);
-        vault.request_device(&self.name, alias, scope.map(str::to_owned));
-        let answer = match added {
-            Some(definition) => self.add(definition).await,
-            None => self.enable(alias).await,
-        };
-        // Whatever happened, the request is spent.
-        let _ = vault.take_device_request(&self.name, alias);
-        let server = answer?;
-        match server.authorization.and_then(|pending| pending.device) {
-            Some(device) => Ok(device),
-            None if server.state == ServerState::Ready => Err(Problem::conflict(format!(
-                "server \"{alias}\" is already authorized and ready: there is nothing to \
-                 authorize (disable it first to authorize it anew)"
-            ))),
-            None => Err(server.problem.unwrap_or_else(|| {
-                Problem::server_unavailable(format!(
-                    "server \"{alias}\" did not ask for authorization, so no device \
-                     authorization was started"
-                ))
-            })),
-        }
-    }
-
-    /// One poll of the device authorization `device` of `alias`: `pending` or `slow_down`
-    /// (poll again after the interval), `denied`, `expired`, or `authorized`, when the
-    /// token is installed and the action that asked for it (the enable, or an add) has run;
-    /// its answer is the server's snapshot. `404 oauth-not-pending` for an unknown handle.
-    pub async fn poll_device(
-        &self,
-        alias: &str,
-        device: &str,
-    ) -> Result<crate::model::DevicePoll, Problem> {
-        use crate::model::DevicePoll;
-        use crate::protocol::{Polled, Replay};
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Problem::shutting_down());
-        }
-        let http_client = self
-            .settings
-            .connect
-            .http_client()
-            .map_err(Problem::server_unavailable)?;
-        let vault = &self.settings.connect.oauth;
-        match crate::protocol::poll_device(vault, &self.name, alias, device, http_client).await {
-            Ok(Polled::Status(status)) => Ok(status),
-            Ok(Polled::Authorized(client, definition, replay)) => {
-                vault.install(&self.name, alias, client, definition);
-                let server = match replay {
-                    Replay::Add(definition) => self.add(*definition).await,
-                    Replay::Enable(customize) => self.enable_with(alias, *customize).await,
-                }?;
-                Ok(DevicePoll::Authorized {
-                    server: Box::new(server),
-                })
-            }
-            Err(problem) => Err(problem.scrubbed()),
-        }
     }
 
     /// Disables `alias`: new calls are refused, in-flight calls settle (bounded), the

@@ -6,14 +6,13 @@
 //! failures arrive as [`ConnectError`] or [`CallError`](crate::model::CallError).
 
 mod address;
+pub(crate) mod auth;
 mod call;
 mod catalog;
 mod connect;
-mod dpop;
 pub(crate) mod guard;
 mod http;
 mod lines;
-mod oauth;
 mod reaper;
 mod session;
 mod stdio;
@@ -23,7 +22,6 @@ pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use connect::{ConnectOptions, Connection, OnUpdate, SourceOpener};
 pub(crate) use http::{Bounded, describe, read_bounded, same_origin_redirects};
-pub(crate) use oauth::{Polled, Replay, Vault, complete as oauth_complete, poll_device};
 pub(crate) use reaper::Reaper;
 pub(crate) use session::{Opened, Opening, Ready, Refused, Relisted, Session, count, open, relist};
 pub(crate) use stdio::{

@@ -14,13 +14,14 @@ use tokio::sync::{broadcast, watch};
 use super::attachment::Settings;
 use super::messages::WorkspaceMsg;
 use super::restart::WorkspaceRestart;
+use super::seed::Reseed;
 use super::workspace::{Published, Seed, WorkspaceActor, WorkspaceArgs};
 use crate::config::ServerDefinition;
 use crate::model::{
     CloseFailure, Customize, HostEvent, Problem, ServerSnapshot, ServerState, ServerSummary,
     WorkspaceSnapshot,
 };
-use crate::protocol::{Replay, Vault};
+use crate::protocol::auth::{Asked, Replay};
 use crate::store::Store;
 
 /// A reply to a server action: the server's resulting snapshot, or why nothing changed.
@@ -152,10 +153,6 @@ impl SnapshotWatch {
         Some(self.published.borrow_and_update().snapshot.clone())
     }
 }
-
-/// Builds a workspace's definitions, as at start: the service configuration, overlaid by the
-/// workspace's durable records. Every fault is named in the error.
-pub(crate) type Reseed = Arc<dyn Fn(&str) -> Result<BTreeMap<String, Seed>, String> + Send + Sync>;
 
 /// Where a workspace's actor is, as its handles see it.
 #[derive(Clone, Debug)]
@@ -460,34 +457,48 @@ impl SupervisorState {
             | HostMsg::Subscribe { workspace, .. } => workspace.clone(),
             HostMsg::Internal(_) => return,
         };
-        let shutting_down = self.shutting_down;
-        let child = if shutting_down {
-            Err(Problem::shutting_down())
-        } else {
-            self.child(myself, &workspace).await.map(|_| ())
-        };
-        let actor = match child {
-            Err(problem) => Err(problem),
-            Ok(()) => {
-                let Some(child) = self.workspaces.get_mut(&workspace) else {
-                    return;
-                };
-                let current = match (&child.actor, &*child.life.borrow()) {
-                    (Some(actor), _) if alive(actor) => Some(Ok(actor.clone())),
-                    // Stopping: its failure is on the way here; deliver after the restart.
-                    (Some(_), _) => None,
-                    (None, Life::Failed(problem)) => Some(Err(problem.clone())),
-                    (None, _) => Some(Err(Problem::shutting_down())),
-                };
-                match current {
-                    Some(current) => current,
-                    None => {
-                        child.deferred.push(command);
-                        return;
-                    }
+        let actor = match self.current(myself, &workspace).await {
+            Some(actor) => actor,
+            None => {
+                if let Some(child) = self.workspaces.get_mut(&workspace) {
+                    child.deferred.push(command);
                 }
+                return;
             }
         };
+        self.dispatch(actor, workspace, command);
+    }
+
+    /// The workspace's current actor (opened on first use), or why there is none; `None`
+    /// while it is stopping, when its failure is on the way here and the action waits for
+    /// the restart.
+    async fn current(
+        &mut self,
+        myself: &ActorRef<HostMsg>,
+        workspace: &str,
+    ) -> Option<Result<ActorRef<WorkspaceMsg>, Problem>> {
+        if self.shutting_down {
+            return Some(Err(Problem::shutting_down()));
+        }
+        if let Err(problem) = self.child(myself, workspace).await {
+            return Some(Err(problem));
+        }
+        let child = self.workspaces.get(workspace)?;
+        match (&child.actor, &*child.life.borrow()) {
+            (Some(actor), _) if alive(actor) => Some(Ok(actor.clone())),
+            (Some(_), _) => None,
+            (None, Life::Failed(problem)) => Some(Err(problem.clone())),
+            (None, _) => Some(Err(Problem::shutting_down())),
+        }
+    }
+
+    /// Runs `command` on `actor` (or answers why it cannot) in a task of its own.
+    fn dispatch(
+        &self,
+        actor: Result<ActorRef<WorkspaceMsg>, Problem>,
+        workspace: String,
+        command: HostMsg,
+    ) {
         let refused = |problem: Problem| problem.scrubbed();
         match command {
             HostMsg::Enable {
@@ -496,13 +507,16 @@ impl SupervisorState {
                 reply,
                 ..
             } => {
-                let replay = Replay::Enable(customize.clone());
+                let asked = Asked::new(
+                    &self.args.settings.connect.oauth,
+                    Replay::Enable(customize.clone()),
+                );
                 act(
                     actor.map_err(refused),
                     workspace,
                     alias.clone(),
                     reply,
-                    Some((self.args.settings.connect.oauth.clone(), replay)),
+                    Some(asked),
                     |reply| WorkspaceMsg::Enable {
                         alias,
                         customize,
@@ -530,13 +544,16 @@ impl SupervisorState {
                 definition, reply, ..
             } => {
                 let alias = definition.alias().to_owned();
-                let replay = Replay::Add(definition.clone());
+                let asked = Asked::new(
+                    &self.args.settings.connect.oauth,
+                    Replay::Add(definition.clone()),
+                );
                 act(
                     actor.map_err(refused),
                     workspace,
                     alias,
                     reply,
-                    Some((self.args.settings.connect.oauth.clone(), replay)),
+                    Some(asked),
                     |reply| WorkspaceMsg::Add {
                         definition: *definition,
                         reply,
@@ -760,14 +777,15 @@ async fn spawn(
 }
 
 /// Runs one action on the workspace's actor in a task, and answers it scrubbed. An answer
-/// that waits for OAuth authorization records `replay` with it: what completing that
-/// authorization performs again.
+/// that waits for OAuth authorization is handed to `asked`, so completing that
+/// authorization performs the action again: every action passes here, a daemon actor's
+/// `HostMsg` as well as the handle's, and only here is its answer seen.
 fn act(
     actor: Result<ActorRef<WorkspaceMsg>, Problem>,
     workspace: String,
     alias: String,
     reply: ActionAnswer,
-    replay: Option<(Arc<Vault>, Replay)>,
+    asked: Option<Asked>,
     message: impl FnOnce(ActionAnswer) -> WorkspaceMsg + Send + 'static,
 ) {
     let actor = match actor {
@@ -780,10 +798,8 @@ fn act(
     tokio::spawn(async move {
         let answer = match actor.call(message, None).await {
             Ok(ractor::rpc::CallResult::Success(answer)) => {
-                if let (Ok(snapshot), Some((vault, replay))) = (&answer, replay)
-                    && let Some(pending) = &snapshot.authorization
-                {
-                    vault.set_replay(&workspace, &alias, &pending.url, replay);
+                if let (Ok(snapshot), Some(asked)) = (&answer, asked) {
+                    asked.answered(&workspace, &alias, snapshot);
                 }
                 answer
             }

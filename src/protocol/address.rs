@@ -5,7 +5,7 @@
 //! challenge or a fetched OpenAPI document supplies may reach a loopback or private address
 //! only when the operator's own URL is of that class, and never a link-local or otherwise
 //! reserved one (cloud metadata lives at 169.254.169.254). rmcp applies such a rule only to
-//! its own OAuth client; OAuth requests (`dpop.rs`) and tool sources (`crate::sources`) get
+//! its own OAuth client; OAuth requests (`auth/dpop.rs`) and tool sources (`crate::sources`) get
 //! it here, as the resolver of their clients plus a check of URLs that name an address
 //! themselves, which never go through a resolver.
 

@@ -7,37 +7,35 @@
 //! prefer (`NoCompatibleProtocolVersion`), and a server that is silent to discover for longer
 //! than our configurable discover timeout (rmcp's own fallback waits a fixed 10 s).
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use std::sync::Arc;
 
-use rmcp::model::{
-    DiscoverResult, JsonRpcMessage, ProtocolVersion, ServerNotification, ServerResult,
-    SubscriptionFilter,
-};
+use rmcp::model::{DiscoverResult, ProtocolVersion, SubscriptionFilter};
 use rmcp::service::{
-    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient,
-    RunningService,
+    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, RoleClient, RunningService,
 };
-use rmcp::transport::Transport;
 use std::collections::BTreeSet;
 
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::auth::{AuthorizedClient, ChallengeSlot, Challenged};
 use super::call::{CallPeer, ProgressRoutes};
-use super::guard::{self, CutReason, Inbound, LineLimit, Verdict};
+use super::guard::{CutReason, Inbound, LineLimit};
 use super::lines::Lines;
-use super::oauth::{ChallengeSlot, Challenged};
 use super::stdio::{ChildProcess, StdioSpawn};
 use super::{HostClient, http};
 use crate::model::{
-    Catalog, Discovery, InProcessConnector, InteractionHandler, Limits, Negotiated, Progress,
-    TransportKind,
+    Catalog, InProcessConnector, InteractionHandler, Limits, Negotiated, TransportKind,
 };
 use crate::redact::scrub;
+use negotiation::{negotiate, negotiated, rediscovered};
+use watched::Signals;
+
+mod negotiation;
+mod watched;
 
 /// An already expanded target: the only place expanded values live, and never printed.
 pub(crate) enum Target {
@@ -53,7 +51,7 @@ pub(crate) enum Target {
     Http {
         url: String,
         headers: Vec<(String, String)>,
-        oauth: Option<super::oauth::AuthorizedClient>,
+        oauth: Option<AuthorizedClient>,
         /// `oauth` comes from the client-credentials grant.
         grant: bool,
     },
@@ -114,7 +112,7 @@ pub(crate) struct ConnectOptions {
     /// [`crate::sources`]'s); `None` refuses every source.
     pub sources: Option<SourceOpener>,
     /// Every workspace's OAuth state, in process memory only.
-    pub oauth: Arc<super::oauth::Vault>,
+    pub oauth: Arc<super::auth::Vault>,
 }
 
 impl ConnectOptions {
@@ -540,6 +538,8 @@ struct Parts {
 /// `cacheScope`).
 type Discovered = Arc<std::sync::Mutex<Option<DiscoverResult>>>;
 
+/// One try at a connection: wire the client half and its signals, open the target's
+/// transport and negotiate over it, then hand on the parts a [`Connection`] is made of.
 async fn attempt(
     alias: &str,
     target: &Target,
@@ -561,15 +561,20 @@ async fn attempt(
     let cut = CutReason::default();
     let challenge = ChallengeSlot::default();
     let discovered = Discovered::default();
-    let signals = Signals {
-        discovered: discovered.clone(),
-        lost: lost.clone(),
-        routes: routes.clone(),
-        changed: changes.clone(),
-        updated: on_update,
-        inbound: Inbound::new(options.limits, cut.clone()),
+    let wired = Wired {
+        client,
+        signals: Signals {
+            discovered: discovered.clone(),
+            lost: lost.clone(),
+            routes: routes.clone(),
+            changed: changes.clone(),
+            updated: on_update,
+            inbound: Inbound::new(options.limits, cut.clone()),
+        },
+        lifecycle,
+        max_message: options.limits.max_message_bytes,
+        cut: cut.clone(),
     };
-    let max_message = options.limits.max_message_bytes;
     let (service, modern, child) = match target {
         Target::Stdio {
             command,
@@ -588,20 +593,8 @@ async fn attempt(
                 // started still holds its stdout open (no end of file would ever come).
                 exited: lost.clone(),
             };
-            let (child, stdout, stdin) = ChildProcess::spawn(&spec).map_err(Failure::Spawn)?;
-            let stdout = LineLimit::new(stdout, max_message, cut.clone());
-            // A line transport would drop an oversized line and keep going (the request
-            // behind it then waits out its deadline); the host's bound comes first and says
-            // why.
-            let transport = signals.wrap(Lines::new(stdout, stdin, max_message.saturating_add(1)));
-            // On failure `child` drops here and takes its process group with it.
-            match negotiate(client, transport, lifecycle).await {
-                Ok((service, modern)) => (service, modern, Some(child)),
-                Err(error) => {
-                    child.settle(Duration::from_millis(500)).await;
-                    return Err(with_stderr(error, &child));
-                }
-            }
+            let (service, modern, child) = wired.over_stdio(&spec).await?;
+            (service, modern, Some(child))
         }
         Target::Http {
             url,
@@ -609,23 +602,9 @@ async fn attempt(
             oauth,
             ..
         } => {
-            let http_client = options.http_client().map_err(Failure::Http)?;
-            let (service, modern) = match oauth {
-                None => {
-                    let inner = http::transport(url, headers, http_client, max_message)
-                        .map_err(Failure::Http)?;
-                    negotiate(client, signals.wrap(inner), lifecycle).await
-                }
-                Some(oauth) => {
-                    // What the server refuses a token with, after rmcp's own refresh, is kept:
-                    // a new authorization starts from it.
-                    let http_client = Challenged::new(oauth.clone(), challenge.clone());
-                    let inner = http::transport(url, headers, http_client, max_message)
-                        .map_err(Failure::Http)?;
-                    negotiate(client, signals.wrap(inner), lifecycle).await
-                }
-            }
-            .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            let (service, modern) = wired
+                .over_http(options, url, headers, oauth.as_ref(), &challenge)
+                .await?;
             (service, modern, None)
         }
         Target::Source {
@@ -633,36 +612,12 @@ async fn attempt(
             declaration,
             origin,
         } => {
-            let opener = options
-                .sources
-                .as_ref()
-                .ok_or_else(|| Failure::Source("this host opens no tool sources".to_owned()))?;
-            let connector = opener(
-                *kind,
-                declaration.clone(),
-                origin.clone(),
-                super::stdio::Children {
-                    reaper: options.reaper.clone(),
-                    inherited: options.inherited.clone(),
-                },
-            )
-            .await
-            .map_err(Failure::Source)?;
-            let (read, write) = tokio::io::split(connector());
-            let read = LineLimit::new(read, max_message, cut.clone());
-            let transport = signals.wrap(Lines::new(read, write, max_message.saturating_add(1)));
-            let (service, modern) = negotiate(client, transport, lifecycle)
-                .await
-                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            let connector = open_source(options, *kind, declaration, origin).await?;
+            let (service, modern) = wired.over_connector(&connector).await?;
             (service, modern, None)
         }
         Target::InProcess(connector) => {
-            let (read, write) = tokio::io::split(connector());
-            let read = LineLimit::new(read, max_message, cut.clone());
-            let transport = signals.wrap(Lines::new(read, write, max_message.saturating_add(1)));
-            let (service, modern) = negotiate(client, transport, lifecycle)
-                .await
-                .map_err(|error| Failure::Negotiation(Box::new(error)))?;
+            let (service, modern) = wired.over_connector(connector).await?;
             (service, modern, None)
         }
     };
@@ -678,6 +633,117 @@ async fn attempt(
         askers,
         discovered,
     })
+}
+
+/// One attempt's client half and the signals its transport's wrapper raises, before a
+/// transport is chosen: each way of reaching a server negotiates over them once.
+struct Wired {
+    client: HostClient,
+    signals: Signals,
+    lifecycle: ClientLifecycleMode,
+    max_message: usize,
+    /// Why the host itself ended a read, shared with the connection.
+    cut: CutReason,
+}
+
+impl Wired {
+    /// Spawns the child and negotiates over its stdio; on failure the child drops here and
+    /// takes its process group with it.
+    async fn over_stdio(
+        self,
+        spec: &StdioSpawn<'_>,
+    ) -> Result<(Service, bool, ChildProcess), Failure> {
+        let (child, stdout, stdin) = ChildProcess::spawn(spec).map_err(Failure::Spawn)?;
+        let stdout = LineLimit::new(stdout, self.max_message, self.cut.clone());
+        // A line transport would drop an oversized line and keep going (the request behind
+        // it then waits out its deadline); the host's bound comes first and says why.
+        let transport = self.signals.wrap(Lines::new(
+            stdout,
+            stdin,
+            self.max_message.saturating_add(1),
+        ));
+        match negotiate(self.client, transport, self.lifecycle).await {
+            Ok((service, modern)) => Ok((service, modern, child)),
+            Err(error) => {
+                child.settle(Duration::from_millis(500)).await;
+                Err(with_stderr(error, &child))
+            }
+        }
+    }
+
+    /// Dials Streamable HTTP, through `oauth`'s token when the server is authorized.
+    async fn over_http(
+        self,
+        options: &ConnectOptions,
+        url: &str,
+        headers: &[(String, String)],
+        oauth: Option<&AuthorizedClient>,
+        challenge: &ChallengeSlot,
+    ) -> Result<(Service, bool), Failure> {
+        let http_client = options.http_client().map_err(Failure::Http)?;
+        let Self {
+            client,
+            signals,
+            lifecycle,
+            max_message,
+            ..
+        } = self;
+        match oauth {
+            None => {
+                let inner = http::transport(url, headers, http_client, max_message)
+                    .map_err(Failure::Http)?;
+                negotiate(client, signals.wrap(inner), lifecycle).await
+            }
+            Some(oauth) => {
+                // What the server refuses a token with, after rmcp's own refresh, is kept:
+                // a new authorization starts from it.
+                let http_client = Challenged::new(oauth.clone(), challenge.clone());
+                let inner = http::transport(url, headers, http_client, max_message)
+                    .map_err(Failure::Http)?;
+                negotiate(client, signals.wrap(inner), lifecycle).await
+            }
+        }
+        .map_err(|error| Failure::Negotiation(Box::new(error)))
+    }
+
+    /// Negotiates over an in-process server's stream (the embedder's, or a tool source's).
+    async fn over_connector(
+        self,
+        connector: &InProcessConnector,
+    ) -> Result<(Service, bool), Failure> {
+        let (read, write) = tokio::io::split(connector());
+        let read = LineLimit::new(read, self.max_message, self.cut.clone());
+        let transport =
+            self.signals
+                .wrap(Lines::new(read, write, self.max_message.saturating_add(1)));
+        negotiate(self.client, transport, self.lifecycle)
+            .await
+            .map_err(|error| Failure::Negotiation(Box::new(error)))
+    }
+}
+
+/// Opens a tool source's declaration into an in-process server, by the host's opener.
+async fn open_source(
+    options: &ConnectOptions,
+    kind: TransportKind,
+    declaration: &serde_json::Value,
+    origin: &str,
+) -> Result<InProcessConnector, Failure> {
+    let opener = options
+        .sources
+        .as_ref()
+        .ok_or_else(|| Failure::Source("this host opens no tool sources".to_owned()))?;
+    opener(
+        kind,
+        declaration.clone(),
+        origin.to_owned(),
+        super::stdio::Children {
+            reaper: options.reaper.clone(),
+            inherited: options.inherited.clone(),
+        },
+    )
+    .await
+    .map_err(Failure::Source)
 }
 
 fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
@@ -696,128 +762,6 @@ fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
         context.push_str(&format!("; its last stderr lines:\n{stderr}"));
     }
     Failure::Described(context)
-}
-
-async fn negotiate<T>(
-    client: HostClient,
-    transport: T,
-    lifecycle: ClientLifecycleMode,
-) -> Result<(Service, bool), ClientInitializeError>
-where
-    T: Transport<RoleClient> + 'static,
-{
-    let service = client.serve_with_lifecycle(transport, lifecycle).await?;
-    // Modern peers were negotiated through discover; their version has no `initialize`.
-    let modern = service
-        .peer()
-        .peer_info()
-        .is_some_and(|info| !info.protocol_version.has_initialize());
-    Ok((service, modern))
-}
-
-fn negotiated(service: &Service, modern: bool, discovered: Option<&DiscoverResult>) -> Negotiated {
-    let info = service.peer().peer_info();
-    let Some(info) = info else {
-        return Negotiated {
-            revision: "unknown".into(),
-            modern,
-            name: None,
-            version: None,
-            title: None,
-            description: None,
-            instructions: None,
-            capabilities: serde_json::Value::Null,
-            discovery: None,
-        };
-    };
-    Negotiated {
-        discovery: discovered.filter(|_| modern).map(discovery),
-        ..described(
-            info.protocol_version.as_str().to_owned(),
-            modern,
-            info.server_info.as_ref(),
-            info.instructions.clone(),
-            &info.capabilities,
-        )
-    }
-}
-
-/// What a discover answer says beside identity, capabilities and instructions.
-fn discovery(result: &DiscoverResult) -> Discovery {
-    Discovery {
-        supported_versions: result
-            .supported_versions
-            .iter()
-            .map(|version| version.as_str().to_owned())
-            .collect(),
-        ttl_ms: result.ttl_ms,
-        cache_scope: match result.cache_scope {
-            rmcp::model::CacheScope::Private => "private",
-            _ => "public",
-        }
-        .to_owned(),
-    }
-}
-
-/// A modern server's negotiation renewed from a new discover answer: identity, capabilities,
-/// instructions and hints as it now says, the revision as negotiated (a server that no longer
-/// lists it is an error: the connection must be opened again).
-fn rediscovered(old: &Negotiated, result: &DiscoverResult) -> Result<Negotiated, String> {
-    if !result
-        .supported_versions
-        .iter()
-        .any(|version| version.as_str() == old.revision)
-    {
-        // The server's words, bounded: a few of its revisions, each cut.
-        let listed: Vec<String> = result
-            .supported_versions
-            .iter()
-            .take(4)
-            .map(|version| format!("{:?}", crate::config::shorten(version.as_str())))
-            .collect();
-        return Err(format!(
-            "its discover answer no longer lists revision {} (it lists {} revision(s): {}{})",
-            old.revision,
-            result.supported_versions.len(),
-            listed.join(", "),
-            if result.supported_versions.len() > listed.len() {
-                ", …"
-            } else {
-                ""
-            }
-        ));
-    }
-    Ok(Negotiated {
-        discovery: Some(discovery(result)),
-        ..described(
-            old.revision.clone(),
-            true,
-            result.server_info().as_ref(),
-            result.instructions.clone(),
-            &result.capabilities,
-        )
-    })
-}
-
-/// A negotiation as the server described itself (its identity, instructions, capabilities).
-fn described(
-    revision: String,
-    modern: bool,
-    identity: Option<&rmcp::model::Implementation>,
-    instructions: Option<String>,
-    capabilities: &rmcp::model::ServerCapabilities,
-) -> Negotiated {
-    Negotiated {
-        revision,
-        modern,
-        name: identity.map(|i| i.name.clone()),
-        version: identity.map(|i| i.version.clone()),
-        title: identity.and_then(|i| i.title.clone()),
-        description: identity.and_then(|i| i.description.clone()),
-        instructions,
-        capabilities: serde_json::to_value(capabilities).unwrap_or_default(),
-        discovery: None,
-    }
 }
 
 impl Connection {
@@ -1031,126 +975,5 @@ impl Drop for Connection {
         if let Some(closing) = &self.closing {
             closing.cancel();
         }
-    }
-}
-
-/// The sending ends of what a [`Watched`] transport reports, and the bounds it keeps.
-struct Signals {
-    discovered: Discovered,
-    lost: CancellationToken,
-    routes: Arc<ProgressRoutes>,
-    changed: Arc<Notify>,
-    updated: Option<OnUpdate>,
-    inbound: Inbound,
-}
-
-impl Signals {
-    fn wrap<T>(self, inner: T) -> Watched<T> {
-        let pending = self.inbound.pending();
-        Watched {
-            inner,
-            discovered: self.discovered,
-            lost: self.lost,
-            routes: self.routes,
-            changed: self.changed,
-            updated: self.updated,
-            inbound: self.inbound,
-            pending,
-        }
-    }
-}
-
-/// Wraps a transport to notice the moment it stops delivering messages, to hand each
-/// progress notification to the caller that owns it before any later message (such as the
-/// result it precedes) is processed, and to keep the server's inbound traffic within its
-/// bounds ([`Inbound`]): what exceeds them never reaches rmcp.
-struct Watched<T> {
-    inner: T,
-    discovered: Discovered,
-    lost: CancellationToken,
-    routes: Arc<ProgressRoutes>,
-    changed: Arc<Notify>,
-    /// Told each `notifications/resources/updated` URI, in arrival order.
-    updated: Option<OnUpdate>,
-    inbound: Inbound,
-    /// Server requests not answered yet, shared with `inbound`.
-    pending: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl<T: Transport<RoleClient>> Transport<RoleClient> for Watched<T> {
-    type Error = T::Error;
-
-    fn name() -> Cow<'static, str> {
-        T::name()
-    }
-
-    fn send(
-        &mut self,
-        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        if matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)) {
-            guard::answered(&self.pending);
-        }
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
-        loop {
-            let message = self.inner.receive().await;
-            let verdict = match &message {
-                None => Verdict::Cut,
-                Some(JsonRpcMessage::Notification(_)) => self.inbound.notification(),
-                Some(JsonRpcMessage::Request(_)) => self.inbound.request(),
-                Some(_) => Verdict::Pass,
-            };
-            match verdict {
-                Verdict::Pass => {}
-                Verdict::Drop => continue,
-                Verdict::Cut => {
-                    self.lost.cancel();
-                    return None;
-                }
-            }
-            if let Some(JsonRpcMessage::Response(response)) = &message
-                && let ServerResult::DiscoverResult(discover) = &response.result
-            {
-                *self
-                    .discovered
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(discover.clone());
-            }
-            if let Some(JsonRpcMessage::Notification(notification)) = &message {
-                match &notification.notification {
-                    ServerNotification::ProgressNotification(progress) => {
-                        let params = &progress.params;
-                        self.routes.deliver(
-                            &params.progress_token,
-                            Progress {
-                                progress: params.progress,
-                                total: params.total,
-                                message: params.message.clone(),
-                            },
-                        );
-                    }
-                    ServerNotification::ResourceUpdatedNotification(updated) => {
-                        if let Some(tell) = &self.updated {
-                            tell(&updated.params.uri);
-                        }
-                    }
-                    ServerNotification::ToolListChangedNotification(_)
-                    | ServerNotification::ResourceListChangedNotification(_)
-                    | ServerNotification::PromptListChangedNotification(_) => {
-                        self.changed.notify_one();
-                    }
-                    _ => {}
-                }
-            }
-            return message;
-        }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        self.lost.cancel();
-        self.inner.close().await
     }
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::auth;
 use super::call::{CallContext, CallPeer, STOP_GRACE};
 use super::connect::{ConnectError, ConnectOptions, Connection, Lister, OnUpdate, Target, connect};
 use crate::config::{Environment, PreparedAuthorization, PreparedTransport, ServerDefinition};
@@ -77,6 +78,17 @@ impl From<Problem> for Refused {
     }
 }
 
+impl From<auth::Unauthorized> for Refused {
+    fn from(unauthorized: auth::Unauthorized) -> Self {
+        match unauthorized {
+            auth::Unauthorized::Pending { problem, pending } => {
+                Self::AuthorizationRequired { problem, pending }
+            }
+            auth::Unauthorized::Failed(problem) => Self::Unavailable(problem),
+        }
+    }
+}
+
 /// A catalog listed again on a live session.
 pub(crate) struct Relisted {
     pub tools: Arc<[ToolInfo]>,
@@ -104,6 +116,8 @@ pub(crate) async fn open(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
     }
 }
 
+/// The story of an open: prepare the target, present its credentials, connect (a refusal
+/// goes to the auth wing), then list.
 async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
     let Opening {
         workspace,
@@ -118,141 +132,61 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         challenge: carried,
     } = opening;
     let label = format!("server \"{alias}\" ({kind})");
-    // Each failure's Problem kind says what failed (the EXEC bridge reports it by kind).
-    let shaped = move |shape: fn(String) -> Problem| {
-        let label = label.clone();
-        move |detail: String| shape(format!("{label} {detail}"))
+    let unavailable = |detail: String| -> Refused {
+        Problem::server_unavailable(format!("{label} {detail}")).into()
     };
-    let unavailable = shaped(Problem::server_unavailable);
-    let list_failed = shaped(Problem::list_failed);
-    // A listing the host itself ended (the server flooded it, or sent a message over the
-    // bound) failed for that reason, whatever the list call saw after.
-    let not_listed = |cut: Option<String>, detail: String| -> Refused {
-        match cut {
-            Some(cut) => unavailable(format!("could not be listed: {cut}")).into(),
-            None => list_failed(format!("could not be listed: {detail}")).into(),
-        }
-    };
-    let unauthorized = shaped(Problem::unauthorized);
-    let authorization_failed = shaped(Problem::authorization_failed);
     let (mut target, authorization) = target(definition, env, in_process)
         .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
-    if let (
-        Target::Http {
-            url, oauth, grant, ..
-        },
-        Some(authorization),
-    ) = (&mut target, &authorization)
-    {
-        *oauth = match authorization {
-            PreparedAuthorization::ClientCredentials { .. } => {
-                *grant = true;
-                let client = options
-                    .http_client()
-                    .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
-                Some(super::oauth::client_credentials(alias, url, authorization, client).await?)
-            }
-            PreparedAuthorization::WorkloadIdentity { .. } => {
-                let client = options
-                    .http_client()
-                    .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
-                Some(super::oauth::workload_identity(alias, url, authorization, client).await?)
-            }
-            PreparedAuthorization::OAuth { .. } => {
-                options.oauth.authorized(workspace, alias, definition)
-            }
-        };
-    }
-    let interactive = match &authorization {
-        Some(oauth @ PreparedAuthorization::OAuth { .. }) => Some(oauth),
-        _ => None,
-    };
-    let server_url = match &target {
+    let url = match &target {
         Target::Http { url, .. } => url.clone(),
         _ => String::new(),
     };
-    // Authorizes the server again from a challenge: a new pending authorization, so the
-    // session opens as `authorization-required`.
-    let reauthorize = |challenge: String| {
-        let unauthorized = unauthorized.clone();
-        let authorization_failed = authorization_failed.clone();
-        let server_url = server_url.clone();
-        async move {
-            let Some(oauth) = interactive else {
-                return Refused::Unavailable(unauthorized(
-                    "could not be connected: authorization required (HTTP 401): give its \
-                     definition an `authorization` (bearer, oauth or client-credentials), or \
-                     check the credentials it has"
-                        .into(),
-                ));
-            };
-            let attempt = super::oauth::Attempt {
-                vault: &options.oauth,
-                workspace,
-                alias,
-                server_url: &server_url,
-                definition: Arc::new(definition.clone()),
-                authorization: oauth,
-                challenge: Some(&challenge),
-            };
-            let begun = match options.oauth.take_device_request(workspace, alias) {
-                Some(scope) => match options.http_client() {
-                    Ok(http) => super::oauth::begin_device(attempt, scope, http).await,
-                    Err(detail) => Err(detail),
-                },
-                None => super::oauth::begin(attempt).await,
-            };
-            match begun {
-                Ok(()) => {
-                    options.oauth.forget_authorized(workspace, alias);
-                    Refused::AuthorizationRequired {
-                        problem: Problem::authorization_required(alias),
-                        pending: options.oauth.pending(workspace, alias),
-                    }
-                }
-                Err(detail) => Refused::Unavailable(authorization_failed(format!(
-                    "could not be authorized: {detail}"
-                ))),
-            }
-        }
+    let server = auth::Server {
+        vault: &options.oauth,
+        workspace,
+        alias,
+        label: &label,
+        url: &url,
+        definition,
+        authorization: authorization.as_ref(),
+        http: &|| options.http_client(),
     };
-    if let Some(challenge) = carried.filter(|_| interactive.is_some()) {
-        return Err(reauthorize(challenge).await);
+    if let Target::Http { oauth, grant, .. } = &mut target {
+        let credentials = server.authorize().await?;
+        *oauth = credentials.client;
+        *grant = credentials.grant;
+    }
+    if let Some(challenge) = carried.filter(|_| server.interactive()) {
+        return Err(server.reauthorize(challenge).await.into());
     }
     let connection = match connect(alias, &target, options, on_update).await {
         Ok(connection) => connection,
         Err(ConnectError::AuthRequired(challenge)) => {
-            return Err(match &authorization {
-                Some(PreparedAuthorization::ClientCredentials { client_id, .. }) => {
-                    Refused::Unavailable(Problem {
-                        status: 502,
-                        kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
-                        detail: format!(
-                            "server \"{alias}\" (http) refused the token the client-credentials \
-                         grant of client \"{client_id}\" gave: check the client's scope and \
-                         the server's audience"
-                        ),
-                        retryable: false,
-                    })
-                }
-                Some(PreparedAuthorization::WorkloadIdentity { .. }) => {
-                    Refused::Unavailable(Problem {
-                        status: 502,
-                        kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
-                        detail: format!(
-                            "server \"{alias}\" (http) refused the token its workload-identity \
-                         grant gave, even after a new grant: check the scope and the server's \
-                         audience"
-                        ),
-                        retryable: false,
-                    })
-                }
-                // No token, or one refused even after rmcp's silent refresh: a new
-                // authorization, replacing any pending one.
-                _ => reauthorize(challenge).await,
-            });
+            return Err(server.refused(challenge).await.into());
         }
-        Err(error) => return Err(unavailable(format!("could not be connected: {error}")).into()),
+        Err(error) => return Err(unavailable(format!("could not be connected: {error}"))),
+    };
+    list(connection, &server, options.close_grace, request_timeout).await
+}
+
+/// Lists every family on a new connection and applies the tool policy. A failure closes
+/// the connection in the background; a listing refused with a challenge authorizes again.
+async fn list(
+    connection: Connection,
+    server: &auth::Server<'_>,
+    close_grace: Duration,
+    request_timeout: Duration,
+) -> Result<Box<Opened>, Refused> {
+    let (alias, label, definition) = (server.alias, server.label, server.definition);
+    // A listing the host itself ended (the server flooded it, or sent a message over the
+    // bound) failed for that reason, whatever the list call saw after; each failure's
+    // Problem kind says what failed (the EXEC bridge reports it by kind).
+    let not_listed = |cut: Option<String>, detail: String| -> Refused {
+        match cut {
+            Some(cut) => Problem::server_unavailable(format!("{label} could not be listed: {cut}")),
+            None => Problem::list_failed(format!("{label} could not be listed: {detail}")),
+        }
+        .into()
     };
     let lister = connection.lister();
     let (listed, ttl) = match lister.list_tools(request_timeout).await {
@@ -260,9 +194,9 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         Err(detail) => {
             let challenge = connection.take_challenge();
             let cut = connection.cut_reason();
-            connection.close_in_background(options.close_grace);
-            if let Some(challenge) = challenge.filter(|_| interactive.is_some()) {
-                return Err(reauthorize(challenge).await);
+            connection.close_in_background(close_grace);
+            if let Some(challenge) = challenge.filter(|_| server.interactive()) {
+                return Err(server.reauthorize(challenge).await.into());
             }
             return Err(not_listed(cut, detail));
         }
@@ -270,7 +204,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
     let tools = match super::apply_policy(alias, listed, definition.tools(), definition.read()) {
         Ok(tools) => tools,
         Err(detail) => {
-            connection.close_in_background(options.close_grace);
+            connection.close_in_background(close_grace);
             return Err(Problem::server_unavailable(detail).into());
         }
     };
@@ -278,7 +212,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         Ok(listed) => listed,
         Err(detail) => {
             let cut = connection.cut_reason();
-            connection.close_in_background(options.close_grace);
+            connection.close_in_background(close_grace);
             return Err(not_listed(cut, detail));
         }
     };

@@ -34,7 +34,7 @@ use rmcp::transport::auth::{
     OAuthHttpRequest,
 };
 
-use super::address::AddressRule;
+use crate::protocol::address::AddressRule;
 
 /// The only proof algorithm the host signs with.
 const ALG: &str = "ES256";
@@ -445,15 +445,16 @@ impl OAuthHttp {
             let status = response.status();
             let headers = response.headers().clone();
             let version = response.version();
-            let answer = match super::http::read_bounded(response, MAX_ANSWER_BYTES).await {
+            let answer = match crate::protocol::http::read_bounded(response, MAX_ANSWER_BYTES).await
+            {
                 Ok(answer) => answer,
-                Err(super::http::Bounded::TooLarge) => {
+                Err(crate::protocol::http::Bounded::TooLarge) => {
                     return Err(format!(
                         "an OAuth answer was longer than {MAX_ANSWER_BYTES} bytes"
                     )
                     .into());
                 }
-                Err(super::http::Bounded::Failed(error)) => return Err(error.into()),
+                Err(crate::protocol::http::Bounded::Failed(error)) => return Err(error.into()),
             };
             let json = || serde_json::from_slice::<serde_json::Value>(&answer).ok();
             if status.is_success()
