@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use super::HostConfig;
 use super::authorization::Authorization;
-use super::definition::{
-    Checker, DefinitionParts, HttpDefinition, ServerDefinition, SettingNames, StdioDefinition,
-    Transport, check_alias, check_name_list, target_fault,
-};
+use super::check::{Checker, SettingNames, check_alias, check_name_list, target_fault};
+use super::definition::{DefinitionParts, ServerDefinition};
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
@@ -20,6 +18,7 @@ use super::keys::{
 use super::literal::literal_authorization;
 use super::target;
 use super::target::TransportKind;
+use super::transport::{HttpDefinition, StdioDefinition, Transport};
 use super::wire::McpAuthorization;
 
 /// The companion variables found for one declared server.

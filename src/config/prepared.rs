@@ -7,13 +7,15 @@ use std::path::PathBuf;
 use super::authorization::{
     Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization, WorkloadIdentity,
 };
-use super::definition::{RedactedValues, ServerDefinition, SettingNames, Transport};
+use super::check::SettingNames;
+use super::definition::ServerDefinition;
 use super::environment::Environment;
 use super::error::ConfigError;
 use super::keys::Suffix;
 use super::literal::is_credential_name;
 use super::secret::Bare;
 use super::target;
+use super::transport::{RedactedValues, Transport};
 
 /// A server definition expanded against an environment, ready to connect.
 ///
