@@ -521,17 +521,14 @@ fn load_server(
             headers: headers.unwrap_or_default(),
         })),
         None => {
-            // The transport is unknown, so check each companion on its own.
-            checker.args(args.as_deref().unwrap_or_default());
-            if let Some(cwd) = &cwd {
-                checker.cwd(cwd);
-            }
-            checker.env(&vars.unwrap_or_default());
-            let headers = headers.unwrap_or_default();
-            checker.headers(&headers);
-            if let Some(authorization) = &authorization {
-                checker.authorization(authorization, &headers);
-            }
+            let settings = Settings {
+                args: args.as_deref().unwrap_or_default(),
+                cwd: cwd.as_deref(),
+                env: &vars.unwrap_or_default(),
+                headers: &headers.unwrap_or_default(),
+                authorization: authorization.as_ref(),
+            };
+            check_each_setting(&mut checker, &settings);
             None
         }
     };
@@ -553,6 +550,29 @@ fn load_server(
         summary,
         tool_summaries,
     }))
+}
+
+/// A server's settings as read, whatever its transport.
+struct Settings<'a> {
+    args: &'a [String],
+    cwd: Option<&'a str>,
+    env: &'a BTreeMap<String, String>,
+    headers: &'a BTreeMap<String, String>,
+    authorization: Option<&'a Authorization>,
+}
+
+/// The transport is unknown, so each setting is checked on its own: the faults it has
+/// under any transport are still reported, all at once.
+fn check_each_setting(checker: &mut Checker<'_>, settings: &Settings<'_>) {
+    checker.args(settings.args);
+    if let Some(cwd) = settings.cwd {
+        checker.cwd(cwd);
+    }
+    checker.env(settings.env);
+    checker.headers(settings.headers);
+    if let Some(authorization) = settings.authorization {
+        checker.authorization(authorization, settings.headers);
+    }
 }
 
 /// Reads one server's companions, recording their faults.
