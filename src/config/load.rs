@@ -439,13 +439,7 @@ fn load_server(
             None
         }
     };
-    let mut names = SettingNames::written(alias, key);
-    for (suffix, variable) in &companions.by_suffix {
-        names.set_companion(*suffix, variable);
-    }
-    for (tool, variable) in &companions.tool_summaries {
-        names.set_tool_summary(tool, variable);
-    }
+    let mut names = written_names(alias, key, companions);
     let mut reader = Reader {
         env,
         alias,
@@ -463,16 +457,7 @@ fn load_server(
     let tools = reader.array(Suffix::Tools);
     let read = reader.array(Suffix::Read).unwrap_or_default();
     let summary = reader.string(Suffix::Summary);
-    let tool_summaries: BTreeMap<String, String> = companions
-        .tool_summaries
-        .iter()
-        .map(|(tool, variable)| {
-            (
-                tool.clone(),
-                env.get(variable).unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
+    let tool_summaries = tool_summaries(env, companions);
 
     // `_AUTHORIZATION` excludes `_BEARER` (also while its own value is faulty) and names its
     // own fields; its literal credentials were found as it was read.
@@ -550,6 +535,32 @@ fn load_server(
         summary,
         tool_summaries,
     }))
+}
+
+/// How faults name this server's settings: by the variables as the operator wrote them.
+fn written_names(alias: &str, key: &str, companions: &Companions<'_>) -> SettingNames {
+    let mut names = SettingNames::written(alias, key);
+    for (suffix, variable) in &companions.by_suffix {
+        names.set_companion(*suffix, variable);
+    }
+    for (tool, variable) in &companions.tool_summaries {
+        names.set_tool_summary(tool, variable);
+    }
+    names
+}
+
+/// The tool summaries written for this server, by tool.
+fn tool_summaries(env: &Environment, companions: &Companions<'_>) -> BTreeMap<String, String> {
+    companions
+        .tool_summaries
+        .iter()
+        .map(|(tool, variable)| {
+            (
+                tool.clone(),
+                env.get(variable).unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// A server's settings as read, whatever its transport.
