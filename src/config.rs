@@ -135,6 +135,7 @@
 
 mod authorization;
 mod cascade;
+mod check;
 mod definition;
 mod environment;
 mod error;
@@ -154,6 +155,7 @@ mod tests;
 mod tests_authorization;
 #[cfg(test)]
 mod tests_cascade;
+mod transport;
 mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -163,9 +165,7 @@ pub use authorization::{
     Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization, WorkloadIdentity,
 };
 pub use cascade::{Overlay, OverlayServer, OverlaySpecialization, resolve};
-pub use definition::{
-    DefinitionParts, HttpDefinition, ServerDefinition, StdioDefinition, Transport,
-};
+pub use definition::{DefinitionParts, ServerDefinition};
 pub use environment::Environment;
 pub(crate) use environment::{Piece, is_single_reference, pieces};
 pub use error::{ConfigError, ConfigErrors, MAX_QUOTED_NAME, shorten};
@@ -185,6 +185,7 @@ pub(crate) use target::{
     caller_may_set_header, invalid_header_name, is_absolute_http_url, is_reserved_header,
     is_valid_header_value, redact_url,
 };
+pub use transport::{HttpDefinition, StdioDefinition, Transport};
 pub use wire::{
     McpAuthorization, McpHttpDefinition, McpServerDefinition, McpServerOptions, McpStdioDefinition,
 };

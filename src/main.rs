@@ -63,25 +63,7 @@ enum Command {
     /// values); entries that cannot be carried over are reported with the reason. Exits 0
     /// when every entry was imported, 1 when some were skipped or refused, 2 when the file
     /// cannot be read.
-    Import {
-        /// The configuration file.
-        file: std::path::PathBuf,
-        /// Read it as this format instead of detecting it: claude-desktop, cursor, vscode
-        /// or codex.
-        #[arg(long)]
-        format: Option<String>,
-        /// Print what would be imported, and change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// The largest file read, in bytes.
-        #[arg(long, value_name = "BYTES", default_value_t = plurnk_mcp::import::DEFAULT_MAX_FILE_BYTES,
-              value_parser = clap::value_parser!(u64).range(1..))]
-        max_bytes: u64,
-        /// How many entries connect at once.
-        #[arg(long, value_name = "N", default_value_t = plurnk_mcp::import::DEFAULT_CONCURRENCY as u64,
-              value_parser = clap::value_parser!(u64).range(1..=256))]
-        concurrency: u64,
-    },
+    Import(cli::import::ImportArgs),
     /// Enable a server in the workspace (optionally customized).
     Enable {
         /// The alias.
@@ -217,82 +199,10 @@ enum Command {
     /// Serve the workspace's enabled servers as one MCP server: every tool and prompt as
     /// <server>_<name>, resources under their own URIs. Over stdio until stdin closes, or
     /// Streamable HTTP at http://ADDRESS/mcp until a signal.
-    Serve {
-        /// stdio or http.
-        #[arg(long, default_value = "stdio", value_parser = ["stdio", "http"])]
-        transport: String,
-        /// With --transport http: the address to listen on (loopback unless told otherwise;
-        /// port 0 picks a free port). The URL is printed to stderr.
-        #[arg(long, default_value = "127.0.0.1:0")]
-        listen: std::net::SocketAddr,
-        /// Serve the workspace's one enabled server with its names as they are.
-        #[arg(long)]
-        unprefixed: bool,
-        /// HTTP: every request must carry `Authorization: Bearer <the value of this
-        /// variable>`; required to listen anywhere but loopback.
-        #[arg(long, value_name = "NAME")]
-        bearer_env: Option<String>,
-        /// HTTP: a Host name accepted besides localhost, 127.0.0.1 and ::1 (repeatable).
-        #[arg(long = "allow-host", value_name = "HOST")]
-        allowed_hosts: Vec<String>,
-        /// HTTP: a browser Origin accepted besides the loopback ones, as
-        /// scheme://host:port or scheme://host:* (repeatable).
-        #[arg(long = "allow-origin", value_name = "ORIGIN")]
-        allowed_origins: Vec<String>,
-        #[command(flatten)]
-        limits: cli::ServeLimits,
-    },
+    Serve(cli::serve::ServeCommand),
     /// Serve the fixture MCP server (used by the demo and the tests).
     #[command(hide = true)]
-    Fixture {
-        /// Be a legacy-only peer (answers server/discover with method-not-found).
-        #[arg(long)]
-        legacy: bool,
-        /// Serve the conformance fixture instead: the catalog the MCP conformance suite's
-        /// server scenarios call (only --http applies).
-        #[arg(long)]
-        conformance: bool,
-        /// The server name.
-        #[arg(long, default_value = "fixture")]
-        name: String,
-        /// Serve Streamable HTTP on this address instead of stdio.
-        #[arg(long)]
-        http: Option<std::net::SocketAddr>,
-        /// HTTP: require `Authorization: Bearer <TOKEN>`.
-        #[arg(long)]
-        bearer: Option<String>,
-        /// How tools/list pages: single, one-per-page, repeat-cursor, endless.
-        #[arg(long, default_value = "single")]
-        paging: String,
-        /// The ttlMs every tools/list page carries.
-        #[arg(long)]
-        list_ttl_ms: Option<u64>,
-        /// The ttlMs every page of resources/list, resources/templates/list and prompts/list
-        /// carries.
-        #[arg(long)]
-        catalog_ttl_ms: Option<u64>,
-        /// The ttlMs of the server/discover answer (whose instructions then count answers).
-        #[arg(long)]
-        discover_ttl_ms: Option<u64>,
-        /// Report to the test probe at this address (127.0.0.1:PORT); enables `gate`.
-        #[arg(long)]
-        probe: Option<String>,
-        /// With --probe: hold every tools/list page until the probe releases it.
-        #[arg(long)]
-        hold_lists: bool,
-        /// Offer tools only (no resources, no prompts).
-        #[arg(long)]
-        tools_only: bool,
-        /// Offer completions (answered empty).
-        #[arg(long)]
-        completions: bool,
-        /// Be a hostile stdio server instead: notify-flood, ping-flood, no-read,
-        /// stderr-flood, stderr-binary, many-tools, heavy-pages, huge-message, slow-pages,
-        /// immortal or escape. With --http, a hostile HTTP server: notify-flood,
-        /// huge-message, huge-event or stall.
-        #[arg(long)]
-        hostile: Option<String>,
-    },
+    Fixture(cli::fixture::FixtureArgs),
 }
 
 #[derive(Subcommand)]
@@ -352,7 +262,9 @@ fn main() -> ExitCode {
 async fn run(command: Command, global: &cli::Global) -> ExitCode {
     {
         match command {
-            Command::List { json } => cli::action(global, cli::Action::List, json).await,
+            Command::List { json } => {
+                cli::action::action(global, cli::action::Action::List, json).await
+            }
             Command::Add {
                 alias,
                 target,
@@ -360,13 +272,13 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 options,
                 json,
             } => {
-                let action = cli::Action::Add {
+                let action = cli::action::Action::Add {
                     alias,
                     target: target.unwrap_or_default(),
                     source,
                     options,
                 };
-                cli::action(global, action, json).await
+                cli::action::action(global, action, json).await
             }
             Command::Enable {
                 alias,
@@ -374,147 +286,54 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 overlay,
                 json,
             } => {
-                let action = cli::Action::Enable {
+                let action = cli::action::Action::Enable {
                     alias,
                     options,
                     overlay,
                 };
-                cli::action(global, action, json).await
+                cli::action::action(global, action, json).await
             }
-            Command::Import {
-                file,
-                format,
-                dry_run,
-                max_bytes,
-                concurrency,
-            } => {
-                let bounds = cli::ImportBounds {
-                    max_bytes,
-                    concurrency: usize::try_from(concurrency).unwrap_or(1),
-                };
-                cli::import(global, &file, format.as_deref(), dry_run, bounds).await
-            }
+            Command::Import(args) => args.run(global).await,
             Command::Disable { alias, json } => {
-                cli::action(global, cli::Action::Disable { alias }, json).await
+                cli::action::action(global, cli::action::Action::Disable { alias }, json).await
             }
             Command::Remove { alias, json } => {
-                cli::action(global, cli::Action::Remove { alias }, json).await
+                cli::action::action(global, cli::action::Action::Remove { alias }, json).await
             }
             Command::Demo => cli::demo::run().await,
-            Command::Status { json } => cli::status(global, json).await,
+            Command::Status { json } => cli::inspect::status(global, json).await,
             Command::Auth {
                 server,
                 device,
                 scope,
                 json,
-            } => cli::auth(global, &server, device, scope.as_deref(), json).await,
-            Command::Tools { server, json } => cli::tools(global, &server, json).await,
-            Command::Resources { server, json } => cli::resources(global, &server, json).await,
-            Command::Read { server, uri } => cli::read(global, &server, &uri).await,
-            Command::Prompts { server, json } => cli::prompts(global, &server, json).await,
-            Command::Docs { server, tool } => cli::docs(global, &server, tool.as_deref()).await,
-            Command::Survey => cli::survey(global).await,
+            } => cli::auth::auth(global, &server, device, scope.as_deref(), json).await,
+            Command::Tools { server, json } => cli::inspect::tools(global, &server, json).await,
+            Command::Resources { server, json } => {
+                cli::inspect::resources(global, &server, json).await
+            }
+            Command::Read { server, uri } => cli::inspect::read(global, &server, &uri).await,
+            Command::Prompts { server, json } => cli::inspect::prompts(global, &server, json).await,
+            Command::Docs { server, tool } => {
+                cli::inspect::docs(global, &server, tool.as_deref()).await
+            }
+            Command::Survey => cli::inspect::survey(global).await,
             Command::Prompt {
                 server,
                 name,
                 arguments,
-            } => cli::prompt(global, &server, &name, arguments.as_deref()).await,
+            } => cli::inspect::prompt(global, &server, &name, arguments.as_deref()).await,
             Command::Call {
                 server,
                 tool,
                 arguments,
-            } => cli::call(global, &server, &tool, arguments.as_deref()).await,
-            Command::Exec { op } => cli::exec(global, &op).await,
+            } => cli::call::call(global, &server, &tool, arguments.as_deref()).await,
+            Command::Exec { op } => cli::call::exec(global, &op).await,
             Command::Source {
                 command: SourceCommand::Check { json },
-            } => cli::source_check(global, json).await,
-            Command::Serve {
-                transport,
-                listen,
-                unprefixed,
-                bearer_env,
-                allowed_hosts,
-                allowed_origins,
-                limits,
-            } => {
-                let args = cli::ServeArgs {
-                    http: (transport == "http").then_some(listen),
-                    unprefixed,
-                    bearer_env,
-                    allowed_hosts,
-                    allowed_origins,
-                    limits,
-                };
-                cli::serve(global, args).await
-            }
-            Command::Fixture {
-                legacy,
-                conformance,
-                name,
-                http,
-                bearer,
-                paging,
-                list_ttl_ms,
-                catalog_ttl_ms,
-                discover_ttl_ms,
-                probe,
-                hold_lists,
-                tools_only,
-                completions,
-                hostile,
-            } => {
-                if conformance {
-                    return cli::conformance_fixture(http).await;
-                }
-                if let (Some(name), Some(address)) = (&hostile, http) {
-                    let Some(mode) = plurnk_mcp_fixture::hostile_http::HttpMode::parse(name) else {
-                        eprintln!(
-                            "plurnk-mcp fixture: unknown --hostile {name:?} over HTTP: use notify-flood, huge-message, huge-event or stall"
-                        );
-                        return ExitCode::from(2);
-                    };
-                    return cli::hostile_http(mode, address);
-                }
-                if let Some(name) = hostile {
-                    let Some(mode) = plurnk_mcp_fixture::hostile::Mode::parse(&name) else {
-                        eprintln!("plurnk-mcp fixture: unknown --hostile {name:?}");
-                        return ExitCode::from(2);
-                    };
-                    return match plurnk_mcp_fixture::hostile::run(mode) {
-                        Ok(()) => ExitCode::SUCCESS,
-                        Err(error) => {
-                            eprintln!("plurnk-mcp fixture: {error}");
-                            ExitCode::FAILURE
-                        }
-                    };
-                }
-                let paging = match paging.as_str() {
-                    "single" => plurnk_mcp_fixture::Paging::Single,
-                    "one-per-page" => plurnk_mcp_fixture::Paging::OnePerPage,
-                    "repeat-cursor" => plurnk_mcp_fixture::Paging::RepeatCursor,
-                    "endless" => plurnk_mcp_fixture::Paging::Endless,
-                    other => {
-                        eprintln!(
-                            "plurnk-mcp fixture: unknown --paging {other:?}: use single, one-per-page, repeat-cursor or endless"
-                        );
-                        return ExitCode::from(2);
-                    }
-                };
-                let options = plurnk_mcp_fixture::FixtureOptions {
-                    legacy,
-                    name,
-                    bearer,
-                    paging,
-                    list_ttl_ms,
-                    catalog_ttl_ms,
-                    discover_ttl_ms,
-                    probe,
-                    hold_lists,
-                    tools_only,
-                    completions,
-                };
-                cli::fixture(options, http).await
-            }
+            } => cli::source::source_check(global, json).await,
+            Command::Serve(args) => args.run(global).await,
+            Command::Fixture(args) => args.run().await,
         }
     }
 }

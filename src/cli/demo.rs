@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use plurnk_mcp_fixture::probe::Probe;
 
-use super::{eventually, status_table};
+use super::eventually;
+use super::inspect::status_table;
 
 /// A guard on waits that normally end in milliseconds.
 const BOUND: Duration = Duration::from_secs(20);

@@ -19,10 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::authorization::Authorization;
-use super::definition::{
-    Checker, DefinitionParts, RedactedValues, ServerDefinition, SettingNames, Transport,
-    check_alias, check_name_list,
-};
+use super::check::{Checker, SettingNames, check_alias, check_name_list};
+use super::definition::{DefinitionParts, ServerDefinition};
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
@@ -30,6 +28,7 @@ use super::keys::{PREFIX, RESERVED_ALIASES, Suffix, target_variable, tool_summar
 use super::literal::literal_authorization;
 use super::load;
 use super::target::TransportKind;
+use super::transport::{RedactedValues, Transport};
 use super::wire::{McpAuthorization, McpServerOptions, OPTIONS};
 
 /// One field a layer sets, with the name faults give it.

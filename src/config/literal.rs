@@ -29,9 +29,10 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::definition::{ServerDefinition, Transport};
+use super::definition::ServerDefinition;
 use super::environment::is_single_reference;
 use super::error::ConfigError;
+use super::transport::Transport;
 use super::wire::McpServerDefinition;
 
 /// The fields that carry a credential and nothing else: each must be exactly one `${NAME}`

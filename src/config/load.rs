@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use super::HostConfig;
 use super::authorization::Authorization;
-use super::definition::{
-    Checker, DefinitionParts, HttpDefinition, ServerDefinition, SettingNames, StdioDefinition,
-    Transport, check_alias, check_name_list, target_fault,
-};
+use super::check::{Checker, SettingNames, check_alias, check_name_list, target_fault};
+use super::definition::{DefinitionParts, ServerDefinition};
 use super::environment::Environment;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
@@ -20,6 +18,7 @@ use super::keys::{
 use super::literal::literal_authorization;
 use super::target;
 use super::target::TransportKind;
+use super::transport::{HttpDefinition, StdioDefinition, Transport};
 use super::wire::McpAuthorization;
 
 /// The companion variables found for one declared server.
@@ -440,13 +439,7 @@ fn load_server(
             None
         }
     };
-    let mut names = SettingNames::written(alias, key);
-    for (suffix, variable) in &companions.by_suffix {
-        names.set_companion(*suffix, variable);
-    }
-    for (tool, variable) in &companions.tool_summaries {
-        names.set_tool_summary(tool, variable);
-    }
+    let mut names = written_names(alias, key, companions);
     let mut reader = Reader {
         env,
         alias,
@@ -464,16 +457,7 @@ fn load_server(
     let tools = reader.array(Suffix::Tools);
     let read = reader.array(Suffix::Read).unwrap_or_default();
     let summary = reader.string(Suffix::Summary);
-    let tool_summaries: BTreeMap<String, String> = companions
-        .tool_summaries
-        .iter()
-        .map(|(tool, variable)| {
-            (
-                tool.clone(),
-                env.get(variable).unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
+    let tool_summaries = tool_summaries(env, companions);
 
     // `_AUTHORIZATION` excludes `_BEARER` (also while its own value is faulty) and names its
     // own fields; its literal credentials were found as it was read.
@@ -522,17 +506,14 @@ fn load_server(
             headers: headers.unwrap_or_default(),
         })),
         None => {
-            // The transport is unknown, so check each companion on its own.
-            checker.args(args.as_deref().unwrap_or_default());
-            if let Some(cwd) = &cwd {
-                checker.cwd(cwd);
-            }
-            checker.env(&vars.unwrap_or_default());
-            let headers = headers.unwrap_or_default();
-            checker.headers(&headers);
-            if let Some(authorization) = &authorization {
-                checker.authorization(authorization, &headers);
-            }
+            let settings = Settings {
+                args: args.as_deref().unwrap_or_default(),
+                cwd: cwd.as_deref(),
+                env: &vars.unwrap_or_default(),
+                headers: &headers.unwrap_or_default(),
+                authorization: authorization.as_ref(),
+            };
+            check_each_setting(&mut checker, &settings);
             None
         }
     };
@@ -554,6 +535,55 @@ fn load_server(
         summary,
         tool_summaries,
     }))
+}
+
+/// How faults name this server's settings: by the variables as the operator wrote them.
+fn written_names(alias: &str, key: &str, companions: &Companions<'_>) -> SettingNames {
+    let mut names = SettingNames::written(alias, key);
+    for (suffix, variable) in &companions.by_suffix {
+        names.set_companion(*suffix, variable);
+    }
+    for (tool, variable) in &companions.tool_summaries {
+        names.set_tool_summary(tool, variable);
+    }
+    names
+}
+
+/// The tool summaries written for this server, by tool.
+fn tool_summaries(env: &Environment, companions: &Companions<'_>) -> BTreeMap<String, String> {
+    companions
+        .tool_summaries
+        .iter()
+        .map(|(tool, variable)| {
+            (
+                tool.clone(),
+                env.get(variable).unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A server's settings as read, whatever its transport.
+struct Settings<'a> {
+    args: &'a [String],
+    cwd: Option<&'a str>,
+    env: &'a BTreeMap<String, String>,
+    headers: &'a BTreeMap<String, String>,
+    authorization: Option<&'a Authorization>,
+}
+
+/// The transport is unknown, so each setting is checked on its own: the faults it has
+/// under any transport are still reported, all at once.
+fn check_each_setting(checker: &mut Checker<'_>, settings: &Settings<'_>) {
+    checker.args(settings.args);
+    if let Some(cwd) = settings.cwd {
+        checker.cwd(cwd);
+    }
+    checker.env(settings.env);
+    checker.headers(settings.headers);
+    if let Some(authorization) = settings.authorization {
+        checker.authorization(authorization, settings.headers);
+    }
 }
 
 /// Reads one server's companions, recording their faults.

@@ -7,13 +7,17 @@ use std::path::PathBuf;
 use super::authorization::{
     Authorization, ClientCredentials, OAuthAuthorization, PreparedAuthorization, WorkloadIdentity,
 };
-use super::definition::{RedactedValues, ServerDefinition, SettingNames, Transport};
+use super::check::SettingNames;
+use super::definition::ServerDefinition;
 use super::environment::Environment;
 use super::error::ConfigError;
 use super::keys::Suffix;
 use super::literal::is_credential_name;
 use super::secret::Bare;
 use super::target;
+use super::transport::{
+    HttpDefinition, RedactedValues, SourceDefinition, StdioDefinition, Transport,
+};
 
 /// A server definition expanded against an environment, ready to connect.
 ///
@@ -94,136 +98,17 @@ impl ServerDefinition {
     /// value that gained a line break.
     pub fn prepare(&self, env: &Environment) -> Result<PreparedServer, ConfigError> {
         let names = SettingNames::canonical(self.alias());
-        let mut authorization = None;
         let mut secrets = Secrets::new(env);
+        let mut authorization = None;
         let transport = match self.transport() {
-            Transport::Stdio(stdio) => {
-                let command = non_empty(env, names.target(), &stdio.command)?;
-                let args_variable = names.companion(Suffix::Args);
-                let args = stdio
-                    .args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, arg)| {
-                        secrets.referenced(arg);
-                        env.expand_setting(&format!("{args_variable} element {}", i + 1), arg)
-                    })
-                    .collect::<Result<_, _>>()?;
-                let cwd = stdio
-                    .cwd
-                    .as_deref()
-                    .map(|cwd| non_empty(env, &names.companion(Suffix::Cwd), cwd))
-                    .transpose()?
-                    .map(PathBuf::from);
-                let env_variable = names.companion(Suffix::Env);
-                let vars = stdio
-                    .env
-                    .iter()
-                    .map(|(name, value)| {
-                        let variable = format!("{env_variable} entry {name:?}");
-                        let expanded = env.expand_setting(&variable, value)?;
-                        secrets.referenced(value);
-                        secrets.named(name, &expanded);
-                        Ok((name.clone(), expanded))
-                    })
-                    .collect::<Result<_, ConfigError>>()?;
-                PreparedTransport::Stdio {
-                    command,
-                    args,
-                    cwd,
-                    env: vars,
-                }
-            }
+            Transport::Stdio(stdio) => prepare_stdio(stdio, &names, env, &mut secrets)?,
             Transport::Http(http) => {
-                let url = non_empty(env, names.target(), &http.url)?;
-                secrets.referenced(&http.url);
-                secrets.url(&url);
-                if !target::is_absolute_http_url(&url) {
-                    return Err(ConfigError::NotAbsoluteUrl {
-                        variable: names.target().to_owned(),
-                    });
-                }
-                let headers_variable = names.companion(Suffix::Headers);
-                let mut headers = http
-                    .headers
-                    .iter()
-                    .map(|(name, value)| {
-                        let variable = format!("{headers_variable} entry {name:?}");
-                        secrets.referenced(value);
-                        let value = env.expand_setting(&variable, value)?;
-                        secrets.named(name, &value);
-                        header_value(&headers_variable, name, value)
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                match &http.authorization {
-                    None => {}
-                    Some(Authorization::Bearer { token }) => {
-                        let variable = names.companion(Suffix::Bearer);
-                        let token = non_empty(env, &variable, token.unexpanded())?;
-                        secrets.value(&token);
-                        headers.push(header_value(
-                            &variable,
-                            "Authorization",
-                            format!("Bearer {token}"),
-                        )?);
-                    }
-                    Some(other @ Authorization::OAuth(oauth)) => {
-                        let variable = names.authorization_field(other, "clientSecret");
-                        let prepared = prepare_oauth(env, &variable, oauth)?;
-                        if let PreparedAuthorization::OAuth {
-                            client_secret: Some(secret),
-                            ..
-                        } = &prepared
-                        {
-                            secrets.value(secret);
-                        }
-                        authorization = Some(prepared);
-                    }
-                    Some(other @ Authorization::ClientCredentials(grant)) => {
-                        let variable = names.authorization_field(other, "clientSecret");
-                        let prepared = prepare_client_credentials(env, &variable, grant)?;
-                        if let PreparedAuthorization::ClientCredentials { client_secret, .. } =
-                            &prepared
-                        {
-                            secrets.value(client_secret);
-                        }
-                        authorization = Some(prepared);
-                    }
-                    Some(other @ Authorization::WorkloadIdentity(grant)) => {
-                        let variable = names.authorization_field(other, "assertion");
-                        let prepared = prepare_workload_identity(env, &variable, grant)?;
-                        if let PreparedAuthorization::WorkloadIdentity { assertion, .. } = &prepared
-                        {
-                            secrets.value(assertion);
-                        }
-                        authorization = Some(prepared);
-                    }
-                }
-                PreparedTransport::Http { url, headers }
+                let (transport, prepared) = prepare_http(http, &names, env, &mut secrets)?;
+                authorization = prepared;
+                transport
             }
             Transport::InProcess => PreparedTransport::InProcess,
-            Transport::Source(source) => {
-                let mut declaration = (*source.declaration).clone();
-                let mut fault = None;
-                super::each_string_mut(&mut declaration, &mut |path, text| {
-                    if fault.is_some() || !text.contains("${") {
-                        return;
-                    }
-                    secrets.referenced(text);
-                    match env.expand_setting(&format!("{}: {path}", source.origin), text) {
-                        Ok(expanded) => *text = expanded,
-                        Err(error) => fault = Some(error),
-                    }
-                });
-                if let Some(fault) = fault {
-                    return Err(fault);
-                }
-                PreparedTransport::Source {
-                    kind: source.kind,
-                    declaration,
-                    origin: source.origin.clone(),
-                }
-            }
+            Transport::Source(source) => prepare_source(source, env, &mut secrets)?,
         };
         let summary = self
             .summary()
@@ -252,6 +137,169 @@ impl ServerDefinition {
             secrets: secrets.into_values(),
         })
     }
+}
+
+/// A stdio server's command, arguments, working directory and environment, expanded.
+fn prepare_stdio(
+    stdio: &StdioDefinition,
+    names: &SettingNames,
+    env: &Environment,
+    secrets: &mut Secrets<'_>,
+) -> Result<PreparedTransport, ConfigError> {
+    let command = non_empty(env, names.target(), &stdio.command)?;
+    let args_variable = names.companion(Suffix::Args);
+    let args = stdio
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            secrets.referenced(arg);
+            env.expand_setting(&format!("{args_variable} element {}", i + 1), arg)
+        })
+        .collect::<Result<_, _>>()?;
+    let cwd = stdio
+        .cwd
+        .as_deref()
+        .map(|cwd| non_empty(env, &names.companion(Suffix::Cwd), cwd))
+        .transpose()?
+        .map(PathBuf::from);
+    let env_variable = names.companion(Suffix::Env);
+    let vars = stdio
+        .env
+        .iter()
+        .map(|(name, value)| {
+            let variable = format!("{env_variable} entry {name:?}");
+            let expanded = env.expand_setting(&variable, value)?;
+            secrets.referenced(value);
+            secrets.named(name, &expanded);
+            Ok((name.clone(), expanded))
+        })
+        .collect::<Result<_, ConfigError>>()?;
+    Ok(PreparedTransport::Stdio {
+        command,
+        args,
+        cwd,
+        env: vars,
+    })
+}
+
+/// An HTTP server's URL (still absolute once expanded) and headers, with its
+/// authorization prepared: a bearer token becomes one more header.
+fn prepare_http(
+    http: &HttpDefinition,
+    names: &SettingNames,
+    env: &Environment,
+    secrets: &mut Secrets<'_>,
+) -> Result<(PreparedTransport, Option<PreparedAuthorization>), ConfigError> {
+    let url = non_empty(env, names.target(), &http.url)?;
+    secrets.referenced(&http.url);
+    secrets.url(&url);
+    if !target::is_absolute_http_url(&url) {
+        return Err(ConfigError::NotAbsoluteUrl {
+            variable: names.target().to_owned(),
+        });
+    }
+    let headers_variable = names.companion(Suffix::Headers);
+    let mut headers = http
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let variable = format!("{headers_variable} entry {name:?}");
+            secrets.referenced(value);
+            let value = env.expand_setting(&variable, value)?;
+            secrets.named(name, &value);
+            header_value(&headers_variable, name, value)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let authorization = prepare_authorization(
+        http.authorization.as_ref(),
+        names,
+        env,
+        secrets,
+        &mut headers,
+    )?;
+    Ok((PreparedTransport::Http { url, headers }, authorization))
+}
+
+/// The authorization's secrets expanded: a bearer token pushed onto `headers`, any other
+/// kind prepared for the OAuth client.
+fn prepare_authorization(
+    authorization: Option<&Authorization>,
+    names: &SettingNames,
+    env: &Environment,
+    secrets: &mut Secrets<'_>,
+    headers: &mut Vec<(String, String)>,
+) -> Result<Option<PreparedAuthorization>, ConfigError> {
+    Ok(match authorization {
+        None => None,
+        Some(Authorization::Bearer { token }) => {
+            let variable = names.companion(Suffix::Bearer);
+            let token = non_empty(env, &variable, token.unexpanded())?;
+            secrets.value(&token);
+            headers.push(header_value(
+                &variable,
+                "Authorization",
+                format!("Bearer {token}"),
+            )?);
+            None
+        }
+        Some(other @ Authorization::OAuth(oauth)) => {
+            let variable = names.authorization_field(other, "clientSecret");
+            let prepared = prepare_oauth(env, &variable, oauth)?;
+            if let PreparedAuthorization::OAuth {
+                client_secret: Some(secret),
+                ..
+            } = &prepared
+            {
+                secrets.value(secret);
+            }
+            Some(prepared)
+        }
+        Some(other @ Authorization::ClientCredentials(grant)) => {
+            let variable = names.authorization_field(other, "clientSecret");
+            let prepared = prepare_client_credentials(env, &variable, grant)?;
+            if let PreparedAuthorization::ClientCredentials { client_secret, .. } = &prepared {
+                secrets.value(client_secret);
+            }
+            Some(prepared)
+        }
+        Some(other @ Authorization::WorkloadIdentity(grant)) => {
+            let variable = names.authorization_field(other, "assertion");
+            let prepared = prepare_workload_identity(env, &variable, grant)?;
+            if let PreparedAuthorization::WorkloadIdentity { assertion, .. } = &prepared {
+                secrets.value(assertion);
+            }
+            Some(prepared)
+        }
+    })
+}
+
+/// A tool source's declaration with every reference in its strings expanded.
+fn prepare_source(
+    source: &SourceDefinition,
+    env: &Environment,
+    secrets: &mut Secrets<'_>,
+) -> Result<PreparedTransport, ConfigError> {
+    let mut declaration = (*source.declaration).clone();
+    let mut fault = None;
+    super::each_string_mut(&mut declaration, &mut |path, text| {
+        if fault.is_some() || !text.contains("${") {
+            return;
+        }
+        secrets.referenced(text);
+        match env.expand_setting(&format!("{}: {path}", source.origin), text) {
+            Ok(expanded) => *text = expanded,
+            Err(error) => fault = Some(error),
+        }
+    });
+    if let Some(fault) = fault {
+        return Err(fault);
+    }
+    Ok(PreparedTransport::Source {
+        kind: source.kind,
+        declaration,
+        origin: source.origin.clone(),
+    })
 }
 
 /// Collects the values [`PreparedServer::secrets`] lists while a definition is prepared.

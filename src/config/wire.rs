@@ -22,10 +22,8 @@ use serde_json::Value;
 use super::authorization::{
     Authorization, ClientCredentials, OAuthAuthorization, WorkloadIdentity,
 };
-use super::definition::{
-    DefinitionParts, HttpDefinition, RedactedValues, ServerDefinition, SettingNames,
-    StdioDefinition, Transport,
-};
+use super::check::SettingNames;
+use super::definition::{DefinitionParts, ServerDefinition};
 use super::environment::is_single_reference;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
@@ -33,6 +31,7 @@ use super::secret::{Bare, Secret};
 use super::shape;
 use super::target;
 use super::target::TransportKind;
+use super::transport::{HttpDefinition, RedactedValues, StdioDefinition, Transport};
 
 /// The normalized, unexpanded MCP server definition: a closed union on `transport`.
 ///
@@ -559,7 +558,7 @@ impl TryFrom<McpServerDefinition> for ServerDefinition {
                 let origin = format!("the {kind} definition \"{}\"", source.name);
                 (
                     source.name,
-                    Transport::Source(super::definition::SourceDefinition {
+                    Transport::Source(super::transport::SourceDefinition {
                         kind,
                         declaration: std::sync::Arc::new(source.declaration),
                         origin,

@@ -1,7 +1,7 @@
 //! The readers against files written from each client's documentation.
 
 use super::*;
-use crate::config::Transport;
+use crate::config::{McpAuthorization, McpServerDefinition, Transport};
 
 /// A literal credential that must leave the plan only as a `${NAME}` reference.
 const SECRET: &str = "ghp_SeNtInEl4d8f2a";

@@ -1,0 +1,188 @@
+//! The workspace actions: `list`, `add`, `enable`, `disable` and `remove`.
+
+use std::process::ExitCode;
+
+use super::auth::authorized_interactively;
+use super::{Global, fail, finish, print_json, print_summaries, start};
+
+/// A workspace action as a user runs it: what changed, or the Problem and exit 2.
+pub(crate) enum Action {
+    List,
+    Add {
+        alias: String,
+        target: String,
+        /// A tool source's declaration file, instead of a target.
+        source: Option<std::path::PathBuf>,
+        options: Option<String>,
+    },
+    Enable {
+        alias: String,
+        options: Option<String>,
+        overlay: Option<String>,
+    },
+    Disable {
+        alias: String,
+    },
+    Remove {
+        alias: String,
+    },
+}
+
+/// The definition of tool source `alias` from its declaration `file`; the message names the
+/// file, the field and the fix.
+fn source_definition(
+    alias: &str,
+    file: &std::path::Path,
+) -> Result<plurnk_mcp::ServerDefinition, String> {
+    let origin = file.display().to_string();
+    let text = std::fs::read_to_string(file)
+        .map_err(|error| format!("{origin} cannot be read ({error}): name a declaration file"))?;
+    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
+        format!(
+            "{origin}: line {} column {}: not valid JSON: write one JSON object with \"kind\" and the fields of its kind",
+            error.line(),
+            error.column()
+        )
+    })?;
+    let kind = value.get("kind").and_then(serde_json::Value::as_str);
+    let kind = kind
+        .and_then(plurnk_mcp::sources::SourceKind::from_name)
+        .ok_or_else(|| {
+            format!("{origin}: kind: missing or unknown: write \"kind\": \"cli\", \"script\" or \"openapi\"")
+        })?;
+    if let Some(object) = value.as_object_mut() {
+        match object.get("name").and_then(serde_json::Value::as_str) {
+            Some(name) if name != alias => {
+                return Err(format!(
+                    "{origin}: name: declares \"{name}\", but it is being added as \"{alias}\": add it as \"{name}\" or change its name"
+                ));
+            }
+            Some(_) => {}
+            None => {
+                object.insert("name".into(), serde_json::Value::String(alias.to_owned()));
+            }
+        }
+    }
+    plurnk_mcp::sources::definition(alias, kind, value, &origin)
+        .map_err(|errors| format!("tool source \"{alias}\" cannot be added: {errors}"))
+}
+
+fn parse_options(
+    text: Option<&str>,
+) -> Result<Option<plurnk_mcp::config::McpServerOptions>, ExitCode> {
+    match text {
+        None => Ok(None),
+        Some(text) => plurnk_mcp::config::McpServerOptions::from_json(text)
+            .map(Some)
+            .map_err(|errors| fail(format!("--options is not valid: {errors}"))),
+    }
+}
+
+pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
+    // Everything that can be refused before starting the host is refused first.
+    let prepared = match &action {
+        Action::Add {
+            alias,
+            source: Some(file),
+            ..
+        } => match source_definition(alias, file) {
+            Ok(definition) => Some(definition),
+            Err(message) => return fail(message),
+        },
+        Action::Add {
+            alias,
+            target,
+            options,
+            ..
+        } => {
+            let options = match parse_options(options.as_deref()) {
+                Ok(options) => options,
+                Err(code) => return code,
+            };
+            let definition =
+                plurnk_mcp::ServerDefinition::from_target(alias, target).and_then(|definition| {
+                    match &options {
+                        Some(options) => definition.with_options(options),
+                        None => Ok(definition),
+                    }
+                });
+            match definition {
+                Ok(definition) => Some(definition),
+                Err(errors) => {
+                    return fail(format!("server \"{alias}\" cannot be added: {errors}"));
+                }
+            }
+        }
+        _ => None,
+    };
+    let customize = match &action {
+        Action::Enable {
+            alias,
+            options,
+            overlay,
+        } => {
+            let options = match parse_options(options.as_deref()) {
+                Ok(options) => options,
+                Err(code) => return code,
+            };
+            let overlay = match overlay {
+                None => None,
+                Some(text) => {
+                    let map: std::collections::BTreeMap<String, String> = match serde_json::from_str(
+                        text,
+                    ) {
+                        Ok(map) => map,
+                        Err(error) => {
+                            return fail(format!(
+                                "--overlay must be a JSON object of PLURNK_MCP_* variables: {error}"
+                            ));
+                        }
+                    };
+                    match plurnk_mcp::config::Overlay::from_env_map(map) {
+                        Ok(overlay) => overlay.server(alias),
+                        Err(errors) => return fail(format!("--overlay is not valid: {errors}")),
+                    }
+                }
+            };
+            plurnk_mcp::Customize { overlay, options }
+        }
+        _ => plurnk_mcp::Customize::default(),
+    };
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let outcome = match &action {
+        Action::List => Ok(None),
+        // A server that needs a person's OAuth authorization is authorized here and now:
+        // this process is where its tokens live.
+        Action::Add { .. } => match prepared {
+            Some(definition) => match workspace.add(definition).await {
+                Ok(asked) => authorized_interactively(&workspace, asked, json)
+                    .await
+                    .map(|s| Some(s.alias)),
+                Err(problem) => Err(problem),
+            },
+            None => Ok(None),
+        },
+        Action::Enable { alias, .. } => match workspace.enable_with(alias, customize).await {
+            Ok(asked) => authorized_interactively(&workspace, asked, json)
+                .await
+                .map(|s| Some(s.alias)),
+            Err(problem) => Err(problem),
+        },
+        Action::Disable { alias } => workspace.disable(alias).await.map(|s| Some(s.alias)),
+        Action::Remove { alias } => workspace.remove(alias).await.map(|_| None),
+    };
+    let code = match outcome {
+        Ok(alias) => print_summaries(&workspace, alias.as_deref(), json).await,
+        Err(problem) => {
+            if json {
+                let _ = print_json(&problem);
+            }
+            fail(problem)
+        }
+    };
+    finish(&host).await;
+    code
+}

@@ -1,0 +1,73 @@
+//! `plurnk-mcp call` and `plurnk-mcp exec`: one tool call, by name or as an EXEC op.
+
+use std::process::ExitCode;
+
+use super::{Global, arguments, fail, finish, print_json, start};
+use plurnk_mcp::CallOptions;
+
+pub(crate) async fn call(
+    global: &Global,
+    server: &str,
+    tool: &str,
+    arguments: Option<&str>,
+) -> ExitCode {
+    let arguments = match self::arguments(arguments) {
+        Ok(arguments) => arguments,
+        Err(code) => return code,
+    };
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let result = workspace
+        .call_tool(server, tool, arguments, CallOptions::default())
+        .await;
+    let code = match result {
+        Ok(result) => match serde_json::to_string_pretty(&result.result) {
+            Ok(text) => {
+                outln!("{text}");
+                if result.is_error {
+                    errln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Err(error) => fail(error),
+        },
+        Err(error) => fail(error),
+    };
+    finish(&host).await;
+    code
+}
+
+/// `plurnk-mcp exec '<op>'`: the op's result as JSON, exiting as [`call`] does. An op that
+/// cannot be read is refused before any server is started.
+pub(crate) async fn exec(global: &Global, op: &str) -> ExitCode {
+    if let Err(error) = plurnk_mcp::exec::parse(op) {
+        return fail(error);
+    }
+    let (host, workspace) = match start(global).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let code = match plurnk_mcp::exec::run(&workspace, op, CallOptions::default()).await {
+        Ok(value) => print_json(&value),
+        Err(plurnk_mcp::exec::ExecError::ToolError {
+            server,
+            tool,
+            result,
+            ..
+        }) => match serde_json::to_string_pretty(&result) {
+            Ok(text) => {
+                outln!("{text}");
+                errln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
+                ExitCode::from(1)
+            }
+            Err(error) => fail(error),
+        },
+        Err(error) => fail(error),
+    };
+    finish(&host).await;
+    code
+}

@@ -1,0 +1,289 @@
+//! `plurnk-mcp import`: another client's file planned, each entry added (a few at once),
+//! and the outcome with the variables to set.
+
+use std::process::ExitCode;
+
+use super::{Global, environment, fail, finish, printable, render_table, start};
+use plurnk_mcp::HostConfig;
+
+/// The `import` command's flags.
+#[derive(clap::Args)]
+pub(crate) struct ImportArgs {
+    /// The configuration file.
+    file: std::path::PathBuf,
+    /// Read it as this format instead of detecting it: claude-desktop, cursor, vscode
+    /// or codex.
+    #[arg(long)]
+    format: Option<String>,
+    /// Print what would be imported, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The largest file read, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = plurnk_mcp::import::DEFAULT_MAX_FILE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_bytes: u64,
+    /// How many entries connect at once.
+    #[arg(long, value_name = "N", default_value_t = plurnk_mcp::import::DEFAULT_CONCURRENCY as u64,
+          value_parser = clap::value_parser!(u64).range(1..=256))]
+    concurrency: u64,
+}
+
+impl ImportArgs {
+    /// Imports the file as these flags ask.
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        let bounds = ImportBounds {
+            max_bytes: self.max_bytes,
+            concurrency: usize::try_from(self.concurrency).unwrap_or(1),
+        };
+        import(
+            global,
+            &self.file,
+            self.format.as_deref(),
+            self.dry_run,
+            bounds,
+        )
+        .await
+    }
+}
+
+/// What became of one planned server.
+enum Imported {
+    /// `--dry-run`: nothing was tried.
+    Would,
+    /// Added, and enabled or disabled as the file had it.
+    Done,
+    /// The action's Problem.
+    Refused(plurnk_mcp::Problem),
+    /// Added, but the disable the file asked for was refused.
+    NotDisabled(plurnk_mcp::Problem),
+}
+
+/// The bounds of one `import`: `--max-bytes` and `--concurrency`.
+pub(crate) struct ImportBounds {
+    /// The largest file read.
+    pub(crate) max_bytes: u64,
+    /// How many entries connect at once (at least 1).
+    pub(crate) concurrency: usize,
+}
+
+/// `plurnk-mcp import <file> [--format F] [--dry-run] [--max-bytes B] [--concurrency N]`:
+/// every server of another client's file added through `Workspace::add`, as `add` adds one,
+/// at most N at once; a disabled entry is disabled right after. Exit 0 when all were
+/// imported, 1 when some were skipped or refused, 2 when the file cannot be read or the host
+/// cannot start.
+pub(crate) async fn import(
+    global: &Global,
+    file: &std::path::Path,
+    format: Option<&str>,
+    dry_run: bool,
+    bounds: ImportBounds,
+) -> ExitCode {
+    use futures::StreamExt;
+    use plurnk_mcp::config::shorten;
+    use plurnk_mcp::import::Format;
+    let path = printable(&file.display().to_string());
+    let text = match plurnk_mcp::import::read(file, &path, bounds.max_bytes) {
+        Ok(text) => text,
+        Err(error) => return fail(error),
+    };
+    let format = match format {
+        None => Format::detect(&file.to_string_lossy(), &text),
+        Some(name) => match Format::from_name(name) {
+            Some(format) => format,
+            None => {
+                return fail(format!(
+                    "--format {:?} is not a format: use claude-desktop, cursor, vscode or codex",
+                    printable(&shorten(name))
+                ));
+            }
+        },
+    };
+    let plan = match plurnk_mcp::import::plan(&text, format) {
+        Ok(plan) => plan,
+        Err(error) => return fail(format!("cannot import {path} as {format}: {error}")),
+    };
+    let outcomes = if dry_run || plan.servers.is_empty() {
+        plan.servers.iter().map(|_| Imported::Would).collect()
+    } else {
+        let (host, workspace) = match start(global).await {
+            Ok(started) => started,
+            Err(code) => return code,
+        };
+        // Each add connects its candidate (within the connect timeout), a few at once: a
+        // file of hundreds of entries must not spawn hundreds of servers together.
+        let adds = plan.servers.iter().map(|server| {
+            let workspace = workspace.clone();
+            async move {
+                if let Err(problem) = workspace.add(server.definition.clone()).await {
+                    return Imported::Refused(problem);
+                }
+                if server.enabled {
+                    return Imported::Done;
+                }
+                match workspace.disable(server.alias()).await {
+                    Ok(_) => Imported::Done,
+                    Err(problem) => Imported::NotDisabled(problem),
+                }
+            }
+        });
+        let outcomes: Vec<Imported> = futures::stream::iter(adds)
+            .buffered(bounds.concurrency.max(1))
+            .collect()
+            .await;
+        finish(&host).await;
+        outcomes
+    };
+    let verb = if dry_run {
+        "would add"
+    } else {
+        "added what connects of"
+    };
+    outln!(
+        "{path}: read as {format}; {verb} {} server(s) into workspace \"{}\", {} skipped",
+        plan.servers.len(),
+        global.workspace,
+        plan.skipped.len()
+    );
+    out!("{}", import_table(&plan, &outcomes));
+    for skipped in &plan.skipped {
+        outln!(
+            "{}",
+            printable(&format!(
+                "skipped {:?}: {}",
+                shorten(&skipped.source),
+                skipped.reason
+            ))
+        );
+    }
+    for server in &plan.servers {
+        for note in &server.notes {
+            outln!(
+                "{}",
+                printable(&format!("note {:?}: {note}", shorten(&server.source)))
+            );
+        }
+    }
+    print_variables(&plan, dry_run);
+    let failed = plan.skipped.len()
+        + outcomes
+            .iter()
+            .filter(|outcome| matches!(outcome, Imported::Refused(_) | Imported::NotDisabled(_)))
+            .count();
+    if failed == 0 {
+        return ExitCode::SUCCESS;
+    }
+    let total = plan.skipped.len() + plan.servers.len();
+    let was = if dry_run { "would not be" } else { "were not" };
+    errln!(
+        "plurnk-mcp: {failed} of {total} entries of {path} {was} imported as they are: see the reasons above"
+    );
+    ExitCode::from(1)
+}
+
+fn import_table(plan: &plurnk_mcp::import::Plan, outcomes: &[Imported]) -> String {
+    let mut rows = vec![
+        [
+            "SERVER",
+            "FROM",
+            "TRANSPORT",
+            "ENABLED",
+            "TARGET",
+            "REFERENCES",
+            "RESULT",
+        ]
+        .map(str::to_owned),
+    ];
+    for (server, outcome) in plan.servers.iter().zip(outcomes) {
+        let references: Vec<String> = server
+            .introduced
+            .iter()
+            .map(|introduced| format!("${{{}}}", introduced.variable))
+            .collect();
+        let result = match outcome {
+            Imported::Would => "would be added".to_owned(),
+            Imported::Done => "added".to_owned(),
+            Imported::Refused(problem) => format!("refused: {problem}"),
+            Imported::NotDisabled(problem) => {
+                format!("added, but still enabled: the disable was refused: {problem}")
+            }
+        };
+        rows.push([
+            server.alias().to_owned(),
+            plurnk_mcp::config::shorten(&server.source),
+            server.transport().to_string(),
+            if server.enabled { "yes" } else { "no" }.to_owned(),
+            server.target(),
+            if references.is_empty() {
+                "-".to_owned()
+            } else {
+                references.join(", ")
+            },
+            result,
+        ]);
+    }
+    if rows.len() == 1 {
+        return String::new();
+    }
+    render_table(&rows)
+}
+
+/// The variables the planned servers refer to: names, whether each is set and handed to
+/// workspaces, and where a moved secret came from. Never a value.
+fn print_variables(plan: &plurnk_mcp::import::Plan, dry_run: bool) {
+    let variables = plan.variables();
+    if variables.is_empty() {
+        return;
+    }
+    let config = HostConfig::from_env(environment()).ok();
+    let handed = |name: &str| {
+        config
+            .as_ref()
+            .is_some_and(|config| config.workspace_env().contains(name))
+    };
+    // Where each moved value was, gathered once: a file of thousands of entries is read in
+    // one pass, not once per variable.
+    let mut origins: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for server in &plan.servers {
+        for introduced in &server.introduced {
+            origins
+                .entry(introduced.variable.as_str())
+                .or_default()
+                .push(format!(
+                    "moved out of {}'s {}",
+                    server.alias(),
+                    introduced.from
+                ));
+        }
+    }
+    let mut rows = vec![["VARIABLE", "SET", "IN WORKSPACE_ENV", "FROM"].map(str::to_owned)];
+    let mut missing = false;
+    for name in &variables {
+        let set = std::env::var_os(name).is_some();
+        missing |= !set || !handed(name);
+        let from = match origins.get(name.as_str()) {
+            None => "a reference in the file".to_owned(),
+            Some(moved) => moved.join("; "),
+        };
+        rows.push([
+            name.clone(),
+            if set { "yes" } else { "no" }.to_owned(),
+            if handed(name) { "yes" } else { "no" }.to_owned(),
+            from,
+        ]);
+    }
+    outln!("variables the servers refer to (their values are never shown):");
+    out!("{}", render_table(&rows));
+    let allowed = config
+        .as_ref()
+        .is_some_and(HostConfig::allows_runtime_servers);
+    if missing || !allowed {
+        let when = if dry_run {
+            "before importing"
+        } else {
+            "and import again"
+        };
+        outln!(
+            "set each variable, list it in PLURNK_MCP_WORKSPACE_ENV and set PLURNK_MCP_ALLOW_ADD=true {when}: a server is added only once it connects"
+        );
+    }
+}
