@@ -11,6 +11,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# A run of this script builds everything once from cold: incremental compilation would only
+# write its query caches (several GiB under target/debug/incremental) for a rebuild that never
+# comes, and a full disk fails the run. A developer's own cargo commands keep the default.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 # Each step runs in turn and the first failure stops the run; every step's wall time is
 # printed as it ends and again in a table at the end, so a slow CI run says where it went.
 timings=()
