@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use plurnk_mcp::{
     CallError, CallOptions, Host, HostConfig, HostOptions, RestartPolicy, ServerState, Workspace,
+    WorkspaceSnapshot,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -82,39 +83,7 @@ async fn demo() -> anyhow::Result<Demo> {
     // The fixture's instrument: the stdio servers report what they receive to this probe and
     // hold `gate` calls until it lets them go, so the demo knows a call is in flight.
     let probe = Probe::start().await;
-    let mut env: BTreeMap<String, String> = BTreeMap::new();
-    env.insert("DEMO_TOKEN".into(), "demo-secret-token".into());
-    env.insert("PLURNK_MCP_MODERN".into(), exe.clone());
-    env.insert(
-        "PLURNK_MCP_MODERN_ARGS".into(),
-        json!(["fixture", "--name", "modern", "--probe", probe.address()]).to_string(),
-    );
-    env.insert("PLURNK_MCP_LEGACY".into(), exe.clone());
-    env.insert(
-        "PLURNK_MCP_LEGACY_ARGS".into(),
-        json!([
-            "fixture",
-            "--legacy",
-            "--name",
-            "legacy",
-            "--probe",
-            probe.address()
-        ])
-        .to_string(),
-    );
-    env.insert("PLURNK_MCP_REMOTE".into(), url.clone());
-    env.insert("PLURNK_MCP_REMOTE_BEARER".into(), "${DEMO_TOKEN}".into());
-    env.insert(
-        "PLURNK_MCP_REMOTE_TOOLS".into(),
-        json!(["echo", "add", "sleep"]).to_string(),
-    );
-    env.insert("PLURNK_MCP_REMOTE_READ".into(), json!(["echo"]).to_string());
-    env.insert(
-        "PLURNK_MCP_ENABLED".into(),
-        json!(["modern", "legacy", "remote"]).to_string(),
-    );
-    env.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
-    env.insert("PLURNK_MCP_REQUEST_TIMEOUT".into(), "10000".into());
+    let env = fixture_environment(&exe, &probe, &url);
 
     outln!(
         "plurnk-mcp demo: three fixture servers (modern stdio, legacy stdio, Streamable HTTP)\n"
@@ -136,6 +105,61 @@ async fn demo() -> anyhow::Result<Demo> {
     outln!("hydrated in {} ms:\n", started.elapsed().as_millis());
     out!("{}", status_table(&snapshot));
     outln!();
+    check_negotiation(&mut demo, &snapshot);
+
+    first_calls(&mut demo, &workspace).await;
+
+    disable_under_load(&mut demo, &workspace, &probe).await;
+    kill_and_recover(&mut demo, &workspace, &probe).await;
+
+    shut_down(&mut demo, host, &workspace).await;
+    http_shutdown.cancel();
+    let _ = http_task.await;
+    Ok(demo)
+}
+
+/// The configuration the three fixture servers are declared with, as a daemon's environment
+/// would carry it: the two stdio servers are this executable's hidden `fixture` command
+/// reporting to `probe`, the HTTP one is at `url` behind a bearer read from `DEMO_TOKEN`.
+fn fixture_environment(exe: &str, probe: &Probe, url: &str) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    env.insert("DEMO_TOKEN".into(), "demo-secret-token".into());
+    env.insert("PLURNK_MCP_MODERN".into(), exe.to_owned());
+    env.insert(
+        "PLURNK_MCP_MODERN_ARGS".into(),
+        json!(["fixture", "--name", "modern", "--probe", probe.address()]).to_string(),
+    );
+    env.insert("PLURNK_MCP_LEGACY".into(), exe.to_owned());
+    env.insert(
+        "PLURNK_MCP_LEGACY_ARGS".into(),
+        json!([
+            "fixture",
+            "--legacy",
+            "--name",
+            "legacy",
+            "--probe",
+            probe.address()
+        ])
+        .to_string(),
+    );
+    env.insert("PLURNK_MCP_REMOTE".into(), url.to_owned());
+    env.insert("PLURNK_MCP_REMOTE_BEARER".into(), "${DEMO_TOKEN}".into());
+    env.insert(
+        "PLURNK_MCP_REMOTE_TOOLS".into(),
+        json!(["echo", "add", "sleep"]).to_string(),
+    );
+    env.insert("PLURNK_MCP_REMOTE_READ".into(), json!(["echo"]).to_string());
+    env.insert(
+        "PLURNK_MCP_ENABLED".into(),
+        json!(["modern", "legacy", "remote"]).to_string(),
+    );
+    env.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "10000".into());
+    env.insert("PLURNK_MCP_REQUEST_TIMEOUT".into(), "10000".into());
+    env
+}
+
+/// Each server negotiated the revision it speaks, and `_TOOLS` published what it names.
+fn check_negotiation(demo: &mut Demo, snapshot: &WorkspaceSnapshot) {
     let revision = |alias: &str| {
         snapshot
             .server(alias)
@@ -158,7 +182,10 @@ async fn demo() -> anyhow::Result<Demo> {
         snapshot.server("remote").map(|s| s.tools.len()) == Some(3),
         "_TOOLS published exactly the three configured tools of \"remote\"",
     );
+}
 
+/// echo and add on each server, a tool-level error, and a tool outside `_TOOLS` refused.
+async fn first_calls(demo: &mut Demo, workspace: &Workspace) {
     outln!("\ncalls:");
     for alias in ["modern", "legacy", "remote"] {
         let echo = workspace
@@ -206,10 +233,11 @@ async fn demo() -> anyhow::Result<Demo> {
         matches!(unknown, Err(CallError::UnknownTool { .. })),
         "a tool outside _TOOLS is refused before it reaches the server",
     );
+}
 
-    disable_under_load(&mut demo, &workspace, &probe).await;
-    kill_and_recover(&mut demo, &workspace, &probe).await;
-
+/// The host shut down: every connection closed, and no process of a stdio server's group
+/// outlives it.
+async fn shut_down(demo: &mut Demo, host: Host, workspace: &Workspace) {
     // Note every stdio server's process group before shutting down.
     let mut groups = Vec::new();
     for alias in ["modern", "legacy"] {
@@ -241,9 +269,6 @@ async fn demo() -> anyhow::Result<Demo> {
             &format!("no process of {alias}'s process group {pgid} is alive"),
         );
     }
-    http_shutdown.cancel();
-    let _ = http_task.await;
-    Ok(demo)
 }
 
 async fn disable_under_load(demo: &mut Demo, workspace: &Workspace, probe: &Probe) {
