@@ -320,8 +320,8 @@ where
     };
     let code = match snapshot.admit(server, None) {
         Err(Refusal::UnknownServer) => fail(format!(
-            "server \"{server}\" is not configured: set PLURNK_MCP_{}",
-            server.to_ascii_uppercase().replace('-', "_")
+            "server \"{server}\" is not configured: set {}",
+            plurnk_mcp::config::target_variable(server)
         )),
         Err(Refusal::Disabled { problem }) => unready(ServerState::Disabled, problem),
         Err(Refusal::NotReady { state, problem }) => unready(state, problem),

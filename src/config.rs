@@ -170,7 +170,7 @@ pub use environment::Environment;
 pub(crate) use environment::{Piece, is_single_reference, pieces};
 pub use error::{ConfigError, ConfigErrors, MAX_QUOTED_NAME, shorten};
 pub(crate) use json::kind as json_kind;
-pub(crate) use keys::target_variable;
+pub use keys::target_variable;
 pub use keys::{
     MAX_ALIAS_LEN, NAMESPACE_ALIASES, RESERVED_ALIASES, is_valid_alias, tool_summary_key,
 };

@@ -349,10 +349,7 @@ async fn run(
     context: &Value,
 ) -> anyhow::Result<()> {
     let env = BTreeMap::from([
-        (
-            format!("PLURNK_MCP_{}", ALIAS.to_uppercase()),
-            url.to_owned(),
-        ),
+        (plurnk_mcp::config::target_variable(ALIAS), url.to_owned()),
         ("PLURNK_MCP_ENABLED".to_owned(), format!(r#"["{ALIAS}"]"#)),
         ("PLURNK_MCP_CONNECT_TIMEOUT".to_owned(), "20000".to_owned()),
         ("PLURNK_MCP_REQUEST_TIMEOUT".to_owned(), "20000".to_owned()),

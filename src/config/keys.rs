@@ -194,7 +194,7 @@ pub(crate) fn fold(rest: &str) -> String {
 }
 
 /// The canonical variable for a server's target, `PLURNK_MCP_CHROME_DEVTOOLS` for `chrome-devtools`.
-pub(crate) fn target_variable(alias: &str) -> String {
+pub fn target_variable(alias: &str) -> String {
     format!("{PREFIX}{}", alias.to_ascii_uppercase().replace('-', "_"))
 }
 
