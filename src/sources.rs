@@ -4,11 +4,12 @@
 //! any other: listed in the snapshot, projected into the model's documents, callable through
 //! the EXEC bridge and the gateway, enabled and disabled by the same actions.
 //!
-//! A source is declared (a JSON object with a `kind`), read by [`Declaration::parse`] with
-//! errors that name the field and the fix, and opened by [`Declaration::open`] into a
-//! [`ToolSource`]. [`SourceServer`] adapts any [`ToolSource`] to rmcp's `ServerHandler`.
-//! [`Declaration::check`] says what is missing on this machine (a binary, a runtime) and
-//! whether the installed version is the one the declaration was written against.
+//! A source is declared (a JSON object with a `kind`), checked by [`validate`] with errors
+//! that name the field and the fix, made a server's definition by [`definition`], and opened
+//! by its kind's declaration into a [`ToolSource`]. [`server::SourceServer`] adapts any
+//! [`ToolSource`] to rmcp's `ServerHandler`. [`check()`] says what is missing on this machine
+//! (a binary, a runtime) and whether the installed version is the one the declaration was
+//! written against.
 
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 

@@ -5,7 +5,7 @@
 //! bounds of a call, and optionally which operations to offer. [`OpenApiDeclaration::open`]
 //! expands the credentials (registering each with [`crate::redact`]), reads the document
 //! (bounded in size and time; `document` resolves its local `$ref`s and builds the tools) and
-//! gives an [`OpenApiSource`], the [`ToolSource`]. [`OpenApiDeclaration::check`] says whether
+//! gives an [`OpenApiSource`], the [`ToolSource`](crate::sources::ToolSource). [`OpenApiDeclaration::check`] says whether
 //! the document is there and whether it is the version the declaration was written against.
 //!
 //! The document and the API are adversaries like any MCP server. The document is bounded in
@@ -13,7 +13,7 @@
 //! says: to `baseUrl`, or, without it, to the document's server only when that is the spec
 //! URL's own origin (a document read from a file, or one naming another origin, needs
 //! `baseUrl` before any header or bearer is sent). A server the document names at another
-//! origin is reached under the host's address rule ([`crate::protocol::AddressRule`], judged
+//! origin is reached under the host's address rule (`protocol::AddressRule`, judged
 //! against the spec URL): never a link-local or reserved address, a loopback or private one
 //! only from a spec URL of that class. A model's arguments never set the request's framing,
 //! credentials or routing headers. A call ends by its deadline, its response is bounded, and

@@ -11,7 +11,7 @@
 //! revision rmcp knows, 2026-07-28 and older.
 //!
 //! This file is the one place rmcp types meet a source: the sources themselves speak only
-//! the crate's [`ToolSource`] types.
+//! the crate's [`ToolSource`](crate::sources::ToolSource) types.
 
 use std::borrow::Cow;
 use std::sync::Arc;
