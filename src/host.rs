@@ -220,8 +220,10 @@ impl Host {
             options.store.clone(),
             options.in_process.keys(),
         )
-        .map_err(StartError::State)?;
-        let workspaces = seeder.at_start().map_err(StartError::State)?;
+        .map_err(|error| StartError::State(error.to_string()))?;
+        let workspaces = seeder
+            .at_start()
+            .map_err(|error| StartError::State(error.one_a_line()))?;
         let args = SupervisorArgs {
             settings: settings.clone(),
             store: options.store.clone(),
@@ -235,14 +237,14 @@ impl Host {
             None => Actor::spawn(None, HostSupervisor, args).await,
         };
         let (supervisor, _) = spawned.map_err(|error| StartError::Actors(error.to_string()))?;
-        let inner = HostInner {
+        let inner = Arc::new(HostInner {
             supervisor,
             settings,
             closed: Arc::new(AtomicBool::new(false)),
             interaction: options.interaction.clone(),
             events,
             config,
-        };
+        });
         let opened = match inner.open_at_start(workspaces).await {
             Ok(opened) => opened,
             Err(error) => {
@@ -257,7 +259,7 @@ impl Host {
             ));
         };
         let host = Host {
-            inner: Arc::new(inner),
+            inner,
             default: Arc::new(default),
         };
         // Workspaces hydrate in parallel, each bounded on its own.
@@ -401,7 +403,7 @@ impl Host {
         // Last, whatever a server started that left its process group (a new session, a
         // double fork): the reaper finds it by the mark every server's descendants inherit.
         let mut failures = failures;
-        if let Err(detail) = self
+        if let Err(error) = self
             .inner
             .settings
             .connect
@@ -412,7 +414,7 @@ impl Host {
             failures.push(CloseFailure {
                 workspace: String::new(),
                 alias: String::new(),
-                detail,
+                detail: error.to_string(),
             });
         }
         ShutdownReport { failures }
@@ -422,7 +424,7 @@ impl Host {
 impl HostInner {
     /// Opens every workspace of the start with its definitions, in order.
     async fn open_at_start(
-        &self,
+        self: &Arc<Self>,
         workspaces: Vec<(String, Seeds)>,
     ) -> Result<BTreeMap<String, Workspace>, StartError> {
         let mut opened = BTreeMap::new();
@@ -439,7 +441,7 @@ impl HostInner {
     /// Opens `name` through the supervisor (or finds it open) and returns its handle, and
     /// whether this open started it.
     async fn open(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         seeds: Option<BTreeMap<String, Seed>>,
     ) -> Result<(Workspace, bool), Problem> {
@@ -467,14 +469,9 @@ impl HostInner {
         };
         let workspace = Workspace {
             name: name.to_owned(),
-            supervisor: self.supervisor.clone(),
+            host: self.clone(),
             published,
             life,
-            default_timeout: self.settings.request_timeout,
-            interaction: self.interaction.clone(),
-            closed: self.closed.clone(),
-            events: self.events.clone(),
-            settings: self.settings.clone(),
         };
         Ok((workspace, fresh))
     }
@@ -514,19 +511,12 @@ fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
 #[derive(Clone)]
 pub struct Workspace {
     name: String,
-    /// Every management action goes through the host's root, which knows the workspace's
-    /// current actor across restarts.
-    supervisor: ActorRef<HostMsg>,
+    /// What every workspace of the host shares: the root actor every management action
+    /// goes through (it knows the workspace's current actor across restarts), the
+    /// settings, the closed flag, the interaction handler and the event stream.
+    host: Arc<HostInner>,
     published: watch::Receiver<Arc<Published>>,
     life: watch::Receiver<Life>,
-    default_timeout: Duration,
-    interaction: Option<InteractionHandler>,
-    closed: Arc<AtomicBool>,
-    /// The host's event stream, for what a handle itself reports ([`crate::exec`]'s
-    /// telemetry).
-    events: broadcast::Sender<HostEvent>,
-    /// The host's settings: its OAuth state and HTTP client, for `oauth_complete`.
-    settings: Arc<Settings>,
 }
 
 impl std::fmt::Debug for Workspace {
@@ -546,7 +536,7 @@ impl Workspace {
     /// Sends `event` on the host's event stream; nobody listening is not a failure. The
     /// caller scrubs what it puts in the event.
     pub(crate) fn emit(&self, event: HostEvent) {
-        let _ = self.events.send(event);
+        let _ = self.host.events.send(event);
     }
 
     /// The current snapshot: every server, its state and its enabled tools with effects.
@@ -683,7 +673,7 @@ impl Workspace {
         operation: &Operation,
         options: CallOptions,
     ) -> Result<(Route, CallContext), CallError> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.host.closed.load(Ordering::Acquire) {
             return Err(CallError::ShuttingDown);
         }
         let route = {
@@ -700,11 +690,15 @@ impl Workspace {
             });
         };
         let context = CallContext {
-            timeout: options.timeout.unwrap_or(self.default_timeout),
+            timeout: options
+                .timeout
+                .unwrap_or(self.host.settings.request_timeout),
             reset_on_progress: options.reset_timeout_on_progress,
             cancel: options.cancel,
             progress: options.progress,
-            interaction: options.interaction.or_else(|| self.interaction.clone()),
+            interaction: options
+                .interaction
+                .or_else(|| self.host.interaction.clone()),
             relay: options.relay,
             client_capabilities: options.client_capabilities,
         };
@@ -715,11 +709,11 @@ impl Workspace {
         &self,
         message: impl FnOnce(ActionAnswer) -> HostMsg,
     ) -> Result<ServerSnapshot, Problem> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.host.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
         // The answer comes scrubbed from the supervisor.
-        match self.supervisor.call(message, None).await {
+        match self.host.supervisor.call(message, None).await {
             Ok(ractor::rpc::CallResult::Success(answer)) => answer,
             _ => Err(self.root_gone()),
         }
@@ -727,7 +721,7 @@ impl Workspace {
 
     /// Why an action found no host root to answer it.
     fn root_gone(&self) -> Problem {
-        if self.closed.load(Ordering::Acquire) {
+        if self.host.closed.load(Ordering::Acquire) {
             Problem::shutting_down()
         } else {
             Problem::server_unavailable(
@@ -810,7 +804,7 @@ impl Workspace {
         &self,
         overlay: Option<&crate::config::Overlay>,
     ) -> Result<Vec<ServerSummary>, Problem> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.host.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
         let client: Vec<ServerDefinition> = overlay
@@ -822,7 +816,7 @@ impl Workspace {
             reply,
         };
         // The summaries come scrubbed from the supervisor.
-        match self.supervisor.call(message, None).await {
+        match self.host.supervisor.call(message, None).await {
             Ok(ractor::rpc::CallResult::Success(answer)) => answer,
             _ => Err(self.root_gone()),
         }

@@ -31,7 +31,7 @@ pub(crate) enum WorkspaceMsg {
     Detached {
         alias: String,
         instance: u64,
-        result: Result<(), String>,
+        result: Result<(), crate::protocol::CloseError>,
     },
     Enable {
         alias: String,

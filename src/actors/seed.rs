@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::workspace::{Seed, Source};
+use super::workspace::{Provenance, Seed};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition, target_variable};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
@@ -15,7 +15,78 @@ pub const DEFAULT_WORKSPACE: &str = "default";
 
 /// Builds a workspace's definitions, as at start: the service configuration, overlaid by the
 /// workspace's durable records. Every fault is named in the error.
-pub(crate) type Reseed = Arc<dyn Fn(&str) -> Result<Seeds, String> + Send + Sync>;
+pub(crate) type Reseed = Arc<dyn Fn(&str) -> Result<Seeds, SeedError> + Send + Sync>;
+
+/// Why a workspace's definitions cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SeedError {
+    /// An in-process server's alias is also a configured service server's.
+    #[error(
+        "in-process server \"{alias}\" is also configured as {variable}: give one of them another alias"
+    )]
+    InProcessConfigured { alias: String, variable: String },
+    /// An in-process server's alias is not one a definition can have.
+    #[error("in-process server \"{alias}\": {errors}")]
+    InProcessInvalid {
+        alias: String,
+        errors: crate::config::ConfigErrors,
+    },
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Stored records that cannot be admitted: every fault at once.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Durable(Vec<DurableFault>),
+}
+
+impl SeedError {
+    /// The error as the start reports it: each fault of the durable state on a line of its
+    /// own, since there may be one for every stored server.
+    pub(crate) fn one_a_line(&self) -> String {
+        match self {
+            Self::Durable(faults) => faults
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// One stored record that cannot be admitted; each names the workspace, the alias and the
+/// fix.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DurableFault {
+    /// The record's definition names another alias than the one it is stored under.
+    #[error(
+        "workspace \"{workspace}\": the stored definition of \"{alias}\" names another alias: remove it with `plurnk-mcp --workspace {workspace} remove {alias}`"
+    )]
+    OtherAlias { workspace: String, alias: String },
+    /// The record's definition does not read as a definition any more.
+    #[error(
+        "workspace \"{workspace}\": the stored definition of \"{alias}\" is not valid ({errors}): fix the environment it refers to, or remove it"
+    )]
+    Invalid {
+        workspace: String,
+        alias: String,
+        errors: crate::config::ConfigErrors,
+    },
+    /// A specialization of a service definition that is no longer configured.
+    #[error(
+        "workspace \"{workspace}\": \"{alias}\" specializes a service definition that no longer exists: remove it, or configure {variable}"
+    )]
+    Orphaned {
+        workspace: String,
+        alias: String,
+        variable: String,
+    },
+    /// An added server whose alias a service definition now has too.
+    #[error(
+        "workspace \"{workspace}\": the added server \"{alias}\" now collides with a service definition of the same name: remove one of them"
+    )]
+    Collides { workspace: String, alias: String },
+}
 
 /// One workspace's definitions, by alias.
 pub(crate) type Seeds = BTreeMap<String, Seed>;
@@ -36,25 +107,28 @@ impl Seeder {
         config: Arc<HostConfig>,
         store: Option<Arc<dyn Store>>,
         in_process: impl IntoIterator<Item = &'a String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SeedError> {
         let mut seeds = BTreeMap::new();
         for alias in in_process {
             if config.servers().contains_key(alias) {
-                return Err(format!(
-                    "in-process server \"{alias}\" is also configured as {}: give one of them another alias",
-                    target_variable(alias)
-                ));
+                return Err(SeedError::InProcessConfigured {
+                    alias: alias.clone(),
+                    variable: target_variable(alias),
+                });
             }
-            let definition = ServerDefinition::in_process(alias)
-                .map_err(|errors| format!("in-process server \"{alias}\": {errors}"))?;
+            let definition = ServerDefinition::in_process(alias).map_err(|errors| {
+                SeedError::InProcessInvalid {
+                    alias: alias.clone(),
+                    errors,
+                }
+            })?;
             seeds.insert(
                 alias.clone(),
                 Seed {
                     definition: Arc::new(definition),
                     service: None,
-                    source: Source::Service,
+                    provenance: Provenance::Service,
                     enabled: true,
-                    specialized: false,
                 },
             );
         }
@@ -68,10 +142,10 @@ impl Seeder {
     /// The workspaces to open at start, each with its definitions: every workspace the
     /// store knows, and the default one (first, when the store does not know it). Every
     /// fault of the durable state is reported at once, one a line.
-    pub(crate) fn at_start(&self) -> Result<Vec<(String, Seeds)>, String> {
+    pub(crate) fn at_start(&self) -> Result<Vec<(String, Seeds)>, SeedError> {
         let mut seeds = BTreeMap::new();
         if let Some(store) = &self.store {
-            let records = store.load().map_err(|error| error.to_string())?;
+            let records = store.load()?;
             let mut faults = Vec::new();
             for (name, record) in records {
                 match durable_seeds(&self.config, &name, &record) {
@@ -82,7 +156,7 @@ impl Seeder {
                 }
             }
             if !faults.is_empty() {
-                return Err(faults.join("\n"));
+                return Err(SeedError::Durable(faults));
             }
         }
         let mut names: Vec<String> = seeds.keys().cloned().collect();
@@ -104,13 +178,14 @@ impl Seeder {
     }
 
     /// The definitions of workspace `name` now: its durable records read again.
-    fn seeds(&self, name: &str) -> Result<BTreeMap<String, Seed>, String> {
+    fn seeds(&self, name: &str) -> Result<BTreeMap<String, Seed>, SeedError> {
         let mut seeds = match &self.store {
             Some(store) => {
-                let records = store.load().map_err(|error| error.to_string())?;
+                let records = store.load()?;
                 match records.get(name) {
-                    Some(record) => durable_seeds(&self.config, name, record)
-                        .map_err(|faults| faults.join("; "))?,
+                    Some(record) => {
+                        durable_seeds(&self.config, name, record).map_err(SeedError::Durable)?
+                    }
                     None => service_definitions(&self.config),
                 }
             }
@@ -141,9 +216,8 @@ fn service_definitions(config: &HostConfig) -> BTreeMap<String, Seed> {
                 Seed {
                     definition: definition.clone(),
                     service: Some(definition),
-                    source: Source::Service,
+                    provenance: Provenance::Service,
                     enabled: config.enabled().contains(alias),
-                    specialized: false,
                 },
             )
         })
@@ -156,7 +230,7 @@ fn durable_seeds(
     config: &HostConfig,
     workspace: &str,
     record: &WorkspaceRecord,
-) -> Result<BTreeMap<String, Seed>, Vec<String>> {
+) -> Result<BTreeMap<String, Seed>, Vec<DurableFault>> {
     let mut seeds = service_definitions(config);
     let mut faults = Vec::new();
     for (alias, server) in &record.servers {
@@ -168,30 +242,35 @@ fn durable_seeds(
         let definition = match definition {
             Ok(definition) if definition.alias() == alias => definition,
             Ok(_) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the stored definition of \"{alias}\" names another alias: remove it with `plurnk-mcp --workspace {workspace} remove {alias}`"
-                ));
+                faults.push(DurableFault::OtherAlias {
+                    workspace: workspace.to_owned(),
+                    alias: alias.clone(),
+                });
                 continue;
             }
             Err(errors) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the stored definition of \"{alias}\" is not valid ({errors}): fix the environment it refers to, or remove it"
-                ));
+                faults.push(DurableFault::Invalid {
+                    workspace: workspace.to_owned(),
+                    alias: alias.clone(),
+                    errors,
+                });
                 continue;
             }
         };
         match (server.source, seeds.get(alias)) {
             (RecordSource::Specialized, None) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": \"{alias}\" specializes a service definition that no longer exists: remove it, or configure {}",
-                    target_variable(alias)
-                ));
+                faults.push(DurableFault::Orphaned {
+                    workspace: workspace.to_owned(),
+                    alias: alias.clone(),
+                    variable: target_variable(alias),
+                });
                 continue;
             }
             (RecordSource::Added, Some(_)) => {
-                faults.push(format!(
-                    "workspace \"{workspace}\": the added server \"{alias}\" now collides with a service definition of the same name: remove one of them"
-                ));
+                faults.push(DurableFault::Collides {
+                    workspace: workspace.to_owned(),
+                    alias: alias.clone(),
+                });
                 continue;
             }
             _ => {}
@@ -202,12 +281,8 @@ fn durable_seeds(
             Seed {
                 definition: Arc::new(definition),
                 service: seeds.get(alias).and_then(|seed| seed.service.clone()),
-                source: match server.source {
-                    RecordSource::Added => Source::Workspace,
-                    RecordSource::Specialized => Source::Service,
-                },
+                provenance: Provenance::of_record(server.source),
                 enabled,
-                specialized: server.source == RecordSource::Specialized,
             },
         );
     }

@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, watch};
 use super::attachment::Settings;
 use super::messages::WorkspaceMsg;
 use super::restart::WorkspaceRestart;
-use super::seed::Reseed;
+use super::seed::{Reseed, SeedError};
 use super::workspace::{Published, Seed, WorkspaceActor, WorkspaceArgs};
 use crate::config::ServerDefinition;
 use crate::model::{
@@ -385,7 +385,7 @@ impl SupervisorState {
             let published = child.published.clone();
             let actor = spawn(myself, &self.args, name, seeds, published, version)
                 .await
-                .map_err(Problem::server_unavailable)?;
+                .map_err(|error| Problem::server_unavailable(error.to_string()))?;
             let child = self
                 .workspaces
                 .get_mut(name)
@@ -409,7 +409,7 @@ impl SupervisorState {
         }));
         let actor = spawn(myself, &self.args, name, seeds, published.clone(), 0)
             .await
-            .map_err(Problem::server_unavailable)?;
+            .map_err(|error| Problem::server_unavailable(error.to_string()))?;
         let (life, _) = watch::channel(Life::Running(actor.clone()));
         let opened = Opened {
             published: published.subscribe(),
@@ -626,7 +626,7 @@ impl SupervisorState {
             let published = child.published.clone();
             let restarted = match (self.args.reseed)(&name) {
                 Ok(seeds) => spawn(myself, &self.args, &name, seeds, published, version).await,
-                Err(detail) => Err(detail),
+                Err(error) => Err(Unopened::Seeds(error)),
             };
             match restarted {
                 Ok(actor) => {
@@ -760,7 +760,7 @@ async fn spawn(
     definitions: BTreeMap<String, Seed>,
     published: watch::Sender<Arc<Published>>,
     version: u64,
-) -> Result<ActorRef<WorkspaceMsg>, String> {
+) -> Result<ActorRef<WorkspaceMsg>, Unopened> {
     let workspace = WorkspaceArgs {
         name: name.to_owned(),
         definitions,
@@ -773,7 +773,21 @@ async fn spawn(
     Actor::spawn_linked(None, WorkspaceActor, workspace, myself.get_cell())
         .await
         .map(|(actor, _)| actor)
-        .map_err(|error| format!("workspace \"{name}\" could not start: {error}"))
+        .map_err(|error| Unopened::Actor {
+            name: name.to_owned(),
+            error: error.to_string(),
+        })
+}
+
+/// Why a workspace's actor could not be started (again).
+#[derive(Debug, thiserror::Error)]
+enum Unopened {
+    /// Its definitions could not be built.
+    #[error(transparent)]
+    Seeds(SeedError),
+    /// ractor refused to spawn it.
+    #[error("workspace \"{name}\" could not start: {error}")]
+    Actor { name: String, error: String },
 }
 
 /// Runs one action on the workspace's actor in a task, and answers it scrubbed. An answer

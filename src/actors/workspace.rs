@@ -56,15 +56,6 @@ pub(crate) struct Route {
     pub actor: ActorRef<AttachmentMsg>,
 }
 
-/// Who owns a definition, as a seed names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Source {
-    /// The service environment.
-    Service,
-    /// Added in this workspace.
-    Workspace,
-}
-
 /// Where a server's definition comes from: the one answer the entry, the store's record
 /// (`RecordSource`) and the summary's `source` word each give in their own shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,12 +71,11 @@ pub(crate) enum Provenance {
 }
 
 impl Provenance {
-    /// What a seed says, as one answer.
-    pub(crate) fn of(source: Source, specialized: bool) -> Self {
-        match (source, specialized) {
-            (Source::Workspace, _) => Self::Added,
-            (Source::Service, true) => Self::Specialized,
-            (Source::Service, false) => Self::Service,
+    /// How a stored record's definition stands to the service's.
+    pub(crate) fn of_record(source: RecordSource) -> Self {
+        match source {
+            RecordSource::Added => Self::Added,
+            RecordSource::Specialized => Self::Specialized,
         }
     }
 
@@ -130,10 +120,9 @@ pub(crate) struct Seed {
     pub definition: Arc<ServerDefinition>,
     /// The service environment's definition of this alias, if it has one.
     pub service: Option<Arc<ServerDefinition>>,
-    pub source: Source,
+    /// Service, specialized or added (a seed is never a client's).
+    pub provenance: Provenance,
     pub enabled: bool,
-    /// A service definition replaced by a durable workspace specialization.
-    pub specialized: bool,
 }
 
 /// The start-up arguments.
@@ -236,7 +225,7 @@ impl Actor for WorkspaceActor {
                         definition: seed.definition,
                         service: seed.service,
                         candidate: None,
-                        provenance: Provenance::of(seed.source, seed.specialized),
+                        provenance: seed.provenance,
                         enabled: seed.enabled,
                         fresh: false,
                     },

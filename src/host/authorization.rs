@@ -81,10 +81,10 @@ impl Workspace {
         alias: &str,
         callback_url: &str,
     ) -> Result<ServerSnapshot, Problem> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.host.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
-        let completion = Completion::take(&self.settings.connect.oauth, &self.name, alias)
+        let completion = Completion::take(&self.host.settings.connect.oauth, &self.name, alias)
             .ok_or_else(|| Problem::oauth_not_pending(alias))?;
         let current = match self.list().await {
             Ok(summaries) => summaries.into_iter().find(|summary| summary.alias == alias),
@@ -97,6 +97,7 @@ impl Workspace {
             return Err(Problem::oauth_target_conflict(alias));
         }
         let http_client = self
+            .host
             .settings
             .connect
             .http_client()
@@ -127,11 +128,11 @@ impl Workspace {
         alias: &str,
         scope: Option<&str>,
     ) -> Result<crate::model::DeviceAuthorization, Problem> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.host.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
         let mut request =
-            DeviceRequest::ask(&self.settings.connect.oauth, &self.name, alias, scope);
+            DeviceRequest::ask(&self.host.settings.connect.oauth, &self.name, alias, scope);
         let answer = match request.added.take() {
             Some(definition) => self.add(definition).await,
             None => self.enable(alias).await,
@@ -163,15 +164,16 @@ impl Workspace {
         alias: &str,
         device: &str,
     ) -> Result<crate::model::DevicePoll, Problem> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.host.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
         let http_client = self
+            .host
             .settings
             .connect
             .http_client()
             .map_err(Problem::server_unavailable)?;
-        let vault = &self.settings.connect.oauth;
+        let vault = &self.host.settings.connect.oauth;
         match auth::poll_device(vault, &self.name, alias, device, http_client).await {
             Ok(Polled::Status(status)) => Ok(status),
             Ok(Polled::Authorized(replay)) => Ok(crate::model::DevicePoll::Authorized {

@@ -19,6 +19,90 @@ use crate::model::{
     Catalog, Effect, Limits, PromptArgumentInfo, PromptInfo, ResourceInfo, ResourceTemplateInfo,
     ToolInfo,
 };
+use crate::redact::scrub;
+
+/// Why a list could not be drained whole. Every variant names the method; text a server
+/// gave (its error) is scrubbed of registered secrets before it is kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ListError {
+    /// The request could not be handed over within the timeout: the server stopped reading.
+    #[error("{method} could not be sent within {ms} ms: the server is not reading")]
+    NotSent { method: &'static str, ms: u128 },
+    /// The request could not be handed over at all (the transport is gone).
+    #[error("{method} could not be sent: {error}")]
+    SendFailed { method: &'static str, error: String },
+    /// The server answered with an error, or the answer never came.
+    #[error("{method} failed: {error}")]
+    Failed { method: &'static str, error: String },
+    /// The answer was a result, but not the list asked for.
+    #[error("{method} returned something other than its list")]
+    NotAList { method: &'static str },
+    /// More items than [`Limits::max_items`].
+    #[error(
+        "{method} listed more than {bound} items: the host's bound (Limits::max_items) refuses the rest"
+    )]
+    TooManyItems { method: &'static str, bound: usize },
+    /// More bytes than [`Limits::max_list_bytes`].
+    #[error(
+        "{method} listed more than {bound} bytes: the host's bound (Limits::max_list_bytes) refuses the rest"
+    )]
+    TooManyBytes { method: &'static str, bound: usize },
+    /// A cursor came back a second time (shown cut to [`QUOTED_CHARS`] characters).
+    #[error("{method} repeated the cursor {cursor}: the server's pagination does not converge")]
+    RepeatedCursor {
+        method: &'static str,
+        cursor: String,
+    },
+    /// More pages than [`Limits::max_pages`].
+    #[error("{method} returned more than {bound} pages: the server's pagination does not converge")]
+    TooManyPages { method: &'static str, bound: usize },
+}
+
+/// A tool list the operator's policy cannot be applied to: every fault at once, each naming
+/// the tools and the setting to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub(crate) struct PolicyError(Vec<PolicyFault>);
+
+/// One reason a tool list cannot be published under the operator's policy. The names are
+/// quoted escaped and bounded (at most [`QUOTED_NAMES`], each cut to [`QUOTED_CHARS`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PolicyFault {
+    /// The server lists a name more than once.
+    #[error(
+        "server \"{alias}\" lists the tool name(s) {names} more than once; a host cannot route to an ambiguous name"
+    )]
+    Duplicate { alias: String, names: String },
+    /// `_TOOLS` names tools the server does not list.
+    #[error(
+        "{variable}_TOOLS names {names} which server \"{alias}\" does not list: fix _TOOLS or the server"
+    )]
+    UnlistedTools {
+        alias: String,
+        variable: String,
+        names: String,
+    },
+    /// `_READ` names tools the server does not list.
+    #[error(
+        "{variable}_READ names {names} which server \"{alias}\" does not list: fix _READ or the server"
+    )]
+    UnlistedRead {
+        alias: String,
+        variable: String,
+        names: String,
+    },
+    /// Enabled names MCP does not allow (and an EXEC op could not carry).
+    #[error(
+        "server \"{alias}\" lists the tool name(s) {names}, which are not 1 to {MAX_TOOL_NAME} \
+         ASCII letters, digits, '_', '-' and '.' (the names MCP allows and an EXEC op can \
+         carry): fix the server, or enable only its other tools with {variable}_TOOLS"
+    )]
+    Unfit {
+        alias: String,
+        variable: String,
+        names: String,
+    },
+}
 
 /// What one list has taken so far, against the bounds of [`Limits`].
 struct Tally<'a> {
@@ -38,20 +122,20 @@ impl<'a> Tally<'a> {
 
     /// Counts a page of `items` items and `bytes` bytes of JSON; past a bound, the error
     /// names it.
-    fn add(&mut self, method: &str, items: usize, bytes: usize) -> Result<(), String> {
+    fn add(&mut self, method: &'static str, items: usize, bytes: usize) -> Result<(), ListError> {
         self.items = self.items.saturating_add(items);
         self.bytes = self.bytes.saturating_add(bytes);
         if self.items > self.limits.max_items {
-            return Err(format!(
-                "{method} listed more than {} items: the host's bound (Limits::max_items) refuses the rest",
-                self.limits.max_items
-            ));
+            return Err(ListError::TooManyItems {
+                method,
+                bound: self.limits.max_items,
+            });
         }
         if self.bytes > self.limits.max_list_bytes {
-            return Err(format!(
-                "{method} listed more than {} bytes: the host's bound (Limits::max_list_bytes) refuses the rest",
-                self.limits.max_list_bytes
-            ));
+            return Err(ListError::TooManyBytes {
+                method,
+                bound: self.limits.max_list_bytes,
+            });
         }
         Ok(())
     }
@@ -64,10 +148,10 @@ async fn drain<T: serde::Serialize>(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     limits: &Limits,
-    method: &str,
+    method: &'static str,
     request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
     page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>, Option<u64>)>,
-) -> Result<(Vec<T>, Option<u64>), String> {
+) -> Result<(Vec<T>, Option<u64>), ListError> {
     let mut items = Vec::new();
     let mut tally = Tally::new(limits);
     // The list is fresh as long as its stalest page: None once any page gives no ttlMs.
@@ -87,13 +171,14 @@ async fn drain<T: serde::Serialize>(
             ),
         )
         .await
-        .map_err(|_| {
-            format!(
-                "{method} could not be sent within {} ms: the server is not reading",
-                timeout.as_millis()
-            )
+        .map_err(|_| ListError::NotSent {
+            method,
+            ms: timeout.as_millis(),
         })?
-        .map_err(|error| format!("{method} could not be sent: {error}"))?;
+        .map_err(|error| ListError::SendFailed {
+            method,
+            error: scrub(&error.to_string()).into_owned(),
+        })?;
         let result = match handle.await_response().await {
             // A server that has no such method offers none of the family, whatever its
             // capabilities said: an answer, not a partial list.
@@ -102,14 +187,19 @@ async fn drain<T: serde::Serialize>(
             {
                 return Ok((Vec::new(), None));
             }
-            Err(error) => return Err(format!("{method} failed: {error}")),
+            Err(error) => {
+                return Err(ListError::Failed {
+                    method,
+                    error: scrub(&error.to_string()).into_owned(),
+                });
+            }
             Ok(result) => result,
         };
         if cursor.is_none() && lists_nothing(&result) {
             return Ok((Vec::new(), None));
         }
         let Some((batch, next, page_ttl)) = page(result) else {
-            return Err(format!("{method} returned something other than its list"));
+            return Err(ListError::NotAList { method });
         };
         tally.add(
             method,
@@ -129,18 +219,19 @@ async fn drain<T: serde::Serialize>(
             None => return Ok((items, ttl.flatten())),
             Some(next) => {
                 if !seen.insert(next.clone()) {
-                    return Err(format!(
-                        "{method} repeated the cursor {next:?}: the server's pagination does not converge"
-                    ));
+                    return Err(ListError::RepeatedCursor {
+                        method,
+                        cursor: quoted_one(&next),
+                    });
                 }
                 cursor = Some(next);
             }
         }
     }
-    Err(format!(
-        "{method} returned more than {} pages: the server's pagination does not converge",
-        limits.max_pages
-    ))
+    Err(ListError::TooManyPages {
+        method,
+        bound: limits.max_pages,
+    })
 }
 
 /// Whether a first page is a successful answer that carries no list at all (`{}`, or only
@@ -166,7 +257,7 @@ pub(crate) async fn list_all_tools(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     limits: &Limits,
-) -> Result<(Vec<Tool>, Option<u64>), String> {
+) -> Result<(Vec<Tool>, Option<u64>), ListError> {
     drain(
         peer,
         timeout,
@@ -196,7 +287,7 @@ pub(crate) async fn list_catalog(
     timeout: Duration,
     limits: &Limits,
     capabilities: &Value,
-) -> Result<(Catalog, Option<u64>), String> {
+) -> Result<(Catalog, Option<u64>), ListError> {
     let mut catalog = Catalog::default();
     let mut ttl: Option<u64> = None;
     let offers = |family: &str| capabilities.get(family).is_some_and(|c| !c.is_null());
@@ -228,7 +319,7 @@ async fn list_resources(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     limits: &Limits,
-) -> Result<(Arc<[ResourceInfo]>, Option<u64>), String> {
+) -> Result<(Arc<[ResourceInfo]>, Option<u64>), ListError> {
     let (resources, ttl) = drain(
         peer,
         timeout,
@@ -269,7 +360,7 @@ async fn list_templates(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     limits: &Limits,
-) -> Result<(Arc<[ResourceTemplateInfo]>, Option<u64>), String> {
+) -> Result<(Arc<[ResourceTemplateInfo]>, Option<u64>), ListError> {
     let (templates, ttl) = drain(
         peer,
         timeout,
@@ -309,7 +400,7 @@ async fn list_prompts(
     peer: &Peer<RoleClient>,
     timeout: Duration,
     limits: &Limits,
-) -> Result<(Arc<[PromptInfo]>, Option<u64>), String> {
+) -> Result<(Arc<[PromptInfo]>, Option<u64>), ListError> {
     let (prompts, ttl) = drain(
         peer,
         timeout,
@@ -374,7 +465,7 @@ pub(crate) fn apply_policy(
     listed: Vec<Tool>,
     enabled: Option<&[String]>,
     read: &[String],
-) -> Result<Vec<ToolInfo>, String> {
+) -> Result<Vec<ToolInfo>, PolicyError> {
     let mut names = BTreeSet::new();
     let mut duplicates = BTreeSet::new();
     for tool in &listed {
@@ -384,10 +475,10 @@ pub(crate) fn apply_policy(
     }
     let mut faults = Vec::new();
     if !duplicates.is_empty() {
-        faults.push(format!(
-            "server \"{alias}\" lists the tool name(s) {} more than once; a host cannot route to an ambiguous name",
-            quoted(&duplicates)
-        ));
+        faults.push(PolicyFault::Duplicate {
+            alias: alias.to_owned(),
+            names: quoted(&duplicates),
+        });
     }
     if let Some(enabled) = enabled {
         let missing: BTreeSet<String> = enabled
@@ -396,11 +487,11 @@ pub(crate) fn apply_policy(
             .cloned()
             .collect();
         if !missing.is_empty() {
-            faults.push(format!(
-                "{}_TOOLS names {} which server \"{alias}\" does not list: fix _TOOLS or the server",
-                target_variable(alias),
-                quoted(&missing)
-            ));
+            faults.push(PolicyFault::UnlistedTools {
+                alias: alias.to_owned(),
+                variable: target_variable(alias),
+                names: quoted(&missing),
+            });
         }
     }
     let missing_read: BTreeSet<String> = read
@@ -409,11 +500,11 @@ pub(crate) fn apply_policy(
         .cloned()
         .collect();
     if !missing_read.is_empty() {
-        faults.push(format!(
-            "{}_READ names {} which server \"{alias}\" does not list: fix _READ or the server",
-            target_variable(alias),
-            quoted(&missing_read)
-        ));
+        faults.push(PolicyFault::UnlistedRead {
+            alias: alias.to_owned(),
+            variable: target_variable(alias),
+            names: quoted(&missing_read),
+        });
     }
     let enabled: Option<HashSet<&str>> =
         enabled.map(|names| names.iter().map(String::as_str).collect());
@@ -429,16 +520,14 @@ pub(crate) fn apply_policy(
         .map(str::to_owned)
         .collect();
     if !unfit.is_empty() {
-        faults.push(format!(
-            "server \"{alias}\" lists the tool name(s) {}, which are not 1 to {MAX_TOOL_NAME} \
-             ASCII letters, digits, '_', '-' and '.' (the names MCP allows and an EXEC op can \
-             carry): fix the server, or enable only its other tools with {}_TOOLS",
-            quoted(&unfit),
-            target_variable(alias),
-        ));
+        faults.push(PolicyFault::Unfit {
+            alias: alias.to_owned(),
+            variable: target_variable(alias),
+            names: quoted(&unfit),
+        });
     }
     if !faults.is_empty() {
-        return Err(faults.join("; "));
+        return Err(PolicyError(faults));
     }
     let read: HashSet<&str> = read.iter().map(String::as_str).collect();
     Ok(listed
@@ -498,18 +587,21 @@ fn quoted(names: &BTreeSet<String>) -> String {
     let mut shown: Vec<String> = names
         .iter()
         .take(QUOTED_NAMES)
-        .map(|name| {
-            let escaped: String = name.chars().flat_map(char::escape_debug).collect();
-            match escaped.char_indices().nth(QUOTED_CHARS) {
-                Some((at, _)) => format!("\"{}…\"", &escaped[..at]),
-                None => format!("\"{escaped}\""),
-            }
-        })
+        .map(|name| quoted_one(name))
         .collect();
     if names.len() > QUOTED_NAMES {
         shown.push(format!("and {} more", names.len() - QUOTED_NAMES));
     }
     shown.join(", ")
+}
+
+/// One name a server gave, escaped and cut to [`QUOTED_CHARS`] characters, in quotes.
+fn quoted_one(name: &str) -> String {
+    let escaped: String = name.chars().flat_map(char::escape_debug).collect();
+    match escaped.char_indices().nth(QUOTED_CHARS) {
+        Some((at, _)) => format!("\"{}…\"", &escaped[..at]),
+        None => format!("\"{escaped}\""),
+    }
 }
 
 #[cfg(test)]
@@ -529,7 +621,7 @@ mod tests {
         assert_eq!(tally.add("tools/list", 6, 60), Ok(()));
         // Exactly at both bounds, over two pages: admitted.
         assert_eq!(tally.add("tools/list", 4, 40), Ok(()));
-        let past = tally.add("tools/list", 1, 0).unwrap_err();
+        let past = tally.add("tools/list", 1, 0).unwrap_err().to_string();
         assert!(
             past.contains("tools/list listed more than 10 items"),
             "{past}"
@@ -537,7 +629,7 @@ mod tests {
 
         let mut tally = Tally::new(&limits);
         assert_eq!(tally.add("prompts/list", 1, 100), Ok(()));
-        let past = tally.add("prompts/list", 0, 1).unwrap_err();
+        let past = tally.add("prompts/list", 0, 1).unwrap_err().to_string();
         assert!(
             past.contains("prompts/list listed more than 100 bytes"),
             "{past}"
@@ -575,7 +667,8 @@ mod tests {
     #[test]
     fn a_configured_tool_the_server_lacks_names_it() {
         let error = apply_policy("gh", vec![tool("a")], Some(&["push".to_owned()]), &[])
-            .expect_err("a missing tool is refused");
+            .expect_err("a missing tool is refused")
+            .to_string();
         assert!(error.contains("PLURNK_MCP_GH_TOOLS"), "{error}");
         assert!(error.contains("\"push\""), "{error}");
     }
@@ -594,7 +687,8 @@ mod tests {
             tool("a.b-c_D9"),
         ];
         let error = apply_policy("gh", listed.clone(), None, &[])
-            .expect_err("names outside the specification's set are refused");
+            .expect_err("names outside the specification's set are refused")
+            .to_string();
         assert!(error.contains("PLURNK_MCP_GH_TOOLS"), "{error}");
         assert!(!error.contains('\n') && !error.contains('\0'), "{error:?}");
         assert!(
@@ -627,7 +721,9 @@ mod tests {
     #[test]
     fn a_fault_quotes_a_bounded_number_of_names() {
         let listed: Vec<Tool> = (0..100).map(|i| tool(&format!("bad name {i}"))).collect();
-        let error = apply_policy("s", listed, None, &[]).expect_err("refused");
+        let error = apply_policy("s", listed, None, &[])
+            .expect_err("refused")
+            .to_string();
         assert!(error.contains("and 92 more"), "{error}");
         assert!(error.len() < 1_000, "{} bytes: {error}", error.len());
     }
@@ -650,7 +746,8 @@ mod tests {
     #[test]
     fn a_duplicate_remote_name_is_refused() {
         let error = apply_policy("s", vec![tool("a"), tool("a")], None, &[])
-            .expect_err("a duplicate is refused");
+            .expect_err("a duplicate is refused")
+            .to_string();
         assert!(error.contains("more than once"), "{error}");
     }
 }

@@ -23,6 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthorizedClient, ChallengeSlot, Challenged};
 use super::call::{CallPeer, ProgressRoutes};
+use super::catalog::ListError;
+use super::close::{CloseError, CloseFault};
 use super::guard::{CutReason, Inbound, LineLimit};
 use super::lines::Lines;
 use super::stdio::{ChildProcess, StdioSpawn};
@@ -31,6 +33,7 @@ use crate::model::{
     Catalog, InProcessConnector, InteractionHandler, Limits, Negotiated, TransportKind,
 };
 use crate::redact::scrub;
+pub(crate) use negotiation::RevisionDropped;
 use negotiation::{negotiate, negotiated, rediscovered};
 use watched::Signals;
 
@@ -164,6 +167,9 @@ pub(crate) enum ConnectError {
     /// The HTTP transport could not be built from the configuration.
     #[error("{0}")]
     Http(String),
+    /// A configured header the transport cannot send (named, never its value).
+    #[error(transparent)]
+    Header(http::HeaderError),
     /// A tool source could not be opened (its document, its program), said why.
     #[error("could not open the tool source: {0}")]
     Source(String),
@@ -468,6 +474,7 @@ fn auto_lifecycle() -> ClientLifecycleMode {
 enum Failure {
     Spawn(std::io::Error),
     Http(String),
+    Header(http::HeaderError),
     Negotiation(Box<ClientInitializeError>),
     /// A negotiation failure already described with what the process left behind.
     Described(String),
@@ -480,6 +487,7 @@ impl Failure {
         match self {
             Self::Spawn(error) => ConnectError::Spawn(scrub(&error.to_string()).into_owned()),
             Self::Http(detail) => ConnectError::Http(scrub(&detail).into_owned()),
+            Self::Header(error) => ConnectError::Header(error),
             Self::Described(detail) => ConnectError::Negotiation(scrub(&detail).into_owned()),
             Self::Source(detail) => ConnectError::Source(scrub(&detail).into_owned()),
             Self::Negotiation(error) => match error.auth_challenge() {
@@ -691,7 +699,7 @@ impl Wired {
         match oauth {
             None => {
                 let inner = http::transport(url, headers, http_client, max_message)
-                    .map_err(Failure::Http)?;
+                    .map_err(Failure::Header)?;
                 negotiate(client, signals.wrap(inner), lifecycle).await
             }
             Some(oauth) => {
@@ -699,7 +707,7 @@ impl Wired {
                 // a new authorization starts from it.
                 let http_client = Challenged::new(oauth.clone(), challenge.clone());
                 let inner = http::transport(url, headers, http_client, max_message)
-                    .map_err(Failure::Http)?;
+                    .map_err(Failure::Header)?;
                 negotiate(client, signals.wrap(inner), lifecycle).await
             }
         }
@@ -856,8 +864,8 @@ impl Connection {
     }
 
     /// Closes the connection: the transport closes stdin (stdio) and stops; a stdio group
-    /// gets `grace` to exit before `SIGKILL`. Returns a description of what failed.
-    pub(crate) async fn close(mut self, grace: Duration) -> Result<(), String> {
+    /// gets `grace` to exit before `SIGKILL`. The error names everything that failed.
+    pub(crate) async fn close(mut self, grace: Duration) -> Result<(), CloseError> {
         // The whole connection goes: its transport closes first, which retires the listen
         // stream with it, rather than cancelling that stream on its own first.
         let closed = self.service.close_with_timeout(grace).await;
@@ -867,11 +875,12 @@ impl Connection {
         let mut failures = Vec::new();
         match closed {
             Ok(Some(_)) => {}
-            Ok(None) => failures.push(format!(
-                "the transport did not close within {} ms",
-                grace.as_millis()
+            Ok(None) => failures.push(CloseFault::TransportTimeout {
+                ms: grace.as_millis(),
+            }),
+            Err(error) => failures.push(CloseFault::TransportTask(
+                scrub(&error.to_string()).into_owned(),
             )),
-            Err(error) => failures.push(format!("the transport task failed: {error}")),
         }
         if let Some(child) = self.child.take()
             && let Err(error) = child.close(grace).await
@@ -881,7 +890,7 @@ impl Connection {
         if failures.is_empty() {
             Ok(())
         } else {
-            Err(failures.join("; "))
+            Err(CloseError(failures))
         }
     }
 }
@@ -901,10 +910,8 @@ impl Lister {
     pub(crate) async fn list_tools(
         &self,
         timeout: Duration,
-    ) -> Result<(Vec<rmcp::model::Tool>, Option<u64>), String> {
-        super::catalog::list_all_tools(&self.peer, timeout, &self.limits)
-            .await
-            .map_err(|detail| scrub(&detail).into_owned())
+    ) -> Result<(Vec<rmcp::model::Tool>, Option<u64>), ListError> {
+        super::catalog::list_all_tools(&self.peer, timeout, &self.limits).await
     }
 
     /// Lists resources, templates and prompts the server advertises, with the shortest
@@ -913,7 +920,7 @@ impl Lister {
     pub(crate) async fn list_catalog(
         &self,
         timeout: Duration,
-    ) -> Result<(Catalog, Option<u64>), String> {
+    ) -> Result<(Catalog, Option<u64>), ListError> {
         super::catalog::list_catalog(
             &self.peer,
             timeout,
@@ -921,14 +928,16 @@ impl Lister {
             &self.negotiated.capabilities,
         )
         .await
-        .map_err(|detail| scrub(&detail).into_owned())
     }
 
     /// A modern server's discover answer asked again (rmcp serves it from its cache while
     /// the last answer's `ttlMs` holds), when it says something new: `Ok(None)` for a legacy
     /// server, an unchanged answer, or a server that could not answer (it keeps what it
     /// said); the error is a server that no longer speaks the negotiated revision.
-    pub(crate) async fn rediscover(&self, timeout: Duration) -> Result<Option<Negotiated>, String> {
+    pub(crate) async fn rediscover(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<Negotiated>, RevisionDropped> {
         if !self.negotiated.modern {
             return Ok(None);
         }
@@ -949,8 +958,7 @@ impl Lister {
                 return Ok(None);
             }
         };
-        let renewed = rediscovered(&self.negotiated, &result)
-            .map_err(|detail| scrub(&detail).into_owned())?;
+        let renewed = rediscovered(&self.negotiated, &result)?;
         Ok((renewed != *self.negotiated).then_some(renewed))
     }
 

@@ -13,6 +13,20 @@ use rmcp::transport::streamable_http_client::{
 
 use crate::config::is_reserved_header;
 
+/// A configured header the transport cannot send. It names the header, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HeaderError {
+    /// One of the headers the transport sets itself.
+    #[error("header \"{name}\" is set by the MCP transport itself: remove it from _HEADERS")]
+    Reserved { name: String },
+    /// Not a token HTTP allows as a name.
+    #[error("\"{name}\" is not a valid HTTP header name")]
+    InvalidName { name: String },
+    /// A value with bytes HTTP does not allow in a header (after `${NAME}` expansion).
+    #[error("the value of header \"{name}\" is not a valid HTTP header value")]
+    InvalidValue { name: String },
+}
+
 /// Builds the transport for one connection attempt.
 ///
 /// `headers` are already expanded and include `Authorization` when a bearer is configured.
@@ -23,21 +37,18 @@ pub(crate) fn transport<C: StreamableHttpClient>(
     headers: &[(String, String)],
     client: C,
     max_message: usize,
-) -> Result<StreamableHttpClientTransport<C>, String> {
+) -> Result<StreamableHttpClientTransport<C>, HeaderError> {
     let mut map = HashMap::new();
     for (name, value) in headers {
         // The same list the configuration refuses at load: a header that reaches here
         // unchecked still cannot replace one the transport owns.
         if is_reserved_header(name) {
-            return Err(format!(
-                "header \"{name}\" is set by the MCP transport itself: remove it from _HEADERS"
-            ));
+            return Err(HeaderError::Reserved { name: name.clone() });
         }
         let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("\"{name}\" is not a valid HTTP header name"))?;
-        let value = HeaderValue::from_str(value).map_err(|_| {
-            format!("the value of header \"{name}\" is not a valid HTTP header value")
-        })?;
+            .map_err(|_| HeaderError::InvalidName { name: name.clone() })?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| HeaderError::InvalidValue { name: name.clone() })?;
         map.insert(header, value);
     }
     let mut config = StreamableHttpClientTransportConfig::with_uri(Arc::<str>::from(url))
@@ -148,6 +159,7 @@ mod tests {
                 1024,
             )
             .err()
+            .map(|error| error.to_string())
             .unwrap_or_default();
             assert_eq!(
                 refused,

@@ -133,8 +133,8 @@ impl Reaper {
 
     /// The host is shutting down: ends the pipe, so the reaper kills what is left (groups
     /// not closed, descendants that left their group) and exits; waits up to `bound`.
-    /// Returns a description of what did not finish.
-    pub(crate) async fn finish(&self, bound: Duration) -> Result<(), String> {
+    /// The error says what did not finish.
+    pub(crate) async fn finish(&self, bound: Duration) -> Result<(), ReaperError> {
         let Some(Some(running)) = self.running.get() else {
             return Ok(());
         };
@@ -146,21 +146,34 @@ impl Reaper {
             let exited = running
                 .child
                 .lock()
-                .map_err(|_| "the reaper's handle is poisoned".to_owned())?
+                .map_err(|_| ReaperError::Poisoned)?
                 .try_wait()
-                .map_err(|error| format!("the reaper could not be waited for: {error}"))?;
+                .map_err(|error| ReaperError::Wait(error.to_string()))?;
             if exited.is_some() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "the reaper did not finish within {} ms",
-                    bound.as_millis()
-                ));
+                return Err(ReaperError::Unfinished {
+                    ms: bound.as_millis(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+/// Why the reaper did not finish at shutdown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ReaperError {
+    /// A thread panicked while holding the reaper's handle.
+    #[error("the reaper's handle is poisoned")]
+    Poisoned,
+    /// The operating system would not say whether the reaper exited.
+    #[error("the reaper could not be waited for: {0}")]
+    Wait(String),
+    /// The reaper was still running when the bound passed.
+    #[error("the reaper did not finish within {ms} ms")]
+    Unfinished { ms: u128 },
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth;
 use super::call::{CallContext, CallPeer, STOP_GRACE};
+use super::catalog::ListError;
 use super::connect::{ConnectError, ConnectOptions, Connection, Lister, OnUpdate, Target, connect};
 use crate::config::{Environment, PreparedAuthorization, PreparedTransport, ServerDefinition};
 use crate::model::{
@@ -181,7 +182,7 @@ async fn list(
     // A listing the host itself ended (the server flooded it, or sent a message over the
     // bound) failed for that reason, whatever the list call saw after; each failure's
     // Problem kind says what failed (the EXEC bridge reports it by kind).
-    let not_listed = |cut: Option<String>, detail: String| -> Refused {
+    let not_listed = |cut: Option<String>, detail: ListError| -> Refused {
         match cut {
             Some(cut) => Problem::server_unavailable(format!("{label} could not be listed: {cut}")),
             None => Problem::list_failed(format!("{label} could not be listed: {detail}")),
@@ -205,7 +206,7 @@ async fn list(
         Ok(tools) => tools,
         Err(detail) => {
             connection.close_in_background(close_grace);
-            return Err(Problem::server_unavailable(detail).into());
+            return Err(Problem::server_unavailable(detail.to_string()).into());
         }
     };
     let (catalog, catalog_ttl) = match lister.list_catalog(request_timeout).await {
@@ -263,7 +264,7 @@ pub(crate) async fn relist(
     timeout: Duration,
 ) -> Result<Box<Relisted>, Problem> {
     let kind = definition.transport().kind();
-    let unavailable = |detail: String| {
+    let unavailable = |detail: ListError| {
         Problem::list_failed(format!(
             "server \"{alias}\" ({kind}) changed its lists and could not be listed again: {detail}"
         ))
@@ -284,7 +285,7 @@ pub(crate) async fn relist(
     let lister = renewed.as_ref().unwrap_or(lister);
     let (listed, ttl) = lister.list_tools(timeout).await.map_err(unavailable)?;
     let tools = super::apply_policy(alias, listed, definition.tools(), definition.read())
-        .map_err(Problem::server_unavailable)?;
+        .map_err(|faults| Problem::server_unavailable(faults.to_string()))?;
     let (catalog, catalog_ttl) = lister.list_catalog(timeout).await.map_err(unavailable)?;
     Ok(Box::new(Relisted {
         tools: tools.into(),
@@ -294,14 +295,29 @@ pub(crate) async fn relist(
     }))
 }
 
+/// Why a definition could not be made into a connection's target.
+#[derive(Debug, thiserror::Error)]
+enum Unprepared {
+    /// Its `${NAME}` references or settings could not be expanded (the error names the
+    /// variable, never a value).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// An in-process definition with no server registered under its alias.
+    #[error(
+        "no in-process server is registered under this alias in this host (an embedder \
+         registers one with HostOptions::in_process)"
+    )]
+    NoInProcessServer,
+}
+
 /// Expands `definition` against `env` into what a connection attempt needs. The error names
 /// the variable, never a value.
 fn target(
     definition: &ServerDefinition,
     env: &Environment,
     in_process: Option<InProcessConnector>,
-) -> Result<(Target, Option<PreparedAuthorization>), String> {
-    let prepared = definition.prepare(env).map_err(|error| error.to_string())?;
+) -> Result<(Target, Option<PreparedAuthorization>), Unprepared> {
+    let prepared = definition.prepare(env)?;
     // Registered before anything is spawned or dialled: whatever comes back from here on
     // (stderr, transport errors, reflected headers) is scrubbed of them.
     crate::redact::register(&prepared.secrets);
@@ -333,11 +349,9 @@ fn target(
             declaration,
             origin,
         },
-        PreparedTransport::InProcess => Target::InProcess(in_process.ok_or_else(|| {
-            "no in-process server is registered under this alias in this host (an embedder \
-             registers one with HostOptions::in_process)"
-                .to_owned()
-        })?),
+        PreparedTransport::InProcess => {
+            Target::InProcess(in_process.ok_or(Unprepared::NoInProcessServer)?)
+        }
     };
     Ok((target, authorization))
 }

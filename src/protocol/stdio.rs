@@ -17,6 +17,8 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::close::CloseFault;
+
 use super::reaper::Reaper;
 
 /// How many stderr lines, and how many bytes of them, a server keeps for its Problem.
@@ -370,7 +372,7 @@ impl ChildProcess {
     /// exit, then `SIGKILL` to the whole group (descendants included) in every case.
     ///
     /// Returns an error naming what did not go away.
-    pub(crate) async fn close(self, grace: Duration) -> Result<(), String> {
+    pub(crate) async fn close(self, grace: Duration) -> Result<(), CloseFault> {
         let graceful = self.wait_exit(grace).await.is_some();
         kill_group(self.pgid);
         self.reaper.forget(self.pgid);
@@ -379,10 +381,7 @@ impl ChildProcess {
         }
         match self.wait_exit(Duration::from_secs(2)).await {
             Some(_) => Ok(()),
-            None => Err(format!(
-                "process {} did not exit after SIGKILL to its group",
-                self.pgid
-            )),
+            None => Err(CloseFault::Survived { pgid: self.pgid }),
         }
     }
 }

@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use super::successor::Step;
 use super::{Entry, Provenance, WorkspaceState, state_problem};
 use crate::actors::attachment::{AttachmentMsg, Origin};
 use crate::actors::messages::{ActionReply, WorkspaceMsg};
 use crate::config::ServerDefinition;
 use crate::model::{CloseFailure, Customize, Problem, ServerSnapshot, ServerState};
+use crate::protocol::CloseError;
 
 /// What a disable does to the server's durable record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,9 +183,7 @@ impl WorkspaceState {
     ) {
         if let Some(successor) = self.successor(alias, instance) {
             // The live session stays, under its definition.
-            for reply in successor.settle.drain(..) {
-                let _ = reply.send(Err(problem.clone()));
-            }
+            successor.failed(&problem);
             if let Some(attached) = self.attachments.get_mut(alias) {
                 attached.successor = None;
             }
@@ -233,10 +231,10 @@ impl WorkspaceState {
         myself: &ActorRef<WorkspaceMsg>,
         alias: String,
         instance: u64,
-        result: Result<(), String>,
+        result: Result<(), CloseError>,
     ) -> Result<(), ActorProcessingErr> {
         if let Some(successor) = self.successor(&alias, instance) {
-            successor.step = Step::Stopped;
+            successor.detached();
             return Ok(());
         }
         if !self.is_current(&alias, instance) {
@@ -251,15 +249,15 @@ impl WorkspaceState {
         &mut self,
         myself: &ActorRef<WorkspaceMsg>,
         alias: String,
-        result: Result<(), String>,
+        result: Result<(), CloseError>,
     ) -> Result<(), ActorProcessingErr> {
-        if let Err(detail) = result {
-            tracing::warn!(server = %alias, %detail, "server did not close cleanly");
+        if let Err(error) = result {
+            tracing::warn!(server = %alias, %error, "server did not close cleanly");
             if let Some((_, failures)) = self.shutdown.as_mut() {
                 failures.push(CloseFailure {
                     workspace: self.name.clone(),
                     alias: alias.clone(),
-                    detail,
+                    detail: error.to_string(),
                 });
             }
         }
@@ -345,9 +343,7 @@ impl WorkspaceState {
             .and_then(|attached| attached.successor.as_mut())
             .filter(|successor| successor.live())
         {
-            if *successor.definition == *requested {
-                successor.settle.push(reply);
-            } else {
+            if let Err(reply) = successor.join(&requested, reply) {
                 let _ = reply.send(Err(Problem::conflict(format!(
                     "server \"{alias}\" is already changing to another definition: enable it \
                      again once that change has finished"
@@ -455,9 +451,7 @@ impl WorkspaceState {
                     let _ = waiting.send(Err(superseded.clone()));
                 }
                 if let Some(successor) = &mut attached.successor {
-                    // Its calls (if it already had the new ones) settle before the commit.
-                    let cancel = matches!(successor.step, Step::Preparing);
-                    successor.stop("it is being disabled", cancel, &superseded);
+                    successor.disable(&superseded);
                 }
                 if !attached.draining {
                     attached.draining = true;
@@ -615,11 +609,7 @@ impl WorkspaceState {
             tracing::error!(server = %alias, %error, "attachment crashed while closing");
             // It was closing anyway; its connection was dropped with it.
             return self
-                .detached(
-                    myself,
-                    alias,
-                    Err("the attachment crashed while closing".into()),
-                )
+                .detached(myself, alias, Err(CloseError::crashed()))
                 .await;
         }
         let successor = self

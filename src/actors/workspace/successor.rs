@@ -19,17 +19,17 @@ use crate::protocol::Session;
 /// (the host specification's setup section: the candidate is prepared while the old
 /// snapshot is authoritative, and the swap commits at quiescence).
 pub(super) struct Successor {
-    pub(super) actor: ActorRef<AttachmentMsg>,
-    pub(super) session: Arc<Session>,
-    pub(super) instance: u64,
-    pub(super) definition: Arc<ServerDefinition>,
+    actor: ActorRef<AttachmentMsg>,
+    session: Arc<Session>,
+    instance: u64,
+    definition: Arc<ServerDefinition>,
     /// Enable waiters, answered once it is swapped in (or fails, or is stopped).
-    pub(super) settle: Vec<ActionReply>,
-    pub(super) step: Step,
+    settle: Vec<ActionReply>,
+    step: Step,
 }
 
 /// Where a successor is.
-pub(super) enum Step {
+enum Step {
     /// Connecting and listing, while the live session serves.
     Preparing,
     /// Ready, its definition durable, and given every new call; the live session settles
@@ -45,6 +45,40 @@ impl Successor {
     /// Whether it may still become the server.
     pub(super) fn live(&self) -> bool {
         matches!(self.step, Step::Preparing | Step::Swapping(_))
+    }
+
+    /// An enable that asks for `requested` while this change is under way joins it when it
+    /// asks for the same definition; otherwise its reply comes back, to be refused.
+    pub(super) fn join(
+        &mut self,
+        requested: &ServerDefinition,
+        reply: ActionReply,
+    ) -> Result<(), ActionReply> {
+        if *self.definition == *requested {
+            self.settle.push(reply);
+            Ok(())
+        } else {
+            Err(reply)
+        }
+    }
+
+    /// It failed its first attempt: its waiters are answered with `problem`.
+    pub(super) fn failed(&mut self, problem: &Problem) {
+        for reply in self.settle.drain(..) {
+            let _ = reply.send(Err(problem.clone()));
+        }
+    }
+
+    /// Its attachment detached.
+    pub(super) fn detached(&mut self) {
+        self.step = Step::Stopped;
+    }
+
+    /// Stopped for a disable: its calls are cancelled while it is still preparing (it has
+    /// none of the new calls yet); once swapping, they settle before the commit.
+    pub(super) fn disable(&mut self, answer: &Problem) {
+        let cancel = matches!(self.step, Step::Preparing);
+        self.stop("it is being disabled", cancel, answer);
     }
 
     /// Stops it (letting its calls finish unless `cancel`) and answers its waiters.

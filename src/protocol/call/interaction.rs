@@ -82,8 +82,8 @@ impl CallPeer {
     ) -> Result<(InputResponses, Option<String>), CallError> {
         let mut requests = BTreeMap::new();
         for (key, request) in input.input_requests.unwrap_or_default() {
-            let elicitation =
-                elicitation_of(&key, request).map_err(|detail| self.protocol(label, &detail))?;
+            let elicitation = elicitation_of(&key, request)
+                .map_err(|unaskable| self.protocol(label, &unaskable.to_string()))?;
             requests.insert(key, elicitation);
         }
         let mut answers = match (&context.interaction, requests.is_empty()) {
@@ -119,7 +119,7 @@ impl CallPeer {
             validate(elicitation, &answer).map_err(|detail| CallError::Interaction {
                 alias: self.alias.clone(),
                 tool: label.to_owned(),
-                detail: format!("the answer to \"{key}\" {detail}"),
+                detail: format!("the answer to {:?} {detail}", crate::config::shorten(key)),
             })?;
             responses.insert(key.clone(), json!(answer));
         }
@@ -129,27 +129,59 @@ impl CallPeer {
 
 /// What the caller is asked for one input request of a server, or why the host cannot
 /// ask it: only elicitations are offered (no sampling, no roots).
-pub(super) fn elicitation_of(key: &str, request: InputRequest) -> Result<Elicitation, String> {
+pub(super) fn elicitation_of(key: &str, request: InputRequest) -> Result<Elicitation, Unaskable> {
+    let key = || format!("{:?}", crate::config::shorten(key));
     match request {
         InputRequest::Elicitation(request) => {
             let params = serde_json::to_value(&request)
                 .ok()
                 .and_then(|value| value.get("params").cloned())
                 .unwrap_or(Value::Null);
-            elicitation_from(&params).ok_or_else(|| {
-                format!("input request \"{key}\" is an elicitation this host cannot read")
-            })
+            elicitation_from(&params).ok_or_else(|| Unaskable::Unreadable { key: key() })
         }
-        InputRequest::CreateMessage(_) => Err(format!(
-            "input request \"{key}\" asks for sampling, which this host does not offer"
-        )),
-        InputRequest::ListRoots(_) => Err(format!(
-            "input request \"{key}\" asks for roots, which this host does not offer"
-        )),
-        _ => Err(format!(
-            "input request \"{key}\" is of a kind this host does not know"
-        )),
+        InputRequest::CreateMessage(_) => Err(Unaskable::Sampling { key: key() }),
+        InputRequest::ListRoots(_) => Err(Unaskable::Roots { key: key() }),
+        _ => Err(Unaskable::Unknown { key: key() }),
     }
+}
+
+/// An input request of a server that the host cannot put to its caller. The key is the
+/// server's, quoted and cut.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Unaskable {
+    /// An elicitation without a message, or of a mode this host does not know.
+    #[error("input request {key} is an elicitation this host cannot read")]
+    Unreadable { key: String },
+    /// Sampling, which the host does not advertise.
+    #[error("input request {key} asks for sampling, which this host does not offer")]
+    Sampling { key: String },
+    /// Roots, which the host does not advertise.
+    #[error("input request {key} asks for roots, which this host does not offer")]
+    Roots { key: String },
+    /// A kind of request newer than this host.
+    #[error("input request {key} is of a kind this host does not know")]
+    Unknown { key: String },
+}
+
+/// Why an answer does not fit the elicitation it answers. Field names are quoted and cut,
+/// since an answer may come from a remote client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AnswerFault {
+    /// An accepted URL elicitation carries content.
+    #[error("accepts a URL elicitation with content, which it must not carry")]
+    UrlWithContent,
+    /// A field the form requires is absent.
+    #[error("lacks the required field {0}")]
+    Missing(String),
+    /// A field the form does not ask for.
+    #[error("has the field {0}, which the form does not ask for")]
+    Unasked(String),
+    /// A field's value is not of the type the form gives it.
+    #[error("gives {name} a value that is not a {kind}")]
+    WrongType { name: String, kind: String },
+    /// A field's value is not one of its enum's.
+    #[error("gives {0} a value outside its enum")]
+    OutsideEnum(String),
 }
 
 /// Reads an elicitation's params (`mode`, `message`, `requestedSchema`, `url`, …).
@@ -181,16 +213,15 @@ pub(crate) fn elicitation_from(params: &Value) -> Option<Elicitation> {
 pub(crate) fn validate(
     elicitation: &Elicitation,
     answer: &ElicitationAnswer,
-) -> Result<(), String> {
+) -> Result<(), AnswerFault> {
+    let quoted = |name: &str| format!("{:?}", crate::config::shorten(name));
     let ElicitationAnswer::Accept { content } = answer else {
         return Ok(());
     };
     match elicitation {
         Elicitation::Url { .. } => match content {
             None => Ok(()),
-            Some(_) => {
-                Err("accepts a URL elicitation with content, which it must not carry".into())
-            }
+            Some(_) => Err(AnswerFault::UrlWithContent),
         },
         Elicitation::Form { schema, .. } => {
             let empty = serde_json::Map::new();
@@ -199,15 +230,13 @@ pub(crate) fn validate(
             if let Some(required) = schema.get("required").and_then(Value::as_array) {
                 for name in required.iter().filter_map(Value::as_str) {
                     if !content.contains_key(name) {
-                        return Err(format!("lacks the required field \"{name}\""));
+                        return Err(AnswerFault::Missing(quoted(name)));
                     }
                 }
             }
             for (name, value) in content {
                 let Some(property) = properties.and_then(|p| p.get(name)) else {
-                    return Err(format!(
-                        "has the field \"{name}\", which the form does not ask for"
-                    ));
+                    return Err(AnswerFault::Unasked(quoted(name)));
                 };
                 let kind = property
                     .get("type")
@@ -222,12 +251,15 @@ pub(crate) fn validate(
                     _ => true,
                 };
                 if !fits {
-                    return Err(format!("gives \"{name}\" a value that is not a {kind}"));
+                    return Err(AnswerFault::WrongType {
+                        name: quoted(name),
+                        kind: crate::config::shorten(kind),
+                    });
                 }
                 if let Some(options) = property.get("enum").and_then(Value::as_array)
                     && !options.contains(value)
                 {
-                    return Err(format!("gives \"{name}\" a value outside its enum"));
+                    return Err(AnswerFault::OutsideEnum(quoted(name)));
                 }
             }
             Ok(())

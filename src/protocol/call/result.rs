@@ -43,8 +43,8 @@ impl CallPeer {
                 &format!("the result could not be represented as JSON: {error}"),
             )
         })?;
-        let is_error =
-            check_result(operation, &result).map_err(|bad| self.protocol(label, &bad))?;
+        let is_error = check_result(operation, &result)
+            .map_err(|bad| self.protocol(label, &bad.to_string()))?;
         Ok(ToolResult { is_error, result })
     }
 }
@@ -55,31 +55,28 @@ impl CallPeer {
 /// types, and a tool result holds no standalone `blob` content block (§mcp-result-content:
 /// blobs ride inside embedded resources). Everything else — fields and content block types
 /// this host does not know — passes untouched.
-pub(super) fn check_result(operation: &Operation, result: &Value) -> Result<bool, String> {
+pub(super) fn check_result(operation: &Operation, result: &Value) -> Result<bool, ResultFault> {
     let Some(object) = result.as_object() else {
-        return Err(format!(
-            "the result is {}, not a JSON object",
-            crate::config::json_kind(result)
-        ));
+        return Err(ResultFault::NotAnObject(crate::config::json_kind(result)));
     };
     match object.get("resultType") {
         None => {}
         Some(Value::String(kind)) if kind == "complete" => {}
         Some(other) => {
-            return Err(format!(
-                "the result's resultType {} is not \"complete\", \"input_required\" or \"task\"",
-                crate::redact::scrub_capped(&other.to_string(), 64)
-            ));
+            return Err(ResultFault::ResultType(crate::redact::scrub_capped(
+                &other.to_string(),
+                64,
+            )));
         }
     }
-    let array = |name: &str, required: bool| match object.get(name) {
+    let array = |name: &'static str, required: bool| match object.get(name) {
         Some(Value::Array(_)) => Ok(()),
         None if !required => Ok(()),
-        None => Err(format!("the result has no \"{name}\" array")),
-        Some(other) => Err(format!(
-            "the result's \"{name}\" is {}, not an array",
-            crate::config::json_kind(other)
-        )),
+        None => Err(ResultFault::NoArray(name)),
+        Some(other) => Err(ResultFault::NotAnArray {
+            name,
+            kind: crate::config::json_kind(other),
+        }),
     };
     match operation {
         Operation::CallTool { .. } => {
@@ -98,29 +95,60 @@ pub(super) fn check_result(operation: &Operation, result: &Value) -> Result<bool
             match object.get("isError") {
                 None | Some(Value::Null) => Ok(false),
                 Some(Value::Bool(is_error)) => Ok(*is_error),
-                Some(other) => Err(format!(
-                    "the result's \"isError\" is {}, not a boolean",
-                    crate::config::json_kind(other)
-                )),
+                Some(other) => Err(ResultFault::IsErrorNotBoolean(crate::config::json_kind(
+                    other,
+                ))),
             }
         }
         Operation::ReadResource { .. } => array("contents", true).map(|()| false),
         Operation::GetPrompt { .. } => array("messages", true).map(|()| false),
         Operation::Complete { .. } => match object.get("completion") {
             Some(Value::Object(_)) => Ok(false),
-            _ => Err("the result has no \"completion\" object".into()),
+            _ => Err(ResultFault::NoCompletion),
         },
     }
 }
 
+/// Why a server's result cannot be handed on as the result of the request it answers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ResultFault {
+    /// The result is not a JSON object (its JSON kind).
+    #[error("the result is {0}, not a JSON object")]
+    NotAnObject(&'static str),
+    /// `resultType` is neither absent nor `complete` here (shown scrubbed, cut to 64).
+    #[error("the result's resultType {0} is not \"complete\", \"input_required\" or \"task\"")]
+    ResultType(String),
+    /// A member the host hands on is missing.
+    #[error("the result has no \"{0}\" array")]
+    NoArray(&'static str),
+    /// A member the host hands on is not an array.
+    #[error("the result's \"{name}\" is {kind}, not an array")]
+    NotAnArray {
+        name: &'static str,
+        kind: &'static str,
+    },
+    /// A content block has no `type`.
+    #[error("content block {0} has no \"type\" string")]
+    UntypedBlock(usize),
+    /// A standalone `blob` block, which the specification does not allow.
+    #[error(
+        "the result holds a standalone blob content block, which is not valid tools/call content (blobs ride inside embedded resources)"
+    )]
+    StandaloneBlob,
+    /// `isError` is not a boolean.
+    #[error("the result's \"isError\" is {0}, not a boolean")]
+    IsErrorNotBoolean(&'static str),
+    /// A completion result without its `completion` object.
+    #[error("the result has no \"completion\" object")]
+    NoCompletion,
+}
+
 /// A `tools/call` content block the host cannot hand on, described: one without a type, or
 /// a standalone `blob` block. A block of a type this host does not know is handed on.
-pub(super) fn invalid_content(index: usize, block: &Value) -> Option<String> {
+pub(super) fn invalid_content(index: usize, block: &Value) -> Option<ResultFault> {
     match block.get("type").and_then(Value::as_str) {
-        None => Some(format!("content block {index} has no \"type\" string")),
-        Some("blob") => Some(
-            "the result holds a standalone blob content block, which is not valid tools/call content (blobs ride inside embedded resources)".into(),
-        ),
+        None => Some(ResultFault::UntypedBlock(index)),
+        Some("blob") => Some(ResultFault::StandaloneBlob),
         Some(_) => None,
     }
 }

@@ -76,36 +76,44 @@ pub(super) fn discovery(result: &DiscoverResult) -> Discovery {
     }
 }
 
+/// A later discover answer no longer lists the negotiated revision: the connection must be
+/// opened again. It shows how many revisions the server listed and at most four of them,
+/// each cut, since they are the server's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its discover answer no longer lists revision {revision} (it lists {count} revision(s): {}{})",
+    listed.join(", "),
+    if *count > listed.len() { ", …" } else { "" }
+)]
+pub(crate) struct RevisionDropped {
+    revision: String,
+    count: usize,
+    listed: Vec<String>,
+}
+
 /// A modern server's negotiation renewed from a new discover answer: identity, capabilities,
 /// instructions and hints as it now says, the revision as negotiated (a server that no longer
 /// lists it is an error: the connection must be opened again).
 pub(super) fn rediscovered(
     old: &Negotiated,
     result: &DiscoverResult,
-) -> Result<Negotiated, String> {
+) -> Result<Negotiated, RevisionDropped> {
     if !result
         .supported_versions
         .iter()
         .any(|version| version.as_str() == old.revision)
     {
-        // The server's words, bounded: a few of its revisions, each cut.
-        let listed: Vec<String> = result
-            .supported_versions
-            .iter()
-            .take(4)
-            .map(|version| format!("{:?}", crate::config::shorten(version.as_str())))
-            .collect();
-        return Err(format!(
-            "its discover answer no longer lists revision {} (it lists {} revision(s): {}{})",
-            old.revision,
-            result.supported_versions.len(),
-            listed.join(", "),
-            if result.supported_versions.len() > listed.len() {
-                ", …"
-            } else {
-                ""
-            }
-        ));
+        return Err(RevisionDropped {
+            revision: old.revision.clone(),
+            count: result.supported_versions.len(),
+            // The server's words, bounded: a few of its revisions, each cut.
+            listed: result
+                .supported_versions
+                .iter()
+                .take(4)
+                .map(|version| format!("{:?}", crate::config::shorten(version.as_str())))
+                .collect(),
+        });
     }
     Ok(Negotiated {
         discovery: Some(discovery(result)),
