@@ -106,7 +106,7 @@ target_dir="$(cargo metadata --format-version 1 --no-deps | "$NODE22" -e 'let s=
 export PLURNK_BENCH_FIXTURE="$target_dir/$dir/plurnk-mcp-fixture"
 [[ -x "$PLURNK_BENCH_FIXTURE" ]] || { log "the fixture was not built at $PLURNK_BENCH_FIXTURE"; exit 1; }
 if [[ $gateway -eq 1 ]]; then
-  cargo build "${profile[@]}" --bin plurnk-mcp
+  cargo build "${profile[@]}" -p plurnk-mcp-cli --bin plurnk-mcp
   export PLURNK_BENCH_PLURNK="$target_dir/$dir/plurnk-mcp"
   export PLURNK_BENCH_MCP_PROXY="$MCP_PROXY"
   export PLURNK_BENCH_PYTHON="$PYTHON_MCP"

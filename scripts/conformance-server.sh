@@ -111,7 +111,7 @@ trap stop_fixture EXIT
 
 if [[ -z "$URL" ]]; then
   log "building plurnk-mcp"
-  cargo build --quiet --bin plurnk-mcp
+  cargo build --quiet -p plurnk-mcp-cli --bin plurnk-mcp
   BIN="$TARGET_DIR/debug/plurnk-mcp"
   [[ -x "$BIN" ]] || { log "missing $BIN after the build"; exit 1; }
   # Each prints where it listens once it is bound: the fixture `listening http://IP:PORT/mcp`

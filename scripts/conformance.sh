@@ -5,7 +5,7 @@
 #   scripts/conformance.sh tools_call ...  # only these
 #
 # Installs the peers (scripts/install-peers.sh: Node 22 and @modelcontextprotocol/conformance
-# into .cache/), builds the conformance client (src/bin/conformance.rs), then runs each
+# into .cache/), builds the conformance client (crates/cli/src/bin/conformance.rs), then runs each
 # scenario alone with
 #   conformance client --command <client> --scenario <name> --spec-version <revision> \
 #                      [--force] --timeout 120000 -o target/conformance/<name>
@@ -94,14 +94,10 @@ bash scripts/install-peers.sh
 . .cache/peers.env
 [[ -x "$NODE22" && -f "$CONFORMANCE" ]] || { log "peers.env names no usable NODE22/CONFORMANCE"; exit 1; }
 
-# Cargo names an auto-discovered src/bin/conformance.rs `conformance`; a [[bin]] entry in
-# Cargo.toml may name it plurnk-mcp-conformance.
-BIN=conformance
-if grep -q '^name = "plurnk-mcp-conformance"' Cargo.toml; then
-  BIN=plurnk-mcp-conformance
-fi
+# The command line's crate names its conformance client plurnk-mcp-conformance.
+BIN=plurnk-mcp-conformance
 log "building $BIN"
-cargo build --quiet --bin "$BIN"
+cargo build --quiet -p plurnk-mcp-cli --bin "$BIN"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 CLIENT="$TARGET_DIR/debug/$BIN"
 [[ -x "$CLIENT" ]] || { log "missing $CLIENT after the build"; exit 1; }

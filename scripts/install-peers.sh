@@ -7,9 +7,9 @@
 # Installs (only from the package registries, by name, exact versions):
 #   .cache/node22  Node 22 from npm (`node` package), for the conformance CLI (needs fs.globSync)
 #   .cache/npm     @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
-#                  @modelcontextprotocol/client (the TypeScript v2 client, tests/peers/gateway_client.mjs),
-#                  oidc-provider and @modelcontextprotocol/sdk (tests/peers/oauth_world.mjs)
-#   .cache/venv    Python venv with the MCP Python SDK (tests/peers/python_server.py)
+#                  @modelcontextprotocol/client (the TypeScript v2 client, crates/cli/tests/peers/gateway_client.mjs),
+#                  oidc-provider and @modelcontextprotocol/sdk (crates/cli/tests/peers/oauth_world.mjs)
+#   .cache/venv    Python venv with the MCP Python SDK (crates/cli/tests/peers/python_server.py)
 #   .cache/mcp-proxy  npm's mcp-proxy, the gateway users already run, which the gateway
 #                  benchmark (scripts/bench.sh --gateway) puts beside `plurnk-mcp serve`
 # and writes .cache/peers.env with absolute paths: NODE22, SERVER_EVERYTHING, CONFORMANCE,
@@ -26,8 +26,8 @@ SERVER_EVERYTHING_VERSION="2026.8.31"
 CONFORMANCE_VERSION="0.2.0-alpha.11"
 # The same client version scripts/bench.sh installs into .cache/bench-npm.
 TS_CLIENT_VERSION="2.4.0"
-# tests/oauth.rs: a certified OpenID provider, and the TypeScript SDK's Streamable HTTP server
-# behind it (tests/peers/oauth_world.mjs).
+# crates/cli/tests/oauth.rs: a certified OpenID provider, and the TypeScript SDK's Streamable HTTP server
+# behind it (crates/cli/tests/peers/oauth_world.mjs).
 OIDC_PROVIDER_VERSION="9.13.3"
 TS_SDK_VERSION="1.32.2"
 PY_MCP_VERSION="2.3.0"
@@ -152,10 +152,10 @@ tmp="$CACHE/peers.env.tmp.$$"
   printf 'TS_CLIENT_DIR=%q\n' "$NPM_DIR"
   printf 'PYTHON_MCP=%q\n' "$PYTHON_MCP"
   printf 'MCP_PROXY=%q\n' "$MCP_PROXY"
-  printf 'PYTHON_PEER=%q\n' "$ROOT/tests/peers/python_server.py"
-  printf 'PYTHON_SURFACES=%q\n' "$ROOT/tests/peers/python_surfaces.py"
-  printf 'GATEWAY_TS_CLIENT=%q\n' "$ROOT/tests/peers/gateway_client.mjs"
-  printf 'GATEWAY_PY_CLIENT=%q\n' "$ROOT/tests/peers/gateway_client.py"
+  printf 'PYTHON_PEER=%q\n' "$ROOT/crates/cli/tests/peers/python_server.py"
+  printf 'PYTHON_SURFACES=%q\n' "$ROOT/crates/cli/tests/peers/python_surfaces.py"
+  printf 'GATEWAY_TS_CLIENT=%q\n' "$ROOT/crates/cli/tests/peers/gateway_client.mjs"
+  printf 'GATEWAY_PY_CLIENT=%q\n' "$ROOT/crates/cli/tests/peers/gateway_client.py"
 } > "$tmp"
 mv "$tmp" "$CACHE/peers.env"
 log "wrote .cache/peers.env"

@@ -17,8 +17,9 @@ pub struct Peers {
     pub python_peer: String,
 }
 
+/// The repository's root: the peers install into its `.cache/`.
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 /// Installs (if needed) and locates the peers.
@@ -57,10 +58,10 @@ pub fn peers() -> &'static Peers {
     })
 }
 
-/// A file of `tests/peers/`.
+/// A file of `crates/cli/tests/peers/`.
 #[allow(dead_code)]
 pub fn peer_script(name: &str) -> String {
-    root()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/peers")
         .join(name)
         .to_string_lossy()

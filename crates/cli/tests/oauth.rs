@@ -63,7 +63,8 @@ impl World {
     fn start_with(vars: &[(&str, &str)]) -> World {
         let peers = peers();
         let env = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/peers.env"),
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+                .join(".cache/peers.env"),
         )
         .expect("peers.env");
         let prefix = env
