@@ -324,7 +324,7 @@ mod tests {
     fn every_supported_row_cites_tests_that_exist() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut sources = String::new();
-        for folder in ["tests", "src"] {
+        for folder in ["crates/cli/tests", "crates/cli/src", "src"] {
             let mut stack = vec![root.join(folder)];
             while let Some(path) = stack.pop() {
                 let Ok(entries) = std::fs::read_dir(&path) else {
