@@ -21,7 +21,7 @@ use crate::model::Problem;
 /// the server's 401 or 403, which seeds discovery. A 403 `insufficient_scope` is a step-up:
 /// it asks for the scopes granted so far and those the challenge names, at most
 /// [`MAX_STEP_UPS`] times for one authorization. Its URL is the vault's
-/// [`Vault::pending`].
+/// [`Vault::pending`](super::Vault::pending).
 pub(super) async fn begin(attempt: Attempt<'_>) -> Result<(), AuthError> {
     let Attempt {
         vault,
