@@ -28,6 +28,7 @@
 //! # Layout
 //!
 //! One concept a file, each importing only those above it in this list:
+//! `error` (why a step failed: [`AuthError`](error::AuthError), in words of our own) →
 //! `dpop` (RFC 9449 proofs and the OAuth HTTP client) → `request` (a token request and how
 //! an answer is read) → `challenge` (a refusal's challenge, the presented token, the
 //! workload [`Regrant`](challenge::Regrant)) → `vault` (the state) → the flows: `code`
@@ -37,6 +38,7 @@ mod challenge;
 mod code;
 mod device;
 mod dpop;
+mod error;
 mod grant;
 mod request;
 mod vault;
@@ -63,7 +65,8 @@ pub(crate) struct Server<'a> {
     pub url: &'a str,
     pub definition: &'a ServerDefinition,
     pub authorization: Option<&'a PreparedAuthorization>,
-    /// The host's shared HTTP client, built on first use.
+    /// The host's shared HTTP client, built on first use. Its error is the final message to
+    /// a person: it goes into a Problem's detail as it is, and nothing branches on it.
     pub http: &'a (dyn Fn() -> Result<reqwest::Client, String> + Sync),
 }
 
@@ -181,10 +184,16 @@ impl Server<'_> {
             authorization,
             challenge: Some(&challenge),
         };
+        let failed = |detail: &dyn std::fmt::Display| {
+            Unauthorized::Failed(Problem::authorization_failed(format!(
+                "{} could not be authorized: {detail}",
+                self.label
+            )))
+        };
         let begun = match vault.take_device_request(workspace, alias) {
             Some(scope) => match (self.http)() {
                 Ok(http) => device::begin_device(attempt, scope, http).await,
-                Err(detail) => Err(detail),
+                Err(detail) => return failed(&detail),
             },
             None => code::begin(attempt).await,
         };
@@ -196,10 +205,7 @@ impl Server<'_> {
                     pending: vault.pending(workspace, alias),
                 }
             }
-            Err(detail) => Unauthorized::Failed(Problem::authorization_failed(format!(
-                "{} could not be authorized: {detail}",
-                self.label
-            ))),
+            Err(why) => failed(&why),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
-use rmcp::transport::auth::{AuthClient, AuthError, WWWAuthenticateParams};
+use rmcp::transport::auth::{AuthClient, AuthError as RmcpAuthError, WWWAuthenticateParams};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -18,6 +18,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use super::dpop::{self, Dpop};
+use super::error::AuthError;
 use super::request::token_request;
 
 /// An HTTP client that attaches (and refreshes) an OAuth access token: what the transport of
@@ -40,8 +41,8 @@ pub(crate) struct Regrant {
 }
 
 impl Regrant {
-    /// One token request; the answer, or the OAuth error code of a refusal.
-    pub(super) async fn grant(&self) -> Result<serde_json::Value, String> {
+    /// One token request; the answer, or why there is none (a refusal's OAuth error code).
+    pub(super) async fn grant(&self) -> Result<serde_json::Value, AuthError> {
         let answer = token_request(
             &self.http,
             &self.token_endpoint,
@@ -273,9 +274,9 @@ impl<C: StreamableHttpClient + Sync> Challenged<C> {
         };
         let proved = || {
             let mut headers = custom_headers.clone();
-            let presented = dpop
-                .resource_headers(method, uri, token)
-                .map_err(|why| StreamableHttpError::from(AuthError::InternalError(why)))?;
+            let presented = dpop.resource_headers(method, uri, token).map_err(|why| {
+                StreamableHttpError::from(RmcpAuthError::InternalError(why.to_string()))
+            })?;
             headers.extend(presented);
             Ok::<_, StreamableHttpError<C::Error>>(headers)
         };

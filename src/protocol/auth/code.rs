@@ -10,7 +10,8 @@ use super::challenge::{
     AuthorizedClient, Challenged, is_insufficient_scope, register_token, step_up_scopes,
 };
 use super::dpop::{Dpop, OAuthHttp};
-use super::request::{CLIENT_NAME, refusal, shown};
+use super::error::{AuthError, Refusal};
+use super::request::{CLIENT_NAME, shown};
 use super::vault::{Attempt, MAX_STEP_UPS, Pending, Replay, Waiting};
 use crate::config::{PreparedAuthorization, ServerDefinition};
 use crate::model::Problem;
@@ -20,8 +21,8 @@ use crate::model::Problem;
 /// the server's 401 or 403, which seeds discovery. A 403 `insufficient_scope` is a step-up:
 /// it asks for the scopes granted so far and those the challenge names, at most
 /// [`MAX_STEP_UPS`] times for one authorization. Its URL is the vault's
-/// [`Vault::pending`].
-pub(super) async fn begin(attempt: Attempt<'_>) -> Result<(), String> {
+/// [`Vault::pending`](super::Vault::pending).
+pub(super) async fn begin(attempt: Attempt<'_>) -> Result<(), AuthError> {
     let Attempt {
         vault,
         workspace,
@@ -48,11 +49,9 @@ pub(super) async fn begin(attempt: Attempt<'_>) -> Result<(), String> {
         entry.step_ups > MAX_STEP_UPS
     });
     if refused {
-        return Err(format!(
-            "it asked for more scope {MAX_STEP_UPS} times in a row, so no further approval is \
-             asked for: grant the scope it needs in its definition's `scope`, or disable and \
-             enable it to start over"
-        ));
+        return Err(AuthError::TooManyStepUps {
+            limit: MAX_STEP_UPS,
+        });
     }
     let PreparedAuthorization::OAuth {
         redirect_url,
@@ -62,7 +61,7 @@ pub(super) async fn begin(attempt: Attempt<'_>) -> Result<(), String> {
         scope,
     } = authorization
     else {
-        return Err("its authorization is not interactive OAuth".to_owned());
+        return Err(AuthError::NotInteractive);
     };
     let mut request = AuthorizationRequest::new(redirect_url.clone()).with_client_name(CLIENT_NAME);
     if let Some(client_id) = client_id {
@@ -88,17 +87,15 @@ pub(super) async fn begin(attempt: Attempt<'_>) -> Result<(), String> {
         OAuthHttp::new(server_url, dpop.clone())?,
     )
     .await
-    .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
+    .map_err(|error| AuthError::Start(Refusal::from(&error)))?;
     state
         .start_authorization(request)
         .await
-        .map_err(|error| format!("its authorization could not start: {}", refusal(&error)))?;
-    let url = state.get_authorization_url().await.map_err(|error| {
-        format!(
-            "its authorization URL could not be made: {}",
-            refusal(&error)
-        )
-    })?;
+        .map_err(|error| AuthError::AuthorizationStart(Refusal::from(&error)))?;
+    let url = state
+        .get_authorization_url()
+        .await
+        .map_err(|error| AuthError::AuthorizationUrl(Refusal::from(&error)))?;
     vault.set_waiting(
         workspace,
         alias,
@@ -123,7 +120,7 @@ pub(super) async fn complete(
     callback_url: &str,
     http_client: reqwest::Client,
 ) -> Result<(AuthorizedClient, Arc<ServerDefinition>, Replay), Box<(Option<Pending>, Problem)>> {
-    let refused = |detail: &str| Problem {
+    let refused = |detail: AuthError| Problem {
         status: 400,
         kind: "oauth-callback-refused".into(),
         detail: format!(
@@ -143,15 +140,12 @@ pub(super) async fn complete(
         crate::redact::register(values);
     }
     if let Err(error) = pending.state.handle_callback_url(callback_url).await {
-        let problem = refused(refusal(&error));
+        let problem = refused(AuthError::OAuth(Refusal::from(&error)));
         return Err(Box::new((Some(pending), problem)));
     }
     let (definition, replay, dpop) = (pending.definition, pending.replay, pending.dpop);
     let Some(manager) = pending.state.into_authorization_manager() else {
-        return Err(Box::new((
-            None,
-            refused("the authorization ended in no usable state"),
-        )));
+        return Err(Box::new((None, refused(AuthError::NoUsableState))));
     };
     let client = AuthClient::new(Challenged::registering(http_client, dpop), manager);
     register_token(&client).await;

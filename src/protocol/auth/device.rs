@@ -8,7 +8,8 @@ use rmcp::transport::auth::{
 
 use super::challenge::{Challenged, challenged_scope, register_token};
 use super::dpop::{Dpop, OAuthHttp};
-use super::request::{CLIENT_NAME, holding, json_bounded, refusal, shown, token_request};
+use super::error::{AuthError, Refusal};
+use super::request::{CLIENT_NAME, holding, json_bounded, shown, token_request};
 use super::vault::{Attempt, DevicePending, Replay, Vault, Waiting};
 use crate::config::PreparedAuthorization;
 use crate::model::{DeviceAuthorization, DevicePoll, Problem};
@@ -24,7 +25,7 @@ pub(super) async fn begin_device(
     attempt: Attempt<'_>,
     scope: Option<String>,
     http: reqwest::Client,
-) -> Result<(), String> {
+) -> Result<(), AuthError> {
     let Attempt {
         vault,
         workspace,
@@ -41,7 +42,7 @@ pub(super) async fn begin_device(
         ..
     } = authorization
     else {
-        return Err("its authorization is not interactive OAuth".to_owned());
+        return Err(AuthError::NotInteractive);
     };
     let dpop = Dpop::new()?;
     let (metadata, endpoint) = discover_device_endpoint(server_url, challenge, &dpop).await?;
@@ -75,7 +76,7 @@ pub(super) async fn begin_device(
         None,
     )
     .await
-    .map_err(|why| format!("the device authorization request failed: {why}"))?;
+    .map_err(|why| AuthError::DeviceRequest(Box::new(why)))?;
     let (device_code, shown) = read_device_answer(&answer)?;
     let expires_in = shown.expires_in;
     let pending = DevicePending {
@@ -101,40 +102,33 @@ async fn discover_device_endpoint(
     server_url: &str,
     challenge: Option<&str>,
     dpop: &std::sync::Arc<Dpop>,
-) -> Result<(AuthorizationMetadata, String), String> {
+) -> Result<(AuthorizationMetadata, String), AuthError> {
     let manager = AuthorizationManager::new_with_oauth_http_client(
         server_url,
         OAuthHttp::new(server_url, dpop.clone())?,
     )
     .await
-    .map_err(|error| format!("OAuth could not start: {}", refusal(&error)))?;
+    .map_err(|error| AuthError::Start(Refusal::from(&error)))?;
     let metadata = manager
         .resolve_metadata_from_challenge(challenge)
         .await
-        .map_err(|error| {
-            format!(
-                "its authorization server was not found: {}",
-                refusal(&error)
-            )
-        })?
+        .map_err(|error| AuthError::ServerNotFound(Refusal::from(&error)))?
         .metadata;
     let endpoint = metadata
         .additional_fields
         .get("device_authorization_endpoint")
         .and_then(serde_json::Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| {
-            "its authorization server advertises no device_authorization_endpoint, so the \
-             device grant cannot be used: authorize it through the browser flow (enable it)"
-                .to_owned()
-        })?;
+        .ok_or(AuthError::NoDeviceEndpoint)?;
     Ok((metadata, endpoint))
 }
 
 /// The device code (registered as a secret) and what the person is shown, read from the
 /// device authorization answer: every shown value bounded, the interval and lifetime
 /// clamped.
-fn read_device_answer(answer: &serde_json::Value) -> Result<(String, DeviceAuthorization), String> {
+fn read_device_answer(
+    answer: &serde_json::Value,
+) -> Result<(String, DeviceAuthorization), AuthError> {
     let field = |key: &str| answer.get(key).and_then(serde_json::Value::as_str);
     let number = |key: &str| answer.get(key).and_then(serde_json::Value::as_u64);
     let (Some(device_code), Some(user_code), Some(verification_uri)) = (
@@ -142,9 +136,7 @@ fn read_device_answer(answer: &serde_json::Value) -> Result<(String, DeviceAutho
         field("user_code"),
         field("verification_uri"),
     ) else {
-        return Err(
-            "the authorization server's device authorization answer lacks its codes".to_owned(),
-        );
+        return Err(AuthError::DeviceAnswerIncomplete);
     };
     crate::redact::register([device_code]);
     let shown = DeviceAuthorization {
@@ -164,12 +156,11 @@ fn read_device_answer(answer: &serde_json::Value) -> Result<(String, DeviceAutho
 async fn register_device_client(
     http: &reqwest::Client,
     metadata: &AuthorizationMetadata,
-) -> Result<(String, Option<String>), String> {
-    let endpoint = metadata.registration_endpoint.as_deref().ok_or_else(|| {
-        "its authorization server advertises no registration_endpoint and the definition names \
-         no clientId: give it a pre-registered clientId"
-            .to_owned()
-    })?;
+) -> Result<(String, Option<String>), AuthError> {
+    let endpoint = metadata
+        .registration_endpoint
+        .as_deref()
+        .ok_or(AuthError::NoRegistrationEndpoint)?;
     let body = serde_json::json!({
         "client_name": CLIENT_NAME,
         "grant_types": [DEVICE_GRANT, "refresh_token"],
@@ -184,17 +175,14 @@ async fn register_device_client(
         .timeout(std::time::Duration::from_secs(20))
         .send()
         .await
-        .map_err(|_| "its registration endpoint could not be reached".to_owned())?;
+        .map_err(|_| AuthError::RegistrationUnreachable)?;
     if !response.status().is_success() {
-        return Err(format!(
-            "its registration endpoint refused the client ({})",
-            response.status().as_u16()
-        ));
+        return Err(AuthError::RegistrationRefused {
+            status: response.status().as_u16(),
+        });
     }
     let client = json_bounded(response).await?;
-    let id = client["client_id"]
-        .as_str()
-        .ok_or_else(|| "its registration endpoint answered no client_id".to_owned())?;
+    let id = client["client_id"].as_str().ok_or(AuthError::NoClientId)?;
     Ok((
         id.to_owned(),
         client["client_secret"].as_str().map(str::to_owned),
@@ -251,9 +239,16 @@ pub(super) async fn poll_device(
         vault.restore(workspace, alias, Waiting::Device(Box::new(pending)));
         Ok(Polled::Status(status))
     };
+    let failed = |why: AuthError| {
+        Err(Problem::server_unavailable(format!(
+            "server \"{alias}\" (http): the device authorization's token request failed \
+             ({why}); authorize again"
+        )))
+    };
+    // RFC 8628 §3.5: the codes a poll answers with; any other failure ends the attempt.
     let tokens = match answer {
         Ok(tokens) => tokens,
-        Err(code) => {
+        Err(AuthError::TokenRefused(code)) => {
             return match code.as_str() {
                 "authorization_pending" => keep(pending, DevicePoll::Pending),
                 "slow_down" => {
@@ -262,15 +257,10 @@ pub(super) async fn poll_device(
                 }
                 "access_denied" => Ok(Polled::Status(DevicePoll::Denied)),
                 "expired_token" => Ok(Polled::Status(DevicePoll::Expired)),
-                other => {
-                    let problem = Problem::server_unavailable(format!(
-                        "server \"{alias}\" (http): the device authorization's token request \
-                         failed ({other}); authorize again"
-                    ));
-                    Err(problem)
-                }
+                _ => failed(AuthError::TokenRefused(code)),
             };
         }
+        Err(other) => return failed(other),
     };
     let response: OAuthTokenResponse = serde_json::from_value(tokens).map_err(|_| {
         Problem::server_unavailable(format!(
@@ -278,17 +268,16 @@ pub(super) async fn poll_device(
                  OAuth token response; authorize again"
         ))
     })?;
-    let unusable = |why: &str| {
+    let unusable = |why: AuthError| {
         Problem::server_unavailable(format!(
             "server \"{alias}\" (http): the device authorization's token could not be kept ({why})"
         ))
     };
-    let oauth_http =
-        OAuthHttp::new(&pending.server_url, pending.dpop.clone()).map_err(|why| unusable(&why))?;
+    let oauth_http = OAuthHttp::new(&pending.server_url, pending.dpop.clone()).map_err(unusable)?;
     let manager =
         AuthorizationManager::new_with_oauth_http_client(pending.server_url.as_str(), oauth_http)
             .await
-            .map_err(|error| unusable(refusal(&error)))?;
+            .map_err(|error| unusable(AuthError::OAuth(Refusal::from(&error))))?;
     let mut config = OAuthClientConfig::new(pending.client_id.clone(), "http://127.0.0.1/")
         .with_scopes(pending.scopes.clone());
     if let Some(secret) = &pending.client_secret {
@@ -296,7 +285,7 @@ pub(super) async fn poll_device(
     }
     let manager = holding(manager, pending.metadata.clone(), config, response)
         .await
-        .map_err(|error| unusable(refusal(&error)))?;
+        .map_err(|error| unusable(AuthError::OAuth(Refusal::from(&error))))?;
     let client = AuthClient::new(Challenged::registering(http, pending.dpop), manager);
     register_token(&client).await;
     vault.install(workspace, alias, client, pending.definition);

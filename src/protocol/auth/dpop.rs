@@ -34,6 +34,7 @@ use rmcp::transport::auth::{
     OAuthHttpRequest,
 };
 
+use super::error::AuthError;
 use crate::protocol::address::AddressRule;
 
 /// The only proof algorithm the host signs with.
@@ -93,13 +94,13 @@ pub(crate) enum Audience {
 
 impl Dpop {
     /// A new key for one authorization.
-    pub(crate) fn new() -> Result<Arc<Self>, String> {
+    pub(crate) fn new() -> Result<Arc<Self>, AuthError> {
         let key = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING)
-            .map_err(|_| "no DPoP key could be made".to_owned())?;
+            .map_err(|_| AuthError::DpopKey)?;
         // An uncompressed P-256 point: 0x04, then x and y of 32 bytes each.
         let point = key.public_key().as_ref();
         if point.len() != 65 || point[0] != 4 {
-            return Err("the DPoP key's public point is not an uncompressed P-256 point".into());
+            return Err(AuthError::DpopPoint);
         }
         let jwk = serde_json::json!({
             "kty": "EC",
@@ -130,14 +131,14 @@ impl Dpop {
         url: &str,
         access_token: Option<&str>,
         audience: Audience,
-    ) -> Result<String, String> {
-        let mut htu = reqwest::Url::parse(url).map_err(|_| "a DPoP target is not a URL")?;
+    ) -> Result<String, AuthError> {
+        let mut htu = reqwest::Url::parse(url).map_err(|_| AuthError::DpopTarget)?;
         htu.set_query(None);
         htu.set_fragment(None);
         let mut jti = [0u8; 16];
         self.rng
             .fill(&mut jti)
-            .map_err(|_| "no DPoP proof identifier could be made")?;
+            .map_err(|_| AuthError::DpopIdentifier)?;
         let iat = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|since| since.as_secs())
@@ -167,7 +168,7 @@ impl Dpop {
         let signature = self
             .key
             .sign(&self.rng, input.as_bytes())
-            .map_err(|_| "a DPoP proof could not be signed")?;
+            .map_err(|_| AuthError::DpopSignature)?;
         Ok(format!(
             "{input}.{}",
             URL_SAFE_NO_PAD.encode(signature.as_ref())
@@ -241,7 +242,7 @@ impl Dpop {
         method: &str,
         url: &str,
         token: &str,
-    ) -> Result<[(reqwest::header::HeaderName, reqwest::header::HeaderValue); 2], String> {
+    ) -> Result<[(reqwest::header::HeaderName, reqwest::header::HeaderValue); 2], AuthError> {
         let proof = self.proof(method, url, Some(token), Audience::Resource)?;
         let value = |text: String| {
             reqwest::header::HeaderValue::from_str(&text)
@@ -249,7 +250,7 @@ impl Dpop {
                     value.set_sensitive(true);
                     value
                 })
-                .map_err(|_| "a DPoP header is not a header value".to_owned())
+                .map_err(|_| AuthError::DpopHeader)
         };
         Ok([
             (
@@ -373,15 +374,15 @@ pub(crate) struct OAuthHttp {
 
 impl OAuthHttp {
     /// The client for authorizing the server at `server_url`, proving `dpop`'s key.
-    pub(crate) fn new(server_url: &str, dpop: Arc<Dpop>) -> Result<Arc<Self>, String> {
-        let base = reqwest::Url::parse(server_url).map_err(|_| "its URL is not a URL")?;
+    pub(crate) fn new(server_url: &str, dpop: Arc<Dpop>) -> Result<Arc<Self>, AuthError> {
+        let base = reqwest::Url::parse(server_url).map_err(|_| AuthError::ServerUrl)?;
         let rule = AddressRule::of(&base);
         let follow_rule = rule.clone();
         let follow = reqwest::redirect::Policy::custom(move |attempt| {
             if !follow_rule.allows_url(attempt.url()) {
-                attempt.error("a redirect of an OAuth request named an address not allowed")
+                attempt.error(AuthError::RedirectRefused)
             } else if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error("an OAuth request was redirected too many times")
+                attempt.error(AuthError::TooManyRedirects)
             } else {
                 attempt.follow()
             }
@@ -392,7 +393,7 @@ impl OAuthHttp {
                 .redirect(redirect)
                 .dns_resolver(Arc::new(rule.clone()))
                 .build()
-                .map_err(|_| "no HTTP client for OAuth could be made".to_owned())
+                .map_err(|_| AuthError::NoHttpClient)
         };
         Ok(Arc::new(Self {
             follow: build(follow)?,
@@ -422,7 +423,7 @@ impl OAuthHttp {
         if let Ok(parsed) = reqwest::Url::parse(&url)
             && !self.rule.allows_url(&parsed)
         {
-            return Err("an OAuth request named an address not allowed".into());
+            return Err(AuthError::AddressRefused.into());
         }
         if parts.method == reqwest::Method::POST {
             register_form_credentials(&body);
@@ -449,9 +450,9 @@ impl OAuthHttp {
             {
                 Ok(answer) => answer,
                 Err(crate::protocol::http::Bounded::TooLarge) => {
-                    return Err(format!(
-                        "an OAuth answer was longer than {MAX_ANSWER_BYTES} bytes"
-                    )
+                    return Err(AuthError::OAuthAnswerTooLarge {
+                        limit: MAX_ANSWER_BYTES,
+                    }
                     .into());
                 }
                 Err(crate::protocol::http::Bounded::Failed(error)) => return Err(error.into()),

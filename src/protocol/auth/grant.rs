@@ -12,7 +12,8 @@ use rmcp::transport::auth::{
 
 use super::challenge::{AuthorizedClient, Challenged, Regrant, register_token};
 use super::dpop::{Dpop, OAuthHttp};
-use super::request::{holding, refusal};
+use super::error::{AuthError, Refusal};
+use super::request::holding;
 use crate::config::PreparedAuthorization;
 use crate::model::Problem;
 
@@ -37,7 +38,7 @@ pub(super) async fn client_credentials(
             "server \"{alias}\" (http): its authorization is not the client-credentials grant"
         )));
     };
-    let failed = |why: &str| Problem {
+    let failed = |why: AuthError| Problem {
         status: 502,
         kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
         detail: format!(
@@ -49,7 +50,7 @@ pub(super) async fn client_credentials(
     let (mut manager, metadata, dpop) =
         discover_for_grant(server_url, issuer.as_deref(), "the secret")
             .await
-            .map_err(|why| failed(&why))?;
+            .map_err(failed)?;
     manager.set_metadata(metadata);
     let config = ClientCredentialsConfig::ClientSecret {
         client_id: client_id.clone(),
@@ -60,16 +61,17 @@ pub(super) async fn client_credentials(
             .unwrap_or_default(),
         resource: Some(server_url.to_owned()),
     };
+    let refused = |error| failed(AuthError::OAuth(Refusal::from(&error)));
     manager
         .validate_client_credentials_metadata(&config)
-        .map_err(|error| failed(refusal(&error)))?;
+        .map_err(refused)?;
     manager
         .configure_client_credentials(&config)
-        .map_err(|error| failed(refusal(&error)))?;
+        .map_err(refused)?;
     manager
         .exchange_client_credentials(&config)
         .await
-        .map_err(|error| failed(refusal(&error)))?;
+        .map_err(refused)?;
     let client = AuthClient::new(Challenged::registering(http_client, dpop), manager);
     register_token(&client).await;
     Ok(client)
@@ -82,30 +84,24 @@ pub(super) async fn client_credentials(
 async fn discover_for_grant(
     server_url: &str,
     issuer: Option<&str>,
-    what: &str,
-) -> Result<(AuthorizationManager, AuthorizationMetadata, Arc<Dpop>), String> {
+    what: &'static str,
+) -> Result<(AuthorizationManager, AuthorizationMetadata, Arc<Dpop>), AuthError> {
     let dpop = Dpop::new()?;
     let oauth_http = OAuthHttp::new(server_url, dpop.clone())?;
     let manager = AuthorizationManager::new_with_oauth_http_client(server_url, oauth_http)
         .await
-        .map_err(|error| refusal(&error).to_owned())?;
+        .map_err(|error| AuthError::OAuth(Refusal::from(&error)))?;
     let resolution = manager
         .resolve_metadata()
         .await
-        .map_err(|error| refusal(&error).to_owned())?;
+        .map_err(|error| AuthError::OAuth(Refusal::from(&error)))?;
     if !resolution.source.is_discovered() {
-        return Err(format!(
-            "the server publishes no protected-resource or authorization-server metadata, so \
-             there is no token endpoint to send {what} to"
-        ));
+        return Err(AuthError::NoMetadata { what });
     }
     if let Some(expected) = issuer {
         let found = resolution.metadata.issuer.as_deref();
         if found.map(normalize_issuer) != Some(normalize_issuer(expected)) {
-            return Err(format!(
-                "the authorization server is not the issuer the definition binds {what} to, so \
-                 it was not sent"
-            ));
+            return Err(AuthError::WrongIssuer { what });
         }
     }
     Ok((manager, resolution.metadata, dpop))
@@ -127,7 +123,7 @@ pub(super) async fn workload_identity(
     authorization: &PreparedAuthorization,
     http_client: reqwest::Client,
 ) -> Result<AuthorizedClient, Problem> {
-    let failed = |why: &str| Problem {
+    let failed = |why: AuthError| Problem {
         status: 502,
         kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
         detail: format!(
@@ -143,22 +139,19 @@ pub(super) async fn workload_identity(
         issuer,
     } = authorization
     else {
-        return Err(failed("its authorization is not a workload identity"));
+        return Err(failed(AuthError::NotWorkloadIdentity));
     };
     let (manager, metadata, dpop) =
         discover_for_grant(server_url, issuer.as_deref(), "the identity token")
             .await
-            .map_err(|why| failed(&why))?;
+            .map_err(failed)?;
     if let Some(grants) = metadata
         .additional_fields
         .get("grant_types_supported")
         .and_then(serde_json::Value::as_array)
         && !grants.iter().any(|grant| grant == JWT_BEARER_GRANT)
     {
-        return Err(failed(
-            "its authorization server does not list the JWT-bearer grant, so the identity \
-             token was not sent",
-        ));
+        return Err(failed(AuthError::NoJwtBearer));
     }
     let mut form = vec![
         ("grant_type", JWT_BEARER_GRANT.to_owned()),
@@ -184,9 +177,9 @@ pub(super) async fn workload_identity(
     let answer = regrant
         .grant()
         .await
-        .map_err(|code| failed(&format!("the authorization server refused it ({code})")))?;
-    let response: OAuthTokenResponse = serde_json::from_value(answer)
-        .map_err(|_| failed("the authorization server's answer is not an OAuth token response"))?;
+        .map_err(|why| failed(AuthError::GrantRefused(Box::new(why))))?;
+    let response: OAuthTokenResponse =
+        serde_json::from_value(answer).map_err(|_| failed(AuthError::NotTokenResponse))?;
     let scopes: Vec<String> = scope
         .as_deref()
         .map(|scope| scope.split_whitespace().map(str::to_owned).collect())
@@ -194,7 +187,7 @@ pub(super) async fn workload_identity(
     let config = OAuthClientConfig::new(client_name, "http://127.0.0.1/").with_scopes(scopes);
     let manager = holding(manager, metadata, config, response)
         .await
-        .map_err(|error| failed(refusal(&error)))?;
+        .map_err(|error| failed(AuthError::OAuth(Refusal::from(&error))))?;
     let challenged = Challenged::registering(http_client, dpop).regranting(Arc::new(regrant));
     let client = AuthClient::new(challenged, manager);
     register_token(&client).await;

@@ -1,14 +1,15 @@
 //! The requests the host makes to an authorization server itself, and how their answers
 //! are read: a token request (a form POST, authenticated as the client, with a DPoP proof
 //! when the endpoint wants one), a bounded JSON answer, what of an answer may be shown,
-//! and a refusal in words of our own (never the authorization server's text).
+//! and a refusal's OAuth error code (never the authorization server's text).
 
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, AuthorizationMetadata, CredentialStore as _,
+    AuthError as RmcpAuthError, AuthorizationManager, AuthorizationMetadata, CredentialStore as _,
     InMemoryCredentialStore, OAuthClientConfig, OAuthTokenResponse, StoredCredentials,
 };
 
 use super::dpop::{self, Dpop};
+use super::error::{AuthError, ErrorCode};
 
 /// The client name sent with Dynamic Client Registration.
 pub(super) const CLIENT_NAME: &str = "plurnk-mcp";
@@ -17,13 +18,13 @@ pub(super) const CLIENT_NAME: &str = "plurnk-mcp";
 pub(super) const MAX_SHOWN: usize = 4096;
 
 /// `value` (what the authorization server gave as `what`), if it is short enough to show.
-pub(super) fn shown(value: impl Into<String>, what: &str) -> Result<String, String> {
+pub(super) fn shown(value: impl Into<String>, what: &'static str) -> Result<String, AuthError> {
     let value = value.into();
     if value.len() > MAX_SHOWN {
-        return Err(format!(
-            "its authorization server's {what} is longer than {MAX_SHOWN} bytes, so it is not \
-             shown; check the server's OAuth metadata"
-        ));
+        return Err(AuthError::NotShown {
+            what,
+            limit: MAX_SHOWN,
+        });
     }
     Ok(value)
 }
@@ -35,7 +36,7 @@ pub(super) async fn holding(
     metadata: AuthorizationMetadata,
     config: OAuthClientConfig,
     response: OAuthTokenResponse,
-) -> Result<AuthorizationManager, AuthError> {
+) -> Result<AuthorizationManager, RmcpAuthError> {
     let issuer = metadata.issuer.clone();
     manager.set_metadata(metadata);
     let (client_id, scopes) = (config.client_id.clone(), config.scopes.clone());
@@ -54,65 +55,25 @@ pub(super) async fn holding(
     Ok(manager)
 }
 
-/// What went wrong, in words of our own: never the authorization server's error text.
-pub(super) fn refusal(error: &AuthError) -> &'static str {
-    match error {
-        AuthError::AuthorizationRequired => "authorization is required",
-        AuthError::AuthorizationFailed(_) => {
-            "the callback was not one of this authorization (its state, code or issuer did not check out)"
-        }
-        AuthError::TokenExchangeFailed(_) => "the authorization server refused the token exchange",
-        AuthError::TokenRefreshFailed(_) | AuthError::TokenRefreshRejected(_) => {
-            "the token could not be refreshed"
-        }
-        AuthError::HttpError(_) | AuthError::DiscoveryRequestFailed { .. } => {
-            "the authorization server could not be reached"
-        }
-        AuthError::MetadataError(_)
-        | AuthError::ProtectedResourceMetadataInvalid { .. }
-        | AuthError::AuthorizationServersUnavailable { .. }
-        | AuthError::NoAuthorizationSupport => {
-            "its protected-resource or authorization-server metadata is missing or unusable"
-        }
-        AuthError::PkceUnsupported => "the authorization server does not support PKCE S256",
-        AuthError::UrlError(_) => "a URL in the flow is not valid",
-        AuthError::RegistrationFailed(_) => {
-            "no client identity could be established (no pre-registered client, no client \
-             metadata document support, no registration endpoint)"
-        }
-        AuthError::InsufficientScope { .. } | AuthError::InvalidScope(_) => {
-            "the scope asked for was not granted"
-        }
-        AuthError::AuthorizationServerMismatch { .. }
-        | AuthError::AuthorizationServerMissingIssuer { .. } => {
-            "the authorization server's issuer did not match the one expected"
-        }
-        AuthError::ClientCredentialsError(_) => {
-            "the authorization server refused the client credentials"
-        }
-        _ => "the OAuth flow failed",
-    }
-}
-
 /// The most an authorization server's answer may make the host hold.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// A JSON answer of at most [`MAX_ANSWER_BYTES`]; anything that is not JSON is `null`.
-pub(super) async fn json_bounded(response: reqwest::Response) -> Result<serde_json::Value, String> {
+pub(super) async fn json_bounded(
+    response: reqwest::Response,
+) -> Result<serde_json::Value, AuthError> {
     match crate::protocol::http::read_bounded(response, MAX_ANSWER_BYTES).await {
         Ok(body) => Ok(serde_json::from_slice(&body).unwrap_or_default()),
-        Err(crate::protocol::http::Bounded::TooLarge) => Err(format!(
-            "the authorization server answered more than {MAX_ANSWER_BYTES} bytes"
-        )),
-        Err(crate::protocol::http::Bounded::Failed(_)) => {
-            Err("the authorization server's answer could not be read".to_owned())
-        }
+        Err(crate::protocol::http::Bounded::TooLarge) => Err(AuthError::AnswerTooLarge {
+            limit: MAX_ANSWER_BYTES,
+        }),
+        Err(crate::protocol::http::Bounded::Failed(_)) => Err(AuthError::AnswerUnreadable),
     }
 }
 
 /// A form POST to one of the authorization server's endpoints, authenticated as the client
 /// (`client_secret_basic` with a secret); the JSON answer, or the OAuth `error` code of a
-/// refusal (never its description).
+/// refusal (never its description), else its status.
 pub(super) async fn token_request(
     http: &reqwest::Client,
     endpoint: &str,
@@ -120,7 +81,7 @@ pub(super) async fn token_request(
     client_secret: Option<&str>,
     form: &[(&str, String)],
     dpop: Option<&Dpop>,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, AuthError> {
     let body = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form)
         .finish();
@@ -147,10 +108,7 @@ pub(super) async fn token_request(
             let proof = dpop.proof("POST", endpoint, None, dpop::Audience::TokenEndpoint)?;
             request = request.header("dpop", proof);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|_| "the authorization server could not be reached".to_owned())?;
+        let response = request.send().await.map_err(|_| AuthError::Unreachable)?;
         let status = response.status();
         let fresh = dpop
             .is_some_and(|dpop| dpop.note_nonce(dpop::Audience::TokenEndpoint, response.headers()));
@@ -168,17 +126,9 @@ pub(super) async fn token_request(
         return Ok(answer);
     }
     // The OAuth error code only, bounded to its grammar; the description is the server's.
-    let code: String = answer["error"]
-        .as_str()
-        .unwrap_or("")
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .take(40)
-        .collect();
-    Err(if code.is_empty() {
-        format!("HTTP {}", status.as_u16())
-    } else {
-        code
+    Err(match ErrorCode::of(&answer) {
+        Some(code) => AuthError::TokenRefused(code),
+        None => AuthError::TokenStatus(status.as_u16()),
     })
 }
 
@@ -193,8 +143,16 @@ mod tests {
             Ok("https://as.test/device")
         );
         let refused = shown("u".repeat(MAX_SHOWN + 1), "user code").expect_err("too long");
+        assert_eq!(
+            refused,
+            AuthError::NotShown {
+                what: "user code",
+                limit: MAX_SHOWN
+            }
+        );
+        let refused = refused.to_string();
         assert!(
-            refused.contains("user code") && refused.contains("4096"),
+            refused.contains("user code") && refused.contains("4096") && !refused.contains("uuu"),
             "{refused}"
         );
     }
