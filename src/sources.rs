@@ -243,14 +243,27 @@ pub fn validate(kind: SourceKind, declaration: &Value, origin: &str) -> Vec<Decl
 /// expanded), opens it (its document, its program) and serves it in-process; the error says
 /// what is wrong and what to do.
 pub(crate) fn opener() -> crate::protocol::SourceOpener {
+    // The String is the opener's contract with protocol/, which sits below this layer: the
+    // final message, which becomes the server's Problem detail as it is.
     Arc::new(|kind, declaration, origin, children| {
         Box::pin(async move {
             let kind = SourceKind::of(kind)
                 .ok_or_else(|| format!("{origin}: {kind} is not a kind of tool source"))?;
-            let source = readers::open(kind, &declaration, &origin, children).await?;
+            let source = readers::open(kind, &declaration, &origin, children)
+                .await
+                .map_err(|faults| said(&faults))?;
             Ok(server::connector(source, origin))
         })
     })
+}
+
+/// A declaration's faults as one message.
+fn said(faults: &[DeclarationError]) -> String {
+    faults
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// What `declaration` needs on this machine (its binary, its runtime, its document) and

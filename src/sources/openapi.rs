@@ -597,14 +597,7 @@ impl OpenApiDeclaration {
                 .pointer("/info/version")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            Err(faults) => {
-                let text = faults
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                return Finding::Missing(text);
-            }
+            Err(faults) => return Finding::Missing(super::said(&faults)),
         };
         match (&self.version, installed) {
             (Some(declared), Some(installed)) if *declared != installed => Finding::VersionDrift {
