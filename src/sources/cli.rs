@@ -57,6 +57,7 @@ use super::faults::{Faults, join};
 use super::params::{self, Declared, Kind, Wording};
 use super::program::{Launcher, Limits, outcome, probe_version, resolve_program};
 use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, ToolSource};
+use crate::config::ConfigError;
 use crate::protocol::Children;
 
 // === the declaration ===
@@ -365,7 +366,7 @@ impl CliDeclaration {
     pub(crate) fn open(
         &self,
         origin: &str,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
         children: Children,
     ) -> Result<CliSource, Vec<DeclarationError>> {
         Ok(CliSource {

@@ -41,7 +41,7 @@ use tokio::io::AsyncReadExt;
 pub use self::document::Bounds;
 use self::document::{Document, Operation};
 use super::{DeclarationError, Finding, SourceTool};
-use crate::config::{Piece, Secret};
+use crate::config::{ConfigError, Piece, Secret};
 use crate::protocol::{AddressRule, Bounded, describe, read_bounded};
 
 /// The default deadline of one request, in milliseconds.
@@ -348,7 +348,7 @@ impl OpenApiDeclaration {
     /// together.
     pub fn open(
         &self,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
     ) -> impl Future<Output = Result<OpenApiSource, Vec<DeclarationError>>> + Send + use<> {
         let prepared = self.prepare(expand);
         let declaration = self.clone();
@@ -361,7 +361,7 @@ impl OpenApiDeclaration {
     /// The headers every request carries, expanded, the bearer last as `Authorization`.
     fn prepare(
         &self,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
     ) -> Result<reqwest::header::HeaderMap, Vec<DeclarationError>> {
         let mut faults = Vec::new();
         let mut secrets = Vec::new();
@@ -380,7 +380,7 @@ impl OpenApiDeclaration {
             let value = match expand(raw) {
                 Ok(value) => value,
                 Err(problem) => {
-                    faults.push(self.error(&field, &problem, fix));
+                    faults.push(self.error(&field, &problem.to_string(), fix));
                     continue;
                 }
             };
@@ -418,7 +418,7 @@ impl OpenApiDeclaration {
                         )),
                     }
                 }
-                Err(problem) => faults.push(self.error("bearer", &problem, fix)),
+                Err(problem) => faults.push(self.error("bearer", &problem.to_string(), fix)),
             }
         }
         crate::redact::register(&secrets);

@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::faults::Faults;
 use super::{DeclarationError, Finding, SourceError, SourceResult};
+use crate::config::ConfigError;
 use crate::protocol::{
     Children, Inherited, Reaper, StderrTail, describe_exit, group_command, kill_group, kill_marked,
 };
@@ -34,7 +35,7 @@ const READ_CHUNK: usize = 16 << 10;
 pub(crate) fn expand_env(
     env: &BTreeMap<String, String>,
     origin: &str,
-    expand: &dyn Fn(&str) -> Result<String, String>,
+    expand: &dyn Fn(&str) -> Result<String, ConfigError>,
 ) -> Result<Vec<(String, String)>, Vec<DeclarationError>> {
     let mut faults = Faults::new(origin);
     let mut expanded = Vec::with_capacity(env.len());
@@ -48,7 +49,7 @@ pub(crate) fn expand_env(
             }
             Err(problem) => faults.add(
                 format!("env.{name}"),
-                problem,
+                problem.to_string(),
                 "define the variable it references, or write the value itself",
             ),
         }
@@ -78,7 +79,7 @@ impl Launcher {
     pub(crate) fn open(
         env: &BTreeMap<String, String>,
         origin: &str,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
         children: Children,
     ) -> Result<Self, Vec<DeclarationError>> {
         Ok(Self {

@@ -48,6 +48,7 @@ use super::faults::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Faults};
 use super::params::{self, Declared, Kind, Wording};
 use super::program::{Launcher, Limits, outcome, probe_version, resolve_program};
 use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, ToolSource};
+use crate::config::ConfigError;
 use crate::protocol::Children;
 
 /// How much of a script is read for its header.
@@ -489,7 +490,7 @@ impl ScriptDeclaration {
     pub(crate) fn open(
         &self,
         origin: &str,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
         children: Children,
     ) -> Result<ScriptSource, Vec<DeclarationError>> {
         let shown = self.path.display().to_string();

@@ -315,10 +315,8 @@ async fn create(headers: HeaderMap, body: Bytes) -> Response {
     )
 }
 
-fn expand(s: &str) -> Result<String, String> {
-    Environment::new([("PETS_TOKEN", TOKEN), ("API_KEY", "key-0123456789abcdef")])
-        .expand(s)
-        .map_err(|e| e.to_string())
+fn expand(s: &str) -> Result<String, crate::config::ConfigError> {
+    Environment::new([("PETS_TOKEN", TOKEN), ("API_KEY", "key-0123456789abcdef")]).expand(s)
 }
 
 fn args(value: Value) -> Map<String, Value> {
