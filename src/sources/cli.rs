@@ -383,7 +383,7 @@ impl CliDeclaration {
         let path = std::env::var_os("PATH");
         let program = match resolve_program(&self.command, path.as_deref()) {
             Ok(program) => program,
-            Err(problem) => return Finding::Missing(problem),
+            Err(missing) => return Finding::Missing(missing.to_string()),
         };
         match &self.version {
             None => Finding::Ready(program.display().to_string()),

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use super::error::OpenError;
 use super::faults::Faults;
 use super::{DeclarationError, Finding, SourceError, SourceResult};
 use crate::config::ConfigError;
@@ -97,9 +98,10 @@ impl Launcher {
             .or_else(|| self.children.inherited.get("PATH").map(Into::into))
     }
 
-    /// Finds `command` on the run's `PATH`.
+    /// Finds `command` on the run's `PATH`; a call's refusal says what is missing.
     pub(crate) fn resolve(&self, command: &str) -> Result<PathBuf, SourceError> {
-        resolve_program(command, self.path().as_deref()).map_err(SourceError::Unavailable)
+        resolve_program(command, self.path().as_deref())
+            .map_err(|missing| SourceError::Unavailable(missing.to_string()))
     }
 
     /// Runs `program args…` with the declared environment, marked for the host's reaper.
@@ -125,8 +127,12 @@ impl Launcher {
     }
 }
 
-/// Finds `command`: an absolute path as it is, a bare name on `path`. Says what is missing.
-pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<PathBuf, String> {
+/// Finds `command`: an absolute path as it is, a bare name on `path`.
+///
+/// # Errors
+///
+/// [`OpenError::NotExecutable`] or [`OpenError::NotOnPath`]: what is missing, and the fix.
+pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<PathBuf, OpenError> {
     let executable = |candidate: &Path| {
         std::fs::metadata(candidate)
             .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
@@ -136,9 +142,9 @@ pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<Pat
         return if executable(&candidate) {
             Ok(candidate)
         } else {
-            Err(format!(
-                "{command} is not an executable file: install it, or correct the path"
-            ))
+            Err(OpenError::NotExecutable {
+                command: command.to_owned(),
+            })
         };
     }
     let dirs: Vec<PathBuf> = path
@@ -149,13 +155,11 @@ pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<Pat
     dirs.iter()
         .map(|dir| dir.join(command))
         .find(|candidate| executable(candidate))
-        .ok_or_else(|| {
-            let searched = path
+        .ok_or_else(|| OpenError::NotOnPath {
+            command: command.to_owned(),
+            searched: path
                 .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!(
-                "\"{command}\" is not on PATH ({searched}): install it, or write its absolute path"
-            )
+                .unwrap_or_default(),
         })
 }
 

@@ -1,0 +1,70 @@
+//! The tool-source layer's errors: [`SourceError`], why a call gave no result (the public
+//! edge, what the host's caller reads), and [`OpenError`], what opening or checking a source
+//! meets on this machine (a program that is not there, a script that cannot be read), which
+//! becomes a declaration's fault, a `source check` finding or a call's refusal. A
+//! declaration's own faults are [`DeclarationError`](super::DeclarationError)s, every one at
+//! once; a `${NAME}` that does not expand is the expander's
+//! [`ConfigError`](crate::config::ConfigError).
+
+use std::path::PathBuf;
+
+/// Why a call could not produce a result at all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// No tool of that name.
+    #[error("no tool \"{0}\" in this source")]
+    UnknownTool(String),
+    /// The arguments do not fit the tool's parameters; says which and how.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The call ran past its deadline; its process group was killed (for a program).
+    #[error("the call ran past its deadline of {timeout_ms} ms and was stopped")]
+    Timeout {
+        /// The deadline.
+        timeout_ms: u64,
+    },
+    /// The output passed its bound; the program was killed.
+    #[error("the output passed its bound of {limit} bytes and the call was stopped")]
+    OutputTooLarge {
+        /// The bound.
+        limit: usize,
+    },
+    /// The program could not be found or started, or the request not sent: the whole
+    /// message (what, and why), which the caller reads as it is and nothing branches on.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Why a source cannot be opened or checked on this machine, or a call's program not found:
+/// each message names the thing and what is wrong with it; a missing program's says what to
+/// do, and the declaration's fault made of any other adds its own fix.
+///
+/// No variant holds a secret: they are paths, command names, the `PATH` searched and the
+/// system's own words.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpenError {
+    /// A command written as an absolute path that is not an executable file.
+    #[error("{command} is not an executable file: install it, or correct the path")]
+    NotExecutable {
+        /// The path as declared.
+        command: String,
+    },
+    /// A bare command found in no directory of the run's `PATH`.
+    #[error("\"{command}\" is not on PATH ({searched}): install it, or write its absolute path")]
+    NotOnPath {
+        /// The command as declared.
+        command: String,
+        /// The `PATH` searched (empty when there is none).
+        searched: String,
+    },
+    /// A script whose head could not be read (its header is read as the source opens).
+    #[error("script {} cannot be read: {source}", path.display())]
+    ScriptUnreadable {
+        /// The script's path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
