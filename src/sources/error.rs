@@ -1,10 +1,10 @@
 //! The tool-source layer's errors: [`SourceError`], why a call gave no result (the public
 //! edge, what the host's caller reads), and [`OpenError`], what opening or checking a source
-//! meets on this machine (a program that is not there, a script that cannot be read), which
-//! becomes a declaration's fault, a `source check` finding or a call's refusal. A
-//! declaration's own faults are [`DeclarationError`](super::DeclarationError)s, every one at
-//! once; a `${NAME}` that does not expand is the expander's
-//! [`ConfigError`](crate::config::ConfigError).
+//! meets on this machine (a program that is not there, a script or a document that cannot be
+//! read or fetched), which becomes a declaration's fault, a `source check` finding or a
+//! call's refusal. A declaration's own faults are
+//! [`DeclarationError`](super::DeclarationError)s, every one at once; a `${NAME}` that does
+//! not expand is the expander's [`ConfigError`](crate::config::ConfigError).
 
 use std::path::PathBuf;
 
@@ -40,8 +40,9 @@ pub enum SourceError {
 /// each message names the thing and what is wrong with it; a missing program's says what to
 /// do, and the declaration's fault made of any other adds its own fix.
 ///
-/// No variant holds a secret: they are paths, command names, the `PATH` searched and the
-/// system's own words.
+/// No variant holds a secret: a spec URL and what the network said of it are scrubbed where
+/// the error is made, so neither `Display` nor `Debug` shows a registered credential; the
+/// rest are paths, command names and the system's own words.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OpenError {
     /// A command written as an absolute path that is not an executable file.
@@ -67,4 +68,66 @@ pub(crate) enum OpenError {
         #[source]
         source: std::io::Error,
     },
+    /// reqwest could not build a client (its TLS backend did not start): not the operator's
+    /// doing.
+    #[error("the HTTP client could not be built: {0}")]
+    HttpClient(#[source] reqwest::Error),
+    /// A spec file that could not be opened or read.
+    #[error("the spec file {} cannot be read: {source}", path.display())]
+    SpecFileUnreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A spec file past the bound a document may have.
+    #[error("the spec file {} is larger than {limit} bytes", path.display())]
+    SpecFileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound.
+        limit: usize,
+    },
+    /// A spec URL whose request failed, or whose answer broke off as it was read.
+    #[error("the spec URL {url} {problem}")]
+    SpecUrlUnreachable {
+        /// The URL, scrubbed.
+        url: String,
+        /// What the connection said, its causes included, scrubbed.
+        problem: String,
+    },
+    /// A spec URL that answered with a status other than success (a redirect to another
+    /// origin included, which is not followed).
+    #[error("the spec URL {url} answered {}", status_line(*status))]
+    SpecUrlStatus {
+        /// The URL, scrubbed.
+        url: String,
+        /// The status it answered.
+        status: reqwest::StatusCode,
+    },
+    /// A spec URL whose answer passed the bound a document may have.
+    #[error("the spec URL {url} is larger than {limit} bytes")]
+    SpecUrlTooLarge {
+        /// The URL, scrubbed.
+        url: String,
+        /// The bound.
+        limit: usize,
+    },
+    /// A spec URL that did not answer within the deadline.
+    #[error("the spec URL {url} did not answer within {timeout_ms} ms")]
+    SpecUrlTimeout {
+        /// The URL, scrubbed.
+        url: String,
+        /// The deadline.
+        timeout_ms: u128,
+    },
+}
+
+/// A status as messages word it: `404 Not Found`, or the bare code when it has no reason.
+pub(crate) fn status_line(status: reqwest::StatusCode) -> String {
+    match status.canonical_reason() {
+        Some(reason) => format!("{} {reason}", status.as_u16()),
+        None => status.as_u16().to_string(),
+    }
 }

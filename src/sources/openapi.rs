@@ -40,6 +40,7 @@ use tokio::io::AsyncReadExt;
 
 pub use self::document::Bounds;
 use self::document::{Document, Operation};
+use super::error::OpenError;
 use super::{DeclarationError, Finding, SourceTool};
 use crate::config::{ConfigError, Piece, Secret};
 use crate::protocol::{AddressRule, Bounded, describe, read_bounded};
@@ -434,14 +435,16 @@ impl OpenApiDeclaration {
         headers: reqwest::header::HeaderMap,
     ) -> Result<OpenApiSource, Vec<DeclarationError>> {
         let location = self.location().map_err(|e| vec![e])?;
-        let bug = |problem: String| vec![self.error("spec", &problem, "report this as a bug")];
+        let bug = |problem: OpenError| {
+            vec![self.error("spec", &problem.to_string(), "report this as a bug")]
+        };
         let timeout = Duration::from_millis(self.timeout_ms);
         let (bytes, shown) = load(&client(None).map_err(bug)?, &location, timeout)
             .await
             .map_err(|problem| {
                 vec![self.error(
                     "spec",
-                    &problem,
+                    &problem.to_string(),
                     "point `spec` at a readable OpenAPI document",
                 )]
             })?;
@@ -586,11 +589,11 @@ impl OpenApiDeclaration {
         };
         let client = match client(None) {
             Ok(client) => client,
-            Err(problem) => return Finding::Missing(problem),
+            Err(problem) => return Finding::Missing(problem.to_string()),
         };
         let (bytes, shown) = match load(&client, &location, CHECK_TIMEOUT).await {
             Ok(loaded) => loaded,
-            Err(problem) => return Finding::Missing(problem),
+            Err(problem) => return Finding::Missing(problem.to_string()),
         };
         let installed = match parse_document(&bytes, &shown) {
             Ok(value) => value
@@ -854,27 +857,29 @@ fn looks_like_url(spec: &str) -> bool {
 
 /// The HTTP client of a source: same-origin redirects only; names resolved under `rule`
 /// when the document chose the origin; each request sets its deadline.
-fn client(rule: Option<AddressRule>) -> Result<reqwest::Client, String> {
+fn client(rule: Option<AddressRule>) -> Result<reqwest::Client, OpenError> {
     let mut builder = reqwest::Client::builder().redirect(crate::protocol::same_origin_redirects());
     if let Some(rule) = rule {
         builder = builder.dns_resolver(Arc::new(rule));
     }
-    builder
-        .build()
-        .map_err(|error| format!("the HTTP client could not be built: {error}"))
+    builder.build().map_err(OpenError::HttpClient)
 }
 
 /// The document's bytes and how to name it in errors, read within `timeout` and
 /// [`MAX_DOCUMENT_BYTES`]. The document is fetched without the declared credentials: they
 /// are for the API, whose origin may differ.
+///
+/// # Errors
+///
+/// The file unreadable or too large; the URL unreachable, answering an error status, too
+/// large or too slow: what is said of the URL and of the network is scrubbed.
 async fn load(
     client: &reqwest::Client,
     location: &SpecLocation,
     timeout: Duration,
-) -> Result<(Vec<u8>, String), String> {
+) -> Result<(Vec<u8>, String), OpenError> {
     match location {
         SpecLocation::File(path) => {
-            let shown = path.display().to_string();
             let read = async {
                 let file = tokio::fs::File::open(path).await?;
                 let mut bytes = Vec::new();
@@ -883,43 +888,57 @@ async fn load(
                     .await?;
                 Ok::<_, std::io::Error>(bytes)
             };
-            let bytes = read
-                .await
-                .map_err(|error| format!("the spec file {shown} cannot be read: {error}"))?;
+            let bytes = read.await.map_err(|source| OpenError::SpecFileUnreadable {
+                path: path.clone(),
+                source,
+            })?;
             if bytes.len() > MAX_DOCUMENT_BYTES {
-                return Err(format!(
-                    "the spec file {shown} is larger than {MAX_DOCUMENT_BYTES} bytes"
-                ));
+                return Err(OpenError::SpecFileTooLarge {
+                    path: path.clone(),
+                    limit: MAX_DOCUMENT_BYTES,
+                });
             }
-            Ok((bytes, shown))
+            Ok((bytes, path.display().to_string()))
         }
         SpecLocation::Url(url) => {
-            let shown = url.to_string();
+            // What an error shows of the URL and of what the network said: never a
+            // registered secret.
+            let scrubbed = |text: &str| crate::redact::scrub(text).into_owned();
+            let shown = || scrubbed(url.as_str());
             let fetch = async {
-                let response = client
-                    .get(url.clone())
-                    .send()
-                    .await
-                    .map_err(|e| describe(&e))?;
+                let response = client.get(url.clone()).send().await.map_err(|error| {
+                    OpenError::SpecUrlUnreachable {
+                        url: shown(),
+                        problem: scrubbed(&describe(&error)),
+                    }
+                })?;
                 let status = response.status();
                 if !status.is_success() {
-                    return Err(format!("answered {}", status_line(status)));
+                    return Err(OpenError::SpecUrlStatus {
+                        url: shown(),
+                        status,
+                    });
                 }
                 read_bounded(response, MAX_DOCUMENT_BYTES)
                     .await
                     .map_err(|bound| match bound {
-                        Bounded::TooLarge => format!("is larger than {MAX_DOCUMENT_BYTES} bytes"),
-                        Bounded::Failed(problem) => problem,
+                        Bounded::TooLarge => OpenError::SpecUrlTooLarge {
+                            url: shown(),
+                            limit: MAX_DOCUMENT_BYTES,
+                        },
+                        Bounded::Failed(problem) => OpenError::SpecUrlUnreachable {
+                            url: shown(),
+                            problem: scrubbed(&problem),
+                        },
                     })
             };
-            let bytes = tokio::time::timeout(timeout, fetch)
-                .await
-                .map_err(|_| format!("did not answer within {} ms", timeout.as_millis()))
-                .and_then(|fetched| fetched)
-                .map_err(|problem| {
-                    crate::redact::scrub(&format!("the spec URL {shown} {problem}")).into_owned()
-                })?;
-            Ok((bytes, shown))
+            let bytes = tokio::time::timeout(timeout, fetch).await.map_err(|_| {
+                OpenError::SpecUrlTimeout {
+                    url: shown(),
+                    timeout_ms: timeout.as_millis(),
+                }
+            })??;
+            Ok((bytes, url.to_string()))
         }
     }
 }
@@ -951,12 +970,4 @@ pub fn document_tools(
     let value = parse_document(bytes, "(document)")?;
     let document = document::read(&value, "(document)", None, bounds)?;
     Ok(document.operations.into_iter().map(|op| op.tool).collect())
-}
-
-/// `404 Not Found`.
-fn status_line(status: reqwest::StatusCode) -> String {
-    match status.canonical_reason() {
-        Some(reason) => format!("{} {reason}", status.as_u16()),
-        None => status.as_u16().to_string(),
-    }
 }
