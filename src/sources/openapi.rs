@@ -456,24 +456,13 @@ impl OpenApiDeclaration {
         } = document::read(
             &value,
             &shown,
+            &self.origin,
             self.operations.as_deref(),
             Bounds {
                 tool_bytes: self.max_tool_bytes,
                 catalog_bytes: self.max_catalog_bytes,
             },
-        )
-        .map_err(|faults| {
-            faults
-                .into_iter()
-                .map(|mut fault| {
-                    // An `operations` entry is the declaration's fault, not the document's.
-                    if fault.field.starts_with("operations[") {
-                        fault.origin.clone_from(&self.origin);
-                    }
-                    fault
-                })
-                .collect::<Vec<_>>()
-        })?;
+        )?;
         let (base_url, rule) = self.base_url(server.as_deref(), &location, !headers.is_empty())?;
         let client = client(rule).map_err(bug)?;
         if self.version.is_some() && self.version != version {
@@ -968,6 +957,6 @@ pub fn document_tools(
     bounds: Bounds,
 ) -> Result<Vec<SourceTool>, Vec<DeclarationError>> {
     let value = parse_document(bytes, "(document)")?;
-    let document = document::read(&value, "(document)", None, bounds)?;
+    let document = document::read(&value, "(document)", "(document)", None, bounds)?;
     Ok(document.operations.into_iter().map(|op| op.tool).collect())
 }
