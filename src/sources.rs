@@ -16,6 +16,7 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 use serde_json::Value;
 
 pub use crate::config::DeclarationError;
+pub use error::SourceError;
 
 /// Which kind of tool source a declaration is.
 #[derive(
@@ -168,33 +169,6 @@ pub struct SourceResult {
     pub is_error: bool,
 }
 
-/// Why a call could not produce a result at all.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SourceError {
-    /// No tool of that name.
-    #[error("no tool \"{0}\" in this source")]
-    UnknownTool(String),
-    /// The arguments do not fit the tool's parameters; says which and how.
-    #[error("invalid arguments: {0}")]
-    InvalidArguments(String),
-    /// The call ran past its deadline; its process group was killed (for a program).
-    #[error("the call ran past its deadline of {timeout_ms} ms and was stopped")]
-    Timeout {
-        /// The deadline.
-        timeout_ms: u64,
-    },
-    /// The output passed its bound; the program was killed.
-    #[error("the output passed its bound of {limit} bytes and the call was stopped")]
-    OutputTooLarge {
-        /// The bound.
-        limit: usize,
-    },
-    /// The program could not be started, or the request not sent.
-    #[error("{0}")]
-    Unavailable(String),
-}
-
 /// A boxed future of a call.
 pub type CallFuture<'a> =
     Pin<Box<dyn Future<Output = Result<SourceResult, SourceError>> + Send + 'a>>;
@@ -243,14 +217,27 @@ pub fn validate(kind: SourceKind, declaration: &Value, origin: &str) -> Vec<Decl
 /// expanded), opens it (its document, its program) and serves it in-process; the error says
 /// what is wrong and what to do.
 pub(crate) fn opener() -> crate::protocol::SourceOpener {
+    // The String is the opener's contract with protocol/, which sits below this layer: the
+    // final message, which becomes the server's Problem detail as it is.
     Arc::new(|kind, declaration, origin, children| {
         Box::pin(async move {
             let kind = SourceKind::of(kind)
                 .ok_or_else(|| format!("{origin}: {kind} is not a kind of tool source"))?;
-            let source = readers::open(kind, &declaration, &origin, children).await?;
+            let source = readers::open(kind, &declaration, &origin, children)
+                .await
+                .map_err(|faults| said(&faults))?;
             Ok(server::connector(source, origin))
         })
     })
+}
+
+/// A declaration's faults as one message.
+fn said(faults: &[DeclarationError]) -> String {
+    faults
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// What `declaration` needs on this machine (its binary, its runtime, its document) and
@@ -284,6 +271,7 @@ pub enum Finding {
 }
 
 pub mod cli;
+mod error;
 mod faults;
 pub mod openapi;
 mod params;

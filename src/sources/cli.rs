@@ -57,6 +57,7 @@ use super::faults::{Faults, join};
 use super::params::{self, Declared, Kind, Wording};
 use super::program::{Launcher, Limits, outcome, probe_version, resolve_program};
 use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, ToolSource};
+use crate::config::ConfigError;
 use crate::protocol::Children;
 
 // === the declaration ===
@@ -365,7 +366,7 @@ impl CliDeclaration {
     pub(crate) fn open(
         &self,
         origin: &str,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
         children: Children,
     ) -> Result<CliSource, Vec<DeclarationError>> {
         Ok(CliSource {
@@ -382,7 +383,7 @@ impl CliDeclaration {
         let path = std::env::var_os("PATH");
         let program = match resolve_program(&self.command, path.as_deref()) {
             Ok(program) => program,
-            Err(problem) => return Finding::Missing(problem),
+            Err(missing) => return Finding::Missing(missing.to_string()),
         };
         match &self.version {
             None => Finding::Ready(program.display().to_string()),

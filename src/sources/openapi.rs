@@ -40,8 +40,9 @@ use tokio::io::AsyncReadExt;
 
 pub use self::document::Bounds;
 use self::document::{Document, Operation};
+use super::error::OpenError;
 use super::{DeclarationError, Finding, SourceTool};
-use crate::config::{Piece, Secret};
+use crate::config::{ConfigError, Piece, Secret};
 use crate::protocol::{AddressRule, Bounded, describe, read_bounded};
 
 /// The default deadline of one request, in milliseconds.
@@ -348,7 +349,7 @@ impl OpenApiDeclaration {
     /// together.
     pub fn open(
         &self,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
     ) -> impl Future<Output = Result<OpenApiSource, Vec<DeclarationError>>> + Send + use<> {
         let prepared = self.prepare(expand);
         let declaration = self.clone();
@@ -361,7 +362,7 @@ impl OpenApiDeclaration {
     /// The headers every request carries, expanded, the bearer last as `Authorization`.
     fn prepare(
         &self,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
     ) -> Result<reqwest::header::HeaderMap, Vec<DeclarationError>> {
         let mut faults = Vec::new();
         let mut secrets = Vec::new();
@@ -380,7 +381,7 @@ impl OpenApiDeclaration {
             let value = match expand(raw) {
                 Ok(value) => value,
                 Err(problem) => {
-                    faults.push(self.error(&field, &problem, fix));
+                    faults.push(self.error(&field, &problem.to_string(), fix));
                     continue;
                 }
             };
@@ -418,7 +419,7 @@ impl OpenApiDeclaration {
                         )),
                     }
                 }
-                Err(problem) => faults.push(self.error("bearer", &problem, fix)),
+                Err(problem) => faults.push(self.error("bearer", &problem.to_string(), fix)),
             }
         }
         crate::redact::register(&secrets);
@@ -434,14 +435,16 @@ impl OpenApiDeclaration {
         headers: reqwest::header::HeaderMap,
     ) -> Result<OpenApiSource, Vec<DeclarationError>> {
         let location = self.location().map_err(|e| vec![e])?;
-        let bug = |problem: String| vec![self.error("spec", &problem, "report this as a bug")];
+        let bug = |problem: OpenError| {
+            vec![self.error("spec", &problem.to_string(), "report this as a bug")]
+        };
         let timeout = Duration::from_millis(self.timeout_ms);
         let (bytes, shown) = load(&client(None).map_err(bug)?, &location, timeout)
             .await
             .map_err(|problem| {
                 vec![self.error(
                     "spec",
-                    &problem,
+                    &problem.to_string(),
                     "point `spec` at a readable OpenAPI document",
                 )]
             })?;
@@ -453,24 +456,13 @@ impl OpenApiDeclaration {
         } = document::read(
             &value,
             &shown,
+            &self.origin,
             self.operations.as_deref(),
             Bounds {
                 tool_bytes: self.max_tool_bytes,
                 catalog_bytes: self.max_catalog_bytes,
             },
-        )
-        .map_err(|faults| {
-            faults
-                .into_iter()
-                .map(|mut fault| {
-                    // An `operations` entry is the declaration's fault, not the document's.
-                    if fault.field.starts_with("operations[") {
-                        fault.origin.clone_from(&self.origin);
-                    }
-                    fault
-                })
-                .collect::<Vec<_>>()
-        })?;
+        )?;
         let (base_url, rule) = self.base_url(server.as_deref(), &location, !headers.is_empty())?;
         let client = client(rule).map_err(bug)?;
         if self.version.is_some() && self.version != version {
@@ -586,25 +578,18 @@ impl OpenApiDeclaration {
         };
         let client = match client(None) {
             Ok(client) => client,
-            Err(problem) => return Finding::Missing(problem),
+            Err(problem) => return Finding::Missing(problem.to_string()),
         };
         let (bytes, shown) = match load(&client, &location, CHECK_TIMEOUT).await {
             Ok(loaded) => loaded,
-            Err(problem) => return Finding::Missing(problem),
+            Err(problem) => return Finding::Missing(problem.to_string()),
         };
         let installed = match parse_document(&bytes, &shown) {
             Ok(value) => value
                 .pointer("/info/version")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            Err(faults) => {
-                let text = faults
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                return Finding::Missing(text);
-            }
+            Err(faults) => return Finding::Missing(super::said(&faults)),
         };
         match (&self.version, installed) {
             (Some(declared), Some(installed)) if *declared != installed => Finding::VersionDrift {
@@ -861,27 +846,29 @@ fn looks_like_url(spec: &str) -> bool {
 
 /// The HTTP client of a source: same-origin redirects only; names resolved under `rule`
 /// when the document chose the origin; each request sets its deadline.
-fn client(rule: Option<AddressRule>) -> Result<reqwest::Client, String> {
+fn client(rule: Option<AddressRule>) -> Result<reqwest::Client, OpenError> {
     let mut builder = reqwest::Client::builder().redirect(crate::protocol::same_origin_redirects());
     if let Some(rule) = rule {
         builder = builder.dns_resolver(Arc::new(rule));
     }
-    builder
-        .build()
-        .map_err(|error| format!("the HTTP client could not be built: {error}"))
+    builder.build().map_err(OpenError::HttpClient)
 }
 
 /// The document's bytes and how to name it in errors, read within `timeout` and
 /// [`MAX_DOCUMENT_BYTES`]. The document is fetched without the declared credentials: they
 /// are for the API, whose origin may differ.
+///
+/// # Errors
+///
+/// The file unreadable or too large; the URL unreachable, answering an error status, too
+/// large or too slow: what is said of the URL and of the network is scrubbed.
 async fn load(
     client: &reqwest::Client,
     location: &SpecLocation,
     timeout: Duration,
-) -> Result<(Vec<u8>, String), String> {
+) -> Result<(Vec<u8>, String), OpenError> {
     match location {
         SpecLocation::File(path) => {
-            let shown = path.display().to_string();
             let read = async {
                 let file = tokio::fs::File::open(path).await?;
                 let mut bytes = Vec::new();
@@ -890,43 +877,57 @@ async fn load(
                     .await?;
                 Ok::<_, std::io::Error>(bytes)
             };
-            let bytes = read
-                .await
-                .map_err(|error| format!("the spec file {shown} cannot be read: {error}"))?;
+            let bytes = read.await.map_err(|source| OpenError::SpecFileUnreadable {
+                path: path.clone(),
+                source,
+            })?;
             if bytes.len() > MAX_DOCUMENT_BYTES {
-                return Err(format!(
-                    "the spec file {shown} is larger than {MAX_DOCUMENT_BYTES} bytes"
-                ));
+                return Err(OpenError::SpecFileTooLarge {
+                    path: path.clone(),
+                    limit: MAX_DOCUMENT_BYTES,
+                });
             }
-            Ok((bytes, shown))
+            Ok((bytes, path.display().to_string()))
         }
         SpecLocation::Url(url) => {
-            let shown = url.to_string();
+            // What an error shows of the URL and of what the network said: never a
+            // registered secret.
+            let scrubbed = |text: &str| crate::redact::scrub(text).into_owned();
+            let shown = || scrubbed(url.as_str());
             let fetch = async {
-                let response = client
-                    .get(url.clone())
-                    .send()
-                    .await
-                    .map_err(|e| describe(&e))?;
+                let response = client.get(url.clone()).send().await.map_err(|error| {
+                    OpenError::SpecUrlUnreachable {
+                        url: shown(),
+                        problem: scrubbed(&describe(&error)),
+                    }
+                })?;
                 let status = response.status();
                 if !status.is_success() {
-                    return Err(format!("answered {}", status_line(status)));
+                    return Err(OpenError::SpecUrlStatus {
+                        url: shown(),
+                        status,
+                    });
                 }
                 read_bounded(response, MAX_DOCUMENT_BYTES)
                     .await
                     .map_err(|bound| match bound {
-                        Bounded::TooLarge => format!("is larger than {MAX_DOCUMENT_BYTES} bytes"),
-                        Bounded::Failed(problem) => problem,
+                        Bounded::TooLarge => OpenError::SpecUrlTooLarge {
+                            url: shown(),
+                            limit: MAX_DOCUMENT_BYTES,
+                        },
+                        Bounded::Failed(problem) => OpenError::SpecUrlUnreachable {
+                            url: shown(),
+                            problem: scrubbed(&problem),
+                        },
                     })
             };
-            let bytes = tokio::time::timeout(timeout, fetch)
-                .await
-                .map_err(|_| format!("did not answer within {} ms", timeout.as_millis()))
-                .and_then(|fetched| fetched)
-                .map_err(|problem| {
-                    crate::redact::scrub(&format!("the spec URL {shown} {problem}")).into_owned()
-                })?;
-            Ok((bytes, shown))
+            let bytes = tokio::time::timeout(timeout, fetch).await.map_err(|_| {
+                OpenError::SpecUrlTimeout {
+                    url: shown(),
+                    timeout_ms: timeout.as_millis(),
+                }
+            })??;
+            Ok((bytes, url.to_string()))
         }
     }
 }
@@ -956,14 +957,6 @@ pub fn document_tools(
     bounds: Bounds,
 ) -> Result<Vec<SourceTool>, Vec<DeclarationError>> {
     let value = parse_document(bytes, "(document)")?;
-    let document = document::read(&value, "(document)", None, bounds)?;
+    let document = document::read(&value, "(document)", "(document)", None, bounds)?;
     Ok(document.operations.into_iter().map(|op| op.tool).collect())
-}
-
-/// `404 Not Found`.
-fn status_line(status: reqwest::StatusCode) -> String {
-    match status.canonical_reason() {
-        Some(reason) => format!("{} {reason}", status.as_u16()),
-        None => status.as_u16().to_string(),
-    }
 }

@@ -18,8 +18,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use super::error::OpenError;
 use super::faults::Faults;
 use super::{DeclarationError, Finding, SourceError, SourceResult};
+use crate::config::ConfigError;
 use crate::protocol::{
     Children, Inherited, Reaper, StderrTail, describe_exit, group_command, kill_group, kill_marked,
 };
@@ -34,7 +36,7 @@ const READ_CHUNK: usize = 16 << 10;
 pub(crate) fn expand_env(
     env: &BTreeMap<String, String>,
     origin: &str,
-    expand: &dyn Fn(&str) -> Result<String, String>,
+    expand: &dyn Fn(&str) -> Result<String, ConfigError>,
 ) -> Result<Vec<(String, String)>, Vec<DeclarationError>> {
     let mut faults = Faults::new(origin);
     let mut expanded = Vec::with_capacity(env.len());
@@ -48,7 +50,7 @@ pub(crate) fn expand_env(
             }
             Err(problem) => faults.add(
                 format!("env.{name}"),
-                problem,
+                problem.to_string(),
                 "define the variable it references, or write the value itself",
             ),
         }
@@ -78,7 +80,7 @@ impl Launcher {
     pub(crate) fn open(
         env: &BTreeMap<String, String>,
         origin: &str,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
         children: Children,
     ) -> Result<Self, Vec<DeclarationError>> {
         Ok(Self {
@@ -96,9 +98,10 @@ impl Launcher {
             .or_else(|| self.children.inherited.get("PATH").map(Into::into))
     }
 
-    /// Finds `command` on the run's `PATH`.
+    /// Finds `command` on the run's `PATH`; a call's refusal says what is missing.
     pub(crate) fn resolve(&self, command: &str) -> Result<PathBuf, SourceError> {
-        resolve_program(command, self.path().as_deref()).map_err(SourceError::Unavailable)
+        resolve_program(command, self.path().as_deref())
+            .map_err(|missing| SourceError::Unavailable(missing.to_string()))
     }
 
     /// Runs `program args…` with the declared environment, marked for the host's reaper.
@@ -124,8 +127,12 @@ impl Launcher {
     }
 }
 
-/// Finds `command`: an absolute path as it is, a bare name on `path`. Says what is missing.
-pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<PathBuf, String> {
+/// Finds `command`: an absolute path as it is, a bare name on `path`.
+///
+/// # Errors
+///
+/// [`OpenError::NotExecutable`] or [`OpenError::NotOnPath`]: what is missing, and the fix.
+pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<PathBuf, OpenError> {
     let executable = |candidate: &Path| {
         std::fs::metadata(candidate)
             .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
@@ -135,9 +142,9 @@ pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<Pat
         return if executable(&candidate) {
             Ok(candidate)
         } else {
-            Err(format!(
-                "{command} is not an executable file: install it, or correct the path"
-            ))
+            Err(OpenError::NotExecutable {
+                command: command.to_owned(),
+            })
         };
     }
     let dirs: Vec<PathBuf> = path
@@ -148,13 +155,11 @@ pub(crate) fn resolve_program(command: &str, path: Option<&OsStr>) -> Result<Pat
     dirs.iter()
         .map(|dir| dir.join(command))
         .find(|candidate| executable(candidate))
-        .ok_or_else(|| {
-            let searched = path
+        .ok_or_else(|| OpenError::NotOnPath {
+            command: command.to_owned(),
+            searched: path
                 .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!(
-                "\"{command}\" is not on PATH ({searched}): install it, or write its absolute path"
-            )
+                .unwrap_or_default(),
         })
 }
 

@@ -34,37 +34,32 @@ fn without_kind(declaration: &Value) -> Value {
     value
 }
 
-/// The declaration's faults as one message.
-fn said(faults: Vec<DeclarationError>) -> String {
-    faults
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// Opens `declaration` (already expanded) as a source of `kind`; the error says why not.
+/// Opens `declaration` (already expanded) as a source of `kind`.
+///
+/// # Errors
+///
+/// Every fault that keeps it from opening, each naming the field and the fix.
 pub(super) async fn open(
     kind: SourceKind,
     declaration: &Value,
     origin: &str,
     children: crate::protocol::Children,
-) -> Result<SharedSource, String> {
+) -> Result<SharedSource, Vec<DeclarationError>> {
     let value = without_kind(declaration);
     // Every `${NAME}` was expanded as the connection was prepared.
     let expand = |text: &str| Ok(text.to_owned());
     Ok(match kind {
         SourceKind::Cli => {
-            let declaration = CliDeclaration::parse(&value, origin).map_err(said)?;
-            Arc::new(declaration.open(origin, &expand, children).map_err(said)?)
+            let declaration = CliDeclaration::parse(&value, origin)?;
+            Arc::new(declaration.open(origin, &expand, children)?)
         }
         SourceKind::Script => {
-            let declaration = ScriptDeclaration::parse(&value, origin).map_err(said)?;
-            Arc::new(declaration.open(origin, &expand, children).map_err(said)?)
+            let declaration = ScriptDeclaration::parse(&value, origin)?;
+            Arc::new(declaration.open(origin, &expand, children)?)
         }
         SourceKind::OpenApi => {
-            let declaration = OpenApiDeclaration::parse_expanded(&value, origin).map_err(said)?;
-            Arc::new(declaration.open(&expand).await.map_err(said)?)
+            let declaration = OpenApiDeclaration::parse_expanded(&value, origin)?;
+            Arc::new(declaration.open(&expand).await?)
         }
     })
 }

@@ -44,10 +44,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::error::OpenError;
 use super::faults::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, Faults};
 use super::params::{self, Declared, Kind, Wording};
 use super::program::{Launcher, Limits, outcome, probe_version, resolve_program};
 use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, ToolSource};
+use crate::config::ConfigError;
 use crate::protocol::Children;
 
 /// How much of a script is read for its header.
@@ -489,15 +491,15 @@ impl ScriptDeclaration {
     pub(crate) fn open(
         &self,
         origin: &str,
-        expand: &dyn Fn(&str) -> Result<String, String>,
+        expand: &dyn Fn(&str) -> Result<String, ConfigError>,
         children: Children,
     ) -> Result<ScriptSource, Vec<DeclarationError>> {
         let shown = self.path.display().to_string();
-        let text = read_head(&self.path).map_err(|problem| {
+        let text = read_head(&self.path).map_err(|unreadable| {
             vec![DeclarationError::new(
                 origin,
                 "path",
-                problem,
+                unreadable.to_string(),
                 "point path at a readable script",
             )]
         })?;
@@ -577,14 +579,21 @@ impl ScriptDeclaration {
 }
 
 /// The first [`HEADER_BYTES`] of a script, decoded lossily.
-fn read_head(path: &Path) -> Result<String, String> {
+///
+/// # Errors
+///
+/// [`OpenError::ScriptUnreadable`]: the file cannot be opened or read.
+fn read_head(path: &Path) -> Result<String, OpenError> {
     use std::io::Read;
-    let file = std::fs::File::open(path)
-        .map_err(|error| format!("script {} cannot be read: {error}", path.display()))?;
+    let unreadable = |source| OpenError::ScriptUnreadable {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut bytes = Vec::new();
     file.take(HEADER_BYTES)
         .read_to_end(&mut bytes)
-        .map_err(|error| format!("script {} cannot be read: {error}", path.display()))?;
+        .map_err(unreadable)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

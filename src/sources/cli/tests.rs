@@ -74,7 +74,7 @@ pub(crate) async fn pid_in(file: &Path) -> u32 {
     }
 }
 
-fn no_references(raw: &str) -> Result<String, String> {
+fn no_references(raw: &str) -> Result<String, crate::config::ConfigError> {
     Ok(raw.to_owned())
 }
 
@@ -833,10 +833,9 @@ fn expanded_references_are_opened_and_their_faults_named() {
         "gh.json",
     )
     .expect("valid");
-    let expand = |raw: &str| match raw {
-        "${GITHUB_TOKEN}" => Ok("cli-adapter-secret-8675309".to_owned()),
-        _ => Err(format!("{raw} references an undefined variable")),
-    };
+    let environment =
+        crate::config::Environment::new([("GITHUB_TOKEN", "cli-adapter-secret-8675309")]);
+    let expand = |raw: &str| environment.expand(raw);
     let faults = declaration
         .open(
             "gh.json",
@@ -846,8 +845,9 @@ fn expanded_references_are_opened_and_their_faults_named() {
         .expect_err("a fault");
     assert_eq!(
         faults[0].to_string(),
-        "gh.json: env.GH_HOST: ${MISSING} references an undefined variable; define the \
-         variable it references, or write the value itself"
+        "gh.json: env.GH_HOST: the value refers to ${MISSING}, which is not set in the \
+         environment: set MISSING or change the reference; define the variable it \
+         references, or write the value itself"
     );
     // The secret was registered with the scrubber even though the open failed on another.
     assert_eq!(

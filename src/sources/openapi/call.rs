@@ -10,8 +10,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::document::{self, Location, Operation, Required};
-use super::{OpenApiSource, header, status_line};
+use super::{OpenApiSource, header};
 use crate::protocol::{Bounded, describe, read_bounded};
+use crate::sources::error::status_line;
 use crate::sources::{CallFuture, SourceError, SourceResult, SourceTool, ToolSource};
 
 impl OpenApiSource {

@@ -109,7 +109,8 @@ pub(super) enum Location {
 }
 
 /// Reads `document` (the parsed JSON of the file or URL `origin`), offering the operations
-/// whose `operationId` is in `allow` (all when `None`).
+/// whose `operationId` is in `allow` (all when `None`): the `operations` of the declaration
+/// from `declared_in`, whose fault an entry the document lacks is.
 ///
 /// An operation that cannot be offered (a required body that is not JSON, a required cookie
 /// parameter, two parameters with one name) is an error when `allow` names it and is left
@@ -117,6 +118,7 @@ pub(super) enum Location {
 pub(super) fn read(
     document: &Value,
     origin: &str,
+    declared_in: &str,
     allow: Option<&[String]>,
     bounds: Bounds,
 ) -> Result<Document, Vec<DeclarationError>> {
@@ -158,7 +160,7 @@ pub(super) fn read(
         for (i, id) in allow.iter().enumerate() {
             if !seen_ids.contains(id) {
                 faults.push(DeclarationError::new(
-                    origin,
+                    declared_in,
                     format!("operations[{i}]"),
                     format!("no operation in the document has the operationId \"{id}\""),
                     "name operations by their operationId in the document, or remove this entry",

@@ -315,10 +315,8 @@ async fn create(headers: HeaderMap, body: Bytes) -> Response {
     )
 }
 
-fn expand(s: &str) -> Result<String, String> {
-    Environment::new([("PETS_TOKEN", TOKEN), ("API_KEY", "key-0123456789abcdef")])
-        .expand(s)
-        .map_err(|e| e.to_string())
+fn expand(s: &str) -> Result<String, crate::config::ConfigError> {
+    Environment::new([("PETS_TOKEN", TOKEN), ("API_KEY", "key-0123456789abcdef")]).expand(s)
 }
 
 fn args(value: Value) -> Map<String, Value> {
@@ -1226,4 +1224,52 @@ async fn check_finds_the_document_and_its_version() {
         matches!(&missing, Finding::Missing(text) if text.contains("cannot be read")),
         "{missing:?}"
     );
+}
+
+#[tokio::test]
+async fn a_spec_url_that_fails_is_named_without_the_secret_it_carries() {
+    // A spec URL may carry a credential from the environment (a query token): what opening
+    // and `check` say of it, and of what the network said, shows it scrubbed, as text and
+    // as Debug alike.
+    let secret = "spec-url-token-0451";
+    crate::redact::register([secret]);
+    let api = Api::start().await;
+    let client = client(None).expect("a client");
+    let refused = format!("{}/missing.json?token={secret}", api.origin);
+    let refused = SpecLocation::Url(reqwest::Url::parse(&refused).expect("a URL"));
+    let status = load(&client, &refused, DEADLINE).await.expect_err("a 404");
+    assert!(
+        matches!(&status, OpenError::SpecUrlStatus { status, .. } if status.as_u16() == 404),
+        "{status:?}"
+    );
+    assert_eq!(
+        status.to_string(),
+        format!(
+            "the spec URL {}/missing.json?token={} answered 404 Not Found",
+            api.origin,
+            crate::redact::REDACTED
+        )
+    );
+
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        port
+    };
+    let unreachable = format!("http://127.0.0.1:{dead}/openapi.json?token={secret}");
+    let unreachable = SpecLocation::Url(reqwest::Url::parse(&unreachable).expect("a URL"));
+    let failed = load(&client, &unreachable, DEADLINE)
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&failed, OpenError::SpecUrlUnreachable { .. }),
+        "{failed:?}"
+    );
+    for error in [&status, &failed] {
+        assert!(
+            !error.to_string().contains(secret) && !format!("{error:?}").contains(secret),
+            "{error}"
+        );
+    }
 }
