@@ -101,7 +101,7 @@ impl Workspace {
             .settings
             .connect
             .http_client()
-            .map_err(Problem::server_unavailable)?;
+            .map_err(|error| Problem::server_unavailable(error.to_string()))?;
         match completion.finish(callback_url, http_client).await {
             Ok(replay) => self.replay(alias, replay).await,
             Err(problem) => Err(problem.scrubbed()),
@@ -172,7 +172,7 @@ impl Workspace {
             .settings
             .connect
             .http_client()
-            .map_err(Problem::server_unavailable)?;
+            .map_err(|error| Problem::server_unavailable(error.to_string()))?;
         let vault = &self.host.settings.connect.oauth;
         match auth::poll_device(vault, &self.name, alias, device, http_client).await {
             Ok(Polled::Status(status)) => Ok(status),

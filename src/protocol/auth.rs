@@ -65,9 +65,8 @@ pub(crate) struct Server<'a> {
     pub url: &'a str,
     pub definition: &'a ServerDefinition,
     pub authorization: Option<&'a PreparedAuthorization>,
-    /// The host's shared HTTP client, built on first use. Its error is the final message to
-    /// a person: it goes into a Problem's detail as it is, and nothing branches on it.
-    pub http: &'a (dyn Fn() -> Result<reqwest::Client, String> + Sync),
+    /// The host's shared HTTP client, built on first use.
+    pub http: &'a (dyn Fn() -> Result<reqwest::Client, super::http::ClientUnbuilt> + Sync),
 }
 
 /// What a connection starts with: the client that attaches a token, if any.

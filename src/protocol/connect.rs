@@ -120,20 +120,21 @@ pub(crate) struct ConnectOptions {
 
 impl ConnectOptions {
     /// The host's shared HTTP client, built on first use.
-    pub(crate) fn http_client(&self) -> Result<reqwest::Client, String> {
+    pub(crate) fn http_client(&self) -> Result<reqwest::Client, http::ClientUnbuilt> {
         if let Some(client) = self.http_client.get() {
             return Ok(client.clone());
         }
         let built = reqwest::Client::builder()
             .redirect(http::same_origin_redirects())
             .build()
-            .map_err(|error| format!("the HTTP client could not be built: {error}"))?;
+            .map_err(|error| http::ClientUnbuilt(error.to_string()))?;
         Ok(self.http_client.get_or_init(|| built).clone())
     }
 }
 
 /// Opens a tool source (its kind, its expanded declaration, where it was declared) into an
-/// in-process server's connector, or says why it cannot.
+/// in-process server's connector, or says why it cannot: the source layer's faults, worded
+/// (this layer may not name them), which are the final message of the Problem it becomes.
 pub(crate) type SourceOpener = Arc<
     dyn Fn(
             TransportKind,
@@ -688,7 +689,9 @@ impl Wired {
         oauth: Option<&AuthorizedClient>,
         challenge: &ChallengeSlot,
     ) -> Result<(Service, bool), Failure> {
-        let http_client = options.http_client().map_err(Failure::Http)?;
+        let http_client = options
+            .http_client()
+            .map_err(|error| Failure::Http(error.to_string()))?;
         let Self {
             client,
             signals,

@@ -13,6 +13,12 @@ use rmcp::transport::streamable_http_client::{
 
 use crate::config::is_reserved_header;
 
+/// The host's shared HTTP client could not be built (reqwest's reason: no TLS roots, a
+/// resolver that cannot start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the HTTP client could not be built: {0}")]
+pub(crate) struct ClientUnbuilt(pub(crate) String);
+
 /// A configured header the transport cannot send. It names the header, never its value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum HeaderError {
