@@ -96,12 +96,7 @@ impl Workspace {
         if completion.drifted(current.as_ref()) {
             return Err(Problem::oauth_target_conflict(alias));
         }
-        let http_client = self
-            .host
-            .settings
-            .connect
-            .http_client()
-            .map_err(|error| Problem::server_unavailable(error.to_string()))?;
+        let http_client = self.oauth_http()?;
         match completion.finish(callback_url, http_client).await {
             Ok(replay) => self.replay(alias, replay).await,
             Err(problem) => Err(problem.scrubbed()),
@@ -167,12 +162,7 @@ impl Workspace {
         if self.host.closed.load(Ordering::Acquire) {
             return Err(Problem::shutting_down());
         }
-        let http_client = self
-            .host
-            .settings
-            .connect
-            .http_client()
-            .map_err(|error| Problem::server_unavailable(error.to_string()))?;
+        let http_client = self.oauth_http()?;
         let vault = &self.host.settings.connect.oauth;
         match auth::poll_device(vault, &self.name, alias, device, http_client).await {
             Ok(Polled::Status(status)) => Ok(status),
@@ -181,5 +171,16 @@ impl Workspace {
             }),
             Err(problem) => Err(problem.scrubbed()),
         }
+    }
+}
+
+impl Workspace {
+    /// The host's shared HTTP client, which an authorization's own requests go through.
+    fn oauth_http(&self) -> Result<reqwest::Client, Problem> {
+        self.host
+            .settings
+            .connect
+            .http_client()
+            .map_err(|error| Problem::server_unavailable(error.to_string()))
     }
 }

@@ -183,7 +183,7 @@ const opts = parseArgs(process.argv.slice(2));
 // Import the SDK's ESM entry points from the npm prefix, through the package's own "exports".
 const here = path.dirname(fileURLToPath(import.meta.url));
 const clientDir = path.resolve(
-  opts.clientDir || process.env.TS_CLIENT_DIR || path.join(here, '..', '..', '.cache', 'npm'),
+  opts.clientDir || process.env.TS_CLIENT_DIR || path.join(here, '..', '..', '..', '..', '.cache', 'npm'),
 );
 const pkgDir = path.join(clientDir, 'node_modules', '@modelcontextprotocol', 'client');
 let pkg;
