@@ -31,11 +31,13 @@ step() {
 step peers bash scripts/install-peers.sh
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+# The library's features: none at all, and each alone, compile lint-clean.
+step features bash scripts/features.sh
 step tests cargo test --workspace --all-targets --locked
 # `--all-targets` leaves out doctests: the crate's examples in its docs must compile too.
 step doctests cargo test --workspace --doc --locked
 # The daemon-subtree example runs to its end (it exits non-zero when a step did not happen).
-step subtree cargo run --locked --quiet --example subtree
+step subtree cargo run --locked --quiet -p plurnk-mcp --features test-hooks --example subtree
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
 # it exits non-zero when any trial fails or loses a call).
 step bench env BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json

@@ -167,23 +167,36 @@ pub use authorization::{
 pub use cascade::{Overlay, OverlayServer, OverlaySpecialization, resolve};
 pub use definition::{DefinitionParts, ServerDefinition};
 pub use environment::Environment;
-pub(crate) use environment::{Piece, is_single_reference, pieces};
+// What the tool sources and `import` read of a definition's strings, headers and URLs.
+#[cfg(feature = "import")]
+pub(crate) use environment::is_reference_name;
+#[cfg(any(feature = "sources", feature = "import"))]
+pub(crate) use environment::is_single_reference;
+#[cfg(feature = "sources")]
+pub(crate) use environment::{Piece, pieces};
 pub use error::{ConfigError, ConfigErrors, MAX_QUOTED_NAME, shorten};
 pub(crate) use json::kind as json_kind;
 pub use keys::target_variable;
 pub use keys::{
     MAX_ALIAS_LEN, NAMESPACE_ALIASES, RESERVED_ALIASES, is_valid_alias, tool_summary_key,
 };
+#[cfg(any(feature = "sources", feature = "import"))]
+pub(crate) use literal::is_credential_name;
 pub use literal::{LiteralCredentials, literal_credentials, looks_like_token};
-pub(crate) use literal::{LiteralKind, credential_flag, is_credential_name, literals_in};
+#[cfg(feature = "import")]
+pub(crate) use literal::{LiteralKind, credential_flag, literals_in};
 pub use prepared::{PreparedServer, PreparedTransport};
 pub use secret::Secret;
 pub use source::DeclarationError;
 pub(crate) use source::{anchor, each_string, each_string_mut};
 pub use target::TransportKind;
+#[cfg(feature = "http")]
+pub(crate) use target::is_reserved_header;
+#[cfg(any(feature = "sources", feature = "import"))]
+pub(crate) use target::redact_url;
+#[cfg(feature = "sources")]
 pub(crate) use target::{
-    caller_may_set_header, invalid_header_name, is_absolute_http_url, is_reserved_header,
-    is_valid_header_value, redact_url,
+    caller_may_set_header, invalid_header_name, is_absolute_http_url, is_valid_header_value,
 };
 pub use transport::{HttpDefinition, StdioDefinition, Transport};
 pub use wire::{

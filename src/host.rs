@@ -31,8 +31,10 @@ pub use crate::actors::supervisor::{ActionAnswer, HostMsg, SnapshotWatch};
 pub use crate::model::{CloseFailure, Customize, HostEvent, InputRelay, ServerSummary};
 
 pub use crate::actors::seed::DEFAULT_WORKSPACE;
+#[cfg(feature = "oauth")]
 pub use authorization::Accepted;
 
+#[cfg(feature = "oauth")]
 mod authorization;
 
 /// Options of one call.
@@ -204,6 +206,7 @@ impl Host {
 
     /// [`Host::start`] with explicit [`HostOptions`].
     pub async fn start_with(config: HostConfig, options: HostOptions) -> Result<Host, StartError> {
+        #[cfg(feature = "sources")]
         crate::sources::admit(config.servers().values()).map_err(StartError::Sources)?;
         // A declared server's credentials are secrets from the start, enabled or not: a value
         // that reaches a child some other way (an allow-listed variable) is scrubbed all the
@@ -485,9 +488,15 @@ fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
             connect_timeout: config.connect_timeout(),
             discover_timeout: config.discover_timeout(),
             close_grace: options.close_grace,
+            #[cfg(feature = "http")]
             http_client: Arc::default(),
             interaction: options.interaction.clone(),
+            #[cfg(feature = "sources")]
             sources: Some(crate::sources::opener()),
+            // Without the feature no definition can name a source: the configuration refuses
+            // one, naming the feature.
+            #[cfg(not(feature = "sources"))]
+            sources: None,
             limits: options.limits,
             reaper: crate::protocol::Reaper::new(),
             inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
@@ -535,6 +544,7 @@ impl Workspace {
 
     /// Sends `event` on the host's event stream; nobody listening is not a failure. The
     /// caller scrubs what it puts in the event.
+    #[cfg(feature = "exec")]
     pub(crate) fn emit(&self, event: HostEvent) {
         let _ = self.host.events.send(event);
     }

@@ -46,15 +46,20 @@
 pub mod actors;
 pub mod capabilities;
 pub mod config;
+#[cfg(feature = "exec")]
 pub mod exec;
+#[cfg(feature = "gateway")]
 pub mod gateway;
 pub mod host;
+#[cfg(feature = "import")]
 pub mod import;
 pub mod model;
 pub mod projection;
+#[cfg(feature = "prometheus")]
 pub mod prometheus;
 mod protocol;
 pub mod redact;
+#[cfg(feature = "sources")]
 pub mod sources;
 pub mod store;
 
@@ -66,10 +71,12 @@ pub mod fuzzing {
 
 pub use actors::restart::{RestartPolicy, Verdict, WorkspaceRestart};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
+#[cfg(feature = "oauth")]
+pub use host::Accepted;
 pub use host::{
-    Accepted, ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host,
-    HostEvent, HostMsg, HostOptions, InputRelay, ServerSummary, ShutdownReport, SnapshotWatch,
-    StartError, Workspace,
+    ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host, HostEvent,
+    HostMsg, HostOptions, InputRelay, ServerSummary, ShutdownReport, SnapshotWatch, StartError,
+    Workspace,
 };
 pub use model::{
     Authored, CallError, Catalog, Cause, CompletionRef, DeviceAuthorization, DevicePoll, Effect,
@@ -79,7 +86,8 @@ pub use model::{
     ServerSnapshot, ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
     WorkspaceSnapshot,
 };
+#[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusError;
-pub use store::{
-    MemoryStore, RecordSource, ServerRecord, SqliteStore, Store, StoreError, WorkspaceRecord,
-};
+#[cfg(feature = "sqlite")]
+pub use store::SqliteStore;
+pub use store::{MemoryStore, RecordSource, ServerRecord, Store, StoreError, WorkspaceRecord};

@@ -5,29 +5,52 @@
 //! [`ToolInfo`](crate::model::ToolInfo) and [`ToolResult`](crate::model::ToolResult), and
 //! failures arrive as [`ConnectError`] or [`CallError`](crate::model::CallError).
 
+// The address rule judges URLs a remote party chose: OAuth metadata, OpenAPI documents.
+#[cfg(any(feature = "oauth", feature = "sources"))]
 mod address;
+#[cfg(feature = "oauth")]
+pub(crate) mod auth;
+// Without OAuth, the same face answers that no server is authorized by it.
+#[cfg(not(feature = "oauth"))]
+#[path = "protocol/no_oauth.rs"]
 pub(crate) mod auth;
 mod call;
 mod catalog;
 mod close;
 mod connect;
 pub(crate) mod guard;
+#[cfg(feature = "http")]
 mod http;
 mod lines;
+// Process groups and the reaper need nothing beyond the standard library, libc and tokio, so
+// they are in every build; without `stdio` (which `sources` implies) the configuration
+// refuses every command and nothing here is reached, and what only a tool source's program
+// uses (descendants found by their mark, the probe's bare environment) is unused without
+// `sources`. Dead code is found in the build with every feature.
+#[cfg_attr(not(feature = "stdio"), allow(dead_code))]
 mod reaper;
 mod session;
+#[cfg_attr(not(feature = "sources"), allow(dead_code))]
 mod stdio;
 
+#[cfg(feature = "sources")]
 pub(crate) use address::AddressRule;
 pub(crate) use call::{CallContext, CallPeer};
 pub(crate) use catalog::apply_policy;
 pub(crate) use close::CloseError;
-pub(crate) use connect::{ConnectOptions, Connection, OnUpdate, SourceOpener};
-pub(crate) use http::{Bounded, describe, read_bounded, same_origin_redirects};
+#[cfg(feature = "sources")]
+pub(crate) use connect::SourceOpener;
+pub(crate) use connect::{ConnectOptions, Connection, OnUpdate};
+#[cfg(feature = "sources")]
+pub(crate) use http::same_origin_redirects;
+#[cfg(feature = "sources")]
+pub(crate) use http::{Bounded, describe, read_bounded};
 pub(crate) use reaper::Reaper;
 pub(crate) use session::{Opened, Opening, Ready, Refused, Relisted, Session, count, open, relist};
+pub(crate) use stdio::Inherited;
+#[cfg(feature = "sources")]
 pub(crate) use stdio::{
-    Children, Inherited, StderrTail, describe_exit, group_command, kill_group, kill_marked,
+    Children, StderrTail, describe_exit, group_command, kill_group, kill_marked,
 };
 
 use rmcp::model::{
@@ -59,6 +82,7 @@ pub(crate) struct HostClient {
     pub(crate) legacy: bool,
     /// The connection authorizes with the client-credentials grant: it, and only it,
     /// advertises the `io.modelcontextprotocol/oauth-client-credentials` extension.
+    #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
     pub(crate) grant: bool,
 }
 
@@ -66,11 +90,17 @@ impl ClientHandler for HostClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
         info.title = Some("plurnk MCP host".into());
-        let mut advertised = crate::capabilities::client_capabilities(self.legacy);
-        if self.grant {
-            advertised["extensions"][rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS] =
-                serde_json::json!({});
-        }
+        let advertised = crate::capabilities::client_capabilities(self.legacy);
+        #[cfg(feature = "oauth")]
+        let advertised = {
+            let mut advertised = advertised;
+            if self.grant {
+                advertised["extensions"]
+                    [rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS] =
+                    serde_json::json!({});
+            }
+            advertised
+        };
         let capabilities: ClientCapabilities =
             serde_json::from_value(advertised).unwrap_or_default();
         let config = ClientConfig::new(capabilities, info);
@@ -219,6 +249,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "oauth")]
     #[test]
     fn only_a_client_credentials_connection_advertises_that_extension() {
         let key = rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS;

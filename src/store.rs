@@ -27,8 +27,11 @@
 //! - `store/tests.rs`: one behavioural suite run against both, plus the file-level tests.
 
 mod memory;
+#[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(test)]
+// The behavioural suite runs each case against both stores, and the file-level tests need
+// the SQLite one.
+#[cfg(all(test, feature = "sqlite"))]
 mod tests;
 
 use std::collections::BTreeMap;
@@ -36,6 +39,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 /// Durable per-workspace state: server specializations and enabledness overrides.

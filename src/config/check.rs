@@ -232,6 +232,26 @@ fn is_absolute_url(s: &str) -> bool {
         && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
+/// The optional ways of reaching and authorizing a server this build carries: each is a
+/// cargo feature of the crate, and a definition that needs one that is off is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Built {
+    pub stdio: bool,
+    pub http: bool,
+    pub sources: bool,
+    pub oauth: bool,
+}
+
+impl Built {
+    /// What this build was compiled with.
+    pub(crate) const THIS: Built = Built {
+        stdio: cfg!(feature = "stdio"),
+        http: cfg!(feature = "http"),
+        sources: cfg!(feature = "sources"),
+        oauth: cfg!(feature = "oauth"),
+    };
+}
+
 /// Collects the faults of one server's fields. With an environment it also
 /// checks that every `${NAME}` resolves; without one, only reference syntax.
 pub(crate) struct Checker<'a> {
@@ -240,6 +260,8 @@ pub(crate) struct Checker<'a> {
     /// Whether a bearer, too, must be one `${NAME}` reference (OAuth client
     /// secrets always must): true for everything but the service environment.
     strict: bool,
+    /// What the build carries: a definition needing more is refused.
+    built: Built,
     pub(crate) faults: Vec<ConfigError>,
 }
 
@@ -249,8 +271,16 @@ impl<'a> Checker<'a> {
             names,
             env,
             strict: false,
+            built: Built::THIS,
             faults: Vec::new(),
         }
+    }
+
+    /// Checks as a build carrying only `built` would.
+    #[cfg(test)]
+    pub(crate) fn built(mut self, built: Built) -> Self {
+        self.built = built;
+        self
     }
 
     /// Requires every credential, a bearer included, to be one `${NAME}` reference.
@@ -319,6 +349,7 @@ impl<'a> Checker<'a> {
     }
 
     pub(crate) fn transport(&mut self, transport: &Transport) {
+        self.built_for(transport);
         match transport {
             Transport::Stdio(stdio) => self.stdio(stdio),
             Transport::Http(http) => self.http(http),
@@ -335,6 +366,27 @@ impl<'a> Checker<'a> {
 
     pub(crate) fn target(&mut self, target: &str) {
         self.references(self.names.target(), target);
+    }
+
+    /// A transport this build was compiled without is a fault naming the cargo feature.
+    fn built_for(&mut self, transport: &Transport) {
+        let (what, feature, built) = match transport {
+            Transport::Stdio(_) => ("is a command (a stdio server)", "stdio", self.built.stdio),
+            Transport::Http(_) => (
+                "is an http(s) URL (a Streamable HTTP server)",
+                "http",
+                self.built.http,
+            ),
+            Transport::Source(_) => ("is a tool source", "sources", self.built.sources),
+            Transport::InProcess => return,
+        };
+        if !built {
+            self.faults.push(ConfigError::FeatureOff {
+                variable: self.names.target().to_owned(),
+                what,
+                feature,
+            });
+        }
     }
 
     fn stdio(&mut self, stdio: &StdioDefinition) {
@@ -445,6 +497,13 @@ impl<'a> Checker<'a> {
     ) {
         let names = self.names;
         let field = |name: &str| names.authorization_field(authorization, name);
+        if !self.built.oauth && !matches!(authorization, Authorization::Bearer { .. }) {
+            self.faults.push(ConfigError::FeatureOff {
+                variable: names.authorization(authorization),
+                what: "asks for OAuth (an interactive flow, or a machine grant)",
+                feature: "oauth",
+            });
+        }
         match authorization {
             Authorization::Bearer { token } => {
                 self.credential(&field("token"), token.unexpanded(), self.strict, true);

@@ -81,7 +81,9 @@ pub(crate) fn is_single_reference(s: &str) -> bool {
     matches!(pieces(s).as_deref(), Ok([Piece::Reference(_)]))
 }
 
-fn is_reference_name(name: &str) -> bool {
+/// Whether `name` can be the NAME of a `${NAME}` reference: a letter or `_`, then letters,
+/// digits and `_`.
+pub(crate) fn is_reference_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     bytes
         .next()

@@ -503,6 +503,21 @@ pub enum ConfigError {
         variable: String,
     },
 
+    /// A setting this build cannot honour: the cargo feature of plurnk-mcp that carries it is
+    /// off. Refused like any other fault, never ignored.
+    #[error(
+        "{variable} {what}, which needs the `{feature}` feature of plurnk-mcp: build the host \
+         with that feature, or remove the setting"
+    )]
+    FeatureOff {
+        /// The setting.
+        variable: String,
+        /// What the setting asks for, such as `is a command (a stdio server)`.
+        what: &'static str,
+        /// The cargo feature.
+        feature: &'static str,
+    },
+
     /// A cascade layer without a target, over no lower definition.
     #[error(
         "{variable} specializes server \"{server}\", which has no definition below it to \
@@ -590,6 +605,7 @@ impl ConfigError {
             | Self::ConflictingFields { variable, .. }
             | Self::InvalidUrl { variable, .. }
             | Self::UrlAsCommand { variable }
+            | Self::FeatureOff { variable, .. }
             | Self::NothingToSpecialize { variable, .. }
             | Self::AliasMismatch { variable, .. }
             | Self::NoDefinition { variable } => variable,

@@ -193,6 +193,7 @@ pub(crate) fn is_reserved_header(name: &str) -> bool {
 /// request the operator's credentials ride on: never a reserved header, a credential or
 /// cookie, nor one a server reads as the client's own address or route (`Forwarded`,
 /// `X-Forwarded-*`, `X-Real-IP`, `Via`, `Proxy-*`).
+#[cfg(feature = "sources")]
 pub(crate) fn caller_may_set_header(name: &str) -> bool {
     const OPERATOR_ONLY: [&str; 6] = [
         "authorization",

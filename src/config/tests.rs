@@ -1175,7 +1175,7 @@ fn credential_names_are_recognised_in_any_case() {
         "PASSWD",
         "Credentials",
     ] {
-        assert!(super::is_credential_name(name), "{name}");
+        assert!(super::literal::is_credential_name(name), "{name}");
     }
     for name in [
         "GH_PAT",
@@ -1186,7 +1186,7 @@ fn credential_names_are_recognised_in_any_case() {
         "SSH_PASSPHRASE",
         "SESSION_COOKIE",
     ] {
-        assert!(super::is_credential_name(name), "{name}");
+        assert!(super::literal::is_credential_name(name), "{name}");
     }
     for name in [
         "Accept",
@@ -1201,7 +1201,7 @@ fn credential_names_are_recognised_in_any_case() {
         "BYPASS",
         "PATTERN",
     ] {
-        assert!(!super::is_credential_name(name), "{name}");
+        assert!(!super::literal::is_credential_name(name), "{name}");
     }
 }
 
@@ -1369,5 +1369,114 @@ fn declined_authorizations_are_refused_with_the_reason() {
         assert!(text.contains(what), "{text}");
         assert!(text.contains("declines by design"), "{text}");
         assert!(text.contains("client-credentials"), "{text}");
+    }
+}
+
+#[test]
+fn a_definition_needing_a_feature_the_build_left_out_is_refused_naming_the_feature() {
+    use super::check::{Built, Checker, SettingNames};
+    let none = Built {
+        stdio: false,
+        http: false,
+        sources: false,
+        oauth: false,
+    };
+    let mut oauth = HttpDefinition::new("https://mcp.example/mcp");
+    oauth.authorization = Some(Authorization::OAuth(OAuthAuthorization::new(
+        "http://127.0.0.1:8976/callback",
+    )));
+    let source = Transport::Source(transport::SourceDefinition {
+        kind: TransportKind::Cli,
+        declaration: std::sync::Arc::new(serde_json::json!({})),
+        origin: "tools.json".into(),
+    });
+    for (transport, feature) in [
+        (
+            Transport::Stdio(StdioDefinition::new("/usr/bin/server")),
+            "stdio",
+        ),
+        (
+            Transport::Http(HttpDefinition::new("https://mcp.example/mcp")),
+            "http",
+        ),
+        (source, "sources"),
+        (Transport::Http(oauth), "oauth"),
+    ] {
+        let names = SettingNames::canonical("gh");
+        let mut checker = Checker::new(&names, None).built(Built {
+            http: feature == "oauth",
+            ..none
+        });
+        checker.transport(&transport);
+        let refused: Vec<String> = checker
+            .faults
+            .iter()
+            .filter(|fault| matches!(fault, ConfigError::FeatureOff { .. }))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(refused.len(), 1, "{feature}: {:?}", checker.faults);
+        assert!(
+            refused[0].contains(&format!("needs the `{feature}` feature of plurnk-mcp")),
+            "{}",
+            refused[0]
+        );
+        // The setting is named as the definition's own names spell it.
+        assert!(
+            refused[0].starts_with("PLURNK_MCP_GH") || refused[0].starts_with("gh.authorization"),
+            "{}",
+            refused[0]
+        );
+        // A build with every feature admits it.
+        let mut checker = Checker::new(&names, None).built(Built {
+            stdio: true,
+            http: true,
+            sources: true,
+            oauth: true,
+        });
+        checker.transport(&transport);
+        assert!(
+            !checker
+                .faults
+                .iter()
+                .any(|fault| matches!(fault, ConfigError::FeatureOff { .. })),
+            "{feature}: {:?}",
+            checker.faults
+        );
+    }
+    // In process needs no feature.
+    let names = SettingNames::canonical("mine");
+    let mut checker = Checker::new(&names, None).built(none);
+    checker.transport(&Transport::InProcess);
+    assert!(checker.faults.is_empty(), "{:?}", checker.faults);
+}
+
+/// In a build without OAuth, a declared server's OAuth authorization is refused at start,
+/// naming its variable and the feature, beside every other fault.
+#[cfg(not(feature = "oauth"))]
+#[test]
+fn without_the_oauth_feature_an_oauth_authorization_is_refused_at_start() {
+    let errors = load(&[
+        ("PLURNK_MCP_PERSON", "https://mcp.example/mcp"),
+        (
+            "PLURNK_MCP_PERSON_AUTHORIZATION",
+            r#"{"type": "oauth", "redirectUrl": "http://127.0.0.1:8976/callback"}"#,
+        ),
+        ("PLURNK_MCP_ROBOT", "https://mcp.example/mcp"),
+        (
+            "PLURNK_MCP_ROBOT_AUTHORIZATION",
+            r#"{"type": "client-credentials", "clientId": "robot", "clientSecret": "${SECRET}"}"#,
+        ),
+    ])
+    .expect_err("OAuth needs the feature");
+    let shown: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
+    for variable in [
+        "PLURNK_MCP_PERSON_AUTHORIZATION",
+        "PLURNK_MCP_ROBOT_AUTHORIZATION",
+    ] {
+        assert!(
+            shown.iter().any(|error| error.starts_with(variable)
+                && error.contains("needs the `oauth` feature of plurnk-mcp")),
+            "{shown:?}"
+        );
     }
 }

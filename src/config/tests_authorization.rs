@@ -1,6 +1,7 @@
 //! Tests of `PLURNK_MCP_<server>_AUTHORIZATION`: a declared server's authorization, read by
 //! the wire's own reader, and every fault of it as its own error naming the variable.
 
+#[cfg(feature = "oauth")]
 use serde_json::json;
 
 use super::*;
@@ -9,6 +10,7 @@ fn load(vars: &[(&str, String)]) -> Result<HostConfig, ConfigErrors> {
     HostConfig::from_env(vars.iter().map(|(k, v)| (*k, v.clone())))
 }
 
+#[cfg(feature = "oauth")]
 fn authorization(config: &HostConfig, alias: &str) -> Option<Authorization> {
     match config.server(alias).map(ServerDefinition::transport) {
         Some(Transport::Http(http)) => http.authorization.clone(),
@@ -17,8 +19,11 @@ fn authorization(config: &HostConfig, alias: &str) -> Option<Authorization> {
 }
 
 /// A value that must never appear in an error, in any spelling.
+#[cfg(feature = "oauth")]
 const LEAK: &str = "tok-LEAK-7531";
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn a_declared_server_takes_every_kind_of_authorization_from_its_companion() {
     let url = "https://mcp.example/mcp".to_owned();
@@ -109,6 +114,8 @@ fn a_declared_server_takes_every_kind_of_authorization_from_its_companion() {
     }
 }
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn every_fault_of_the_authorization_companion_is_its_own_error_naming_the_variable() {
     let oauth = |extra: serde_json::Value| {
@@ -441,6 +448,8 @@ fn a_server_name_cannot_end_in_the_companion_word() {
     ));
 }
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn an_overlay_specializes_a_servers_authorization_by_the_same_reader() {
     let service = ServerDefinition::from_target("web", "https://h/mcp").unwrap();

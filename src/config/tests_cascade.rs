@@ -150,6 +150,8 @@ fn wire_shape_is_unexpanded_and_lossless() {
     assert_eq!(back.tools(), Some(&[][..]));
 }
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn every_authorization_round_trips() {
     let cases = [
@@ -191,6 +193,8 @@ fn every_authorization_round_trips() {
     }
 }
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn credentials_must_be_one_reference() {
     let wire = |authorization: serde_json::Value| {
@@ -266,6 +270,8 @@ fn credentials_must_be_one_reference() {
     assert!(!errors.to_string().contains("hunter2"));
 }
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn wire_definitions_get_the_environment_checks() {
     let check = |value: serde_json::Value| -> Vec<String> {
@@ -478,6 +484,8 @@ fn options_cannot_repeat_alias_target_or_transport() {
     assert!(McpServerOptions::from_json("{}").unwrap().is_empty());
 }
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn options_replace_arrays_and_maps() {
     let fs = server(&service(), "fs");
@@ -919,6 +927,8 @@ fn overlay_debug_prints_no_value() {
 
 // === preparing OAuth ===
 
+// Its definitions carry OAuth authorizations, which only the `oauth` build admits.
+#[cfg(feature = "oauth")]
 #[test]
 fn oauth_and_client_credentials_prepare_their_secret() {
     let definition = |authorization: serde_json::Value| {

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use super::draft::Draft;
 use super::names::variable_name;
-use super::secrets::{Moved, Outward, is_literal, is_reference_name};
+use super::secrets::{Moved, Outward, is_literal};
 use super::{Introduced, NotCarried, Planned};
 use crate::config::{
     LiteralKind, McpAuthorization, McpHttpDefinition, McpServerDefinition, McpStdioDefinition,
-    ServerDefinition, TransportKind, is_credential_name, literal_credentials,
+    ServerDefinition, TransportKind, is_credential_name, is_single_reference, literal_credentials,
 };
 
 /// Picks the transport, moves literal secrets out and validates the definition.
@@ -255,10 +255,4 @@ fn no_literal_left(wire: &McpServerDefinition) -> Result<(), NotCarried> {
             fields: literal.join(", "),
         })
     }
-}
-
-fn is_single_reference(s: &str) -> bool {
-    s.strip_prefix("${")
-        .and_then(|s| s.strip_suffix('}'))
-        .is_some_and(is_reference_name)
 }

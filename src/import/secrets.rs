@@ -267,10 +267,4 @@ pub(super) fn references(field: &str, s: &str) -> Result<String, NotCarried> {
     Ok(out)
 }
 
-pub(super) fn is_reference_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
+pub(super) use crate::config::is_reference_name;

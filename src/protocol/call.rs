@@ -535,18 +535,17 @@ impl CallPeer {
     }
 }
 
+#[cfg(feature = "http")]
+use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+
 fn error_kind(error: &(dyn std::error::Error + 'static)) -> String {
-    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
     // Walk to the innermost cause: the io error or the HTTP status, which carries no URL or
     // header. An authorization refusal carries the server's challenge header instead: it is
     // named in our words (the challenge only seeds a new authorization).
     let mut inner: &(dyn std::error::Error + 'static) = error;
     loop {
-        if inner.is::<AuthRequiredError>() {
-            return "the server refused the token (HTTP 401)".to_owned();
-        }
-        if inner.is::<InsufficientScopeError>() {
-            return "the server asked for more scope (HTTP 403)".to_owned();
+        if let Some(refusal) = refusal(inner) {
+            return refusal.to_owned();
         }
         match inner.source() {
             Some(source) => inner = source,
@@ -554,6 +553,21 @@ fn error_kind(error: &(dyn std::error::Error + 'static)) -> String {
         }
     }
     crate::redact::scrub_capped(&inner.to_string(), 512)
+}
+
+/// An HTTP server's refusal of the token, in our words (only an HTTP transport has one).
+fn refusal(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    #[cfg(feature = "http")]
+    {
+        if error.is::<AuthRequiredError>() {
+            return Some("the server refused the token (HTTP 401)");
+        }
+        if error.is::<InsufficientScopeError>() {
+            return Some("the server asked for more scope (HTTP 403)");
+        }
+    }
+    let _ = error;
+    None
 }
 
 #[cfg(test)]

@@ -21,14 +21,20 @@ use std::collections::BTreeSet;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::auth::{AuthorizedClient, ChallengeSlot, Challenged};
+use super::HostClient;
+#[cfg(feature = "oauth")]
+use super::auth::Challenged;
+use super::auth::{AuthorizedClient, ChallengeSlot};
 use super::call::{CallPeer, ProgressRoutes};
 use super::catalog::ListError;
 use super::close::{CloseError, CloseFault};
 use super::guard::{CutReason, Inbound, LineLimit};
+#[cfg(feature = "http")]
+use super::http;
 use super::lines::Lines;
-use super::stdio::{ChildProcess, StdioSpawn};
-use super::{HostClient, http};
+use super::stdio::ChildProcess;
+#[cfg(feature = "stdio")]
+use super::stdio::StdioSpawn;
 use crate::model::{
     Catalog, InProcessConnector, InteractionHandler, Limits, Negotiated, TransportKind,
 };
@@ -41,6 +47,8 @@ mod negotiation;
 mod watched;
 
 /// An already expanded target: the only place expanded values live, and never printed.
+// A build without a transport refuses its definitions before a target is made of one.
+#[cfg_attr(not(all(feature = "stdio", feature = "http")), allow(dead_code))]
 pub(crate) enum Target {
     /// A child process.
     Stdio {
@@ -102,6 +110,7 @@ pub(crate) struct ConnectOptions {
     /// One HTTP client shared by every HTTP connection of the host (pooled connections),
     /// built on first use: loading the system's CA certificates is a noticeable share of a
     /// start that has no HTTP server at all.
+    #[cfg(feature = "http")]
     pub http_client: Arc<std::sync::OnceLock<reqwest::Client>>,
     /// Answers a legacy peer's server-initiated elicitation; `None` declines.
     pub interaction: Option<InteractionHandler>,
@@ -118,6 +127,7 @@ pub(crate) struct ConnectOptions {
     pub oauth: Arc<super::auth::Vault>,
 }
 
+#[cfg(feature = "http")]
 impl ConnectOptions {
     /// The host's shared HTTP client, built on first use.
     pub(crate) fn http_client(&self) -> Result<reqwest::Client, http::ClientUnbuilt> {
@@ -166,11 +176,16 @@ pub(crate) enum ConnectError {
     #[error("could not start the executable: {0}")]
     Spawn(String),
     /// The HTTP transport could not be built from the configuration.
+    #[cfg(feature = "http")]
     #[error("{0}")]
     Http(String),
     /// A configured header the transport cannot send (named, never its value).
+    #[cfg(feature = "http")]
     #[error(transparent)]
     Header(http::HeaderError),
+    /// A transport this build was compiled without.
+    #[error("this build of plurnk-mcp has no `{0}` feature, which its transport needs")]
+    NotBuilt(&'static str),
     /// A tool source could not be opened (its document, its program), said why.
     #[error("could not open the tool source: {0}")]
     Source(String),
@@ -473,11 +488,19 @@ fn auto_lifecycle() -> ClientLifecycleMode {
 }
 
 enum Failure {
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
     Spawn(std::io::Error),
+    #[cfg(feature = "http")]
     Http(String),
+    #[cfg(feature = "http")]
     Header(http::HeaderError),
+    /// A transport this build was compiled without (the configuration refuses such a
+    /// definition first).
+    #[allow(dead_code)] // constructed only in builds that leave a transport out
+    NotBuilt(&'static str),
     Negotiation(Box<ClientInitializeError>),
     /// A negotiation failure already described with what the process left behind.
+    #[cfg(feature = "stdio")]
     Described(String),
     /// A tool source that could not be opened (its document, its program), said why.
     Source(String),
@@ -487,15 +510,31 @@ impl Failure {
     fn into_error(self) -> ConnectError {
         match self {
             Self::Spawn(error) => ConnectError::Spawn(scrub(&error.to_string()).into_owned()),
+            #[cfg(feature = "http")]
             Self::Http(detail) => ConnectError::Http(scrub(&detail).into_owned()),
+            #[cfg(feature = "http")]
             Self::Header(error) => ConnectError::Header(error),
+            Self::NotBuilt(feature) => ConnectError::NotBuilt(feature),
+            #[cfg(feature = "stdio")]
             Self::Described(detail) => ConnectError::Negotiation(scrub(&detail).into_owned()),
             Self::Source(detail) => ConnectError::Source(scrub(&detail).into_owned()),
-            Self::Negotiation(error) => match error.auth_challenge() {
+            Self::Negotiation(error) => match auth_challenge(&error) {
                 Some(challenge) => ConnectError::AuthRequired(challenge.to_owned()),
                 None => ConnectError::Negotiation(scrub(&describe_init_error(&error)).into_owned()),
             },
         }
+    }
+}
+
+/// The `WWW-Authenticate` challenge a refused negotiation carried: only an HTTP server gives
+/// one.
+fn auth_challenge(error: &ClientInitializeError) -> Option<&str> {
+    #[cfg(feature = "http")]
+    return error.auth_challenge();
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = error;
+        None
     }
 }
 
@@ -585,6 +624,7 @@ async fn attempt(
         cut: cut.clone(),
     };
     let (service, modern, child) = match target {
+        #[cfg(feature = "stdio")]
         Target::Stdio {
             command,
             args,
@@ -605,6 +645,10 @@ async fn attempt(
             let (service, modern, child) = wired.over_stdio(&spec).await?;
             (service, modern, Some(child))
         }
+        // The configuration refuses a command in a build without the feature.
+        #[cfg(not(feature = "stdio"))]
+        Target::Stdio { .. } => return Err(Failure::NotBuilt("stdio")),
+        #[cfg(feature = "http")]
         Target::Http {
             url,
             headers,
@@ -616,6 +660,9 @@ async fn attempt(
                 .await?;
             (service, modern, None)
         }
+        // The configuration refuses an http(s) target in a build without the feature.
+        #[cfg(not(feature = "http"))]
+        Target::Http { .. } => return Err(Failure::NotBuilt("http")),
         Target::Source {
             kind,
             declaration,
@@ -658,6 +705,7 @@ struct Wired {
 impl Wired {
     /// Spawns the child and negotiates over its stdio; on failure the child drops here and
     /// takes its process group with it.
+    #[cfg(feature = "stdio")]
     async fn over_stdio(
         self,
         spec: &StdioSpawn<'_>,
@@ -681,6 +729,7 @@ impl Wired {
     }
 
     /// Dials Streamable HTTP, through `oauth`'s token when the server is authorized.
+    #[cfg(feature = "http")]
     async fn over_http(
         self,
         options: &ConnectOptions,
@@ -705,6 +754,7 @@ impl Wired {
                     .map_err(Failure::Header)?;
                 negotiate(client, signals.wrap(inner), lifecycle).await
             }
+            #[cfg(feature = "oauth")]
             Some(oauth) => {
                 // What the server refuses a token with, after rmcp's own refresh, is kept:
                 // a new authorization starts from it.
@@ -712,6 +762,12 @@ impl Wired {
                 let inner = http::transport(url, headers, http_client, max_message)
                     .map_err(Failure::Header)?;
                 negotiate(client, signals.wrap(inner), lifecycle).await
+            }
+            // No OAuth client exists in a build without the feature.
+            #[cfg(not(feature = "oauth"))]
+            Some(never) => {
+                let _ = challenge;
+                match *never {}
             }
         }
         .map_err(|error| Failure::Negotiation(Box::new(error)))
@@ -757,6 +813,7 @@ async fn open_source(
     .map_err(Failure::Source)
 }
 
+#[cfg(feature = "stdio")]
 fn with_stderr(error: ClientInitializeError, child: &ChildProcess) -> Failure {
     // The interesting part of a failed stdio negotiation is usually what the server said on
     // stderr before it died: fold it into the error that becomes the Problem.

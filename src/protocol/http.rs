@@ -101,6 +101,7 @@ pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
 }
 
 /// Why a response body could not be read whole.
+#[cfg(any(feature = "oauth", feature = "sources"))]
 pub(crate) enum Bounded {
     /// It passed its bound.
     TooLarge,
@@ -109,6 +110,7 @@ pub(crate) enum Bounded {
 }
 
 /// A response body of at most `limit` bytes: what a server may make the host hold.
+#[cfg(any(feature = "oauth", feature = "sources"))]
 pub(crate) async fn read_bounded(
     mut response: reqwest::Response,
     limit: usize,
@@ -134,6 +136,7 @@ pub(crate) async fn read_bounded(
 }
 
 /// An error with its causes, scrubbed of every registered secret (reqwest prints the URL).
+#[cfg(any(feature = "oauth", feature = "sources"))]
 pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();

@@ -150,6 +150,7 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         url: &url,
         definition,
         authorization: authorization.as_ref(),
+        #[cfg(feature = "oauth")]
         http: &|| options.http_client(),
     };
     if let Target::Http { oauth, grant, .. } = &mut target {
