@@ -17,6 +17,7 @@ clock (time.time()); outcome is "ok", "error" or "hung".
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -39,7 +40,7 @@ async def one_client(url: str, tool: str, revision: str, index: int, until: floa
         if sent and sent not in seen:
             seen.append(sent)
 
-    http = httpx2.AsyncClient(event_hooks={"request": [on_request]}, timeout=httpx2.Timeout(CALL_TIMEOUT))
+    http = httpx2.AsyncClient(event_hooks={"request": [on_request]}, timeout=httpx2.Timeout(CALL_TIMEOUT, read=None))
     mode = "legacy" if revision == "2025-11-25" else "2026-07-28"
     client = Client(
         streamable_http_client(url, http_client=http),
@@ -47,40 +48,49 @@ async def one_client(url: str, tool: str, revision: str, index: int, until: floa
         read_timeout_seconds=CALL_TIMEOUT,
         client_info=types.Implementation(name=f"balancer-load-{name}", version="1"),
     )
-    try:
-        with anyio.fail_after(CALL_TIMEOUT):
-            await client.__aenter__()
-    except Exception as error:  # noqa: BLE001 — counted, not fatal
-        sys.stderr.write(f"balancer_load.py: {name} could not connect: {error!r}\n")
-        out["connect_failures"] += 1
-        return
-    try:
-        n = 0
-        while time.time() < until:
-            n += 1
-            start = time.time()
-            outcome, detail = "ok", ""
-            try:
-                with anyio.fail_after(CALL_TIMEOUT + 1):
-                    result = await client.call_tool(tool, {"text": f"{name}-{n}"})
-                if result.is_error:
-                    outcome, detail = "error", "tool error"
-            except TimeoutError:
-                outcome, detail = "hung", ""
-            except Exception as error:  # noqa: BLE001 — every failure is counted with its words
-                outcome, detail = "error", repr(error)[:200]
-            out["calls"].append([revision, name, start, time.time(), outcome, detail])
-            if outcome != "ok":
-                # A failed call is retried after a breath, as a client would.
-                await anyio.sleep(0.05)
-    finally:
-        if revision == "2025-11-25":
-            out["sessions"][name] = seen
+    connected = False
+    # One cancel scope bounds connecting and is then lifted: a scope entered and left around
+    # the connect alone would break the order of the task groups the client opens.
+    with anyio.CancelScope(deadline=anyio.current_time() + CALL_TIMEOUT) as scope:
         try:
-            with anyio.move_on_after(2):
-                await client.__aexit__(None, None, None)
-        except Exception:  # noqa: BLE001
-            pass
+            async with client:
+                if mode == "2026-07-28":
+                    raw = await client.session.send_discover("2026-07-28")
+                    client.session.adopt(types.DiscoverResult.model_validate(raw))
+                connected = True
+                scope.deadline = math.inf
+                await calls(client, tool, revision, name, until, out)
+        except Exception as error:  # noqa: BLE001 — counted, not fatal
+            if not connected:
+                sys.stderr.write(f"balancer_load.py: {name} could not connect: {error!r}\n")
+                out["connect_failures"] += 1
+            else:
+                sys.stderr.write(f"balancer_load.py: {name} ended: {error!r}\n")
+    if scope.cancelled_caught and not connected:
+        out["connect_failures"] += 1
+    if revision == "2025-11-25":
+        out["sessions"][name] = seen
+
+
+async def calls(client: Client, tool: str, revision: str, name: str, until: float, out: dict[str, Any]) -> None:
+    n = 0
+    while time.time() < until:
+        n += 1
+        start = time.time()
+        outcome, detail = "ok", ""
+        try:
+            with anyio.fail_after(CALL_TIMEOUT + 1):
+                result = await client.call_tool(tool, {"text": f"{name}-{n}"})
+            if result.is_error:
+                outcome, detail = "error", "tool error"
+        except TimeoutError:
+            outcome, detail = "hung", ""
+        except Exception as error:  # noqa: BLE001 — every failure is counted with its words
+            outcome, detail = "error", repr(error)[:200]
+        out["calls"].append([revision, name, start, time.time(), outcome, detail])
+        if outcome != "ok":
+            # A failed call is tried again after a breath, as a client would.
+            await anyio.sleep(0.05)
 
 
 async def main() -> int:
