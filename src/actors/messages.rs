@@ -76,6 +76,11 @@ pub(crate) enum WorkspaceMsg {
     Announced(Announcement),
     /// The workspace's durable state, read again after an announcement.
     Reloaded(Result<WorkspaceRecord, StoreError>),
+    /// A child actor failed (its supervision event, handled in order with the messages).
+    ChildFailed {
+        id: ractor::ActorId,
+        error: String,
+    },
     /// Test hook: panic, to exercise the supervisor.
     #[cfg(feature = "test-hooks")]
     Panic,

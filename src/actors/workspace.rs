@@ -35,7 +35,7 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::{broadcast, watch};
 
-use self::durable::{Deferred, Phase, Reload, Writing};
+use self::durable::{Phase, Reload, Writing};
 use self::lifecycle::{Pending, Removal};
 use self::successor::Successor;
 use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
@@ -231,9 +231,9 @@ pub(crate) struct WorkspaceState {
     /// Durable writes in flight, by alias; the alias's messages wait behind each.
     writing: HashMap<String, Writing>,
     /// Messages that wait for every write in flight to finish (a shutdown).
-    held: VecDeque<Deferred>,
+    held: VecDeque<WorkspaceMsg>,
     /// Messages released by a finished write (or by the start), handled next, in order.
-    replay: VecDeque<Deferred>,
+    replay: VecDeque<WorkspaceMsg>,
     /// Whether the definitions are known yet.
     phase: Phase,
     /// A read of the durable state after an announcement.
@@ -308,7 +308,7 @@ impl Actor for WorkspaceActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.dispatch(&myself, Deferred::Message(message)).await?;
+        state.dispatch(&myself, message).await?;
         state.replay(&myself).await
     }
 
@@ -320,7 +320,10 @@ impl Actor for WorkspaceActor {
     ) -> Result<(), ActorProcessingErr> {
         // ractor's default would stop the workspace when a child exits: never do that.
         if let SupervisionEvent::ActorFailed(cell, error) = event {
-            let failed = Deferred::ChildFailed(cell.get_id(), error.to_string());
+            let failed = WorkspaceMsg::ChildFailed {
+                id: cell.get_id(),
+                error: error.to_string(),
+            };
             state.dispatch(&myself, failed).await?;
             state.replay(&myself).await?;
         }
@@ -351,15 +354,12 @@ impl WorkspaceState {
     async fn run(
         &mut self,
         myself: &ActorRef<WorkspaceMsg>,
-        item: Deferred,
+        message: WorkspaceMsg,
     ) -> Result<(), ActorProcessingErr> {
-        let message = match item {
-            Deferred::Message(message) => message,
-            Deferred::ChildFailed(id, error) => {
-                return self.on_child_failed(myself, id, &error).await;
-            }
-        };
         match message {
+            WorkspaceMsg::ChildFailed { id, error } => {
+                self.on_child_failed(myself, id, &error).await?
+            }
             WorkspaceMsg::Publish {
                 alias,
                 instance,

@@ -454,11 +454,14 @@ async fn conflicting_changes_lose_nothing_and_the_later_writer_gets_409(bench: A
     let _ = b.shutdown().await;
 }
 
+/// What shows that a change arrived.
+type Reached = Box<dyn Fn(&WorkspaceSnapshot) -> bool>;
+
 async fn every_kind_of_change_reaches_the_other_host(bench: Arc<Bench>) {
     let url = bench.database();
     let (a, on_a) = host_on(&url).await;
     let (b, on_b) = host_on(&url).await;
-    let steps: Vec<(&str, Box<dyn Fn(&WorkspaceSnapshot) -> bool>)> = vec![
+    let steps: Vec<(&str, Reached)> = vec![
         (
             "disable",
             Box::new(|s| state_of(s, "svc") == Some(ServerState::Disabled)),

@@ -28,16 +28,10 @@ use crate::actors::messages::{ActionReply, WorkspaceMsg};
 use crate::model::{Problem, ServerSnapshot};
 use crate::store::{Announcement, Change, Expect, StoreError, Version, WorkspaceRecord};
 
-/// Something the workspace handles: a message, or a child's failure.
-pub(crate) enum Deferred {
-    Message(WorkspaceMsg),
-    ChildFailed(ractor::ActorId, String),
-}
-
 /// Whether the workspace knows its definitions yet.
 pub(crate) enum Phase {
     /// Reading them from the store: every message waits here.
-    Seeding(VecDeque<Deferred>),
+    Seeding(VecDeque<WorkspaceMsg>),
     Running,
 }
 
@@ -53,7 +47,7 @@ pub(crate) enum Reload {
 /// A durable write in flight: what follows it, and the server's messages that wait for it.
 pub(crate) struct Writing {
     then: AfterWrite,
-    deferred: VecDeque<Deferred>,
+    deferred: VecDeque<WorkspaceMsg>,
 }
 
 /// What a write was for, carried on once it is durable (or answered when it is not).
@@ -83,24 +77,22 @@ impl WorkspaceState {
     pub(super) async fn dispatch(
         &mut self,
         myself: &ActorRef<WorkspaceMsg>,
-        item: Deferred,
+        item: WorkspaceMsg,
     ) -> Result<(), ActorProcessingErr> {
         if let Phase::Seeding(waiting) = &mut self.phase {
-            if matches!(item, Deferred::Message(WorkspaceMsg::Seeded(_))) {
+            if matches!(item, WorkspaceMsg::Seeded(_)) {
                 return self.run(myself, item).await;
             }
             waiting.push_back(item);
             return Ok(());
         }
-        if matches!(item, Deferred::Message(WorkspaceMsg::Shutdown { .. }))
-            && !self.writing.is_empty()
-        {
+        if matches!(item, WorkspaceMsg::Shutdown { .. }) && !self.writing.is_empty() {
             self.held.push_back(item);
             return Ok(());
         }
         let alias = match &item {
-            Deferred::Message(message) => message.alias().map(str::to_owned),
-            Deferred::ChildFailed(id, _) => self.alias_of(*id),
+            WorkspaceMsg::ChildFailed { id, .. } => self.alias_of(*id),
+            message => message.alias().map(str::to_owned),
         };
         if let Some(alias) = alias
             && let Some(writing) = self.writing.get_mut(&alias)
