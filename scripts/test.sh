@@ -4,7 +4,8 @@
 #   scripts/test.sh
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
-# Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace (the
+# Node 22, npm and PyPI peers) and from Debian (scripts/install-system.sh: PostgreSQL's
+# binaries, HAProxy), builds once, runs every test binary of the workspace (the
 # short chaos run included), the doctests, the subtree example, the load benchmark at tiny
 # sizes, each fuzz target briefly, then the official conformance suite: its client scenarios
 # against the host, and its server scenarios against the gateway (`plurnk-mcp serve`).
@@ -29,6 +30,9 @@ step() {
 }
 
 step peers bash scripts/install-peers.sh
+# PostgreSQL's binaries and HAProxy from Debian, for crates/cli/tests/replicas.rs (a look when
+# they are there). That binary prints its own wall time ("finished in") within the tests step.
+step system bash scripts/install-system.sh
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # The library's features: none at all, and each alone, compile lint-clean.

@@ -31,6 +31,7 @@ mod http;
 mod limits;
 mod listener;
 mod memory;
+mod sealed;
 mod uri_template;
 mod verbatim;
 mod view;
@@ -65,6 +66,7 @@ use crate::model::{
 
 pub use http::{HttpOptions, MIN_BEARER_BYTES, ServeError, serve_http};
 pub use limits::{ClientLimits, LimitError};
+pub use sealed::MIN_SESSION_KEY_BYTES;
 pub use view::{Naming, route_name, served_name};
 
 /// The character between a server's alias and a tool's or prompt's own name.

@@ -16,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::attachment::{Admission, Settings};
 use crate::actors::messages::WorkspaceMsg;
 use crate::actors::restart::{RestartPolicy, WorkspaceRestart};
-use crate::actors::seed::{Seeder, Seeds};
+use crate::actors::seed::{Opening, Seeder};
+use crate::actors::supervisor::Given;
 use crate::actors::supervisor::{HostSupervisor, Life, Opened, SupervisorArgs, SupervisorMsg};
-use crate::actors::workspace::{Published, Route, Seed};
+use crate::actors::workspace::{Published, Route};
 use crate::config::{HostConfig, ServerDefinition};
 use crate::model::{
     CallError, CompletionRef, InProcessConnector, InteractionHandler, Limits, Operation, Problem,
@@ -177,6 +178,8 @@ struct HostInner {
     interaction: Option<InteractionHandler>,
     events: broadcast::Sender<HostEvent>,
     config: Arc<HostConfig>,
+    /// The durable state's store, asked whether it can be reached (readiness).
+    store: Option<Arc<dyn Store>>,
 }
 
 /// The handle a daemon embeds. Cheap to clone; every clone talks to the same actors.
@@ -226,6 +229,7 @@ impl Host {
         .map_err(|error| StartError::State(error.to_string()))?;
         let workspaces = seeder
             .at_start()
+            .await
             .map_err(|error| StartError::State(error.one_a_line()))?;
         let args = SupervisorArgs {
             settings: settings.clone(),
@@ -240,6 +244,13 @@ impl Host {
             None => Actor::spawn(None, HostSupervisor, args).await,
         };
         let (supervisor, _) = spawned.map_err(|error| StartError::Actors(error.to_string()))?;
+        if let Some(announcements) = options
+            .store
+            .as_ref()
+            .and_then(|store| store.announcements())
+        {
+            follow(announcements, supervisor.clone());
+        }
         let inner = Arc::new(HostInner {
             supervisor,
             settings,
@@ -247,6 +258,7 @@ impl Host {
             interaction: options.interaction.clone(),
             events,
             config,
+            store: options.store.clone(),
         });
         let opened = match inner.open_at_start(workspaces).await {
             Ok(opened) => opened,
@@ -428,12 +440,21 @@ impl HostInner {
     /// Opens every workspace of the start with its definitions, in order.
     async fn open_at_start(
         self: &Arc<Self>,
-        workspaces: Vec<(String, Seeds)>,
+        workspaces: Vec<Opening>,
     ) -> Result<BTreeMap<String, Workspace>, StartError> {
         let mut opened = BTreeMap::new();
-        for (name, definitions) in workspaces {
+        for Opening {
+            name,
+            definitions,
+            versions,
+        } in workspaces
+        {
+            let given = Given {
+                definitions,
+                versions,
+            };
             let (workspace, _) = self
-                .open(&name, Some(definitions))
+                .open(&name, Some(given))
                 .await
                 .map_err(|problem| StartError::Actors(problem.detail))?;
             opened.insert(name, workspace);
@@ -446,7 +467,7 @@ impl HostInner {
     async fn open(
         self: &Arc<Self>,
         name: &str,
-        seeds: Option<BTreeMap<String, Seed>>,
+        seeds: Option<Given>,
     ) -> Result<(Workspace, bool), Problem> {
         let result = self
             .supervisor
@@ -478,6 +499,30 @@ impl HostInner {
         };
         Ok((workspace, fresh))
     }
+}
+
+/// Hands every announcement of a shared store to the supervisor, until the host is gone. An
+/// announcement missed (the receiver lagged) is a reason to read everything again.
+fn follow(
+    mut announcements: broadcast::Receiver<crate::store::Announcement>,
+    supervisor: ActorRef<HostMsg>,
+) {
+    use crate::store::Announcement;
+    tokio::spawn(async move {
+        loop {
+            let announcement = match announcements.recv().await {
+                Ok(announcement) => announcement,
+                Err(broadcast::error::RecvError::Lagged(_)) => Announcement::Restored,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if supervisor
+                .cast(SupervisorMsg::Announced(announcement).into())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
 }
 
 /// The actors' settings from the configuration and the embedder's options: the one place
@@ -849,6 +894,34 @@ impl Workspace {
         }
     }
 
+    /// Whether this workspace can serve a load balancer's traffic: its host is running, its
+    /// actor too, its durable state was read and its servers hydrated (a first snapshot is
+    /// committed), and its store can be reached. `Err` says what is missing (the store named
+    /// without a password). Calls are served from the last snapshot either way.
+    pub fn readiness(&self) -> Result<(), String> {
+        if self.host.closed.load(Ordering::Acquire) {
+            return Err("the host is shutting down".into());
+        }
+        if let Some(problem) = self.failure() {
+            return Err(problem.detail);
+        }
+        if !self.is_running() {
+            return Err(format!("workspace \"{}\" is restarting", self.name));
+        }
+        if self.published.borrow().snapshot.version == 0 {
+            return Err(format!("workspace \"{}\" is not hydrated yet", self.name));
+        }
+        match self
+            .host
+            .store
+            .as_ref()
+            .and_then(|store| store.unreachable())
+        {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
     /// Subscribes to this workspace's snapshots, across restarts of its actor.
     pub fn watch(&self) -> SnapshotWatch {
         SnapshotWatch::new(self.published.clone())
@@ -873,6 +946,17 @@ impl Workspace {
     pub fn crash_for_test(&self) -> bool {
         self.current_actor()
             .is_some_and(|actor| actor.cast(WorkspaceMsg::Panic).is_ok())
+    }
+
+    /// Test hook: holds the workspace actor busy (its mailbox waits) until `release` is sent
+    /// or dropped, as a long handler would; returns once it is held.
+    #[cfg(feature = "test-hooks")]
+    pub async fn stall_for_test(&self, release: tokio::sync::oneshot::Receiver<()>) -> bool {
+        let (held, is_held) = tokio::sync::oneshot::channel();
+        let Some(actor) = self.current_actor() else {
+            return false;
+        };
+        actor.cast(WorkspaceMsg::Stall { held, release }).is_ok() && is_held.await.is_ok()
     }
 
     /// Test hook: makes the server's attachment actor panic, to exercise supervision.

@@ -27,36 +27,102 @@
 //! - `store/tests.rs`: one behavioural suite run against both, plus the file-level tests.
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-// The behavioural suite runs each case against both stores, and the file-level tests need
-// the SQLite one.
+#[cfg(any(test, feature = "test-hooks"))]
+#[doc(hidden)]
+pub mod suite;
+// The behavioural suite runs each case against the memory and SQLite stores, and the
+// file-level tests need the SQLite one.
 #[cfg(all(test, feature = "sqlite"))]
 mod tests;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
-/// Durable per-workspace state: server specializations and enabledness overrides.
+/// What a [`Store`] method returns: its work, to be awaited (in a task of its own when the
+/// caller is an actor: see [`Store`]).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The version of one alias's durable state in one workspace: 0 before its first write, one
+/// more with every write that changed it. A removal keeps the alias's version, so a version
+/// never goes back.
+pub type Version = u64;
+
+/// Durable per-workspace state: server specializations and enabledness overrides, each alias
+/// with its [`Version`].
 ///
-/// Methods are synchronous and may block on disk (and, with two processes on one file, on
-/// SQLite's busy wait, at most 5 s); the workspace actor calls them from its handler, where one
-/// small local transaction is cheaper than a hop to a blocking thread. Every write is one
+/// Every method returns a future: a store on another machine (PostgreSQL) answers over the
+/// network, and the workspace actor, whose mailbox never waits on the network, runs each
+/// write in a task of its own that reports back by message. A local store (SQLite) does its
+/// small transaction when the future is first polled, in that task. Every write is one
 /// transaction: it happens whole or, when it returns an error, not at all.
+///
+/// [`write`](Store::write) is the one write; the named writes (`put_server`, `set_enabled`,
+/// …) are it with [`Expect::Any`].
 pub trait Store: Send + Sync + 'static {
     /// Every workspace that holds durable state (at least one server record or enabledness
     /// override), by name.
     ///
     /// # Errors
     ///
-    /// The backing file cannot be read, or holds a row this build cannot understand
+    /// The store cannot be read, or holds a row this build cannot understand
     /// ([`StoreError::Corrupt`]).
-    fn load(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError>;
+    fn load(&self) -> StoreFuture<'_, BTreeMap<String, WorkspaceRecord>>;
+
+    /// One workspace's durable state (empty when it holds none), read in one transaction.
+    ///
+    /// # Errors
+    ///
+    /// As [`load`](Store::load).
+    fn load_workspace<'a>(&'a self, workspace: &'a str) -> StoreFuture<'a, WorkspaceRecord> {
+        Box::pin(async move { Ok(self.load().await?.remove(workspace).unwrap_or_default()) })
+    }
+
+    /// Applies `change` to `workspace` when the alias's version is what `expect` says, and
+    /// returns the alias's version after it (unchanged when the change changed nothing, such
+    /// as removing what is not there).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Conflict`] when the alias's version is not the one expected (another
+    /// writer changed it meanwhile); [`StoreError::Exists`] for a [`Change::Add`] of an alias
+    /// that has a record; [`StoreError::LooksLikeSecret`] or [`StoreError::Redacted`] for a
+    /// record that holds a literal credential or a display form; otherwise the store cannot
+    /// be written ([`StoreError::Unavailable`] when it cannot be reached). Either way nothing
+    /// changed.
+    fn write<'a>(
+        &'a self,
+        workspace: &'a str,
+        change: &'a Change,
+        expect: Expect,
+    ) -> StoreFuture<'a, Version>;
+
+    /// Announcements of changes other writers committed, for a store several hosts share
+    /// (PostgreSQL); `None` for one only this process writes to.
+    fn announcements(&self) -> Option<broadcast::Receiver<Announcement>> {
+        None
+    }
+
+    /// Why the store cannot be reached now, naming it (never a password); `None` while it
+    /// can, and always for a local store.
+    fn unreachable(&self) -> Option<String> {
+        None
+    }
 
     /// Inserts or replaces the durable definition of `record.alias` in `workspace`; its
     /// enabledness override, if any, is kept.
@@ -65,8 +131,11 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// [`StoreError::LooksLikeSecret`] when a credential field of the definition is not one
     /// `${NAME}` reference, [`StoreError::Redacted`] when it holds a `<redacted>`
-    /// placeholder; otherwise the backing file cannot be written. Either way nothing changed.
-    fn put_server(&self, workspace: &str, record: &ServerRecord) -> Result<(), StoreError>;
+    /// placeholder; otherwise the store cannot be written. Either way nothing changed.
+    fn put_server<'a>(&'a self, workspace: &'a str, record: &ServerRecord) -> StoreFuture<'a, ()> {
+        let change = Change::Put(record.clone());
+        Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
+    }
 
     /// Records that `alias` is `enabled` (or not) in `workspace`, overriding the service
     /// default for a service definition and recording an added one's enabledness. The alias
@@ -74,17 +143,32 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// The backing file cannot be written; nothing changed.
-    fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError>;
+    /// The store cannot be written; nothing changed.
+    fn set_enabled<'a>(
+        &'a self,
+        workspace: &'a str,
+        alias: &str,
+        enabled: bool,
+    ) -> StoreFuture<'a, ()> {
+        let change = Change::SetEnabled(alias.to_owned(), enabled);
+        Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
+    }
 
     /// [`put_server`](Store::put_server) and [`set_enabled`](Store::set_enabled) as one
     /// write: an added or specialized server is never durable without its enabledness.
-    fn put_server_enabled(
-        &self,
-        workspace: &str,
+    ///
+    /// # Errors
+    ///
+    /// As [`put_server`](Store::put_server); nothing changed.
+    fn put_server_enabled<'a>(
+        &'a self,
+        workspace: &'a str,
         record: &ServerRecord,
         enabled: bool,
-    ) -> Result<(), StoreError>;
+    ) -> StoreFuture<'a, ()> {
+        let change = Change::PutEnabled(record.clone(), enabled);
+        Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
+    }
 
     /// Drops the server record *and* the enabledness override of `alias` in `workspace`, so
     /// the alias falls back to its service definition and default, or disappears. Removing an
@@ -93,22 +177,28 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// The backing file cannot be written; nothing changed.
-    fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError>;
+    /// The store cannot be written; nothing changed.
+    fn remove_server<'a>(&'a self, workspace: &'a str, alias: &str) -> StoreFuture<'a, ()> {
+        let change = Change::Remove(alias.to_owned());
+        Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
+    }
 
     /// [`put_server_enabled`](Store::put_server_enabled) for a server being added: refused
     /// with [`StoreError::Exists`] when `workspace` already holds a record of that alias (two
-    /// hosts on one state file adding the same alias at once: one wins, the other is told).
+    /// hosts on one store adding the same alias at once: one wins, the other is told).
     ///
     /// # Errors
     ///
-    /// The alias is taken, or the backing file cannot be written; nothing changed.
-    fn add_server(
-        &self,
-        workspace: &str,
+    /// The alias is taken, or the store cannot be written; nothing changed.
+    fn add_server<'a>(
+        &'a self,
+        workspace: &'a str,
         record: &ServerRecord,
         enabled: bool,
-    ) -> Result<(), StoreError>;
+    ) -> StoreFuture<'a, ()> {
+        let change = Change::Add(record.clone(), enabled);
+        Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
+    }
 
     /// Drops the server record of `alias` and records it disabled, as one write: removing a
     /// workspace's specialization of a service server reveals the service definition
@@ -116,8 +206,155 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// The backing file cannot be written; nothing changed.
-    fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError>;
+    /// The store cannot be written; nothing changed.
+    fn revert_server<'a>(&'a self, workspace: &'a str, alias: &str) -> StoreFuture<'a, ()> {
+        let change = Change::Revert(alias.to_owned());
+        Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
+    }
+}
+
+/// One write of one alias's durable state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The record, its enabledness override (if any) kept.
+    Put(ServerRecord),
+    /// The record and its enabledness, as one write.
+    PutEnabled(ServerRecord, bool),
+    /// The record of an alias being added, with its enabledness: refused with
+    /// [`StoreError::Exists`] when the alias has a record.
+    Add(ServerRecord, bool),
+    /// The alias's enabledness override.
+    SetEnabled(String, bool),
+    /// The record and the override go: the alias falls back to the service's, or goes.
+    Remove(String),
+    /// The record goes and the alias is recorded disabled (a removed specialization).
+    Revert(String),
+}
+
+impl Change {
+    /// The alias it writes.
+    pub fn alias(&self) -> &str {
+        match self {
+            Self::Put(record) | Self::PutEnabled(record, _) | Self::Add(record, _) => &record.alias,
+            Self::SetEnabled(alias, _) | Self::Remove(alias) | Self::Revert(alias) => alias,
+        }
+    }
+
+    /// The record it writes, if any (checked for literal credentials before anything is).
+    pub fn record(&self) -> Option<&ServerRecord> {
+        match self {
+            Self::Put(record) | Self::PutEnabled(record, _) | Self::Add(record, _) => Some(record),
+            Self::SetEnabled(..) | Self::Remove(_) | Self::Revert(_) => None,
+        }
+    }
+
+    /// What the write does, as an error names it: `save server "x" of workspace "w"`.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn action(&self, workspace: &str) -> String {
+        let verb = match self {
+            Self::Put(_) => "save",
+            Self::PutEnabled(_, true) => "save and enable",
+            Self::PutEnabled(_, false) => "save and disable",
+            Self::Add(..) => "add",
+            Self::SetEnabled(_, true) => "enable",
+            Self::SetEnabled(_, false) => "disable",
+            Self::Remove(_) => "remove",
+            Self::Revert(_) => "revert",
+        };
+        format!(
+            "{verb} server \"{}\" of workspace \"{workspace}\"",
+            self.alias()
+        )
+    }
+}
+
+/// What a write expects of the alias's version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Whatever it is: the last write wins.
+    Any,
+    /// Exactly this version (0: the alias was never written): a writer that acts on what it
+    /// last saw, so a change made meanwhile by another is never overwritten unseen.
+    Version(Version),
+}
+
+impl Expect {
+    /// Whether `found` is what this expects; the [`StoreError::Conflict`] when not.
+    pub(crate) fn check(
+        self,
+        workspace: &str,
+        alias: &str,
+        found: Version,
+    ) -> Result<(), StoreError> {
+        match self {
+            Self::Version(expected) if expected != found => Err(StoreError::Conflict {
+                workspace: workspace.to_owned(),
+                alias: alias.to_owned(),
+                expected,
+                found,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a shared store tells every host that watches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Announcement {
+    /// A write committed: `alias` of `workspace` is at `version` now.
+    Changed {
+        /// The workspace.
+        workspace: String,
+        /// The alias.
+        alias: String,
+        /// Its version after the write.
+        version: Version,
+    },
+    /// The store cannot be reached (the reason names the store, never a password): changes
+    /// made meanwhile are not announced.
+    Lost(String),
+    /// The store is reached again: whatever changed while it was lost must be read again.
+    Restored,
+}
+
+/// A store named by where it is: a path is a SQLite state file, a `postgres://` or
+/// `postgresql://` URL a PostgreSQL database (with the `postgres` feature; without it the
+/// URL is refused naming the feature).
+///
+/// # Errors
+///
+/// What [`SqliteStore::open`] or `PostgresStore::connect` refuse, or
+/// [`StoreError::FeatureOff`].
+pub async fn open(location: &str) -> Result<Arc<dyn Store>, StoreError> {
+    if is_postgres_url(location) {
+        #[cfg(feature = "postgres")]
+        {
+            return Ok(Arc::new(PostgresStore::connect(location).await?));
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            return Err(StoreError::FeatureOff {
+                feature: "postgres",
+                what: "a postgres:// state".into(),
+            });
+        }
+    }
+    #[cfg(feature = "sqlite")]
+    return Ok(Arc::new(SqliteStore::open(location)?));
+    #[cfg(not(feature = "sqlite"))]
+    Err(StoreError::FeatureOff {
+        feature: "sqlite",
+        what: "a state file".into(),
+    })
+}
+
+/// Whether `location` names a PostgreSQL database rather than a file.
+pub fn is_postgres_url(location: &str) -> bool {
+    ["postgres://", "postgresql://"].iter().any(|scheme| {
+        location
+            .get(..scheme.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+    })
 }
 
 /// One workspace's durable state.
@@ -127,6 +364,9 @@ pub struct WorkspaceRecord {
     pub servers: BTreeMap<String, ServerRecord>,
     /// Enabledness overrides by alias; an alias absent here follows `PLURNK_MCP_ENABLED`.
     pub enabled: BTreeMap<String, bool>,
+    /// The [`Version`] of every alias this workspace ever wrote, removed ones included; an
+    /// alias absent here was never written (version 0).
+    pub versions: BTreeMap<String, Version>,
 }
 
 /// The durable definition of one alias in one workspace.
@@ -256,6 +496,81 @@ pub enum StoreError {
         path: PathBuf,
         /// Why.
         source: std::io::Error,
+    },
+
+    /// Another writer changed the alias since the version this write was based on: nothing
+    /// was written, and the caller reads the current state before it decides again.
+    #[error(
+        "workspace \"{workspace}\", server \"{alias}\" was changed by another host meanwhile \
+         (version {found}, this change was made from version {expected}); nothing was stored"
+    )]
+    Conflict {
+        /// The workspace.
+        workspace: String,
+        /// The alias.
+        alias: String,
+        /// The version the write was based on.
+        expected: Version,
+        /// The version the store holds.
+        found: Version,
+    },
+
+    /// The store cannot be reached (a shared store whose server is down or cut off): nothing
+    /// was read or written. `store` names it without a password.
+    #[error("the state store {store} cannot be reached: {reason}")]
+    Unavailable {
+        /// The store, such as `PostgreSQL postgres://app@db:5432/mcp`.
+        store: String,
+        /// Why, in the driver's words (never a password).
+        reason: String,
+    },
+
+    /// The store's location needs a cargo feature this build was made without.
+    #[error(
+        "{what} needs the `{feature}` feature of plurnk-mcp, which this build was made without: \
+         build the host with that feature, or keep the state another way"
+    )]
+    FeatureOff {
+        /// The feature, such as `postgres`.
+        feature: &'static str,
+        /// What asked for it.
+        what: String,
+    },
+
+    /// The PostgreSQL database holds what this build must not touch, or its location cannot
+    /// be used: a schema of another program, an unreadable URL, a certificate that cannot be
+    /// read. `store` names it without a password.
+    #[error("the state store {store} {reason}; it was not changed")]
+    Refused {
+        /// The store.
+        store: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+
+    /// The PostgreSQL database was written by a newer build.
+    #[error(
+        "the state store {store} has schema version {found}, newer than the {supported} this \
+         build knows: run a newer plurnk-mcp, or use another database; it was not changed"
+    )]
+    NewerDatabase {
+        /// The store.
+        store: String,
+        /// The schema version the database records.
+        found: i64,
+        /// The newest this build knows.
+        supported: i64,
+    },
+
+    /// PostgreSQL refused an operation other than for being unreachable.
+    #[error("the state store {store}: could not {action}: {reason}")]
+    Database {
+        /// The store.
+        store: String,
+        /// What was being done.
+        action: String,
+        /// PostgreSQL's words (its messages name tables and constraints, never values).
+        reason: String,
     },
 
     /// SQLite refused an operation (locked, read-only, disk full, …).

@@ -5,6 +5,7 @@ use ractor::RpcReplyPort;
 
 use crate::config::ServerDefinition;
 use crate::model::{CloseFailure, Customize, Problem, ServerSnapshot, ServerSummary};
+use crate::store::{Announcement, StoreError, Version, WorkspaceRecord};
 
 /// A reply carrying a server's resulting snapshot or the Problem that prevented it.
 pub(crate) type ActionReply = RpcReplyPort<Result<ServerSnapshot, Problem>>;
@@ -62,7 +63,49 @@ pub(crate) enum WorkspaceMsg {
     Shutdown {
         reply: RpcReplyPort<Vec<CloseFailure>>,
     },
+    /// The workspace's durable state, read at its start (it waits for it before anything).
+    Seeded(Result<WorkspaceRecord, StoreError>),
+    /// A durable write of `alias` finished: the version it left, or why nothing was written
+    /// (with the workspace's current durable state when another host changed it meanwhile).
+    Written {
+        alias: String,
+        result: Result<Version, StoreError>,
+        current: Option<WorkspaceRecord>,
+    },
+    /// The store announced a change another host made, or that it is back after a loss.
+    Announced(Announcement),
+    /// The workspace's durable state, read again after an announcement.
+    Reloaded(Result<WorkspaceRecord, StoreError>),
+    /// A child actor failed (its supervision event, handled in order with the messages).
+    ChildFailed {
+        id: ractor::ActorId,
+        error: String,
+    },
     /// Test hook: panic, to exercise the supervisor.
     #[cfg(feature = "test-hooks")]
     Panic,
+    /// Test hook: say `held`, then wait (the mailbox with it) until `release` ends.
+    #[cfg(feature = "test-hooks")]
+    Stall {
+        held: tokio::sync::oneshot::Sender<()>,
+        release: tokio::sync::oneshot::Receiver<()>,
+    },
+}
+
+impl WorkspaceMsg {
+    /// The server a message is about, when it is about one: such a message waits behind a
+    /// durable write of that server, so every server's messages keep their order.
+    pub(crate) fn alias(&self) -> Option<&str> {
+        match self {
+            Self::Publish { alias, .. }
+            | Self::CandidateFailed { alias, .. }
+            | Self::Detached { alias, .. }
+            | Self::Enable { alias, .. }
+            | Self::Disable { alias, .. }
+            | Self::Remove { alias, .. }
+            | Self::Announced(Announcement::Changed { alias, .. }) => Some(alias),
+            Self::Add { definition, .. } => Some(definition.alias()),
+            _ => None,
+        }
+    }
 }

@@ -14,8 +14,10 @@ use crate::store::{RecordSource, Store, WorkspaceRecord};
 pub const DEFAULT_WORKSPACE: &str = "default";
 
 /// Builds a workspace's definitions, as at start: the service configuration, overlaid by the
-/// workspace's durable records. Every fault is named in the error.
-pub(crate) type Reseed = Arc<dyn Fn(&str) -> Result<Seeds, SeedError> + Send + Sync>;
+/// workspace's durable records (as read from the store; `None` when there is no store).
+/// Every fault is named in the error. Pure: the caller reads the store.
+pub(crate) type Reseed =
+    Arc<dyn Fn(&str, Option<&WorkspaceRecord>) -> Result<Seeds, SeedError> + Send + Sync>;
 
 /// Why a workspace's definitions cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -139,17 +141,20 @@ impl Seeder {
         })
     }
 
-    /// The workspaces to open at start, each with its definitions: every workspace the
-    /// store knows, and the default one (first, when the store does not know it). Every
-    /// fault of the durable state is reported at once, one a line.
-    pub(crate) fn at_start(&self) -> Result<Vec<(String, Seeds)>, SeedError> {
+    /// The workspaces to open at start, each with its definitions and the durable version of
+    /// each alias: every workspace the store knows, and the default one (first, when the
+    /// store does not know it). Every fault of the durable state is reported at once, one a
+    /// line.
+    pub(crate) async fn at_start(&self) -> Result<Vec<Opening>, SeedError> {
         let mut seeds = BTreeMap::new();
+        let mut versions = BTreeMap::new();
         if let Some(store) = &self.store {
-            let records = store.load()?;
+            let records = store.load().await?;
             let mut faults = Vec::new();
             for (name, record) in records {
                 match durable_seeds(&self.config, &name, &record) {
                     Ok(definitions) => {
+                        versions.insert(name.clone(), record.versions);
                         seeds.insert(name, definitions);
                     }
                     Err(mut more) => faults.append(&mut more),
@@ -172,22 +177,26 @@ impl Seeder {
                 if name == DEFAULT_WORKSPACE {
                     definitions.extend(self.in_process.clone());
                 }
-                (name, definitions)
+                let versions = versions.remove(&name).unwrap_or_default();
+                Opening {
+                    name,
+                    definitions,
+                    versions,
+                }
             })
             .collect())
     }
 
-    /// The definitions of workspace `name` now: its durable records read again.
-    fn seeds(&self, name: &str) -> Result<BTreeMap<String, Seed>, SeedError> {
-        let mut seeds = match &self.store {
-            Some(store) => {
-                let records = store.load()?;
-                match records.get(name) {
-                    Some(record) => {
-                        durable_seeds(&self.config, name, record).map_err(SeedError::Durable)?
-                    }
-                    None => service_definitions(&self.config),
-                }
+    /// The definitions of workspace `name` from its durable state `record` (`None`: no
+    /// store).
+    fn seeds(
+        &self,
+        name: &str,
+        record: Option<&WorkspaceRecord>,
+    ) -> Result<BTreeMap<String, Seed>, SeedError> {
+        let mut seeds = match record {
+            Some(record) => {
+                durable_seeds(&self.config, name, record).map_err(SeedError::Durable)?
             }
             None => service_definitions(&self.config),
         };
@@ -197,10 +206,17 @@ impl Seeder {
         Ok(seeds)
     }
 
-    /// What the supervisor opens (or restarts) a workspace from.
+    /// What the workspaces build their definitions with, from the durable state they read.
     pub(crate) fn reseed(self) -> Reseed {
-        Arc::new(move |name: &str| self.seeds(name))
+        Arc::new(move |name: &str, record: Option<&WorkspaceRecord>| self.seeds(name, record))
     }
+}
+
+/// A workspace to open at start.
+pub(crate) struct Opening {
+    pub name: String,
+    pub definitions: Seeds,
+    pub versions: BTreeMap<String, crate::store::Version>,
 }
 
 /// Every service definition with its default enabledness (`PLURNK_MCP_ENABLED`).

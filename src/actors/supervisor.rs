@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, watch};
 use super::attachment::Settings;
 use super::messages::WorkspaceMsg;
 use super::restart::WorkspaceRestart;
-use super::seed::{Reseed, SeedError};
+use super::seed::Reseed;
 use super::workspace::{Published, Seed, WorkspaceActor, WorkspaceArgs};
 use crate::config::ServerDefinition;
 use crate::model::{
@@ -175,13 +175,17 @@ pub(crate) struct Opened {
 
 /// The supervisor's own messages.
 pub(crate) enum SupervisorMsg {
-    /// Opens a workspace (or returns the one open): from `seeds`, or built by the reseed
-    /// function when `None`. A failed workspace is started again, its failures forgotten.
+    /// Opens a workspace (or returns the one open): from `seeds`, or from the store (which
+    /// the workspace reads itself) when `None`. A failed workspace is started again, its
+    /// failures forgotten.
     Open {
         name: String,
-        seeds: Option<BTreeMap<String, Seed>>,
+        seeds: Option<Given>,
         reply: RpcReplyPort<Result<Opened, Problem>>,
     },
+    /// The store announced something: a change goes to its workspace (if open), a loss or a
+    /// return to every workspace.
+    Announced(crate::store::Announcement),
     /// The names of the open workspaces.
     Names { reply: RpcReplyPort<Vec<String>> },
     /// Shut every workspace down and report every close failure.
@@ -191,6 +195,12 @@ pub(crate) enum SupervisorMsg {
     /// Test hook: panic, to exercise the parent's supervision of the host.
     #[cfg(feature = "test-hooks")]
     Panic,
+}
+
+/// What a workspace opens with when its durable state was read already (at start).
+pub(crate) struct Given {
+    pub definitions: BTreeMap<String, Seed>,
+    pub versions: BTreeMap<String, crate::store::Version>,
 }
 
 /// The start-up arguments.
@@ -302,6 +312,28 @@ impl Actor for HostSupervisor {
 }
 
 impl SupervisorState {
+    /// Hands an announcement of the store to the workspaces it concerns; a workspace not open
+    /// reads its state afresh when it opens.
+    fn announced(&self, announcement: crate::store::Announcement) {
+        use crate::store::Announcement;
+        let concerned: Vec<&ActorRef<WorkspaceMsg>> = match &announcement {
+            Announcement::Changed { workspace, .. } => self
+                .workspaces
+                .get(workspace)
+                .and_then(|child| child.actor.as_ref())
+                .into_iter()
+                .collect(),
+            Announcement::Lost(_) | Announcement::Restored => self
+                .workspaces
+                .values()
+                .filter_map(|child| child.actor.as_ref())
+                .collect(),
+        };
+        for actor in concerned {
+            let _ = actor.cast(WorkspaceMsg::Announced(announcement.clone()));
+        }
+    }
+
     fn by_id(&mut self, id: ractor::ActorId) -> Option<&mut Child> {
         self.workspaces.values_mut().find(|child| {
             child
@@ -319,6 +351,7 @@ impl SupervisorState {
             }
             #[cfg(feature = "test-hooks")]
             SupervisorMsg::Panic => panic!("host supervisor panic requested by a test"),
+            SupervisorMsg::Announced(announcement) => self.announced(announcement),
             SupervisorMsg::Names { reply } => {
                 let _ = reply.send(self.workspaces.keys().cloned().collect());
             }
@@ -364,7 +397,7 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<HostMsg>,
         name: &str,
-        seeds: Option<BTreeMap<String, Seed>>,
+        seeds: Option<Given>,
     ) -> Result<Opened, Problem> {
         if self.shutting_down {
             return Err(Problem::shutting_down());
@@ -380,7 +413,6 @@ impl SupervisorState {
             }
             // Opened again by name after it failed for good: a fresh start.
             child.failures.clear();
-            let seeds = seeds_or_reseed(&self.args, name, seeds)?;
             let version = child.published.borrow().snapshot.version;
             let published = child.published.clone();
             let actor = spawn(myself, &self.args, name, seeds, published, version)
@@ -398,7 +430,6 @@ impl SupervisorState {
                 fresh: true,
             });
         }
-        let seeds = seeds_or_reseed(&self.args, name, seeds)?;
         let (published, _) = watch::channel(Arc::new(Published {
             snapshot: Arc::new(WorkspaceSnapshot {
                 workspace: name.to_owned(),
@@ -624,10 +655,8 @@ impl SupervisorState {
             };
             let version = child.published.borrow().snapshot.version;
             let published = child.published.clone();
-            let restarted = match (self.args.reseed)(&name) {
-                Ok(seeds) => spawn(myself, &self.args, &name, seeds, published, version).await,
-                Err(error) => Err(Unopened::Seeds(error)),
-            };
+            // The restarted actor reads its durable state again itself.
+            let restarted = spawn(myself, &self.args, &name, None, published, version).await;
             match restarted {
                 Ok(actor) => {
                     if let Some(child) = self.workspaces.get_mut(&name) {
@@ -730,20 +759,6 @@ impl SupervisorState {
     }
 }
 
-/// The definitions `name` opens with: those given, else built afresh.
-fn seeds_or_reseed(
-    args: &SupervisorArgs,
-    name: &str,
-    seeds: Option<BTreeMap<String, Seed>>,
-) -> Result<BTreeMap<String, Seed>, Problem> {
-    match seeds {
-        Some(seeds) => Ok(seeds),
-        None => (args.reseed)(name).map_err(|detail| {
-            Problem::server_unavailable(format!("workspace \"{name}\" cannot be opened: {detail}"))
-        }),
-    }
-}
-
 fn alive(actor: &ActorRef<WorkspaceMsg>) -> bool {
     !matches!(
         actor.get_status(),
@@ -757,13 +772,19 @@ async fn spawn(
     myself: &ActorRef<HostMsg>,
     args: &SupervisorArgs,
     name: &str,
-    definitions: BTreeMap<String, Seed>,
+    given: Option<Given>,
     published: watch::Sender<Arc<Published>>,
     version: u64,
 ) -> Result<ActorRef<WorkspaceMsg>, Unopened> {
+    let (definitions, versions) = match given {
+        Some(given) => (Some(given.definitions), given.versions),
+        None => (None, BTreeMap::new()),
+    };
     let workspace = WorkspaceArgs {
         name: name.to_owned(),
         definitions,
+        versions,
+        reseed: args.reseed.clone(),
         store: args.store.clone(),
         settings: args.settings.clone(),
         published,
@@ -782,9 +803,6 @@ async fn spawn(
 /// Why a workspace's actor could not be started (again).
 #[derive(Debug, thiserror::Error)]
 enum Unopened {
-    /// Its definitions could not be built.
-    #[error(transparent)]
-    Seeds(SeedError),
     /// ractor refused to spawn it.
     #[error("workspace \"{name}\" could not start: {error}")]
     Actor { name: String, error: String },

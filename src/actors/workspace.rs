@@ -17,8 +17,12 @@
 //! - `gate.rs`: the install gate and what each definition may expand
 //! - `commit.rs`: the one writer of the snapshot, a burst of reports committed as one
 //! - `summary.rs`: what `list` shows
+//! - `durable.rs`: the store: the state a workspace starts from, every write run in a task of
+//!   its own (the server's messages wait behind it, in order), and the changes other hosts
+//!   made, applied as if they were actions here
 
 mod commit;
+mod durable;
 mod gate;
 mod lifecycle;
 mod successor;
@@ -31,15 +35,17 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::{broadcast, watch};
 
+use self::durable::{Phase, Reload, Writing};
 use self::lifecycle::{Pending, Removal};
 use self::successor::Successor;
 use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
 use super::messages::{ActionReply, WorkspaceMsg};
+use super::seed::Reseed;
 use crate::config::ServerDefinition;
 use crate::model::{CloseFailure, HostEvent};
 use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
 use crate::protocol::Session;
-use crate::store::{RecordSource, ServerRecord, Store, StoreError};
+use crate::store::{Change, RecordSource, ServerRecord, Store, StoreError, Version};
 
 /// What readers of a workspace see: the snapshot, and the routes calls take.
 #[derive(Debug)]
@@ -128,7 +134,13 @@ pub(crate) struct Seed {
 /// The start-up arguments.
 pub(crate) struct WorkspaceArgs {
     pub name: String,
-    pub definitions: BTreeMap<String, Seed>,
+    /// The definitions it starts with, or `None` to read them from the store first (in a
+    /// task: the mailbox does not wait on the store).
+    pub definitions: Option<BTreeMap<String, Seed>>,
+    /// The durable version of each alias the definitions were read at.
+    pub versions: BTreeMap<String, Version>,
+    /// Builds the definitions from the workspace's durable state.
+    pub reseed: Reseed,
     /// Where enabledness and added definitions are kept, if anywhere.
     pub store: Option<Arc<dyn Store>>,
     pub settings: Arc<Settings>,
@@ -147,9 +159,20 @@ struct Entry {
     candidate: Option<Arc<ServerDefinition>>,
     provenance: Provenance,
     enabled: bool,
-    /// An added server that the store does not hold yet: its first write must not
-    /// overwrite a record another process wrote meanwhile.
-    fresh: bool,
+    /// What its next enable writes.
+    stored: Stored,
+}
+
+/// What a server's enable writes to the store once its candidate is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// Its state, over what the store holds (from the version last seen).
+    Write,
+    /// An added server the store does not hold yet: its first write must not overwrite a
+    /// record another host wrote meanwhile.
+    Fresh,
+    /// Nothing: another host made this state durable, and this one follows it.
+    Durable,
 }
 
 struct Attached {
@@ -200,6 +223,21 @@ pub(crate) struct WorkspaceState {
     after_commit: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
     /// Calls in flight on every attachment of this workspace, for its overload bound.
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// Builds definitions from durable state (at start, and for changes other hosts made).
+    reseed: Reseed,
+    /// The durable version of each alias as this workspace last wrote or read it: what its
+    /// next write expects, and how an announcement of its own write is told from another's.
+    versions: HashMap<String, Version>,
+    /// Durable writes in flight, by alias; the alias's messages wait behind each.
+    writing: HashMap<String, Writing>,
+    /// Messages that wait for every write in flight to finish (a shutdown).
+    held: VecDeque<WorkspaceMsg>,
+    /// Messages released by a finished write (or by the start), handled next, in order.
+    replay: VecDeque<WorkspaceMsg>,
+    /// Whether the definitions are known yet.
+    phase: Phase,
+    /// A read of the durable state after an announcement.
+    reload: Reload,
 }
 
 /// The actor.
@@ -215,22 +253,15 @@ impl Actor for WorkspaceActor {
         _myself: ActorRef<Self::Msg>,
         args: WorkspaceArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let phase = match &args.definitions {
+            Some(_) => Phase::Running,
+            None => Phase::Seeding(VecDeque::new()),
+        };
         let entries = args
             .definitions
+            .unwrap_or_default()
             .into_iter()
-            .map(|(alias, seed)| {
-                (
-                    alias,
-                    Entry {
-                        definition: seed.definition,
-                        service: seed.service,
-                        candidate: None,
-                        provenance: seed.provenance,
-                        enabled: seed.enabled,
-                        fresh: false,
-                    },
-                )
-            })
+            .map(|(alias, seed)| (alias, Entry::of(seed)))
             .collect();
         Ok(WorkspaceState {
             name: args.name,
@@ -250,6 +281,13 @@ impl Actor for WorkspaceActor {
             commit_scheduled: false,
             after_commit: Vec::new(),
             in_flight: Arc::default(),
+            reseed: args.reseed,
+            versions: args.versions.into_iter().collect(),
+            writing: HashMap::new(),
+            held: VecDeque::new(),
+            replay: VecDeque::new(),
+            phase,
+            reload: Reload::Idle,
         })
     }
 
@@ -258,25 +296,10 @@ impl Actor for WorkspaceActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Hydration: every enabled server connects in parallel, each in its own attachment.
-        let aliases: Vec<String> = state.entries.keys().cloned().collect();
-        for alias in aliases {
-            let enabled = state.entries.get(&alias).is_some_and(|entry| entry.enabled);
-            let mut placeholder = state.placeholder(&alias, enabled);
-            let closed = enabled.then(|| state.closed_gate(&alias)).flatten();
-            if let Some(problem) = closed {
-                // Kept as it is, not connected: it comes back when the gate opens again.
-                placeholder.state = ServerState::Unavailable;
-                placeholder.problem = Some(problem);
-            }
-            let attach = enabled && placeholder.problem.is_none();
-            state.set_server(&alias, Arc::new(placeholder));
-            if attach {
-                state.attach(&myself, &alias, Origin::Hydrate).await?;
-            }
+        match state.phase {
+            Phase::Running => state.hydrate(&myself).await,
+            Phase::Seeding(_) => state.seed(&myself).await,
         }
-        state.commit();
-        Ok(())
     }
 
     async fn handle(
@@ -285,41 +308,8 @@ impl Actor for WorkspaceActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            WorkspaceMsg::Publish {
-                alias,
-                instance,
-                server,
-                answers,
-            } => state.on_publish(&myself, alias, instance, server, answers),
-            WorkspaceMsg::Commit => state.on_commit(),
-            WorkspaceMsg::CandidateFailed {
-                alias,
-                instance,
-                problem,
-                pending,
-            } => state.on_candidate_failed(&alias, instance, problem, pending),
-            WorkspaceMsg::Detached {
-                alias,
-                instance,
-                result,
-            } => state.on_detached(&myself, alias, instance, result).await?,
-            WorkspaceMsg::Enable {
-                alias,
-                customize,
-                reply,
-            } => state.enable(&myself, alias, *customize, reply).await?,
-            WorkspaceMsg::Disable { alias, reply } => state.disable(alias, reply, Removal::Keep),
-            WorkspaceMsg::Remove { alias, reply } => state.on_remove(alias, reply),
-            WorkspaceMsg::Add { definition, reply } => {
-                state.on_add(&myself, definition, reply).await?
-            }
-            WorkspaceMsg::List { client, reply } => state.on_list(&client, reply),
-            WorkspaceMsg::Shutdown { reply } => state.on_shutdown(reply),
-            #[cfg(feature = "test-hooks")]
-            WorkspaceMsg::Panic => panic!("workspace panic requested by a test"),
-        }
-        Ok(())
+        state.dispatch(&myself, message).await?;
+        state.replay(&myself).await
     }
 
     async fn handle_supervisor_evt(
@@ -330,17 +320,119 @@ impl Actor for WorkspaceActor {
     ) -> Result<(), ActorProcessingErr> {
         // ractor's default would stop the workspace when a child exits: never do that.
         if let SupervisionEvent::ActorFailed(cell, error) = event {
-            state
-                .on_child_failed(&myself, cell.get_id(), &error.to_string())
-                .await?;
+            let failed = WorkspaceMsg::ChildFailed {
+                id: cell.get_id(),
+                error: error.to_string(),
+            };
+            state.dispatch(&myself, failed).await?;
+            state.replay(&myself).await?;
         }
         Ok(())
+    }
+}
+
+// === impl Entry ===
+
+impl Entry {
+    /// A definition as the workspace starts with it (or reads it from the store).
+    fn of(seed: Seed) -> Self {
+        Entry {
+            definition: seed.definition,
+            service: seed.service,
+            candidate: None,
+            provenance: seed.provenance,
+            enabled: seed.enabled,
+            stored: Stored::Write,
+        }
     }
 }
 
 // === impl WorkspaceState ===
 
 impl WorkspaceState {
+    /// Gives a message (or a child's failure) to the method that handles it.
+    async fn run(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        message: WorkspaceMsg,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            WorkspaceMsg::ChildFailed { id, error } => {
+                self.on_child_failed(myself, id, &error).await?
+            }
+            WorkspaceMsg::Publish {
+                alias,
+                instance,
+                server,
+                answers,
+            } => self.on_publish(myself, alias, instance, server, answers),
+            WorkspaceMsg::Commit => self.on_commit(),
+            WorkspaceMsg::CandidateFailed {
+                alias,
+                instance,
+                problem,
+                pending,
+            } => self.on_candidate_failed(&alias, instance, problem, pending),
+            WorkspaceMsg::Detached {
+                alias,
+                instance,
+                result,
+            } => self.on_detached(myself, alias, instance, result).await?,
+            WorkspaceMsg::Enable {
+                alias,
+                customize,
+                reply,
+            } => self.enable(myself, alias, *customize, reply).await?,
+            WorkspaceMsg::Disable { alias, reply } => {
+                self.disable(myself, alias, reply, Removal::Keep, By::Action)
+            }
+            WorkspaceMsg::Remove { alias, reply } => self.on_remove(myself, alias, reply),
+            WorkspaceMsg::Add { definition, reply } => {
+                self.on_add(myself, definition, reply).await?
+            }
+            WorkspaceMsg::List { client, reply } => self.on_list(&client, reply),
+            WorkspaceMsg::Shutdown { reply } => self.on_shutdown(reply),
+            WorkspaceMsg::Seeded(read) => self.on_seeded(myself, read).await?,
+            WorkspaceMsg::Written {
+                alias,
+                result,
+                current,
+            } => self.on_written(myself, alias, result, current).await?,
+            WorkspaceMsg::Announced(announcement) => self.on_announced(myself, announcement),
+            WorkspaceMsg::Reloaded(read) => self.on_reloaded(myself, read).await?,
+            #[cfg(feature = "test-hooks")]
+            WorkspaceMsg::Panic => panic!("workspace panic requested by a test"),
+            #[cfg(feature = "test-hooks")]
+            WorkspaceMsg::Stall { held, release } => {
+                let _ = held.send(());
+                let _ = release.await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hydration: every enabled server connects in parallel, each in its own attachment.
+    async fn hydrate(&mut self, myself: &ActorRef<WorkspaceMsg>) -> Result<(), ActorProcessingErr> {
+        let aliases: Vec<String> = self.entries.keys().cloned().collect();
+        for alias in aliases {
+            let enabled = self.entries.get(&alias).is_some_and(|entry| entry.enabled);
+            let mut placeholder = self.placeholder(&alias, enabled);
+            let closed = enabled.then(|| self.closed_gate(&alias)).flatten();
+            if let Some(problem) = closed {
+                // Kept as it is, not connected: it comes back when the gate opens again.
+                placeholder.state = ServerState::Unavailable;
+                placeholder.problem = Some(problem);
+            }
+            let attach = enabled && placeholder.problem.is_none();
+            self.set_server(&alias, Arc::new(placeholder));
+            if attach {
+                self.attach(myself, &alias, Origin::Hydrate).await?;
+            }
+        }
+        self.commit();
+        Ok(())
+    }
+
     fn placeholder(&self, alias: &str, enabled: bool) -> ServerSnapshot {
         let kind = self
             .entries
@@ -440,43 +532,47 @@ impl WorkspaceState {
             .is_some_and(|attached| attached.instance == instance)
     }
 
-    /// Writes that `alias` is enabled (and, for an added server, its definition).
-    fn persist_enabled(&self, alias: &str) -> Result<(), Problem> {
-        let (Some(store), Some(entry)) = (&self.store, self.entries.get(alias)) else {
-            return Ok(());
+    /// The write that makes `alias` durably enabled (and, for a workspace's own definition,
+    /// its definition), if any: none without a store, or when another host wrote it.
+    fn enabled_change(&self, alias: &str) -> Result<Option<Change>, Problem> {
+        let (Some(_), Some(entry)) = (&self.store, self.entries.get(alias)) else {
+            return Ok(None);
         };
-        if let Some(source) = entry.provenance.record() {
-            let durable = entry.definition.to_durable().map_err(|errors| {
-                Problem::invalid_definition(format!(
-                    "server \"{alias}\" cannot be stored: {errors}"
-                ))
-            })?;
-            let definition = serde_json::to_value(&durable).map_err(|error| {
-                Problem::invalid_definition(format!("server \"{alias}\" cannot be stored: {error}"))
-            })?;
-            let record = ServerRecord {
-                alias: alias.to_owned(),
-                definition,
-                source,
-            };
-            let written = if entry.fresh {
-                store.add_server(&self.name, &record, true)
-            } else {
-                store.put_server_enabled(&self.name, &record, true)
-            };
-            return written.map_err(|error| match error {
-                StoreError::Exists { .. } => Problem::conflict(error.to_string()),
-                error => state_problem(alias, &error),
-            });
+        if entry.stored == Stored::Durable {
+            return Ok(None);
         }
-        store
-            .set_enabled(&self.name, alias, true)
-            .map_err(|error| state_problem(alias, &error))
+        let Some(source) = entry.provenance.record() else {
+            return Ok(Some(Change::SetEnabled(alias.to_owned(), true)));
+        };
+        let durable = entry.definition.to_durable().map_err(|errors| {
+            Problem::invalid_definition(format!("server \"{alias}\" cannot be stored: {errors}"))
+        })?;
+        let definition = serde_json::to_value(&durable).map_err(|error| {
+            Problem::invalid_definition(format!("server \"{alias}\" cannot be stored: {error}"))
+        })?;
+        let record = ServerRecord {
+            alias: alias.to_owned(),
+            definition,
+            source,
+        };
+        Ok(Some(if entry.stored == Stored::Fresh {
+            Change::Add(record, true)
+        } else {
+            Change::PutEnabled(record, true)
+        }))
     }
 }
 
-/// A durable-state failure as the action's Problem; it names the alias, never a value.
+/// A durable-state failure as the action's Problem; it names the alias, never a value: `409`
+/// when another host changed the server meanwhile, `503` when the store cannot be reached.
 fn state_problem(alias: &str, error: &StoreError) -> Problem {
+    match error {
+        StoreError::Exists { .. } | StoreError::Conflict { .. } => {
+            return Problem::conflict(error.to_string());
+        }
+        StoreError::Unavailable { .. } => return store_unavailable(&error.to_string()),
+        _ => {}
+    }
     Problem {
         status: 500,
         kind: "state-write-failed".into(),
@@ -485,4 +581,26 @@ fn state_problem(alias: &str, error: &StoreError) -> Problem {
         ),
         retryable: true,
     }
+}
+
+/// `503 state-unavailable`: the store cannot be reached, so no management action can be made
+/// durable; calls go on from the last snapshot.
+fn store_unavailable(why: &str) -> Problem {
+    Problem {
+        status: 503,
+        kind: "state-unavailable".into(),
+        detail: format!(
+            "{why}: nothing was changed; calls go on from the last snapshot; try the action \
+             again once the store is back"
+        ),
+        retryable: true,
+    }
+}
+
+/// Who asks for a change: an action here, whose change must be made durable first, or the
+/// store, which announced a change another host made durable already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum By {
+    Action,
+    Store,
 }

@@ -20,6 +20,7 @@ pub const RESERVED_ALIASES: &[&str] = &[
     "workspace-env",
     "sources",
     "inherit-env",
+    "state",
 ];
 
 /// Names a server cannot take because the executor and the URI authorities of what the
@@ -49,10 +50,13 @@ pub(crate) enum Global {
     Sources,
     /// The names of the daemon's variables every child process inherits.
     InheritEnv,
+    /// The command line's state (a file or a `postgres://` URL); read there, reserved here
+    /// so it is never a server.
+    State,
 }
 
 impl Global {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::Enabled,
         Self::Expanded,
         Self::ConnectTimeout,
@@ -63,6 +67,7 @@ impl Global {
         Self::WorkspaceEnv,
         Self::Sources,
         Self::InheritEnv,
+        Self::State,
     ];
 
     /// The global a folded key names, if any.
@@ -83,6 +88,7 @@ impl Global {
             Self::WorkspaceEnv => "workspace-env",
             Self::Sources => "sources",
             Self::InheritEnv => "inherit-env",
+            Self::State => "state",
         }
     }
 
@@ -99,6 +105,7 @@ impl Global {
             Self::WorkspaceEnv => "PLURNK_MCP_WORKSPACE_ENV",
             Self::Sources => "PLURNK_MCP_SOURCES",
             Self::InheritEnv => "PLURNK_MCP_INHERIT_ENV",
+            Self::State => "PLURNK_MCP_STATE",
         }
     }
 }

@@ -31,13 +31,14 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::{
     SessionId, SessionManager,
     session::{
-        ServerSseMessage,
+        RestoreOutcome, ServerSseMessage,
         local::{LocalSessionManager, LocalSessionManagerError, SessionConfig},
     },
 };
 
 use super::limits::ClientLimits;
 use super::listener::{ClientAddr, WithGuard};
+use super::sealed::Sealer;
 
 /// The header a 2026-07-28 request names its method in (SEP-2243; rmcp refuses a request
 /// whose header and body disagree).
@@ -178,8 +179,9 @@ pub(super) struct Admission {
 }
 
 impl Admission {
-    /// The middleware's state and the session manager rmcp is to use, both from `limits`.
-    pub(super) fn new(limits: ClientLimits) -> (Self, Sessions) {
+    /// The middleware's state and the session manager rmcp is to use, both from `limits`;
+    /// every session's id sealed by `sealer`.
+    pub(super) fn new(limits: ClientLimits, sealer: Sealer) -> (Self, Sessions) {
         let listens = Book::new(
             "listen streams",
             ("--max-listen-streams", "--max-listen-streams-per-client"),
@@ -203,6 +205,7 @@ impl Admission {
                 inner: local,
                 book: Arc::new(Mutex::new(sessions)),
                 places: Mutex::new(HashMap::new()),
+                sealer,
             },
         )
     }
@@ -218,6 +221,8 @@ fn session_config(limits: &ClientLimits) -> SessionConfig {
 struct Asking {
     client: Option<IpAddr>,
     refused: Mutex<Option<Refusal>>,
+    /// An `initialize` request's params: what the new session's id seals.
+    initialize: Option<serde_json::Value>,
 }
 
 tokio::task_local! {
@@ -262,9 +267,14 @@ pub(super) async fn admit(
     } else {
         None
     };
+    let initialize = (parts.method == axum::http::Method::POST
+        && !parts.headers.contains_key("mcp-session-id"))
+    .then(|| initialize_params(&body))
+    .flatten();
     let asking = Arc::new(Asking {
         client,
         refused: Mutex::new(None),
+        initialize,
     });
     let request = Request::from_parts(parts, Body::from(body));
     let response = ASKING.scope(asking.clone(), next.run(request)).await;
@@ -280,6 +290,15 @@ pub(super) async fn admit(
         Some(place) => response.map(|body| Body::new(WithGuard::new(body, place))),
         None => response,
     }
+}
+
+/// The params of an `initialize` request body, if that is what it is.
+fn initialize_params(body: &[u8]) -> Option<serde_json::Value> {
+    let mut message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if message.get("method")?.as_str()? != "initialize" {
+        return None;
+    }
+    Some(message.get_mut("params")?.take())
 }
 
 /// The whole body, within the byte and time bounds.
@@ -341,6 +360,8 @@ pub(super) struct Sessions {
     inner: LocalSessionManager,
     book: Arc<Mutex<Book>>,
     places: Mutex<HashMap<SessionId, Place>>,
+    /// Seals every new session's id, so any replica can serve it.
+    sealer: Sealer,
 }
 
 /// Why a session could not be had.
@@ -354,30 +375,64 @@ pub(super) enum SessionsError {
     Local(#[from] LocalSessionManagerError),
 }
 
+impl Sessions {
+    /// A place in the session book for the client `asking` lends, or the refusal (kept for
+    /// the middleware to answer in its words).
+    fn place(&self, asking: Option<&Asking>) -> Result<Place, SessionsError> {
+        let client = asking.and_then(|asking| asking.client);
+        Place::take(&self.book, client).map_err(|refusal| {
+            let message = refusal.message.clone();
+            if let Some(asking) = asking
+                && let Ok(mut refused) = asking.refused.lock()
+            {
+                *refused = Some(refusal);
+            }
+            SessionsError::Refused(message)
+        })
+    }
+}
+
 impl SessionManager for Sessions {
     type Error = SessionsError;
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let asking = ASKING.try_with(Arc::clone).ok();
-        let client = asking.as_ref().and_then(|asking| asking.client);
-        let place = match Place::take(&self.book, client) {
-            Ok(place) => place,
-            Err(refusal) => {
-                let message = refusal.message.clone();
-                if let Some(asking) = asking
-                    && let Ok(mut refused) = asking.refused.lock()
-                {
-                    *refused = Some(refusal);
-                }
-                return Err(SessionsError::Refused(message));
-            }
+        let place = self.place(asking.as_deref())?;
+        // The session is made under the id that seals its client's initialize, as a
+        // restore would make it: the id is all another replica needs.
+        let sealed = asking
+            .as_ref()
+            .and_then(|asking| asking.initialize.as_ref())
+            .map(|params| SessionId::from(self.sealer.seal(params)));
+        let (id, transport) = match sealed {
+            Some(id) => match self.inner.restore_session(id.clone()).await? {
+                RestoreOutcome::Restored(transport) => (id, transport),
+                _ => self.inner.create_session().await?,
+            },
+            None => self.inner.create_session().await?,
         };
-        let (id, transport) = self.inner.create_session().await?;
         if let Ok(mut places) = self.places.lock() {
             places.insert(id.clone(), place);
         }
         Ok((id, transport))
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        // A session another replica opened (its id verified by the sealed store) takes a
+        // place here like one opened here.
+        let asking = ASKING.try_with(Arc::clone).ok();
+        let place = self.place(asking.as_deref())?;
+        let outcome = self.inner.restore_session(id.clone()).await?;
+        if matches!(outcome, RestoreOutcome::Restored(_))
+            && let Ok(mut places) = self.places.lock()
+        {
+            places.insert(id, place);
+        }
+        Ok(outcome)
     }
 
     async fn initialize_session(

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::Gateway;
 use super::admission::{Admission, Sessions, admit};
 use super::limits::{ClientLimits, LimitError};
+use super::sealed::{MIN_SESSION_KEY_BYTES, SealedSessions, Sealer};
 
 /// The shortest bearer token the gateway accepts: 16 bytes of a random token are 128 bits.
 pub const MIN_BEARER_BYTES: usize = 16;
@@ -40,6 +41,10 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// What a client may make the gateway hold.
     pub limits: ClientLimits,
+    /// The key 2025-11-25 session ids are sealed with ([`MIN_SESSION_KEY_BYTES`] at least):
+    /// replicas given the same key serve each other's sessions. `None`: a random key of this
+    /// process (its sessions are its own).
+    pub session_key: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -49,6 +54,10 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("limits", &self.limits)
+            .field(
+                "session_key",
+                &self.session_key.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -75,6 +84,15 @@ pub enum ServeError {
         /// How long the token given is.
         bytes: usize,
     },
+    /// A session key too short to withstand guessing (its length only: never the key).
+    #[error(
+        "the gateway's session key is {bytes} bytes; it must be at least \
+         {MIN_SESSION_KEY_BYTES}: use a long random one (openssl rand -hex 32)"
+    )]
+    SessionKeyTooShort {
+        /// How long the key given is.
+        bytes: usize,
+    },
     /// Settings of [`ClientLimits`] out of their range, all of them.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Limits(Vec<LimitError>),
@@ -89,7 +107,10 @@ pub enum ServeError {
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
-/// Serves `gateway` on `listener` at `/mcp` until `shutdown` is cancelled.
+/// Serves `gateway` on `listener` at `/mcp` until `shutdown` is cancelled, with a load
+/// balancer's checks beside it: `GET /healthz` (the process answers) and `GET /readyz` (its
+/// workspace can serve: [`crate::Workspace::readiness`]; `503` with the reason when not). The
+/// checks need no bearer token and say nothing a client could use.
 pub async fn serve_http(
     gateway: Gateway,
     listener: tokio::net::TcpListener,
@@ -98,7 +119,11 @@ pub async fn serve_http(
 ) -> Result<(), ServeError> {
     admissible(&options, listener.local_addr()?)?;
     let limits = options.limits;
-    let config = StreamableHttpServerConfig::default()
+    if let Some(key) = &options.session_key {
+        crate::redact::register([String::from_utf8_lossy(key).into_owned()]);
+    }
+    let sealer = Sealer::new(options.session_key.as_deref());
+    let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(
             LOOPBACK_HOSTS
                 .iter()
@@ -114,7 +139,10 @@ pub async fn serve_http(
         .enforce_origin_validation()
         .with_max_request_body_bytes(limits.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
-    let (admission, sessions) = Admission::new(limits);
+    // A session this replica does not hold is opened from its id (nothing is stored).
+    config.session_store = Some(Arc::new(SealedSessions(sealer.clone())));
+    let (admission, sessions) = Admission::new(limits, sealer);
+    let workspace = gateway.workspace().clone();
     let service: StreamableHttpService<Gateway, Sessions> =
         StreamableHttpService::new(move || Ok(gateway.clone()), Arc::new(sessions), config);
     let mut router = axum::Router::new()
@@ -132,7 +160,27 @@ pub async fn serve_http(
         ));
     }
     // The bearer is checked first (the outermost layer): nothing of a request without it
-    // is read beyond its head.
+    // is read beyond its head. The checks are routed after the layers, so none applies.
+    let router = router
+        .route(
+            "/healthz",
+            axum::routing::get(|| async { (StatusCode::OK, "ok\n") }),
+        )
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let workspace = workspace.clone();
+                async move {
+                    match workspace.readiness() {
+                        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+                        Err(why) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {}\n", crate::redact::scrub(&why)),
+                        ),
+                    }
+                }
+            }),
+        );
     super::listener::serve(listener, router, limits, shutdown).await;
     Ok(())
 }
@@ -147,6 +195,11 @@ fn admissible(options: &HttpOptions, address: SocketAddr) -> Result<(), ServeErr
         && token.len() < MIN_BEARER_BYTES
     {
         return Err(ServeError::BearerTooShort { bytes: token.len() });
+    }
+    if let Some(key) = &options.session_key
+        && key.len() < MIN_SESSION_KEY_BYTES
+    {
+        return Err(ServeError::SessionKeyTooShort { bytes: key.len() });
     }
     options.limits.check().map_err(ServeError::Limits)
 }

@@ -9,12 +9,18 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior, params};
 
-use super::{RecordSource, ServerRecord, Store, StoreError, WorkspaceRecord, check_definition};
+use super::{
+    Change, Expect, RecordSource, ServerRecord, Store, StoreError, StoreFuture, Version,
+    WorkspaceRecord, check_definition,
+};
 
 /// The schema, one step a file, applied in order: step `i` (from 1) runs in one transaction
 /// that also sets `PRAGMA user_version = i`. A schema change is a new file and a new line
 /// here, never an edit of a step that has shipped.
-pub(super) const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+pub(super) const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_versions.sql"),
+];
 
 /// `PRAGMA application_id` of a plurnk-mcp state file (`"PLRK"`), so that a SQLite file
 /// belonging to another program is refused instead of having tables added to it.
@@ -118,48 +124,7 @@ impl SqliteStore {
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed only if `f` succeeds.
-    /// A server record and its enabledness in one write; with `new_only`, refused with
-    /// [`StoreError::Exists`] (and nothing written) when the alias has a record already.
-    fn write_server_enabled(
-        &self,
-        workspace: &str,
-        record: &ServerRecord,
-        enabled: bool,
-        new_only: bool,
-    ) -> Result<(), StoreError> {
-        check_definition(workspace, record)?;
-        let definition = record.definition.to_string();
-        let verb = if new_only { "add" } else { "save and enable" };
-        let action = format!(
-            "{verb} server \"{}\" of workspace \"{workspace}\"",
-            record.alias
-        );
-        let mut taken = false;
-        self.write(action, |tx| {
-            ensure_workspace(tx, workspace)?;
-            if new_only {
-                taken = tx.query_row(
-                    "SELECT count(*) FROM server WHERE workspace = ?1 AND alias = ?2",
-                    params![workspace, record.alias],
-                    |row| row.get::<_, i64>(0),
-                )? > 0;
-                if taken {
-                    return Ok(());
-                }
-            }
-            upsert_server(tx, workspace, record, &definition)?;
-            upsert_enabled(tx, workspace, &record.alias, enabled)
-        })?;
-        if taken {
-            return Err(StoreError::Exists {
-                workspace: workspace.to_owned(),
-                alias: record.alias.clone(),
-            });
-        }
-        Ok(())
-    }
-
-    pub(super) fn write(
+    pub(super) fn transact(
         &self,
         action: String,
         f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<()>,
@@ -172,8 +137,12 @@ impl SqliteStore {
         tx.commit().map_err(sqlite_error(&self.path, action))
     }
 
-    /// Reads every row in one read transaction, so the result is one consistent state.
-    fn read_all(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError> {
+    /// Reads every row (of `only` that workspace, when given) in one read transaction, so
+    /// the result is one consistent state.
+    fn read_all(
+        &self,
+        only: Option<&str>,
+    ) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError> {
         let mut conn = self.lock();
         let tx = conn
             .transaction()
@@ -181,10 +150,13 @@ impl SqliteStore {
         let mut workspaces = BTreeMap::<String, WorkspaceRecord>::new();
 
         let mut servers = tx
-            .prepare("SELECT workspace, alias, source, definition FROM server")
+            .prepare(
+                "SELECT workspace, alias, source, definition FROM server
+                 WHERE ?1 IS NULL OR workspace = ?1",
+            )
             .map_err(sqlite_error(&self.path, "read server records"))?;
         let mut rows = servers
-            .query([])
+            .query([only])
             .map_err(sqlite_error(&self.path, "read server records"))?;
         while let Some(row) = rows
             .next()
@@ -218,10 +190,13 @@ impl SqliteStore {
         drop(servers);
 
         let mut enabledness = tx
-            .prepare("SELECT workspace, alias, enabled FROM enabledness")
+            .prepare(
+                "SELECT workspace, alias, enabled FROM enabledness
+                 WHERE ?1 IS NULL OR workspace = ?1",
+            )
             .map_err(sqlite_error(&self.path, "read enabledness"))?;
         let rows = enabledness
-            .query_map([], |row| <(String, String, bool)>::try_from(row))
+            .query_map([only], |row| <(String, String, bool)>::try_from(row))
             .map_err(sqlite_error(&self.path, "read enabledness"))?;
         for row in rows {
             let (workspace, alias, enabled) =
@@ -232,88 +207,166 @@ impl SqliteStore {
                 .enabled
                 .insert(alias, enabled);
         }
+        drop(enabledness);
+
+        // Versions of the workspaces loaded (a workspace with nothing left is not loaded,
+        // whatever versions it keeps).
+        let mut revisions = tx
+            .prepare(
+                "SELECT workspace, alias, version FROM revision
+                 WHERE ?1 IS NULL OR workspace = ?1",
+            )
+            .map_err(sqlite_error(&self.path, "read versions"))?;
+        let rows = revisions
+            .query_map([only], |row| <(String, String, i64)>::try_from(row))
+            .map_err(sqlite_error(&self.path, "read versions"))?;
+        for row in rows {
+            let (workspace, alias, version) =
+                row.map_err(sqlite_error(&self.path, "read versions"))?;
+            if let Some(record) = workspaces.get_mut(&workspace) {
+                record
+                    .versions
+                    .insert(alias, Version::try_from(version).unwrap_or(0));
+            } else if only.is_some() {
+                workspaces
+                    .entry(workspace)
+                    .or_default()
+                    .versions
+                    .insert(alias, Version::try_from(version).unwrap_or(0));
+            }
+        }
         Ok(workspaces)
+    }
+
+    /// One write: the version checked, the change applied, the version moved on, in one
+    /// `BEGIN IMMEDIATE` transaction.
+    fn write_now(
+        &self,
+        workspace: &str,
+        change: &Change,
+        expect: Expect,
+    ) -> Result<Version, StoreError> {
+        if let Some(record) = change.record() {
+            check_definition(workspace, record)?;
+        }
+        let definition = change.record().map(|record| record.definition.to_string());
+        let alias = change.alias();
+        let mut refusal = None;
+        let mut version = 0;
+        self.transact(change.action(workspace), |tx| {
+            let found: Version = tx
+                .query_row(
+                    "SELECT version FROM revision WHERE workspace = ?1 AND alias = ?2",
+                    params![workspace, alias],
+                    |row| row.get::<_, i64>(0),
+                )
+                .map(|found| Version::try_from(found).unwrap_or(0))
+                .or_else(|error| match error {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(0),
+                    error => Err(error),
+                })?;
+            version = found;
+            // An add of a taken alias is told so first: what to do about it is clearer.
+            if matches!(change, Change::Add(..))
+                && tx.query_row(
+                    "SELECT count(*) FROM server WHERE workspace = ?1 AND alias = ?2",
+                    params![workspace, alias],
+                    |row| row.get::<_, i64>(0),
+                )? > 0
+            {
+                refusal = Some(StoreError::Exists {
+                    workspace: workspace.to_owned(),
+                    alias: alias.to_owned(),
+                });
+                return Ok(());
+            }
+            if let Err(conflict) = expect.check(workspace, alias, found) {
+                refusal = Some(conflict);
+                return Ok(());
+            }
+            let changed = match change {
+                Change::Put(record) => {
+                    ensure_workspace(tx, workspace)?;
+                    upsert_server(tx, workspace, record, definition.as_deref().unwrap_or("{}"))?;
+                    true
+                }
+                Change::PutEnabled(record, enabled) | Change::Add(record, enabled) => {
+                    ensure_workspace(tx, workspace)?;
+                    upsert_server(tx, workspace, record, definition.as_deref().unwrap_or("{}"))?;
+                    upsert_enabled(tx, workspace, alias, *enabled)?;
+                    true
+                }
+                Change::SetEnabled(_, enabled) => {
+                    ensure_workspace(tx, workspace)?;
+                    upsert_enabled(tx, workspace, alias, *enabled)?;
+                    true
+                }
+                Change::Revert(_) => {
+                    ensure_workspace(tx, workspace)?;
+                    tx.execute(
+                        "DELETE FROM server WHERE workspace = ?1 AND alias = ?2",
+                        params![workspace, alias],
+                    )?;
+                    upsert_enabled(tx, workspace, alias, false)?;
+                    true
+                }
+                Change::Remove(_) => {
+                    let servers = tx.execute(
+                        "DELETE FROM server WHERE workspace = ?1 AND alias = ?2",
+                        params![workspace, alias],
+                    )?;
+                    let overrides = tx.execute(
+                        "DELETE FROM enabledness WHERE workspace = ?1 AND alias = ?2",
+                        params![workspace, alias],
+                    )?;
+                    // A workspace with nothing left is not loaded, as in MemoryStore.
+                    tx.execute(
+                        "DELETE FROM workspace WHERE name = ?1
+                         AND NOT EXISTS (SELECT 1 FROM server WHERE workspace = ?1)
+                         AND NOT EXISTS (SELECT 1 FROM enabledness WHERE workspace = ?1)",
+                        params![workspace],
+                    )?;
+                    servers + overrides > 0
+                }
+            };
+            if changed {
+                version = found + 1;
+                tx.execute(
+                    "INSERT INTO revision (workspace, alias, version) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (workspace, alias) DO UPDATE SET version = excluded.version",
+                    params![workspace, alias, i64::try_from(version).unwrap_or(i64::MAX)],
+                )?;
+            }
+            Ok(())
+        })?;
+        match refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(version),
+        }
     }
 }
 
 impl Store for SqliteStore {
-    fn load(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError> {
-        self.read_all()
+    fn load(&self) -> StoreFuture<'_, BTreeMap<String, WorkspaceRecord>> {
+        Box::pin(async move { self.read_all(None) })
     }
 
-    fn put_server(&self, workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
-        check_definition(workspace, record)?;
-        // `Value`'s Display is compact JSON and cannot fail; the text is stored as given.
-        let definition = record.definition.to_string();
-        let action = format!(
-            "save server \"{}\" of workspace \"{workspace}\"",
-            record.alias
-        );
-        self.write(action, |tx| {
-            ensure_workspace(tx, workspace)?;
-            upsert_server(tx, workspace, record, &definition)
+    fn load_workspace<'a>(&'a self, workspace: &'a str) -> StoreFuture<'a, WorkspaceRecord> {
+        Box::pin(async move {
+            Ok(self
+                .read_all(Some(workspace))?
+                .remove(workspace)
+                .unwrap_or_default())
         })
     }
 
-    fn put_server_enabled(
-        &self,
-        workspace: &str,
-        record: &ServerRecord,
-        enabled: bool,
-    ) -> Result<(), StoreError> {
-        self.write_server_enabled(workspace, record, enabled, false)
-    }
-
-    fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError> {
-        let verb = if enabled { "enable" } else { "disable" };
-        let action = format!("{verb} server \"{alias}\" of workspace \"{workspace}\"");
-        self.write(action, |tx| {
-            ensure_workspace(tx, workspace)?;
-            upsert_enabled(tx, workspace, alias, enabled)
-        })
-    }
-
-    fn add_server(
-        &self,
-        workspace: &str,
-        record: &ServerRecord,
-        enabled: bool,
-    ) -> Result<(), StoreError> {
-        self.write_server_enabled(workspace, record, enabled, true)
-    }
-
-    fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
-        let action = format!("revert server \"{alias}\" of workspace \"{workspace}\"");
-        self.write(action, |tx| {
-            ensure_workspace(tx, workspace)?;
-            tx.execute(
-                "DELETE FROM server WHERE workspace = ?1 AND alias = ?2",
-                params![workspace, alias],
-            )?;
-            upsert_enabled(tx, workspace, alias, false)
-        })
-    }
-
-    fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
-        let action = format!("remove server \"{alias}\" of workspace \"{workspace}\"");
-        self.write(action, |tx| {
-            tx.execute(
-                "DELETE FROM server WHERE workspace = ?1 AND alias = ?2",
-                params![workspace, alias],
-            )?;
-            tx.execute(
-                "DELETE FROM enabledness WHERE workspace = ?1 AND alias = ?2",
-                params![workspace, alias],
-            )?;
-            // A workspace with nothing left is not loaded, as in MemoryStore.
-            tx.execute(
-                "DELETE FROM workspace WHERE name = ?1
-                 AND NOT EXISTS (SELECT 1 FROM server WHERE workspace = ?1)
-                 AND NOT EXISTS (SELECT 1 FROM enabledness WHERE workspace = ?1)",
-                params![workspace],
-            )?;
-            Ok(())
-        })
+    fn write<'a>(
+        &'a self,
+        workspace: &'a str,
+        change: &'a Change,
+        expect: Expect,
+    ) -> StoreFuture<'a, Version> {
+        Box::pin(async move { self.write_now(workspace, change, expect) })
     }
 }
 

@@ -6,9 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::Connection;
-use serde_json::{Value, json};
+
+use std::future::Future;
+use std::pin::Pin;
 
 use super::sqlite::{APPLICATION_ID, MIGRATIONS, migrate, schema_version};
+use super::suite::{self, Harness, bearer, render, stdio, workspace};
 use super::*;
 
 // === harness ===
@@ -39,22 +42,14 @@ impl Drop for TempDir {
     }
 }
 
-/// A store under test and a way to see everything it has made durable.
-trait Harness {
-    fn store(&self) -> &dyn Store;
-    /// Every durable byte: for SQLite the database file and its WAL, for memory a rendering
-    /// of the whole state. Equal before and after means the operation changed nothing.
-    fn durable_bytes(&self) -> Vec<u8>;
-}
-
 struct Memory(MemoryStore);
 
 impl Harness for Memory {
     fn store(&self) -> &dyn Store {
         &self.0
     }
-    fn durable_bytes(&self) -> Vec<u8> {
-        render(&self.0.load().unwrap()).into_bytes()
+    fn durable_bytes(&self) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + '_>> {
+        Box::pin(async move { render(&self.0.load().await.unwrap()).into_bytes() })
     }
 }
 
@@ -67,8 +62,8 @@ impl Harness for Sqlite {
     fn store(&self) -> &dyn Store {
         &self.store
     }
-    fn durable_bytes(&self) -> Vec<u8> {
-        file_bytes(self.store.path())
+    fn durable_bytes(&self) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + '_>> {
+        Box::pin(std::future::ready(file_bytes(self.store.path())))
     }
 }
 
@@ -95,78 +90,26 @@ fn file_bytes(path: &Path) -> Vec<u8> {
     bytes
 }
 
-/// The complete state, definitions included (a `ServerRecord`'s `Debug` hides them).
-fn render(state: &BTreeMap<String, WorkspaceRecord>) -> String {
-    let mut out = String::new();
-    for (name, workspace) in state {
-        for (alias, record) in &workspace.servers {
-            out += &format!("{name} {alias} {} {}\n", record.source, record.definition);
-        }
-        for (alias, enabled) in &workspace.enabled {
-            out += &format!("{name} {alias} enabled={enabled}\n");
-        }
-    }
-    out
-}
-
-fn record(alias: &str, source: RecordSource, definition: Value) -> ServerRecord {
-    ServerRecord {
-        alias: alias.to_owned(),
-        definition,
-        source,
-    }
-}
-
-fn stdio(alias: &str) -> ServerRecord {
-    record(
-        alias,
-        RecordSource::Added,
-        json!({
-            "name": alias,
-            "transport": "stdio",
-            "command": "/usr/bin/server",
-            "args": ["--token=${TOKEN}", "--verbose"],
-            "env": {"API_KEY": "${API_KEY}"},
-            "tools": ["a", "b"],
-            "read": ["a"],
-        }),
-    )
-}
-
-fn bearer(alias: &str, token: &str) -> ServerRecord {
-    record(
-        alias,
-        RecordSource::Specialized,
-        json!({
-            "name": alias,
-            "transport": "http",
-            "url": "https://example.test/mcp",
-            "authorization": {"type": "bearer", "token": token},
-        }),
-    )
-}
-
-fn workspace(
-    servers: impl IntoIterator<Item = ServerRecord>,
-    enabled: impl IntoIterator<Item = (&'static str, bool)>,
-) -> WorkspaceRecord {
-    WorkspaceRecord {
-        servers: servers.into_iter().map(|r| (r.alias.clone(), r)).collect(),
-        enabled: enabled
-            .into_iter()
-            .map(|(a, e)| (a.to_owned(), e))
-            .collect(),
-    }
-}
-
-/// Runs each behavioural case against a fresh `MemoryStore` and a fresh `SqliteStore`.
+/// Runs each case of the shared suite against a fresh `MemoryStore` and a fresh `SqliteStore`.
 macro_rules! both_stores {
     ($($case:ident),* $(,)?) => {
         mod memory_store {
-            $( #[test] fn $case() { super::$case(&super::memory()); } )*
+            $( #[test] fn $case() {
+                futures::executor::block_on(super::suite::$case(&super::memory()));
+            } )*
         }
         mod sqlite_store {
-            $( #[test] fn $case() { super::$case(&super::sqlite()); } )*
+            $( #[test] fn $case() {
+                futures::executor::block_on(super::suite::$case(&super::sqlite()));
+            } )*
+        }
+        #[test]
+        fn every_case_of_the_suite_runs_against_both() {
+            let mut names = [$(stringify!($case)),*];
+            let mut cases = suite::CASES.to_vec();
+            names.sort_unstable();
+            cases.sort_unstable();
+            assert_eq!(names.to_vec(), cases);
         }
     };
 }
@@ -186,473 +129,13 @@ both_stores!(
     put_server_enabled_writes_both_or_neither,
     revert_drops_the_record_and_keeps_the_alias_disabled,
     adding_a_taken_alias_is_refused_and_changes_nothing,
+    versions_grow_with_every_write_and_survive_a_removal,
+    a_write_from_a_stale_version_is_refused_and_changes_nothing,
 );
 
-// === the behavioural suite ===
-
-fn put_server_enabled_writes_both_or_neither(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server_enabled("a", &stdio("local"), true).unwrap();
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([(
-            "a".to_owned(),
-            workspace([stdio("local")], [("local", true)])
-        )])
-    );
-    // A refused record writes neither half.
-    assert!(
-        s.put_server_enabled("a", &bearer("github", "literal-token"), true)
-            .is_err()
-    );
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([(
-            "a".to_owned(),
-            workspace([stdio("local")], [("local", true)])
-        )])
-    );
-}
-
-fn a_new_store_is_empty(h: &dyn Harness) {
-    assert!(h.store().load().unwrap().is_empty());
-}
-
-fn put_then_load_round_trips(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server("a", &stdio("local")).unwrap();
-    s.put_server("a", &bearer("github", "${GH_TOKEN}")).unwrap();
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([(
-            "a".to_owned(),
-            workspace([stdio("local"), bearer("github", "${GH_TOKEN}")], [])
-        )])
-    );
-}
-
-fn set_enabled_overrides_with_or_without_a_record(h: &dyn Harness) {
-    let s = h.store();
-    // A service definition the workspace does not specialize: an override alone.
-    s.set_enabled("b", "figma", false).unwrap();
-    // An added one: record and override.
-    s.put_server("b", &stdio("local")).unwrap();
-    s.set_enabled("b", "local", true).unwrap();
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([(
-            "b".to_owned(),
-            workspace([stdio("local")], [("figma", false), ("local", true)])
-        )])
-    );
-}
-
-fn remove_clears_the_record_and_the_override(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server("a", &stdio("local")).unwrap();
-    s.set_enabled("a", "local", true).unwrap();
-    s.put_server("a", &bearer("github", "${T}")).unwrap();
-    s.set_enabled("a", "github", false).unwrap();
-
-    s.remove_server("a", "local").unwrap();
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([(
-            "a".to_owned(),
-            workspace([bearer("github", "${T}")], [("github", false)])
-        )])
-    );
-    // A workspace left with nothing is not loaded at all.
-    s.remove_server("a", "github").unwrap();
-    assert!(s.load().unwrap().is_empty());
-}
-
-fn revert_drops_the_record_and_keeps_the_alias_disabled(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server_enabled("a", &stdio("local"), true).unwrap();
-    s.revert_server("a", "local").unwrap();
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([("a".to_owned(), workspace([], [("local", false)]))])
-    );
-    // Reverting what was never stored records it disabled too.
-    s.revert_server("b", "other").unwrap();
-    assert_eq!(
-        s.load().unwrap().get("b"),
-        Some(&workspace([], [("other", false)]))
-    );
-}
-
-fn adding_a_taken_alias_is_refused_and_changes_nothing(h: &dyn Harness) {
-    let s = h.store();
-    s.add_server("a", &stdio("local"), true).unwrap();
-    let before = h.durable_bytes();
-    let mut other = stdio("local");
-    other.definition["args"] = json!(["--other"]);
-    let err = s.add_server("a", &other, false).unwrap_err();
-    assert!(
-        matches!(&err, StoreError::Exists { workspace, alias } if workspace == "a" && alias == "local"),
-        "{err:?}"
-    );
-    assert_eq!(h.durable_bytes(), before);
-    // Another workspace is another namespace.
-    s.add_server("b", &other, false).unwrap();
-}
-
-fn removing_what_is_not_there_changes_nothing(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server("a", &stdio("local")).unwrap();
-    let before = h.durable_bytes();
-    s.remove_server("a", "nope").unwrap();
-    s.remove_server("nowhere", "local").unwrap();
-    assert_eq!(h.durable_bytes(), before);
-}
-
-fn last_write_wins(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server("a", &stdio("x")).unwrap();
-    s.set_enabled("a", "x", true).unwrap();
-    let mut second = bearer("x", "${OTHER}");
-    second.source = RecordSource::Specialized;
-    s.put_server("a", &second).unwrap();
-    s.set_enabled("a", "x", false).unwrap();
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([("a".to_owned(), workspace([second], [("x", false)]))])
-    );
-}
-
-fn put_keeps_the_enabled_override(h: &dyn Harness) {
-    let s = h.store();
-    s.set_enabled("a", "github", false).unwrap();
-    s.put_server("a", &bearer("github", "${T}")).unwrap();
-    assert!(!s.load().unwrap()["a"].enabled["github"]);
-}
-
-fn workspaces_are_independent(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server("a", &stdio("local")).unwrap();
-    s.set_enabled("a", "local", true).unwrap();
-    s.set_enabled("b", "local", false).unwrap();
-    s.remove_server("b", "local").unwrap();
-    assert_eq!(
-        s.load().unwrap(),
-        BTreeMap::from([(
-            "a".to_owned(),
-            workspace([stdio("local")], [("local", true)])
-        )])
-    );
-}
-
-fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server("a", &stdio("local")).unwrap();
-    s.set_enabled("a", "local", true).unwrap();
-    let before = h.durable_bytes();
-
-    let secret = "ghp_s3cr3tTOKEN";
-    let http = |headers: Value, url: &str| {
-        record(
-            "web",
-            RecordSource::Added,
-            json!({"name": "web", "transport": "http", "url": url, "headers": headers}),
-        )
-    };
-    let with_env = |env: Value| {
-        record(
-            "cli",
-            RecordSource::Added,
-            json!({"name": "cli", "transport": "stdio", "command": "/bin/x", "env": env}),
-        )
-    };
-    let cases = [
-        (
-            "headers.\"X-Api-Key\"",
-            http(json!({"X-Api-Key": secret}), "https://h/"),
-        ),
-        (
-            "headers.\"Authorization\"",
-            http(
-                json!({"Authorization": format!("Bearer {secret}")}),
-                "https://h/",
-            ),
-        ),
-        (
-            "headers.\"x-session-token\"",
-            http(json!({"x-session-token": "${A}${B}"}), "https://h/"),
-        ),
-        (
-            "env.\"GITHUB_TOKEN\"",
-            with_env(json!({"GITHUB_TOKEN": secret})),
-        ),
-        (
-            "env.\"DB_PASSWORD\"",
-            with_env(json!({"DB_PASSWORD": secret})),
-        ),
-        (
-            "url (its query value \"api_key\")",
-            http(json!({}), &format!("https://h/mcp?v=1&api_key={secret}")),
-        ),
-        (
-            "url (its password)",
-            http(json!({}), &format!("https://user:{secret}@h/mcp")),
-        ),
-        ("authorization.token", bearer("github", secret)),
-        ("authorization.token", bearer("github", "Bearer ${T}")),
-        ("authorization.token", bearer("github", "${T}${U}")),
-        ("authorization.token", bearer("github", "${1T}")),
-        (
-            "authorization.clientSecret",
-            record(
-                "cc",
-                RecordSource::Added,
-                json!({"name": "cc", "transport": "http", "url": "https://h/",
-                    "authorization": {"type": "client-credentials", "clientId": "id",
-                        "clientSecret": secret}}),
-            ),
-        ),
-        (
-            "authorization.clientSecret",
-            record(
-                "cc",
-                RecordSource::Added,
-                json!({"authorization": {"type": "oauth", "clientSecret": 42}}),
-            ),
-        ),
-        (
-            "bearer",
-            record("b", RecordSource::Added, json!({"bearer": secret})),
-        ),
-        (
-            "authorization.assertion",
-            record(
-                "wi",
-                RecordSource::Added,
-                json!({"name": "wi", "transport": "http", "url": "https://h/",
-                    "authorization": {"type": "workload-identity", "assertion": secret}}),
-            ),
-        ),
-        // A credential-named entry whose value holds a `$` but no reference.
-        (
-            "env.\"DB_PASSWORD\"",
-            with_env(json!({"DB_PASSWORD": "pa$$w0rd"})),
-        ),
-        ("env.\"GH_PAT\"", with_env(json!({"GH_PAT": "x"}))),
-        (
-            "headers.\"X-Auth\"",
-            http(json!({"X-Auth": "user:pa55"}), "https://h/"),
-        ),
-        (
-            "env.\"DATABASE_URL\" (its password)",
-            with_env(json!({"DATABASE_URL": "postgres://app:pa55w0rd@db:5432/app"})),
-        ),
-        (
-            "env.\"SETTINGS\" (a token-shaped value)",
-            with_env(json!({"SETTINGS": "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o"})),
-        ),
-        (
-            "args[2] (the value of --api-key)",
-            record(
-                "cli",
-                RecordSource::Added,
-                json!({"name": "cli", "transport": "stdio", "command": "/bin/x",
-                    "args": ["serve", "--api-key", "plain-words"]}),
-            ),
-        ),
-        (
-            "args[0] (the value of --token)",
-            record(
-                "cli",
-                RecordSource::Added,
-                json!({"name": "cli", "transport": "stdio", "command": "/bin/x",
-                    "args": ["--token=plain-words"]}),
-            ),
-        ),
-        // A tool source's declaration is kept too.
-        (
-            "declaration.env.\"CLIENT_SECRET\"",
-            record(
-                "tool",
-                RecordSource::Added,
-                json!({"name": "tool", "transport": "cli",
-                    "declaration": {"name": "tool", "command": "x", "tools": [],
-                        "env": {"CLIENT_SECRET": "abc"}}}),
-            ),
-        ),
-        (
-            "declaration.headers.\"X-Api-Key\"",
-            record(
-                "api",
-                RecordSource::Added,
-                json!({"name": "api", "transport": "openapi",
-                    "declaration": {"name": "api", "spec": "/s.json",
-                        "headers": {"X-Api-Key": "abc"}}}),
-            ),
-        ),
-        (
-            "declaration.bearer",
-            record(
-                "api",
-                RecordSource::Added,
-                json!({"name": "api", "transport": "openapi",
-                    "declaration": {"name": "api", "spec": "/s.json", "bearer": "abc"}}),
-            ),
-        ),
-        (
-            "bearer",
-            record(
-                "b",
-                RecordSource::Added,
-                json!({"bearer": {"token": "${T}"}}),
-            ),
-        ),
-    ];
-    for (field, candidate) in cases {
-        let Err(err) = s.put_server("a", &candidate) else {
-            panic!("{field}: stored");
-        };
-        let StoreError::LooksLikeSecret {
-            workspace,
-            alias,
-            field: reported,
-        } = &err
-        else {
-            panic!("{field}: expected LooksLikeSecret, got {err:?}");
-        };
-        assert_eq!(
-            (workspace.as_str(), alias.as_str()),
-            ("a", candidate.alias.as_str())
-        );
-        assert_eq!(reported, field);
-        for shown in [
-            err.to_string(),
-            format!("{err:?}"),
-            format!("{candidate:?}"),
-        ] {
-            assert!(!shown.contains(secret), "{shown}");
-        }
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "workspace \"a\", server \"{}\": {field} is not one ${{NAME}} reference, so it \
-                 may be a copied secret: keep the value in an environment variable and write \
-                 ${{NAME}} instead; nothing was stored",
-                candidate.alias
-            )
-        );
-        assert_eq!(h.durable_bytes(), before, "{field}");
-    }
-
-    // References (after a scheme word in a header), and fields no credential name marks,
-    // are accepted.
-    s.put_server(
-        "a",
-        &http(
-            json!({"Authorization": "Bearer ${TOKEN}", "X-Api-Key": "${KEY}", "Accept": "text/plain"}),
-            "https://user:${PASS}@h/mcp?api_key=${KEY}&format=json",
-        ),
-    )
-    .unwrap();
-    s.put_server(
-        "a",
-        &with_env(json!({"GITHUB_TOKEN": "${GH}", "LOG_LEVEL": "debug"})),
-    )
-    .unwrap();
-    // What only resembles a credential: paths, digests, identifiers, a URL with a user and
-    // no password, flags that name where a credential is, and values after a reference.
-    s.put_server(
-        "a",
-        &record(
-            "plain",
-            RecordSource::Added,
-            json!({"name": "plain", "transport": "stdio", "command": "/bin/x",
-                "args": ["--token-file", "/run/secrets/token", "--key-path", "/k",
-                    "--token", "${T}", "--api-key=${K}", "-y", "sk-learn",
-                    "@modelcontextprotocol/server-github", "/Users/You/Projects/MyServer2024/build",
-                    "3f786850e387550fdab836ed7e6dc881de23001b",
-                    "123e4567-e89b-12d3-a456-426614174000", "https://user@h/mcp"],
-                "env": {"AUTH_URL": "https://auth.example.test/", "PWD": "/srv",
-                    "DATABASE_URL": "postgres://app:${DB_PASSWORD}@db/app",
-                    "NODE_OPTIONS": "--max-old-space-size=4096",
-                    "GREETING": "ThisIsAVeryLongCamelCaseIdentifierName"}}),
-        ),
-    )
-    .unwrap();
-    // One reference, or no credential field at all (or null), is accepted.
-    s.put_server("a", &bearer("github", "${_GH_TOKEN_2}"))
-        .unwrap();
-    let mut no_token = bearer("plain", "${T}");
-    no_token.definition["authorization"]["token"] = Value::Null;
-    s.put_server("a", &no_token).unwrap();
-    assert_ne!(
-        h.durable_bytes(),
-        before,
-        "a successful write shows in the durable bytes"
-    );
-}
-
-fn display_forms_with_redacted_values_are_refused_and_change_nothing(h: &dyn Harness) {
-    let s = h.store();
-    s.put_server("a", &stdio("local")).unwrap();
-    let before = h.durable_bytes();
-
-    // The shape `config`'s `Serialize` gives: fine to show, wrong to store.
-    let shown = json!({
-        "name": "ref",
-        "transport": "http",
-        "url": "https://h/<redacted>",
-        "authorization": {"type": "bearer", "token": "${TOKEN}"},
-        "headers": {"X-Key": "<redacted>"},
-    });
-    let cases = [
-        ("headers.X-Key", shown),
-        ("url", json!({"url": "https://<redacted>@h/"})),
-        ("args[1]", json!({"args": ["-v", "--key=<redacted>"]})),
-        // A placeholder where a credential belongs is still a display form.
-        (
-            "authorization.token",
-            json!({"authorization": {"type": "bearer", "token": "<redacted>"}}),
-        ),
-        ("env.A.B[0]", json!({"env": {"A": {"B": ["<redacted>"]}}})),
-    ];
-    for (field, definition) in cases {
-        let err = s
-            .put_server("a", &record("ref", RecordSource::Specialized, definition))
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "workspace \"a\", server \"ref\": {field} holds a <redacted> placeholder, so \
-                 this is a display form of the definition: store the unexpanded definition \
-                 itself; nothing was stored"
-            )
-        );
-        assert_eq!(h.durable_bytes(), before, "{field}");
-    }
-}
-
-fn references_are_stored_exactly_as_given(h: &dyn Harness) {
-    let s = h.store();
-    // `HOME` and `PATH` are set in any test process: were anything to expand references,
-    // their values would show up here.
-    let given = record(
-        "refs",
-        RecordSource::Specialized,
-        json!({
-            "name": "refs",
-            "transport": "http",
-            "url": "https://${HOST}/mcp?k=${HOME}",
-            "headers": {"X-Path": "${PATH}", "X-Lit": "$${A} $B ${"},
-            "authorization": {"type": "bearer", "token": "${HOME}"},
-            "unicode": "héllo ✓", "number": 1.5, "nested": [{"deep": null}],
-        }),
-    );
-    s.put_server("w", &given).unwrap();
-    let loaded = s.load().unwrap();
-    let stored = &loaded["w"].servers["refs"];
-    assert_eq!(stored.definition, given.definition);
-    assert_eq!(stored.definition["authorization"]["token"], "${HOME}");
-    assert_eq!(stored.definition["headers"]["X-Path"], "${PATH}");
+/// A store future awaited here: SQLite's and memory's are done on their first poll.
+fn now<T>(future: StoreFuture<'_, T>) -> Result<T, StoreError> {
+    futures::executor::block_on(future)
 }
 
 // === the state file ===
@@ -663,13 +146,13 @@ fn reopening_the_file_reads_back_what_was_written() {
     let path = dir.path().join("state.db");
     {
         let store = SqliteStore::open(&path).unwrap();
-        store.put_server("a", &stdio("local")).unwrap();
-        store.set_enabled("a", "local", true).unwrap();
-        store.set_enabled("b", "figma", false).unwrap();
+        now(store.put_server("a", &stdio("local"))).unwrap();
+        now(store.set_enabled("a", "local", true)).unwrap();
+        now(store.set_enabled("b", "figma", false)).unwrap();
     }
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(
-        store.load().unwrap(),
+        futures::executor::block_on(suite::loaded(&store)),
         BTreeMap::from([
             (
                 "a".to_owned(),
@@ -690,7 +173,7 @@ fn the_file_holds_references_never_their_values() {
     let path = dir.path().join("state.db");
     {
         let store = SqliteStore::open(&path).unwrap();
-        store.put_server("a", &bearer("github", "${HOME}")).unwrap();
+        now(store.put_server("a", &bearer("github", "${HOME}"))).unwrap();
     }
     // Closing the last connection checkpoints the WAL into the file.
     let bytes = std::fs::read(&path).unwrap();
@@ -706,7 +189,7 @@ fn opening_creates_missing_folders_and_uses_wal() {
     let dir = TempDir::new();
     let path = dir.path().join("deep/er/state.db");
     let store = SqliteStore::open(&path).unwrap();
-    store.set_enabled("a", "x", true).unwrap();
+    now(store.set_enabled("a", "x", true)).unwrap();
 
     let raw = Connection::open(&path).unwrap();
     let mode: String = raw
@@ -726,13 +209,13 @@ fn opening_creates_missing_folders_and_uses_wal() {
 #[test]
 fn foreign_keys_are_on_and_a_failed_statement_rolls_back_the_whole_write() {
     let h = sqlite();
-    h.store.put_server("a", &stdio("local")).unwrap();
-    let before = h.durable_bytes();
+    now(h.store.put_server("a", &stdio("local"))).unwrap();
+    let before = file_bytes(h.store.path());
 
     // Foreign keys: a server row of a workspace that does not exist is refused.
     let err = h
         .store
-        .write("test".to_owned(), |tx| {
+        .transact("test".to_owned(), |tx| {
             tx.execute(
                 "INSERT INTO server VALUES ('ghost', 'x', 'added', '{}')",
                 [],
@@ -748,16 +231,16 @@ fn foreign_keys_are_on_and_a_failed_statement_rolls_back_the_whole_write() {
     // A write whose second statement fails leaves nothing of its first.
     let err = h
         .store
-        .write("test".to_owned(), |tx| {
+        .transact("test".to_owned(), |tx| {
             tx.execute("DELETE FROM server", [])?;
             tx.execute("INSERT INTO enabledness VALUES ('a', 'x', 7)", [])
                 .map(drop)
         })
         .unwrap_err();
     assert!(matches!(err, StoreError::Sqlite { .. }), "{err:?}");
-    assert_eq!(h.durable_bytes(), before);
+    assert_eq!(file_bytes(h.store.path()), before);
     assert_eq!(
-        h.store.load().unwrap(),
+        futures::executor::block_on(suite::loaded(&h.store)),
         BTreeMap::from([("a".to_owned(), workspace([stdio("local")], []))])
     );
 }
@@ -768,7 +251,7 @@ fn a_newer_schema_is_refused_and_the_file_is_untouched() {
     let path = dir.path().join("state.db");
     {
         let store = SqliteStore::open(&path).unwrap();
-        store.put_server("a", &stdio("local")).unwrap();
+        now(store.put_server("a", &stdio("local"))).unwrap();
     }
     let newer = schema_version(MIGRATIONS) + 1;
     Connection::open(&path)
@@ -830,9 +313,7 @@ fn a_damaged_database_is_refused_and_untouched() {
     {
         let store = SqliteStore::open(&path).unwrap();
         for i in 0..50 {
-            store
-                .put_server("a", &stdio(&format!("server-{i}")))
-                .unwrap();
+            now(store.put_server("a", &stdio(&format!("server-{i}")))).unwrap();
         }
     }
     let mut bytes = std::fs::read(&path).unwrap();
@@ -893,8 +374,8 @@ fn an_empty_file_becomes_a_new_database() {
     let path = dir.path().join("state.db");
     std::fs::write(&path, b"").unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    store.set_enabled("a", "x", true).unwrap();
-    assert!(store.load().unwrap()["a"].enabled["x"]);
+    now(store.set_enabled("a", "x", true)).unwrap();
+    assert!(now(store.load()).unwrap()["a"].enabled["x"]);
 }
 
 #[test]
@@ -965,8 +446,8 @@ fn two_handles_and_many_threads_share_one_file() {
             std::thread::spawn(move || {
                 for i in 0..10 {
                     let alias = format!("t{t}-{i}");
-                    store.put_server("w", &stdio(&alias)).unwrap();
-                    store.set_enabled("w", &alias, i % 2 == 0).unwrap();
+                    now(store.put_server("w", &stdio(&alias))).unwrap();
+                    now(store.set_enabled("w", &alias, i % 2 == 0)).unwrap();
                 }
             })
         })
@@ -975,7 +456,7 @@ fn two_handles_and_many_threads_share_one_file() {
         thread.join().unwrap();
     }
     for store in [&first, &second] {
-        let state = store.load().unwrap();
+        let state = now(store.load()).unwrap();
         assert_eq!(
             (state["w"].servers.len(), state["w"].enabled.len()),
             (40, 40)
@@ -991,7 +472,7 @@ fn debug_never_shows_a_definition() {
         r#"ServerRecord { alias: "local", definition: <opaque>, source: Added }"#
     );
     let store = MemoryStore::new();
-    store.put_server("a", &given).unwrap();
+    now(store.put_server("a", &given)).unwrap();
     assert!(!format!("{store:?}").contains("/usr/bin/server"));
 }
 
@@ -1043,7 +524,7 @@ fn the_state_file_and_its_journal_are_readable_by_the_owner_only() {
     let dir = TempDir::new();
     let path = dir.path().join("state.db");
     let store = SqliteStore::open(&path).unwrap();
-    store.put_server("a", &stdio("local")).unwrap();
+    now(store.put_server("a", &stdio("local"))).unwrap();
     for suffix in ["", "-wal", "-shm"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
@@ -1058,4 +539,31 @@ fn the_state_file_and_its_journal_are_readable_by_the_owner_only() {
     let _store = SqliteStore::open(&path).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+}
+
+/// A build without the `postgres` feature (the library's default) refuses a `postgres://`
+/// state naming the feature, and never takes the URL for a file name.
+#[cfg(not(feature = "postgres"))]
+#[tokio::test]
+async fn a_postgres_state_without_the_feature_is_refused_naming_it() {
+    let Err(error) = super::open("postgres://app:pw@127.0.0.1:1/mcp").await else {
+        panic!("a postgres:// state opened in a build without the feature");
+    };
+    assert!(
+        matches!(
+            error,
+            StoreError::FeatureOff {
+                feature: "postgres",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("needs the `postgres` feature of plurnk-mcp"),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("pw"), "{error}");
 }

@@ -40,11 +40,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use plurnk_mcp::{
-    Host, HostConfig, HostOptions, Problem, Refusal, ServerState, SqliteStore, Workspace,
-};
+use plurnk_mcp::{Host, HostConfig, HostOptions, Problem, Refusal, ServerState, Workspace};
 
 /// Logs go to stderr, filtered by `PLURNK_MCP_LOG` (else `default`).
 pub(crate) fn init_logging(default: &str) {
@@ -95,16 +92,17 @@ pub(crate) fn serve_metrics(address: std::net::SocketAddr) -> Result<(), ExitCod
 
 /// Options every command shares: where workspace state lives, and which workspace.
 pub(crate) struct Global {
-    /// The SQLite state file.
-    pub state: PathBuf,
+    /// The SQLite state file's path, or a `postgres://` URL.
+    pub state: String,
     /// The workspace to act in.
     pub workspace: String,
 }
 
 impl Global {
-    /// `--state` if given, else `$XDG_DATA_HOME/plurnk-mcp/state.sqlite`, else
+    /// `--state` (or `PLURNK_MCP_STATE`) if given, else
+    /// `$XDG_DATA_HOME/plurnk-mcp/state.sqlite`, else
     /// `$HOME/.local/share/plurnk-mcp/state.sqlite`, else `./plurnk-mcp-state.sqlite`.
-    pub(crate) fn new(state: Option<PathBuf>, workspace: String) -> Self {
+    pub(crate) fn new(state: Option<String>, workspace: String) -> Self {
         let state = state.unwrap_or_else(|| {
             let data = std::env::var_os("XDG_DATA_HOME")
                 .map(PathBuf::from)
@@ -112,10 +110,11 @@ impl Global {
                 .or_else(|| {
                     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share"))
                 });
-            match data {
+            let path = match data {
                 Some(data) => data.join("plurnk-mcp").join("state.sqlite"),
                 None => PathBuf::from("plurnk-mcp-state.sqlite"),
-            }
+            };
+            path.to_string_lossy().into_owned()
         });
         Self { state, workspace }
     }
@@ -134,9 +133,9 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
         }
         ExitCode::from(2)
     })?;
-    let store = SqliteStore::open(&global.state).map_err(fail)?;
+    let store = plurnk_mcp::store::open(&global.state).await.map_err(fail)?;
     let options = HostOptions {
-        store: Some(Arc::new(store)),
+        store: Some(store),
         ..HostOptions::default()
     };
     let host = Host::start_with(config, options).await.map_err(fail)?;

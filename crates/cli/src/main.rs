@@ -13,9 +13,11 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "plurnk-mcp", version, about)]
 struct Cli {
-    /// The workspace state file (default: $XDG_DATA_HOME/plurnk-mcp/state.sqlite).
-    #[arg(long, global = true)]
-    state: Option<std::path::PathBuf>,
+    /// Where workspace state lives: a SQLite file (default:
+    /// $XDG_DATA_HOME/plurnk-mcp/state.sqlite), or a postgres:// URL that several hosts share
+    /// (also PLURNK_MCP_STATE).
+    #[arg(long, global = true, value_name = "PATH|URL")]
+    state: Option<String>,
     /// The workspace to act in.
     #[arg(long, global = true, default_value = plurnk_mcp::DEFAULT_WORKSPACE)]
     workspace: String,
@@ -235,7 +237,14 @@ fn main() -> ExitCode {
         Command::Demo => cli::init_logging("error"),
         _ => cli::init_logging("warn"),
     }
-    let global = cli::Global::new(cli.state, cli.workspace);
+    // The state from the environment when the flag does not name it: replicas of one
+    // deployment are started alike, with the database URL (and its password) out of argv.
+    let state = cli.state.or_else(|| {
+        std::env::var("PLURNK_MCP_STATE")
+            .ok()
+            .filter(|s| !s.is_empty())
+    });
+    let global = cli::Global::new(state, cli.workspace);
     let global = &global;
     let metrics = cli.metrics;
     runtime.block_on(async move {

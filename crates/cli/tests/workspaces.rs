@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use plurnk_mcp::config::{McpServerOptions, Overlay};
+use plurnk_mcp::store::{Change, Expect, StoreFuture, Version};
 use plurnk_mcp::{
     CallError, CallOptions, Customize, Host, HostConfig, HostEvent, HostOptions, MemoryStore,
-    RestartPolicy, ServerDefinition, ServerRecord, ServerState, ServerSummary, SqliteStore, Store,
-    StoreError, Workspace, WorkspaceRecord, WorkspaceRestart,
+    RestartPolicy, ServerDefinition, ServerState, ServerSummary, SqliteStore, Store, StoreError,
+    Workspace, WorkspaceRecord, WorkspaceRestart,
 };
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
@@ -1032,75 +1033,33 @@ async fn a_workspace_failing_too_often_stays_failed_with_one_problem_until_opene
     shutdown_clean(host).await;
 }
 
-/// A store whose writes fail while `failing` is set, as a full disk would, and wait while
-/// `held` is set, as a stalled one would (the workspace actor is then busy in the write).
+/// A store whose writes fail while `failing` is set, as a full disk would.
 #[derive(Default)]
 struct Flaky {
     inner: MemoryStore,
     failing: std::sync::atomic::AtomicBool,
-    held: std::sync::Mutex<bool>,
-    released: std::sync::Condvar,
-    /// Writes waiting while held.
-    waiting: AtomicUsize,
-}
-
-impl Flaky {
-    fn hold(&self, held: bool) {
-        *self.held.lock().expect("not poisoned") = held;
-        self.released.notify_all();
-    }
-
-    fn write(&self, write: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
-        let mut held = self.held.lock().expect("not poisoned");
-        if *held {
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            while *held {
-                held = self.released.wait(held).expect("not poisoned");
-            }
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-        }
-        drop(held);
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(StoreError::Corrupt {
-                path: "flaky".into(),
-                reason: "cannot be written just now".into(),
-            });
-        }
-        write()
-    }
 }
 
 impl Store for Flaky {
-    fn load(&self) -> Result<BTreeMap<String, WorkspaceRecord>, StoreError> {
+    fn load(&self) -> StoreFuture<'_, BTreeMap<String, WorkspaceRecord>> {
         self.inner.load()
     }
-    fn put_server(&self, workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
-        self.write(|| self.inner.put_server(workspace, record))
+    fn load_workspace<'a>(&'a self, workspace: &'a str) -> StoreFuture<'a, WorkspaceRecord> {
+        self.inner.load_workspace(workspace)
     }
-    fn set_enabled(&self, workspace: &str, alias: &str, enabled: bool) -> Result<(), StoreError> {
-        self.write(|| self.inner.set_enabled(workspace, alias, enabled))
-    }
-    fn put_server_enabled(
-        &self,
-        workspace: &str,
-        record: &ServerRecord,
-        enabled: bool,
-    ) -> Result<(), StoreError> {
-        self.write(|| self.inner.put_server_enabled(workspace, record, enabled))
-    }
-    fn remove_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
-        self.write(|| self.inner.remove_server(workspace, alias))
-    }
-    fn add_server(
-        &self,
-        workspace: &str,
-        record: &ServerRecord,
-        enabled: bool,
-    ) -> Result<(), StoreError> {
-        self.write(|| self.inner.add_server(workspace, record, enabled))
-    }
-    fn revert_server(&self, workspace: &str, alias: &str) -> Result<(), StoreError> {
-        self.write(|| self.inner.revert_server(workspace, alias))
+    fn write<'a>(
+        &'a self,
+        workspace: &'a str,
+        change: &'a Change,
+        expect: Expect,
+    ) -> StoreFuture<'a, Version> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(StoreError::Corrupt {
+                path: "flaky".into(),
+                reason: "cannot be written just now".into(),
+            })));
+        }
+        self.inner.write(workspace, change, expect)
     }
 }
 
@@ -1171,8 +1130,9 @@ async fn a_store_that_cannot_be_written_refuses_an_enable_and_stops_nothing_runn
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_session_answers_for_it_while_the_snapshot_lags_behind() {
     // Calls go to a server's session, not through the workspace: while the workspace actor
-    // is busy (here, in a stalled store write), the published snapshot lags, and the session
-    // alone knows the server changed its tools, lost its process or lost its attachment.
+    // is busy (here, held by a test lever, as a long handler would hold it), the published
+    // snapshot lags, and the session alone knows the server changed its tools, lost its
+    // process or lost its attachment.
     let store = Arc::new(Flaky::default());
     let host = Host::start_with(
         config(&[
@@ -1212,23 +1172,18 @@ async fn a_server_session_answers_for_it_while_the_snapshot_lags_behind() {
     assert!(has_extra(&*workspace.wait_for(BOUND, has_extra).await));
     let other_pid = pid_of(&workspace, "other").await;
 
-    // The workspace actor stalls in the durable write of a disable (until released, or
-    // until this test fails: a stalled worker would keep the runtime from ever stopping).
-    struct Release(Arc<Flaky>);
-    impl Drop for Release {
-        fn drop(&mut self) {
-            self.0.hold(false);
-        }
-    }
-    let release = Release(store.clone());
-    store.hold(true);
+    // The workspace actor is held busy (until released, or until this test fails and drops
+    // the release), and a disable waits in its mailbox behind it.
+    let (release, held) = tokio::sync::oneshot::channel::<()>();
+    assert!(
+        workspace.stall_for_test(held).await,
+        "the actor was never held"
+    );
     let disabling = tokio::spawn({
         let workspace = workspace.clone();
         async move { workspace.disable("third").await }
     });
     let deadline = std::time::Instant::now() + BOUND;
-    let began = wait::until(BOUND, || store.waiting.load(Ordering::SeqCst) > 0).await;
-    assert!(began, "the write never began");
 
     // 1. The server takes `extra` out: once the attachment has listed again, its session
     // refuses the tool, though the snapshot still lists it.

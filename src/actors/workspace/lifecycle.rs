@@ -7,12 +7,14 @@ use std::time::Instant;
 
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use super::{Entry, Provenance, WorkspaceState, state_problem};
+use super::durable::AfterWrite;
+use super::{By, Entry, Provenance, Stored, WorkspaceState};
 use crate::actors::attachment::{AttachmentMsg, Origin};
 use crate::actors::messages::{ActionReply, WorkspaceMsg};
 use crate::config::ServerDefinition;
 use crate::model::{CloseFailure, Customize, Problem, ServerSnapshot, ServerState};
 use crate::protocol::CloseError;
+use crate::store::Change;
 
 /// What a disable does to the server's durable record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +84,7 @@ impl WorkspaceState {
     ) {
         if self.successor(&alias, instance).is_some() {
             server.scrub();
-            self.on_successor_report(&alias, server);
+            self.on_successor_report(myself, &alias, server);
             if !answers.is_empty() {
                 self.after_commit.extend(answers);
                 self.schedule_commit(myself);
@@ -105,19 +107,47 @@ impl WorkspaceState {
             if let Some(entry) = self.entries.get_mut(&alias) {
                 entry.adopt_candidate();
             }
-            if let Err(problem) = self.persist_enabled(&alias) {
-                // What the attachment would have answered "ready" never became visible.
-                for (reply, _) in answers {
-                    let _ = reply.send(Err(problem.clone()));
+            match self.enabled_change(&alias) {
+                Err(problem) => {
+                    // What the attachment would have answered "ready" never became visible.
+                    for (reply, _) in answers {
+                        let _ = reply.send(Err(problem.clone()));
+                    }
+                    self.abandon_candidate(&alias, problem);
+                    return;
                 }
-                self.abandon_candidate(&alias, problem);
-                return;
-            }
-            if let Some(entry) = self.entries.get_mut(&alias) {
-                entry.enabled = true;
-                entry.fresh = false;
+                Ok(Some(change)) => {
+                    let then = AfterWrite::Publish {
+                        server: Box::new(server),
+                        answers,
+                    };
+                    self.start_write(myself, &alias, change, then);
+                    return;
+                }
+                Ok(None) => self.now_enabled(&alias),
             }
         }
+        self.publish_report(myself, &alias, server, answers);
+    }
+
+    /// A ready candidate is durable (or needs no write): it is enabled now.
+    pub(super) fn now_enabled(&mut self, alias: &str) {
+        if let Some(entry) = self.entries.get_mut(alias) {
+            entry.enabled = true;
+            entry.stored = Stored::Write;
+        }
+    }
+
+    /// Publishes an attachment's report: its server replaced whole, its waiters answered
+    /// once the commit that shows it is out.
+    pub(super) fn publish_report(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: &str,
+        server: ServerSnapshot,
+        answers: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
+    ) {
+        let alias = alias.to_owned();
         // Actions the attachment settled with this state are answered once it is committed.
         if !answers.is_empty() {
             self.after_commit.extend(answers);
@@ -207,6 +237,9 @@ impl WorkspaceState {
         self.attachments.remove(alias);
         if let Some(entry) = self.entries.get_mut(alias) {
             entry.candidate = None;
+            if entry.stored == Stored::Durable {
+                entry.stored = Stored::Write;
+            }
         }
         // A failed add leaves no trace; a failed enable leaves the server disabled.
         if let Some(entry) = self.entries.get(alias)
@@ -329,6 +362,10 @@ impl WorkspaceState {
             let _ = reply.send(Err(Problem::shutting_down()));
             return Ok(());
         }
+        if let Some(problem) = self.store_down() {
+            let _ = reply.send(Err(problem));
+            return Ok(());
+        }
         let requested = match self.requested(&alias, &customize) {
             Ok(requested) => requested,
             Err(problem) => {
@@ -336,6 +373,25 @@ impl WorkspaceState {
                 return Ok(());
             }
         };
+        if let Some(entry) = self.entries.get_mut(&alias)
+            && entry.stored == Stored::Durable
+        {
+            entry.stored = Stored::Write;
+        }
+        self.enable_definition(myself, alias, requested, reply, By::Action)
+            .await
+    }
+
+    /// Enables `alias` with `requested`: an action's (past the install gate), or the
+    /// definition the store holds now (another host enabled it so).
+    pub(super) async fn enable_definition(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: String,
+        requested: Arc<ServerDefinition>,
+        reply: ActionReply,
+        by: By,
+    ) -> Result<(), ActorProcessingErr> {
         // A change under way is joined when it asks for the same, refused when not.
         if let Some(successor) = self
             .attachments
@@ -361,12 +417,15 @@ impl WorkspaceState {
         }
         if !same {
             // A definition other than the one the operator declared (or admitted) is a new
-            // server as far as the install gate goes.
+            // server as far as the install gate goes; one another host made durable passed
+            // that host's gate, which is this one's (the replicas share their operator).
             let declared = self
                 .entries
                 .get(&alias)
                 .map(|entry| entry.definition.clone());
-            if let Err(problem) = self.admit(&alias, &requested, declared.as_deref()) {
+            if by == By::Action
+                && let Err(problem) = self.admit(&alias, &requested, declared.as_deref())
+            {
                 let _ = reply.send(Err(problem));
                 return Ok(());
             }
@@ -409,8 +468,14 @@ impl WorkspaceState {
         Ok(())
     }
 
-    pub(super) fn disable(&mut self, alias: String, reply: ActionReply, removal: Removal) {
-        let remove = removal != Removal::Keep;
+    pub(super) fn disable(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: String,
+        reply: ActionReply,
+        removal: Removal,
+        by: By,
+    ) {
         if self.shutdown.is_some() {
             let _ = reply.send(Err(Problem::shutting_down()));
             return;
@@ -422,17 +487,27 @@ impl WorkspaceState {
         // A disable or removal ends its authorization: the pending one and the tokens.
         self.settings.connect.oauth.clear(&self.name, &alias);
         // Durable first: if the state cannot be written, nothing else changes.
-        if let Some(store) = &self.store {
-            let written = match removal {
-                Removal::Keep => store.set_enabled(&self.name, &alias, false),
-                Removal::Forget => store.remove_server(&self.name, &alias),
-                Removal::Revert => store.revert_server(&self.name, &alias),
-            };
-            if let Err(error) = written {
-                let _ = reply.send(Err(state_problem(&alias, &error)));
+        if by == By::Action && self.store.is_some() {
+            if let Some(problem) = self.store_down() {
+                let _ = reply.send(Err(problem));
                 return;
             }
+            let change = match removal {
+                Removal::Keep => Change::SetEnabled(alias.clone(), false),
+                Removal::Forget => Change::Remove(alias.clone()),
+                Removal::Revert => Change::Revert(alias.clone()),
+            };
+            let then = AfterWrite::Disable { reply, removal };
+            self.start_write(myself, &alias.clone(), change, then);
+            return;
         }
+        self.disable_now(alias, reply, removal);
+    }
+
+    /// A disable or removal whose durable state is written: the server drains, and the
+    /// reduced snapshot commits once it has.
+    pub(super) fn disable_now(&mut self, alias: String, reply: ActionReply, removal: Removal) {
+        let remove = removal != Removal::Keep;
         let Some(entry) = self.entries.get_mut(&alias) else {
             let _ = reply.send(Err(Problem::unknown_server(&alias)));
             return;
@@ -508,20 +583,29 @@ impl WorkspaceState {
 
     /// A removal: an added server goes, a specialization gives way to the service's
     /// definition, and a server the service declared stays (it can only be disabled).
-    pub(super) fn on_remove(&mut self, alias: String, reply: ActionReply) {
+    pub(super) fn on_remove(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: String,
+        reply: ActionReply,
+    ) {
         match self.entries.get(&alias).map(|entry| entry.provenance) {
             None => {
                 let _ = reply.send(Err(Problem::unknown_server(&alias)));
             }
             // Removing the specialization reveals the service definition, disabled (and
             // durably so: the service default must not enable it again).
-            Some(Provenance::Specialized) => self.disable(alias, reply, Removal::Revert),
+            Some(Provenance::Specialized) => {
+                self.disable(myself, alias, reply, Removal::Revert, By::Action)
+            }
             Some(Provenance::Service | Provenance::Client) => {
                 let _ = reply.send(Err(Problem::conflict(format!(
                     "server \"{alias}\" comes from the service environment and cannot be removed: disable it instead"
                 ))));
             }
-            Some(Provenance::Added) => self.disable(alias, reply, Removal::Forget),
+            Some(Provenance::Added) => {
+                self.disable(myself, alias, reply, Removal::Forget, By::Action)
+            }
         }
     }
 
@@ -536,6 +620,10 @@ impl WorkspaceState {
         let alias = definition.alias().to_owned();
         if self.shutdown.is_some() {
             let _ = reply.send(Err(Problem::shutting_down()));
+            return Ok(());
+        }
+        if let Some(problem) = self.store_down() {
+            let _ = reply.send(Err(problem));
             return Ok(());
         }
         if let Err(problem) = self.admit(&alias, &definition, None) {
@@ -556,7 +644,7 @@ impl WorkspaceState {
                 candidate: None,
                 provenance: Provenance::Added,
                 enabled: false,
-                fresh: true,
+                stored: Stored::Fresh,
             },
         );
         self.pending

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef};
 
+use super::durable::AfterWrite;
 use super::{Attached, WorkspaceState};
 use crate::actors::attachment::{AttachmentMsg, Origin};
 use crate::actors::messages::{ActionReply, WorkspaceMsg};
@@ -42,6 +43,11 @@ enum Step {
 }
 
 impl Successor {
+    /// Its attachment actor.
+    pub(super) fn actor_id(&self) -> ractor::ActorId {
+        self.actor.get_id()
+    }
+
     /// Whether it may still become the server.
     pub(super) fn live(&self) -> bool {
         matches!(self.step, Step::Preparing | Step::Swapping(_))
@@ -147,7 +153,12 @@ impl WorkspaceState {
 
     /// A successor reported: once ready it becomes durable and takes the new calls, and
     /// the live attachment settles its own and detaches; the swap commits then.
-    pub(super) fn on_successor_report(&mut self, alias: &str, server: ServerSnapshot) {
+    pub(super) fn on_successor_report(
+        &mut self,
+        myself: &ActorRef<WorkspaceMsg>,
+        alias: &str,
+        server: ServerSnapshot,
+    ) {
         let Some(attached) = self.attachments.get_mut(alias) else {
             return;
         };
@@ -162,39 +173,64 @@ impl WorkspaceState {
                 };
                 let previous = (entry.definition.clone(), entry.provenance);
                 entry.adopt_candidate();
-                if let Err(problem) = self.persist_enabled(alias) {
-                    // Nothing changes: the live session stays, under its definition.
-                    if let Some(entry) = self.entries.get_mut(alias) {
-                        (entry.definition, entry.provenance) = previous;
+                match self.enabled_change(alias) {
+                    Err(problem) => self.successor_not_saved(alias, previous, &problem),
+                    Ok(Some(change)) => {
+                        let then = AfterWrite::Successor {
+                            server: Box::new(server),
+                            previous,
+                        };
+                        self.start_write(myself, alias, change, then);
                     }
-                    if let Some(successor) = self
-                        .attachments
-                        .get_mut(alias)
-                        .and_then(|attached| attached.successor.as_mut())
-                    {
-                        successor.stop("its state could not be saved", true, &problem);
-                    }
-                    return;
+                    Ok(None) => self.swap_to_successor(alias, server),
                 }
-                if let Some(entry) = self.entries.get_mut(alias) {
-                    entry.fresh = false;
-                }
-                let Some(attached) = self.attachments.get_mut(alias) else {
-                    return;
-                };
-                let Some(successor) = attached.successor.as_mut() else {
-                    return;
-                };
-                successor.step = Step::Swapping(Box::new(server));
-                attached.session.hand_over(successor.session.clone());
-                attached.draining = true;
-                let _ = attached.actor.cast(AttachmentMsg::Drain {
-                    reason: "its definition changed".into(),
-                    cancel: false,
-                });
             }
             Step::Preparing | Step::Stopping | Step::Stopped => {}
         }
+    }
+
+    /// The successor's state could not be written: nothing changes, the live session stays
+    /// under its definition.
+    pub(super) fn successor_not_saved(
+        &mut self,
+        alias: &str,
+        previous: (Arc<ServerDefinition>, super::Provenance),
+        problem: &Problem,
+    ) {
+        if let Some(entry) = self.entries.get_mut(alias) {
+            (entry.definition, entry.provenance) = previous;
+        }
+        if let Some(successor) = self
+            .attachments
+            .get_mut(alias)
+            .and_then(|attached| attached.successor.as_mut())
+        {
+            successor.stop("its state could not be saved", true, problem);
+        }
+    }
+
+    /// The successor is ready and durable: it takes every new call, and the live attachment
+    /// settles its own and detaches; the swap commits then.
+    pub(super) fn swap_to_successor(&mut self, alias: &str, server: ServerSnapshot) {
+        if let Some(entry) = self.entries.get_mut(alias) {
+            entry.stored = super::Stored::Write;
+        }
+        let Some(attached) = self.attachments.get_mut(alias) else {
+            return;
+        };
+        let Some(successor) = attached.successor.as_mut() else {
+            return;
+        };
+        if !matches!(successor.step, Step::Preparing) {
+            return;
+        }
+        successor.step = Step::Swapping(Box::new(server));
+        attached.session.hand_over(successor.session.clone());
+        attached.draining = true;
+        let _ = attached.actor.cast(AttachmentMsg::Drain {
+            reason: "its definition changed".into(),
+            cancel: false,
+        });
     }
 
     /// The live attachment of `alias` detached while a successor was under way: the

@@ -22,6 +22,11 @@ pub(crate) struct ServeCommand {
     /// variable>`; required to listen anywhere but loopback.
     #[arg(long, value_name = "NAME")]
     bearer_env: Option<String>,
+    /// HTTP: the key 2025-11-25 session ids are sealed with is the value of this variable
+    /// (at least 32 bytes): replicas given the same key serve each other's sessions, so a
+    /// load balancer needs no affinity. Without it each process seals with a key of its own.
+    #[arg(long, value_name = "NAME")]
+    session_key_env: Option<String>,
     /// HTTP: a Host name accepted besides localhost, 127.0.0.1 and ::1 (repeatable).
     #[arg(long = "allow-host", value_name = "HOST")]
     allowed_hosts: Vec<String>,
@@ -40,6 +45,7 @@ impl ServeCommand {
             http: (self.transport == "http").then_some(self.listen),
             unprefixed: self.unprefixed,
             bearer_env: self.bearer_env,
+            session_key_env: self.session_key_env,
             allowed_hosts: self.allowed_hosts,
             allowed_origins: self.allowed_origins,
             limits: self.limits,
@@ -56,6 +62,8 @@ pub(crate) struct ServeArgs {
     pub unprefixed: bool,
     /// The environment variable holding the bearer token HTTP requests must carry.
     pub bearer_env: Option<String>,
+    /// The environment variable holding the replicas' shared session key.
+    pub session_key_env: Option<String>,
     /// `Host` names accepted besides the loopback ones.
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted besides the loopback ones.
@@ -181,14 +189,36 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
             plurnk_mcp::gateway::MIN_BEARER_BYTES
         ));
     }
+    let session_key = match &args.session_key_env {
+        None => None,
+        Some(name) => match std::env::var(name) {
+            Ok(key) if key.len() >= plurnk_mcp::gateway::MIN_SESSION_KEY_BYTES => {
+                plurnk_mcp::redact::register([key.clone()]);
+                Some(key.into_bytes())
+            }
+            Ok(key) if !key.is_empty() => {
+                return fail(format!(
+                    "--session-key-env {name}: the key is {} bytes; a session key must be at least {} bytes: put a long random one in {name} (openssl rand -hex 32), the same on every replica",
+                    key.len(),
+                    plurnk_mcp::gateway::MIN_SESSION_KEY_BYTES
+                ));
+            }
+            _ => {
+                return fail(format!(
+                    "--session-key-env {name}: the variable is not set (or empty); export the replicas' shared key in it"
+                ));
+            }
+        },
+    };
     if args.http.is_none()
         && (bearer.is_some()
+            || session_key.is_some()
             || !args.allowed_hosts.is_empty()
             || !args.allowed_origins.is_empty()
             || args.limits.any())
     {
         return fail(
-            "--bearer-env, --allow-host, --allow-origin and the connection, body, session and stream bounds apply to --transport http only",
+            "--bearer-env, --session-key-env, --allow-host, --allow-origin and the connection, body, session and stream bounds apply to --transport http only",
         );
     }
     let limits = args.limits.limits();
@@ -259,6 +289,7 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
                 allowed_hosts: args.allowed_hosts,
                 allowed_origins: args.allowed_origins,
                 limits,
+                session_key,
             };
             let shutdown = tokio_util::sync::CancellationToken::new();
             plurnk_mcp::gateway::serve_http(gateway, listener, options, shutdown).await
