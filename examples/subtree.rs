@@ -80,10 +80,7 @@ impl Actor for Daemon {
         // Linked: this actor's `handle_supervisor_evt` hears the host's root end or fail.
         let host = Host::start_with(
             HostConfig::from_env(env)?,
-            HostOptions {
-                parent: Some(myself.get_cell()),
-                ..HostOptions::default()
-            },
+            HostOptions::default().with_parent(Some(myself.get_cell())),
         )
         .await?;
         host.events_to(myself.clone(), |event| Some(DaemonMsg::Host(event)));

@@ -35,11 +35,22 @@ step peers bash scripts/install-peers.sh
 step system bash scripts/install-system.sh
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
-# The library's features: none at all, and each alone, compile lint-clean.
+# The library's features: none at all, and each alone, compile lint-clean; a stdio-only
+# embedder's dependency tree holds nothing of the parts it left out.
 step features bash scripts/features.sh
+step embedder bash scripts/embedder-tree.sh
+# Licenses, banned crates and sources of every dependency (deny.toml).
+step deny bash scripts/deny.sh
 step tests cargo test --workspace --all-targets --locked
+# The library's own tests with its default features, as a daemon that adds it gets it (the
+# workspace's tests above build it with every feature the command line turns on).
+step library cargo test -p plurnk-mcp --lib --locked
 # `--all-targets` leaves out doctests: the crate's examples in its docs must compile too.
 step doctests cargo test --workspace --doc --locked
+# The documentation a docs.rs reader gets, with every feature, warnings denied.
+step docs env RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --locked -p plurnk-mcp
+# The library packaged as a published crate, and built from that package alone.
+step package cargo package -p plurnk-mcp --locked
 # The daemon-subtree example runs to its end (it exits non-zero when a step did not happen).
 step subtree cargo run --locked --quiet -p plurnk-mcp --features test-hooks --example subtree
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;

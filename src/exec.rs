@@ -66,6 +66,17 @@ const EVENT_DETAIL_CHARS: usize = 2000;
 /// "summary", "effect", "inputSchema" }] }`. Every failure is scrubbed and reported on the
 /// host's event
 /// stream as a [`HostEvent::Telemetry`] (see [`ExecError::telemetry`]).
+///
+/// ```no_run
+/// # async fn run(workspace: plurnk_mcp::Workspace) {
+/// use plurnk_mcp::CallOptions;
+/// let op = r#"<<EXEC[github](create_issue):{"title":"hi"}:EXEC"#;
+/// match plurnk_mcp::exec::run(&workspace, op, CallOptions::default()).await {
+///     Ok(result) => println!("{result}"),
+///     Err(error) => eprintln!("{} {error}", error.status()),
+/// }
+/// # }
+/// ```
 pub async fn run(
     workspace: &Workspace,
     op: &str,

@@ -40,6 +40,7 @@ mod authorization;
 
 /// Options of one call.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct CallOptions {
     /// The deadline; the host's `PLURNK_MCP_REQUEST_TIMEOUT` when `None`.
     pub timeout: Option<Duration>,
@@ -89,6 +90,7 @@ pub struct ShutdownReport {
 
 /// Host-wide tuning that does not come from the environment.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct HostOptions {
     /// Servers inside this process, by alias: each joins the default workspace enabled, with
     /// transport `in-process`, beside the configured ones (an alias the configuration also
@@ -118,6 +120,28 @@ pub struct HostOptions {
     /// How often a failed workspace actor is restarted before it is left failed.
     pub workspace_restart: WorkspaceRestart,
 }
+
+setters!(HostOptions {
+    with_in_process => in_process: BTreeMap<String, InProcessConnector>,
+    with_store => store: Option<Arc<dyn Store>>,
+    with_interaction => interaction: Option<InteractionHandler>,
+    with_restart => restart: RestartPolicy,
+    with_close_grace => close_grace: Duration,
+    with_drain_timeout => drain_timeout: Option<Duration>,
+    with_limits => limits: Limits,
+    with_parent => parent: Option<ractor::ActorCell>,
+    with_workspace_restart => workspace_restart: WorkspaceRestart,
+});
+
+setters!(CallOptions {
+    with_timeout => timeout: Option<Duration>,
+    with_reset_timeout_on_progress => reset_timeout_on_progress: Option<Duration>,
+    with_cancel => cancel: Option<CancellationToken>,
+    with_progress => progress: Option<ProgressSink>,
+    with_interaction => interaction: Option<InteractionHandler>,
+    with_relay => relay: Option<InputRelay>,
+    with_client_capabilities => client_capabilities: Option<serde_json::Map<String, Value>>,
+});
 
 impl std::fmt::Debug for HostOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,6 +180,7 @@ impl Default for HostOptions {
 
 /// Why the host could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// The actor system could not start.
     #[error("the host could not start its actors: {0}")]
@@ -203,6 +228,19 @@ impl Host {
     /// connects in parallel, each bounded by the connect timeout. Returns once every enabled
     /// server is ready or unavailable; one that cannot connect never delays the others
     /// beyond its own timeout, and never fails the start.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use plurnk_mcp::{Host, HostConfig};
+    /// // PLURNK_MCP_GITHUB=https://…/mcp, PLURNK_MCP_FILES=/usr/bin/files-server, …
+    /// let host = Host::start(HostConfig::from_env(std::env::vars())?).await?;
+    /// for server in host.default_workspace().snapshot().servers.values() {
+    ///     println!("{} is {}", server.alias, server.state);
+    /// }
+    /// let report = host.shutdown().await;
+    /// assert!(report.failures.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub async fn start(config: HostConfig) -> Result<Host, StartError> {
         Self::start_with(config, HostOptions::default()).await
     }
@@ -342,6 +380,7 @@ impl Host {
 
     /// Test hook: makes the host's root actor panic, to exercise the parent's supervision.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub fn crash_root_for_test(&self) -> bool {
         self.inner
             .supervisor
@@ -627,6 +666,20 @@ impl Workspace {
     /// Routed only to enabled tools of the current snapshot. Settles with the result (a
     /// tool-level `isError` is a result) or a typed [`CallError`]; it never hangs past the
     /// deadline, and a dead connection fails it at once.
+    ///
+    /// ```no_run
+    /// # async fn run(workspace: plurnk_mcp::Workspace) -> Result<(), plurnk_mcp::CallError> {
+    /// use std::time::Duration;
+    /// use plurnk_mcp::CallOptions;
+    /// let options = CallOptions::default().with_timeout(Some(Duration::from_secs(30)));
+    /// let result = workspace
+    ///     .call_tool("github", "create_issue", serde_json::json!({"title": "hi"}), options)
+    ///     .await?;
+    /// if result.is_error {
+    ///     eprintln!("the tool said no: {}", result.text());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn call_tool(
         &self,
         server: &str,
@@ -943,6 +996,7 @@ impl Workspace {
 
     /// Test hook: makes this workspace's actor panic, to exercise supervision.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub fn crash_for_test(&self) -> bool {
         self.current_actor()
             .is_some_and(|actor| actor.cast(WorkspaceMsg::Panic).is_ok())
@@ -951,6 +1005,7 @@ impl Workspace {
     /// Test hook: holds the workspace actor busy (its mailbox waits) until `release` is sent
     /// or dropped, as a long handler would; returns once it is held.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub async fn stall_for_test(&self, release: tokio::sync::oneshot::Receiver<()>) -> bool {
         let (held, is_held) = tokio::sync::oneshot::channel();
         let Some(actor) = self.current_actor() else {
@@ -961,6 +1016,7 @@ impl Workspace {
 
     /// Test hook: makes the server's attachment actor panic, to exercise supervision.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     pub fn crash_attachment_for_test(&self, alias: &str) -> bool {
         let route = self.published.borrow().routes.get(alias).cloned();
         route.is_some_and(|route| {

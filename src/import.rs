@@ -150,6 +150,7 @@ impl fmt::Display for Format {
 
 /// Why a file cannot be read at all. None quotes a value from the file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ImportError {
     /// The text is not JSON (or TOML) at all.
     #[error(
@@ -188,6 +189,7 @@ fn at(line: Option<usize>, column: Option<usize>) -> String {
 
 /// Why one entry is not imported: each says what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NotCarried {
     /// The name cannot become an alias.
     #[error(
@@ -387,6 +389,7 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 
 /// Why a file cannot be read for import. None quotes its content.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// It cannot be opened or read.
     #[error(

@@ -41,7 +41,28 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(missing_docs, unreachable_pub)]
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+// docs.rs builds with every feature and `--cfg docsrs`: each item a feature gates says which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The `with_*` setters of an options struct a daemon builds. Such a struct is
+/// `#[non_exhaustive]`, so a new option is not a breaking change: it is made from its
+/// `Default` and these (`HostOptions::default().with_store(Some(store))`).
+macro_rules! setters {
+    ($ty:ty { $($setter:ident => $field:ident: $fty:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+                #[must_use]
+                pub fn $setter(mut self, $field: $fty) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+}
 
 pub mod actors;
 pub mod capabilities;

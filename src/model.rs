@@ -33,6 +33,7 @@ pub use snapshot::*;
 /// what a real server needs; a server that meets one is `unavailable` with a Problem that
 /// names the bound, or its call fails with [`CallError::Overloaded`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Pages one list (`tools/list`, `resources/list`, …) may take.
     pub max_pages: usize,
@@ -58,6 +59,19 @@ pub struct Limits {
     /// more are dropped unanswered.
     pub max_server_requests: usize,
 }
+
+setters!(Limits {
+    with_max_pages => max_pages: usize,
+    with_max_items => max_items: usize,
+    with_max_list_bytes => max_list_bytes: usize,
+    with_max_message_bytes => max_message_bytes: usize,
+    with_max_in_flight_per_server => max_in_flight_per_server: usize,
+    with_max_in_flight_per_workspace => max_in_flight_per_workspace: usize,
+    with_notification_burst => notification_burst: u32,
+    with_notifications_per_second => notifications_per_second: u32,
+    with_flood_grace => flood_grace: std::time::Duration,
+    with_max_server_requests => max_server_requests: usize,
+});
 
 impl Default for Limits {
     fn default() -> Self {

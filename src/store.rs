@@ -74,6 +74,21 @@ pub type Version = u64;
 ///
 /// [`write`](Store::write) is the one write; the named writes (`put_server`, `set_enabled`,
 /// …) are it with [`Expect::Any`].
+///
+/// A daemon hands the host one through [`HostOptions`](crate::HostOptions):
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use plurnk_mcp::{Host, HostConfig, HostOptions, Store};
+/// // A state file with the `sqlite` feature, `postgres://…` with `postgres`.
+/// let store: Arc<dyn Store> = plurnk_mcp::store::open("/var/lib/daemon/mcp.sqlite").await?;
+/// let records = store.load().await?;
+/// println!("{} workspaces hold durable state", records.len());
+/// let options = HostOptions::default().with_store(Some(store));
+/// let host = Host::start_with(HostConfig::from_env(std::env::vars())?, options).await?;
+/// # let _ = host; Ok(()) }
+/// ```
 pub trait Store: Send + Sync + 'static {
     /// Every workspace that holds durable state (at least one server record or enabledness
     /// override), by name.
@@ -300,6 +315,7 @@ impl Expect {
 
 /// What a shared store tells every host that watches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Announcement {
     /// A write committed: `alias` of `workspace` is at `version` now.
     Changed {

@@ -28,10 +28,7 @@ pub async fn run(servers: usize) -> anyhow::Result<TrialResult> {
     let started = Instant::now();
     let host = Host::start_with(
         HostConfig::default(),
-        HostOptions {
-            in_process,
-            ..HostOptions::default()
-        },
+        HostOptions::default().with_in_process(in_process),
     )
     .await?;
     let snapshot = host

@@ -143,6 +143,7 @@ pub(crate) enum AttachmentMsg {
     DrainDeadline,
     /// Panics inside the handler: a test hook for the supervision path.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     Panic,
 }
 

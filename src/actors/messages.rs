@@ -83,9 +83,11 @@ pub(crate) enum WorkspaceMsg {
     },
     /// Test hook: panic, to exercise the supervisor.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     Panic,
     /// Test hook: say `held`, then wait (the mailbox with it) until `release` ends.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     Stall {
         held: tokio::sync::oneshot::Sender<()>,
         release: tokio::sync::oneshot::Receiver<()>,

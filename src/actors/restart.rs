@@ -11,6 +11,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 
 /// The knobs of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RestartPolicy {
     /// The first retry delay.
     pub min_delay: Duration,
@@ -21,6 +22,18 @@ pub struct RestartPolicy {
     /// The sliding window for `crash_limit`.
     pub window: Duration,
 }
+
+setters!(RestartPolicy {
+    with_min_delay => min_delay: Duration,
+    with_max_delay => max_delay: Duration,
+    with_crash_limit => crash_limit: usize,
+    with_window => window: Duration,
+});
+
+setters!(WorkspaceRestart {
+    with_max_failures => max_failures: usize,
+    with_window => window: Duration,
+});
 
 impl Default for RestartPolicy {
     fn default() -> Self {
@@ -84,6 +97,7 @@ impl RestartPolicy {
 /// restarted again (its servers stay disconnected, its snapshot says why) until it is opened
 /// again by name. Restarts are immediate: a workspace's own attachments back off on their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkspaceRestart {
     /// This many failures inside `window` end in the failed state (so `max_failures - 1`
     /// restarts are allowed in any window).

@@ -194,6 +194,7 @@ pub(crate) enum SupervisorMsg {
     },
     /// Test hook: panic, to exercise the parent's supervision of the host.
     #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
     Panic,
 }
 

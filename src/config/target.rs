@@ -8,6 +8,7 @@ use serde::Serialize;
 /// Problems alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum TransportKind {
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
     Stdio,

@@ -31,6 +31,7 @@ pub const MIN_BEARER_BYTES: usize = 16;
 
 /// How the HTTP gateway admits requests.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct HttpOptions {
     /// The bearer token every request must carry (`Authorization: Bearer <token>`);
     /// required when the listener is not on loopback.
@@ -46,6 +47,14 @@ pub struct HttpOptions {
     /// process (its sessions are its own).
     pub session_key: Option<Vec<u8>>,
 }
+
+setters!(HttpOptions {
+    with_bearer => bearer: Option<String>,
+    with_allowed_hosts => allowed_hosts: Vec<String>,
+    with_allowed_origins => allowed_origins: Vec<String>,
+    with_limits => limits: ClientLimits,
+    with_session_key => session_key: Option<Vec<u8>>,
+});
 
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -111,6 +120,16 @@ const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*",
 /// balancer's checks beside it: `GET /healthz` (the process answers) and `GET /readyz` (its
 /// workspace can serve: [`crate::Workspace::readiness`]; `503` with the reason when not). The
 /// checks need no bearer token and say nothing a client could use.
+///
+/// ```no_run
+/// # async fn run(host: plurnk_mcp::Host) -> Result<(), Box<dyn std::error::Error>> {
+/// use plurnk_mcp::gateway::{Gateway, HttpOptions, Naming, serve_http};
+/// let gateway = Gateway::new(host.default_workspace(), Naming::Prefixed);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8931").await?;
+/// let stop = tokio_util::sync::CancellationToken::new();
+/// serve_http(gateway, listener, HttpOptions::default(), stop).await?;
+/// # Ok(()) }
+/// ```
 pub async fn serve_http(
     gateway: Gateway,
     listener: tokio::net::TcpListener,

@@ -11,6 +11,7 @@ use std::time::Duration;
 /// The bounds the HTTP gateway keeps against its clients. The defaults keep a gateway under the
 /// usual limit of 1,024 open files and a few hundred MiB whatever its clients do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientLimits {
     /// Client connections open at once (`--max-connections`). Past it the connection idle
     /// longest (no request in flight) is closed to make room; when every one has a request in
@@ -42,6 +43,19 @@ pub struct ClientLimits {
     /// (`--max-listen-streams-per-client`).
     pub max_listen_streams_per_client: usize,
 }
+
+setters!(ClientLimits {
+    with_max_connections => max_connections: usize,
+    with_header_timeout => header_timeout: Duration,
+    with_body_timeout => body_timeout: Duration,
+    with_max_body_bytes => max_body_bytes: usize,
+    with_write_timeout => write_timeout: Duration,
+    with_max_sessions => max_sessions: usize,
+    with_max_sessions_per_client => max_sessions_per_client: usize,
+    with_session_idle => session_idle: Duration,
+    with_max_listen_streams => max_listen_streams: usize,
+    with_max_listen_streams_per_client => max_listen_streams_per_client: usize,
+});
 
 impl Default for ClientLimits {
     fn default() -> Self {

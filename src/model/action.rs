@@ -52,12 +52,18 @@ pub struct CloseFailure {
 /// How an enable customizes the definition: the client configuration overlay's entry and
 /// explicit action options, the top two layers of the cascade.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Customize {
     /// The overlay's entry for the alias, if the client sent one.
     pub overlay: Option<crate::config::OverlayServer>,
     /// Explicit options.
     pub options: Option<crate::config::McpServerOptions>,
 }
+
+setters!(Customize {
+    with_overlay => overlay: Option<crate::config::OverlayServer>,
+    with_options => options: Option<crate::config::McpServerOptions>,
+});
 
 impl Customize {
     pub(crate) fn is_empty(&self) -> bool {

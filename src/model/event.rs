@@ -103,6 +103,7 @@ pub struct ProtectedResource {
 /// The kind of an EXEC failure a [`HostEvent::Telemetry`] reports; shown (and serialized)
 /// as `mcp_not_configured`, `mcp_unreachable`, ….
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
 pub enum TelemetryEvent {
     /// `mcp_not_configured`: the op names a server or tool this workspace does not offer.
     #[serde(rename = "mcp_not_configured")]

@@ -18,6 +18,7 @@ use super::problem::Problem;
 /// Where a server's attachment is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum ServerState {
     /// Configured but not enabled in this workspace: visible, contributes nothing.
     Disabled,

@@ -134,10 +134,7 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
         ExitCode::from(2)
     })?;
     let store = plurnk_mcp::store::open(&global.state).await.map_err(fail)?;
-    let options = HostOptions {
-        store: Some(store),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_store(Some(store));
     let host = Host::start_with(config, options).await.map_err(fail)?;
     running(&host);
     match host.workspace(&global.workspace).await {

@@ -246,16 +246,15 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
     env.insert("PLURNK_MCP_ENABLED".into(), json!(aliases).to_string());
     env.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "5000".into());
     let config = HostConfig::from_env(env).expect("valid");
-    let options = HostOptions {
-        restart: RestartPolicy {
-            min_delay: Duration::from_millis(20),
-            max_delay: Duration::from_millis(300),
-            crash_limit: 100_000,
-            window: Duration::from_secs(60),
-        },
-        drain_timeout: Some(Duration::from_secs(2)),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default()
+        .with_restart(
+            RestartPolicy::default()
+                .with_min_delay(Duration::from_millis(20))
+                .with_max_delay(Duration::from_millis(300))
+                .with_crash_limit(100_000)
+                .with_window(Duration::from_secs(60)),
+        )
+        .with_drain_timeout(Some(Duration::from_secs(2)));
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");
@@ -281,10 +280,7 @@ async fn chaos_loses_no_call_hangs_none_and_leaves_nothing_behind() {
                 n += 1;
                 let alias = &aliases[rng.below(aliases.len() as u64) as usize];
                 let text = format!("{caller}-{n}");
-                let options = CallOptions {
-                    timeout: Some(deadline),
-                    ..CallOptions::default()
-                };
+                let options = CallOptions::default().with_timeout(Some(deadline));
                 if let Ok(mut tally) = tally.lock() {
                     tally.issued += 1;
                 }

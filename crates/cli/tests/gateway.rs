@@ -198,12 +198,11 @@ async fn plurnk_mcp_attaches_to_a_gateway_and_reaches_every_upstream_through_it(
     // Progress crosses both hops, in order, before the result.
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink_seen = seen.clone();
-    let options = CallOptions {
-        progress: Some(Arc::new(move |progress: plurnk_mcp::Progress| {
+    let options = CallOptions::default().with_progress(Some(Arc::new(
+        move |progress: plurnk_mcp::Progress| {
             sink_seen.lock().expect("progress").push(progress.progress);
-        })),
-        ..CallOptions::default()
-    };
+        },
+    )));
     let counted = outer
         .call_tool(
             "gw",
@@ -1984,10 +1983,7 @@ async fn a_tool_replaced_by_another_is_announced_though_the_count_stays() {
     workspace
         .enable_with(
             "alpha",
-            plurnk_mcp::Customize {
-                options: Some(options),
-                ..plurnk_mcp::Customize::default()
-            },
+            plurnk_mcp::Customize::default().with_options(Some(options)),
         )
         .await
         .expect("alpha with another tool");

@@ -131,16 +131,13 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
     }
     pairs.push(("PLURNK_MCP_ENABLED".into(), json!(enabled).to_string()));
     let config = HostConfig::from_env(pairs).expect("valid");
-    let options = plurnk_mcp::HostOptions {
-        limits: plurnk_mcp::Limits {
-            flood_grace: std::time::Duration::from_secs(1),
+    let options = plurnk_mcp::HostOptions::default().with_limits(
+        plurnk_mcp::Limits::default()
+            .with_flood_grace(std::time::Duration::from_secs(1))
             // Not the default (which is rmcp's own over HTTP), so the bound seen is the host's;
             // still above the heavy pages' 12 MB, which meet the list bound instead.
-            max_message_bytes: 13 << 20,
-            ..plurnk_mcp::Limits::default()
-        },
-        ..plurnk_mcp::HostOptions::default()
-    };
+            .with_max_message_bytes(13 << 20),
+    );
     let before = peak_kib();
     let started = std::time::Instant::now();
     let host = Host::start_with(config, options)
@@ -185,10 +182,7 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
             "noread",
             "echo",
             json!({ "text": big }),
-            CallOptions {
-                timeout: Some(std::time::Duration::from_secs(3)),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_timeout(Some(std::time::Duration::from_secs(3))),
         ),
     )
     .await
@@ -226,10 +220,7 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
                 alias,
                 "echo",
                 json!({"text": "x"}),
-                CallOptions {
-                    timeout: Some(std::time::Duration::from_secs(3)),
-                    ..CallOptions::default()
-                },
+                CallOptions::default().with_timeout(Some(std::time::Duration::from_secs(3))),
             ),
         )
         .await
@@ -253,10 +244,7 @@ async fn hostile_servers_beside_good_ones_cost_bounded_memory_and_time() {
                 alias,
                 "echo",
                 json!({"text": "through"}),
-                CallOptions {
-                    timeout: Some(std::time::Duration::from_secs(3)),
-                    ..CallOptions::default()
-                },
+                CallOptions::default().with_timeout(Some(std::time::Duration::from_secs(3))),
             ),
         )
         .await

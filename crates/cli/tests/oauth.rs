@@ -177,10 +177,7 @@ fn config(pairs: &[(&str, String)]) -> HostConfig {
 async fn host_on(store: SqliteStore) -> Host {
     Host::start_with(
         config(&[]),
-        HostOptions {
-            store: Some(Arc::new(store)),
-            ..HostOptions::default()
-        },
+        HostOptions::default().with_store(Some(Arc::new(store))),
     )
     .await
     .expect("host starts")
@@ -202,10 +199,7 @@ async fn whoami(workspace: &Workspace, alias: &str) -> Result<String, String> {
             alias,
             "whoami",
             json!({}),
-            CallOptions {
-                timeout: Some(Duration::from_secs(20)),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_timeout(Some(Duration::from_secs(20))),
         )
         .await
         .map(|result| result.text())
@@ -434,14 +428,13 @@ async fn a_person_authorizes_through_oauth_complete_and_the_token_is_refreshed_u
             .into(),
     )
     .await;
-    let moved = Customize {
-        overlay: Some(OverlayServer::Definition(definition(
+    let moved = Customize::default()
+        .with_overlay(Some(OverlayServer::Definition(definition(
             "world",
             &format!("http://{elsewhere}/mcp"),
             json!({"type": "oauth", "redirectUrl": REDIRECT}),
-        ))),
-        options: None,
-    };
+        ))))
+        .with_options(None);
     let answer = workspace.enable_with("world", moved).await;
     shown.push(format!("{answer:?}"));
     let reached = reached.lock().map(|r| r.join("\n")).unwrap_or_default();

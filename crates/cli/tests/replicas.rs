@@ -325,10 +325,7 @@ async fn host_on(url: &str) -> (Host, Workspace) {
     let store = PostgresStore::connect(url)
         .await
         .expect("the store connects");
-    let options = HostOptions {
-        store: Some(Arc::new(store)),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_store(Some(Arc::new(store)));
     let host = Host::start_with(config(), options)
         .await
         .expect("the host starts");
@@ -365,10 +362,9 @@ async fn settled(workspace: &Workspace, what: &str, check: impl Fn(&WorkspaceSna
 
 fn only_echo() -> Customize {
     let options = json!({"tools": ["echo"]}).to_string();
-    Customize {
-        options: Some(McpServerOptions::from_json(&options).expect("options")),
-        ..Customize::default()
-    }
+    Customize::default().with_options(Some(
+        McpServerOptions::from_json(&options).expect("options"),
+    ))
 }
 
 /// The fixture added as `alias`, with `tools` enabled (all when `None`).

@@ -193,10 +193,7 @@ fn source(alias: &str, kind: SourceKind, declaration: Value, origin: &Path) -> S
 
 async fn host_on(store: &Path) -> Host {
     let store = SqliteStore::open(store).expect("state file");
-    let options = HostOptions {
-        store: Some(Arc::new(store)),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_store(Some(Arc::new(store)));
     Host::start_with(
         config(&[
             ("PLURNK_MCP_ALLOW_ADD", "true".into()),

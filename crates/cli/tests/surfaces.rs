@@ -177,10 +177,7 @@ async fn server_everything_resources_prompts_completion_and_progress() {
             "everything",
             "trigger-long-running-operation",
             json!({"duration": 1, "steps": 3}),
-            CallOptions {
-                progress: Some(sink),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_progress(Some(sink)),
         )
         .await
         .expect("the long operation completes");
@@ -213,12 +210,10 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
             "fixture",
             "count",
             json!({"steps": 5, "delay_ms": 150}),
-            CallOptions {
-                timeout: Some(Duration::from_millis(400)),
-                reset_timeout_on_progress: Some(Duration::from_secs(5)),
-                progress: Some(sink),
-                ..CallOptions::default()
-            },
+            CallOptions::default()
+                .with_timeout(Some(Duration::from_millis(400)))
+                .with_reset_timeout_on_progress(Some(Duration::from_secs(5)))
+                .with_progress(Some(sink)),
         )
         .await
         .expect("progress kept the request alive past its 400 ms deadline");
@@ -241,10 +236,7 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
             "fixture",
             "count",
             json!({"steps": 5, "delay_ms": 150}),
-            CallOptions {
-                timeout: Some(Duration::from_millis(400)),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_timeout(Some(Duration::from_millis(400))),
         )
         .await;
     assert!(
@@ -258,11 +250,9 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
             "fixture",
             "count",
             json!({"steps": 20, "delay_ms": 100}),
-            CallOptions {
-                timeout: Some(Duration::from_millis(400)),
-                reset_timeout_on_progress: Some(Duration::from_millis(700)),
-                ..CallOptions::default()
-            },
+            CallOptions::default()
+                .with_timeout(Some(Duration::from_millis(400)))
+                .with_reset_timeout_on_progress(Some(Duration::from_millis(700))),
         )
         .await;
     assert!(
@@ -290,10 +280,7 @@ async fn progress_reaches_the_caller_and_can_extend_the_deadline() {
         "fixture",
         "count",
         json!({"steps": 500, "delay_ms": 100}),
-        CallOptions {
-            progress: Some(sink),
-            ..CallOptions::default()
-        },
+        CallOptions::default().with_progress(Some(sink)),
         first_report,
     )
     .await;
@@ -501,10 +488,7 @@ async fn elicitation_rounds_go_through_the_interaction() {
                 "py",
                 tool,
                 json!({}),
-                CallOptions {
-                    interaction: Some(handler.clone()),
-                    ..CallOptions::default()
-                },
+                CallOptions::default().with_interaction(Some(handler.clone())),
             )
             .await
             .expect("the round completes");
@@ -536,10 +520,7 @@ async fn elicitation_rounds_go_through_the_interaction() {
             "py",
             "ask_name_raw",
             json!({}),
-            CallOptions {
-                interaction: Some(sloppy),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_interaction(Some(sloppy)),
         )
         .await;
     assert!(
@@ -553,10 +534,7 @@ async fn elicitation_rounds_go_through_the_interaction() {
             "py",
             "ask_without_state",
             json!({}),
-            CallOptions {
-                interaction: Some(handler.clone()),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_interaction(Some(handler.clone())),
         )
         .await
         .expect("answered without a requestState");
@@ -597,10 +575,7 @@ async fn elicitation_rounds_go_through_the_interaction() {
             "py",
             "slow",
             json!({"steps": 3, "delay_ms": 20}),
-            CallOptions {
-                progress: Some(sink),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_progress(Some(sink)),
         )
         .await
         .expect("slow");
@@ -665,10 +640,7 @@ async fn a_list_change_commits_only_after_in_flight_calls_settle() {
                     "py",
                     "slow",
                     json!({"steps": 8, "delay_ms": 200}),
-                    CallOptions {
-                        progress: Some(sink),
-                        ..CallOptions::default()
-                    },
+                    CallOptions::default().with_progress(Some(sink)),
                 )
                 .await
         })
@@ -806,10 +778,7 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
             "py",
             "long_job_ask",
             json!({"steps": 1, "delay_ms": 50}),
-            CallOptions {
-                interaction: Some(handler),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_interaction(Some(handler)),
         )
         .await
         .expect("the task completes after its input");
@@ -901,10 +870,7 @@ async fn tasks_are_driven_to_their_end_through_the_original_call() {
             "py",
             "long_job",
             json!({"steps": 50, "delay_ms": 200}),
-            CallOptions {
-                timeout: Some(Duration::from_millis(700)),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_timeout(Some(Duration::from_millis(700))),
         )
         .await;
     assert!(
@@ -924,10 +890,7 @@ async fn one_deadline_owns_every_round_and_the_task_and_the_server_is_told() {
     let workspace = host.default_workspace();
     let deadline = Duration::from_millis(1_500);
     let bound = deadline + Duration::from_millis(500);
-    let options = || CallOptions {
-        timeout: Some(deadline),
-        ..CallOptions::default()
-    };
+    let options = || CallOptions::default().with_timeout(Some(deadline));
     let log = |tool: &'static str| {
         let workspace = workspace.clone();
         async move {
@@ -1038,10 +1001,7 @@ async fn a_legacy_peers_elicitation_goes_to_the_hosts_interaction() {
     });
     let host = Host::start_with(
         everything(),
-        plurnk_mcp::HostOptions {
-            interaction: Some(handler),
-            ..plurnk_mcp::HostOptions::default()
-        },
+        plurnk_mcp::HostOptions::default().with_interaction(Some(handler)),
     )
     .await
     .expect("host starts");
@@ -1127,10 +1087,7 @@ async fn a_legacy_servers_question_goes_to_the_caller_whose_call_is_in_flight() 
                     "everything",
                     "trigger-elicitation-request",
                     json!({}),
-                    CallOptions {
-                        interaction: Some(handler),
-                        ..CallOptions::default()
-                    },
+                    CallOptions::default().with_interaction(Some(handler)),
                 )
                 .await
         })
@@ -1221,10 +1178,7 @@ async fn python_peer_over_streamable_http() {
             "web",
             "ask_name",
             json!({}),
-            CallOptions {
-                interaction: Some(handler),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_interaction(Some(handler)),
         )
         .await
         .expect("an MRTR round over HTTP");
@@ -1235,10 +1189,7 @@ async fn python_peer_over_streamable_http() {
             "web",
             "slow",
             json!({"steps": 2, "delay_ms": 20}),
-            CallOptions {
-                progress: Some(sink),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_progress(Some(sink)),
         )
         .await
         .expect("slow over HTTP");
@@ -1915,10 +1866,7 @@ async fn exec_runs_the_catalog_and_calls_and_returns_results_whole() {
     let counted = exec::run(
         &workspace,
         r#"<<EXEC[fixture](count):{"steps":3,"delay_ms":1}:EXEC"#,
-        CallOptions {
-            progress: Some(sink),
-            ..CallOptions::default()
-        },
+        CallOptions::default().with_progress(Some(sink)),
     )
     .await
     .expect("count");
@@ -1935,10 +1883,7 @@ async fn exec_runs_the_catalog_and_calls_and_returns_results_whole() {
             exec::run(
                 &workspace,
                 r#"<<EXEC[fixture](sleep):{"ms":60000}:EXEC"#,
-                CallOptions {
-                    cancel: Some(cancel),
-                    ..CallOptions::default()
-                },
+                CallOptions::default().with_cancel(Some(cancel)),
             )
             .await
         })

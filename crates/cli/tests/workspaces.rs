@@ -76,10 +76,7 @@ async fn start(path: &Path, config: HostConfig) -> Host {
     let store = SqliteStore::open(path).expect("the state file opens");
     Host::start_with(
         config,
-        HostOptions {
-            store: Some(Arc::new(store)),
-            ..HostOptions::default()
-        },
+        HostOptions::default().with_store(Some(Arc::new(store))),
     )
     .await
     .expect("host starts")
@@ -107,10 +104,7 @@ async fn summary_of(workspace: &Workspace, alias: &str) -> ServerSummary {
 /// Enable options that run the fixture under another name.
 fn renamed_fixture(name: &str) -> Customize {
     let options = json!({"args": ["fixture", "--name", name]}).to_string();
-    Customize {
-        options: Some(McpServerOptions::from_json(&options).expect("parses")),
-        ..Customize::default()
-    }
+    Customize::default().with_options(Some(McpServerOptions::from_json(&options).expect("parses")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,10 +248,9 @@ async fn a_failing_add_or_enable_changes_nothing() {
         (502, "server-unavailable")
     );
     // Enabling with options the cascade refuses.
-    let bad = Customize {
-        options: Some(McpServerOptions::from_json(r#"{"headers":{"x":"y"}}"#).expect("parses")),
-        ..Customize::default()
-    };
+    let bad = Customize::default().with_options(Some(
+        McpServerOptions::from_json(r#"{"headers":{"x":"y"}}"#).expect("parses"),
+    ));
     let problem = workspace
         .enable_with("svc", bad)
         .await
@@ -444,10 +437,8 @@ async fn a_literal_credential_is_refused_before_anything_connects_and_never_stor
             workspace
                 .enable_with(
                     "svc",
-                    Customize {
-                        options: Some(options(json!({"env": {"SETTINGS": TOKEN}}))),
-                        ..Customize::default()
-                    },
+                    Customize::default()
+                        .with_options(Some(options(json!({"env": {"SETTINGS": TOKEN}})))),
                 )
                 .await,
             vec!["env.\"SETTINGS\" (a token-shaped value)"],
@@ -518,10 +509,11 @@ async fn customized_enable_specializes_and_remove_reveals_the_service_definition
         json!(["fixture", "--name", "from-overlay"]).to_string(),
     )]))
     .expect("a valid overlay");
-    let customize = Customize {
-        overlay: overlay.server("svc"),
-        options: Some(McpServerOptions::from_json(r#"{"tools":["echo"]}"#).expect("parses")),
-    };
+    let customize = Customize::default()
+        .with_overlay(overlay.server("svc"))
+        .with_options(Some(
+            McpServerOptions::from_json(r#"{"tools":["echo"]}"#).expect("parses"),
+        ));
     let enabled = workspace
         .enable_with("svc", customize)
         .await
@@ -856,10 +848,8 @@ async fn a_failed_workspace_is_restarted_and_the_handle_taken_before_still_calls
     let held = {
         let workspace = first.clone();
         tokio::spawn(async move {
-            let options = CallOptions {
-                timeout: Some(std::time::Duration::from_secs(120)),
-                ..CallOptions::default()
-            };
+            let options =
+                CallOptions::default().with_timeout(Some(std::time::Duration::from_secs(120)));
             workspace
                 .call_tool("svc", "gate", json!({"id": "held"}), options)
                 .await
@@ -925,14 +915,13 @@ async fn a_failed_workspace_is_restarted_and_the_handle_taken_before_still_calls
 async fn a_workspace_failing_too_often_stays_failed_with_one_problem_until_opened_again() {
     let host = Host::start_with(
         config(&[]),
-        HostOptions {
-            store: Some(Arc::new(MemoryStore::default())),
-            workspace_restart: WorkspaceRestart {
-                max_failures: 3,
-                window: std::time::Duration::from_secs(600),
-            },
-            ..HostOptions::default()
-        },
+        HostOptions::default()
+            .with_store(Some(Arc::new(MemoryStore::default())))
+            .with_workspace_restart(
+                WorkspaceRestart::default()
+                    .with_max_failures(3)
+                    .with_window(std::time::Duration::from_secs(600)),
+            ),
     )
     .await
     .expect("host starts");
@@ -1072,15 +1061,13 @@ async fn a_store_that_cannot_be_written_refuses_an_enable_and_stops_nothing_runn
             ("PLURNK_MCP_OTHER", EXE),
             ("PLURNK_MCP_OTHER_ARGS", r#"["fixture", "--name", "other"]"#),
         ]),
-        HostOptions {
-            store: Some(store.clone()),
-            restart: RestartPolicy {
-                min_delay: std::time::Duration::from_millis(50),
-                max_delay: std::time::Duration::from_millis(500),
-                ..RestartPolicy::default()
-            },
-            ..HostOptions::default()
-        },
+        HostOptions::default()
+            .with_store(Some(store.clone()))
+            .with_restart(
+                RestartPolicy::default()
+                    .with_min_delay(std::time::Duration::from_millis(50))
+                    .with_max_delay(std::time::Duration::from_millis(500)),
+            ),
     )
     .await
     .expect("host starts");
@@ -1146,10 +1133,7 @@ async fn a_server_session_answers_for_it_while_the_snapshot_lags_behind() {
             ("PLURNK_MCP_THIRD", EXE),
             ("PLURNK_MCP_THIRD_ARGS", r#"["fixture", "--name", "third"]"#),
         ]),
-        HostOptions {
-            store: Some(store.clone()),
-            ..HostOptions::default()
-        },
+        HostOptions::default().with_store(Some(store.clone())),
     )
     .await
     .expect("host starts");
@@ -1337,10 +1321,7 @@ async fn a_host_started_under_a_daemon_actor_is_supervised_and_managed_by_messag
     let (daemon, daemon_task) = ractor::Actor::spawn(None, Daemon, (heard_tx, told_tx))
         .await
         .expect("the daemon starts");
-    let linked = || HostOptions {
-        parent: Some(daemon.get_cell()),
-        ..HostOptions::default()
-    };
+    let linked = || HostOptions::default().with_parent(Some(daemon.get_cell()));
 
     // Linked: the daemon hears the host's root end when the host shuts down.
     let host = Host::start_with(config(&[]), linked())

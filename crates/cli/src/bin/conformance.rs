@@ -252,10 +252,7 @@ async fn authorize_and_call(
                     ALIAS,
                     &tool.name,
                     arguments.clone(),
-                    CallOptions {
-                        timeout: Some(CALL_TIMEOUT),
-                        ..CallOptions::default()
-                    },
+                    CallOptions::default().with_timeout(Some(CALL_TIMEOUT)),
                 )
                 .await;
             let error = match result {
@@ -371,10 +368,7 @@ async fn start_host(
         let faults: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
         anyhow!("the host configuration was refused: {}", faults.join("; "))
     })?;
-    let options = HostOptions {
-        interaction,
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_interaction(interaction);
     Host::start_with(config, options)
         .await
         .context("the host did not start")
@@ -474,11 +468,9 @@ async fn call_answering(
     interaction: Option<InteractionHandler>,
 ) -> anyhow::Result<ToolResult> {
     eprintln!("conformance: call {tool} {arguments}");
-    let options = CallOptions {
-        timeout: Some(CALL_TIMEOUT),
-        interaction,
-        ..CallOptions::default()
-    };
+    let options = CallOptions::default()
+        .with_timeout(Some(CALL_TIMEOUT))
+        .with_interaction(interaction);
     let result = workspace
         .call_tool(ALIAS, tool, arguments, options)
         .await

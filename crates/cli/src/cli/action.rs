@@ -144,7 +144,9 @@ pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitC
                     }
                 }
             };
-            plurnk_mcp::Customize { overlay, options }
+            plurnk_mcp::Customize::default()
+                .with_overlay(overlay)
+                .with_options(options)
         }
         _ => plurnk_mcp::Customize::default(),
     };

@@ -89,14 +89,11 @@ async fn demo() -> anyhow::Result<Demo> {
         "plurnk-mcp demo: three fixture servers (modern stdio, legacy stdio, Streamable HTTP)\n"
     );
     let config = HostConfig::from_env(env).map_err(|errors| anyhow::anyhow!("{errors}"))?;
-    let options = HostOptions {
-        restart: RestartPolicy {
-            min_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(2),
-            ..RestartPolicy::default()
-        },
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_restart(
+        RestartPolicy::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(2)),
+    );
     let started = Instant::now();
     let host = Host::start_with(config, options).await?;
     super::running(&host);
@@ -395,10 +392,7 @@ async fn kill_and_recover(demo: &mut Demo, workspace: &Workspace, probe: &Probe)
     let held = {
         let workspace = workspace.clone();
         tokio::spawn(async move {
-            let options = CallOptions {
-                timeout: Some(Duration::from_secs(120)),
-                ..CallOptions::default()
-            };
+            let options = CallOptions::default().with_timeout(Some(Duration::from_secs(120)));
             workspace
                 .call_tool("legacy", "gate", json!({"id": "held"}), options)
                 .await

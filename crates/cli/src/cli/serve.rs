@@ -139,24 +139,26 @@ impl ServeLimits {
         let defaults = plurnk_mcp::gateway::ClientLimits::default();
         let ms =
             |given: Option<u64>, default: Duration| given.map_or(default, Duration::from_millis);
-        plurnk_mcp::gateway::ClientLimits {
-            max_connections: self.max_connections.unwrap_or(defaults.max_connections),
-            header_timeout: ms(self.header_timeout_ms, defaults.header_timeout),
-            body_timeout: ms(self.body_timeout_ms, defaults.body_timeout),
-            max_body_bytes: self.max_body_bytes.unwrap_or(defaults.max_body_bytes),
-            write_timeout: ms(self.write_timeout_ms, defaults.write_timeout),
-            max_sessions: self.max_sessions.unwrap_or(defaults.max_sessions),
-            max_sessions_per_client: self
-                .max_sessions_per_client
-                .unwrap_or(defaults.max_sessions_per_client),
-            session_idle: ms(self.session_idle_ms, defaults.session_idle),
-            max_listen_streams: self
-                .max_listen_streams
-                .unwrap_or(defaults.max_listen_streams),
-            max_listen_streams_per_client: self
-                .max_listen_streams_per_client
-                .unwrap_or(defaults.max_listen_streams_per_client),
-        }
+        plurnk_mcp::gateway::ClientLimits::default()
+            .with_max_connections(self.max_connections.unwrap_or(defaults.max_connections))
+            .with_header_timeout(ms(self.header_timeout_ms, defaults.header_timeout))
+            .with_body_timeout(ms(self.body_timeout_ms, defaults.body_timeout))
+            .with_max_body_bytes(self.max_body_bytes.unwrap_or(defaults.max_body_bytes))
+            .with_write_timeout(ms(self.write_timeout_ms, defaults.write_timeout))
+            .with_max_sessions(self.max_sessions.unwrap_or(defaults.max_sessions))
+            .with_max_sessions_per_client(
+                self.max_sessions_per_client
+                    .unwrap_or(defaults.max_sessions_per_client),
+            )
+            .with_session_idle(ms(self.session_idle_ms, defaults.session_idle))
+            .with_max_listen_streams(
+                self.max_listen_streams
+                    .unwrap_or(defaults.max_listen_streams),
+            )
+            .with_max_listen_streams_per_client(
+                self.max_listen_streams_per_client
+                    .unwrap_or(defaults.max_listen_streams_per_client),
+            )
     }
 }
 
@@ -284,13 +286,12 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
                     return fail(error);
                 }
             }
-            let options = HttpOptions {
-                bearer,
-                allowed_hosts: args.allowed_hosts,
-                allowed_origins: args.allowed_origins,
-                limits,
-                session_key,
-            };
+            let options = HttpOptions::default()
+                .with_bearer(bearer)
+                .with_allowed_hosts(args.allowed_hosts)
+                .with_allowed_origins(args.allowed_origins)
+                .with_limits(limits)
+                .with_session_key(session_key);
             let shutdown = tokio_util::sync::CancellationToken::new();
             plurnk_mcp::gateway::serve_http(gateway, listener, options, shutdown).await
         }

@@ -235,10 +235,7 @@ async fn an_operation_goes_only_to_a_server_that_offers_it() {
 /// One fixture server under `limits`: its state and Problem once hydrated, and its tools.
 async fn listed_under(limits: plurnk_mcp::Limits) -> (ServerState, String, usize) {
     let config = Env::new().stdio("lister", &[]).enable(&["lister"]).config();
-    let options = HostOptions {
-        limits,
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_limits(limits);
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");
@@ -273,29 +270,20 @@ async fn a_listing_is_admitted_up_to_its_bounds_and_refused_past_them() {
     let (state, _, tools) = listed_under(plurnk_mcp::Limits::default()).await;
     assert_eq!(state, ServerState::Ready);
     // Exactly as many items as the bound: admitted.
-    let (state, problem, listed) = listed_under(plurnk_mcp::Limits {
-        max_items: tools,
-        ..plurnk_mcp::Limits::default()
-    })
-    .await;
+    let (state, problem, listed) =
+        listed_under(plurnk_mcp::Limits::default().with_max_items(tools)).await;
     assert_eq!((state, listed), (ServerState::Ready, tools), "{problem}");
     // One more than the bound: refused, and the Problem names the bound.
-    let (state, problem, _) = listed_under(plurnk_mcp::Limits {
-        max_items: tools - 1,
-        ..plurnk_mcp::Limits::default()
-    })
-    .await;
+    let (state, problem, _) =
+        listed_under(plurnk_mcp::Limits::default().with_max_items(tools - 1)).await;
     assert_eq!(state, ServerState::Unavailable);
     assert!(
         problem.contains(&format!("more than {} items", tools - 1)),
         "{problem}"
     );
     // Bytes too: the fixture's twelve tools with their schemas are well over a kilobyte.
-    let (state, problem, _) = listed_under(plurnk_mcp::Limits {
-        max_list_bytes: 1000,
-        ..plurnk_mcp::Limits::default()
-    })
-    .await;
+    let (state, problem, _) =
+        listed_under(plurnk_mcp::Limits::default().with_max_list_bytes(1000)).await;
     assert_eq!(state, ServerState::Unavailable);
     assert!(problem.contains("more than 1000 bytes"), "{problem}");
 }
@@ -369,10 +357,7 @@ async fn a_call_that_waited_for_a_change_is_checked_against_the_new_catalog() {
         .probed("lists", &probe, &["--legacy"])
         .enable(&["lists"])
         .config();
-    let options = HostOptions {
-        drain_timeout: Some(Duration::from_secs(600)),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_drain_timeout(Some(Duration::from_secs(600)));
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");

@@ -32,10 +32,7 @@ async fn kill_9_fails_calls_at_once_and_the_server_comes_back_by_itself() {
     let in_flight = {
         let workspace = workspace.clone();
         tokio::spawn(async move {
-            let options = CallOptions {
-                timeout: Some(Duration::from_secs(120)),
-                ..CallOptions::default()
-            };
+            let options = CallOptions::default().with_timeout(Some(Duration::from_secs(120)));
             workspace
                 .call_tool("victim", "gate", json!({"id": "held"}), options)
                 .await
@@ -293,15 +290,9 @@ async fn a_late_report_of_a_crashed_attachment_never_touches_its_successor() {
         .enable(&["lingering"])
         .config();
     let grace = Duration::from_secs(2);
-    let host = Host::start_with(
-        config,
-        HostOptions {
-            close_grace: grace,
-            ..fast_restarts()
-        },
-    )
-    .await
-    .expect("host starts");
+    let host = Host::start_with(config, fast_restarts().with_close_grace(grace))
+        .await
+        .expect("host starts");
     let workspace = host.default_workspace();
     pid_of(&workspace, "lingering").await;
     let first = leaders();
@@ -396,15 +387,13 @@ async fn a_late_report_of_a_crashed_attachment_never_touches_its_successor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_crashes_end_in_crash_loop_until_enabled_again() {
     let config = Env::new().stdio("flaky", &[]).enable(&["flaky"]).config();
-    let options = HostOptions {
-        restart: RestartPolicy {
-            min_delay: Duration::from_millis(20),
-            max_delay: Duration::from_millis(100),
-            crash_limit: 2,
-            window: Duration::from_secs(60),
-        },
-        ..fast_restarts()
-    };
+    let options = fast_restarts().with_restart(
+        RestartPolicy::default()
+            .with_min_delay(Duration::from_millis(20))
+            .with_max_delay(Duration::from_millis(100))
+            .with_crash_limit(2)
+            .with_window(Duration::from_secs(60)),
+    );
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");
@@ -536,15 +525,13 @@ async fn a_server_that_dies_at_start_shows_its_exit_and_stderr() {
 async fn an_enable_during_backoff_leaves_no_stray_reconnect() {
     let config = Env::new().stdio("victim", &[]).enable(&["victim"]).config();
     // A slow backoff: the retry timer of the loss is still pending when enable reconnects.
-    let options = HostOptions {
-        restart: RestartPolicy {
-            min_delay: Duration::from_millis(1500),
-            max_delay: Duration::from_millis(1500),
-            crash_limit: 10,
-            window: Duration::from_secs(60),
-        },
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_restart(
+        RestartPolicy::default()
+            .with_min_delay(Duration::from_millis(1500))
+            .with_max_delay(Duration::from_millis(1500))
+            .with_crash_limit(10)
+            .with_window(Duration::from_secs(60)),
+    );
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");

@@ -318,10 +318,7 @@ async fn in_process_servers_join_the_default_workspace() {
     let in_process: BTreeMap<String, plurnk_mcp::InProcessConnector> = (0..50)
         .map(|i| (format!("mem-{i}"), connector.clone()))
         .collect();
-    let options = HostOptions {
-        in_process: in_process.clone(),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_in_process(in_process.clone());
     let host = Host::start_with(Env::new().config(), options)
         .await
         .expect("host starts");
@@ -359,10 +356,8 @@ async fn in_process_servers_join_the_default_workspace() {
     shutdown_clean(host).await;
 
     // An alias the configuration also declares is refused at start.
-    let clash = HostOptions {
-        in_process: BTreeMap::from([("svc".to_owned(), connector)]),
-        ..HostOptions::default()
-    };
+    let clash =
+        HostOptions::default().with_in_process(BTreeMap::from([("svc".to_owned(), connector)]));
     let config = Env::new().stdio("svc", &[]).config();
     let refused = Host::start_with(config, clash).await;
     assert!(

@@ -127,10 +127,7 @@ async fn calls_arriving_while_a_list_change_waits_run_after_it_commits() {
         .enable(&["lists"])
         .config();
     // The change commits at quiescence, not at its deadline: that is out of reach here.
-    let options = HostOptions {
-        drain_timeout: Some(Duration::from_secs(600)),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_drain_timeout(Some(Duration::from_secs(600)));
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");
@@ -232,10 +229,7 @@ async fn deadlines_cancellation_and_tool_errors_settle_calls() {
             "calls",
             "gate",
             json!({"id": "slow"}),
-            CallOptions {
-                timeout: Some(Duration::from_millis(300)),
-                ..CallOptions::default()
-            },
+            CallOptions::default().with_timeout(Some(Duration::from_millis(300))),
         ),
     )
     .await
@@ -341,10 +335,7 @@ async fn a_committed_change_takes_its_deadline_with_it() {
         .enable(&["lists"])
         .config();
     let bound = Duration::from_secs(3);
-    let options = HostOptions {
-        drain_timeout: Some(bound),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_drain_timeout(Some(bound));
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");
@@ -410,10 +401,7 @@ async fn a_pending_list_change_commits_at_its_deadline_beside_a_stuck_call() {
         .probed("stuck", &probe, &["--legacy"])
         .enable(&["stuck"])
         .config();
-    let options = HostOptions {
-        drain_timeout: Some(Duration::from_millis(500)),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_drain_timeout(Some(Duration::from_millis(500)));
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");
@@ -551,14 +539,11 @@ async fn calls_beyond_the_in_flight_bounds_fail_at_once_as_overloaded() {
         .probed("two", &probe, &[])
         .enable(&["one", "two"])
         .config();
-    let options = HostOptions {
-        limits: plurnk_mcp::Limits {
-            max_in_flight_per_server: 2,
-            max_in_flight_per_workspace: 3,
-            ..plurnk_mcp::Limits::default()
-        },
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_limits(
+        plurnk_mcp::Limits::default()
+            .with_max_in_flight_per_server(2)
+            .with_max_in_flight_per_workspace(3),
+    );
     let host = Host::start_with(config, options)
         .await
         .expect("host starts");
@@ -611,10 +596,9 @@ async fn calls_beyond_the_in_flight_bounds_fail_at_once_as_overloaded() {
 /// The fixture `alias` is, as a customized enable names it: its name and its probe.
 fn renamed(name: &str, probe: &Probe) -> Customize {
     let options = json!({"args": ["fixture", "--name", name, "--probe", probe.address()]});
-    Customize {
-        options: Some(McpServerOptions::from_json(&options.to_string()).expect("parses")),
-        ..Customize::default()
-    }
+    Customize::default().with_options(Some(
+        McpServerOptions::from_json(&options.to_string()).expect("parses"),
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -827,13 +811,10 @@ async fn a_definition_change_under_load_swaps_with_no_lost_call_and_no_gap() {
         }
     }
     // A change the server cannot be connected with changes nothing.
-    let broken = Customize {
-        overlay: None,
-        options: Some(
-            McpServerOptions::from_json(&json!({"args": ["no-such-subcommand"]}).to_string())
-                .expect("parses"),
-        ),
-    };
+    let broken = Customize::default().with_overlay(None).with_options(Some(
+        McpServerOptions::from_json(&json!({"args": ["no-such-subcommand"]}).to_string())
+            .expect("parses"),
+    ));
     let problem = workspace
         .enable_with("busy", broken)
         .await

@@ -37,14 +37,11 @@ mod transports;
 use calls::{BOUND, gate_call};
 
 fn fast_restarts() -> HostOptions {
-    HostOptions {
-        restart: RestartPolicy {
-            min_delay: Duration::from_millis(50),
-            max_delay: Duration::from_millis(500),
-            ..RestartPolicy::default()
-        },
-        ..HostOptions::default()
-    }
+    HostOptions::default().with_restart(
+        RestartPolicy::default()
+            .with_min_delay(Duration::from_millis(50))
+            .with_max_delay(Duration::from_millis(500)),
+    )
 }
 
 /// Waits, within `BOUND`, until `alias` refuses a new call as closing: its disable is under

@@ -73,10 +73,7 @@ pub async fn call_then_cancel(
     let cancel = CancellationToken::new();
     let call = {
         let (workspace, server, tool) = (workspace.clone(), server.to_owned(), tool.to_owned());
-        let options = CallOptions {
-            cancel: Some(cancel.clone()),
-            ..options
-        };
+        let options = options.with_cancel(Some(cancel.clone()));
         tokio::spawn(async move {
             workspace
                 .call_tool(&server, &tool, arguments, options)
