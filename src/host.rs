@@ -83,6 +83,7 @@ impl std::fmt::Debug for CallOptions {
 /// What shutdown did: every connection that did not close cleanly.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[must_use = "a shutdown report lists every connection that did not close cleanly"]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// Each close failure; empty when everything closed.
     pub failures: Vec<CloseFailure>,

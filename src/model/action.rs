@@ -10,6 +10,7 @@ use super::snapshot::{ServerSnapshot, ServerState};
 
 /// One available server as the `list` action shows it; never carries a credential value.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
 pub struct ServerSummary {
     /// The alias.
     pub alias: String,
@@ -40,6 +41,7 @@ pub struct ServerSummary {
 
 /// A close failure seen during shutdown.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct CloseFailure {
     /// The workspace.
     pub workspace: String,

@@ -7,6 +7,7 @@ use serde::Serialize;
 /// ([`crate::Workspace::authorize_device`]), enter `device.user_code` at `url` on any device
 /// and [`crate::Workspace::poll_device`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct PendingAuthorization {
     /// The authorization server's URL for this attempt (the verification URI of a device
     /// authorization).
@@ -21,6 +22,7 @@ pub struct PendingAuthorization {
 /// `device` every `interval` seconds, for at most `expires_in` seconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct DeviceAuthorization {
     /// Where the person goes.
     pub verification_uri: String,

@@ -22,6 +22,7 @@ pub struct InputRelay {
 ///
 /// A tool-level `isError: true` is a completed result, not a failure: `is_error` tells it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ToolResult {
     /// `true` when the server flagged the result as a tool-level error.
     pub is_error: bool,
@@ -364,6 +365,7 @@ pub enum CompletionRef {
 
 /// A progress report of an in-flight request, delivered to the caller that owns it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Progress {
     /// The progress so far; increases with every report.
     pub progress: f64,
@@ -378,6 +380,7 @@ pub struct Progress {
 /// A batch of input requests from one result (MRTR), handed to the embedder as one
 /// interaction: every request of the result at once, keyed as the server keyed them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Interaction {
     /// The server asking.
     pub server: String,

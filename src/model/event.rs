@@ -93,6 +93,7 @@ pub enum HostEvent {
 /// resource (RFC 9728) it is needed for, named by the origin of the server's URL: the host
 /// never shows more of a server's URL, whose userinfo, path and query can hold a credential.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ProtectedResource {
     /// The server's alias.
     pub server: String,

@@ -10,6 +10,7 @@ use serde::Serialize;
 /// A `Problem` never carries a credential: it is built from the alias, the transport and
 /// messages of our own, never from an expanded definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Problem {
     /// The HTTP-like status: `502` for a server that cannot be reached, `404` unknown, …
     pub status: u16,

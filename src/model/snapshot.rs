@@ -58,6 +58,7 @@ impl fmt::Display for ServerState {
 
 /// What negotiation told us about a server.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Negotiated {
     /// The negotiated protocol revision, such as `2026-07-28`.
     pub revision: String,
@@ -91,6 +92,7 @@ pub struct Negotiated {
 /// `ttl_ms` passes (with the catalog's own freshness), taking the new identity, capabilities
 /// and instructions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Discovery {
     /// Every revision the server said it implements.
     pub supported_versions: Vec<String>,

@@ -1719,11 +1719,12 @@ async fn every_bad_exec_op_is_refused_clearly_and_reported_as_telemetry() {
                 assert_eq!(detail, &message, "{op}");
                 // mcp_auth_required names the server and the resource it needs
                 // authorization for (its URL's origin); no other event carries them.
-                let expected = (event == AuthRequired).then(|| plurnk_mcp::ProtectedResource {
-                    server: "locked".into(),
-                    resource: locked_url.trim_end_matches("/mcp").to_owned(),
-                });
-                assert_eq!(protected, &expected, "{op}");
+                let expected = (event == AuthRequired)
+                    .then(|| ("locked", locked_url.trim_end_matches("/mcp")));
+                let protected = protected
+                    .as_ref()
+                    .map(|p| (p.server.as_str(), p.resource.as_str()));
+                assert_eq!(protected, expected, "{op}");
             }
         }
     }
