@@ -825,14 +825,16 @@ fn a_sigterm_tells_every_server_of_the_work_it_stops() {
     use std::io::BufRead;
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let probe = runtime.block_on(plurnk_mcp_fixture::probe::Probe::start());
-    let mut python = Command::new(&peers().python)
-        .arg(peer_script("python_surfaces.py"))
-        .args(["--http", "0"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("the Python peer starts");
+    let mut python = processes::Killed(
+        Command::new(&peers().python)
+            .arg(peer_script("python_surfaces.py"))
+            .args(["--http", "0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the Python peer starts"),
+    );
     let mut line = String::new();
-    std::io::BufReader::new(python.stdout.take().expect("stdout"))
+    std::io::BufReader::new(python.0.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("the peer announces its address");
     let web = line
@@ -881,21 +883,23 @@ fn a_sigterm_tells_every_server_of_the_work_it_stops() {
     ]
     .into_iter()
     .collect();
-    let mut serve = Command::new(EXE)
-        .args(["--state", &scratch_state(), "serve", "--transport", "http"])
-        .args(["--listen", "127.0.0.1:0"])
-        .env_clear()
-        .envs(&env)
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("plurnk-mcp serve starts");
+    let mut serve = processes::Killed(
+        Command::new(EXE)
+            .args(["--state", &scratch_state(), "serve", "--transport", "http"])
+            .args(["--listen", "127.0.0.1:0"])
+            .env_clear()
+            .envs(&env)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("plurnk-mcp serve starts"),
+    );
     // It says where it serves on stderr; the rest of stderr is kept for the failure message.
     let (found, address) = std::sync::mpsc::channel();
     let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let lines = std::io::BufReader::new(serve.stderr.take().expect("stderr"));
+    let lines = std::io::BufReader::new(serve.0.stderr.take().expect("stderr"));
     let kept = said.clone();
     std::thread::spawn(move || {
         for line in lines.lines().map_while(Result::ok) {
@@ -944,9 +948,9 @@ fn a_sigterm_tells_every_server_of_the_work_it_stops() {
 
     // SAFETY: a signal to the process we spawned.
     unsafe {
-        libc::kill(i32::try_from(serve.id()).expect("pid"), libc::SIGTERM);
+        libc::kill(i32::try_from(serve.0.id()).expect("pid"), libc::SIGTERM);
     }
-    let status = serve.wait().expect("it exits");
+    let status = serve.0.wait().expect("it exits");
     let said = said.lock().map(|said| said.clone()).unwrap_or_default();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{said}");
     assert!(
@@ -959,8 +963,6 @@ fn a_sigterm_tells_every_server_of_the_work_it_stops() {
         log[&task_id]["status"], "cancelled",
         "the Task was not cancelled: {log}"
     );
-    let _ = python.kill();
-    let _ = python.wait();
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Finding the processes a test's servers started, by the mark they inherit.
+//! Finding the processes a test's servers started, by the mark they inherit; and a child a
+//! test starts itself, killed when the test ends however it ends.
 
 #![allow(dead_code)]
 
@@ -24,4 +25,15 @@ pub fn marked(prefix: &str) -> Vec<(i32, String)> {
             })
         })
         .collect()
+}
+
+/// A child process the test started, killed and reaped when this drops: a test that fails
+/// half-way leaves no server running.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
