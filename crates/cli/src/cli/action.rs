@@ -5,8 +5,113 @@ use std::process::ExitCode;
 use super::auth::authorized_interactively;
 use super::{Global, fail, finish, print_json, print_summaries, start};
 
+/// Every available server of the workspace: source, target, enabledness, state.
+#[derive(clap::Args)]
+pub(crate) struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Add a server to the workspace and enable it; it is kept only if it connects.
+#[derive(clap::Args)]
+pub(crate) struct AddArgs {
+    /// The new alias.
+    alias: String,
+    /// An absolute http(s) URL, or one exact executable (not with --source).
+    #[arg(required_unless_present = "source")]
+    target: Option<String>,
+    /// A tool source instead of an MCP server: its declaration file (JSON with "kind":
+    /// cli, script or openapi; see the README's "Tool sources").
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "options"])]
+    source: Option<std::path::PathBuf>,
+    /// McpServerOptions as JSON: args, cwd, env, headers, authorization, tools, read.
+    #[arg(long)]
+    options: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Enable a server in the workspace (optionally customized).
+#[derive(clap::Args)]
+pub(crate) struct EnableArgs {
+    /// The alias.
+    alias: String,
+    /// McpServerOptions as JSON, the highest layer of the cascade.
+    #[arg(long)]
+    options: Option<String>,
+    /// A client configuration overlay: a JSON object of PLURNK_MCP_* variables.
+    #[arg(long)]
+    overlay: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Disable a server in the workspace; it stays listed.
+#[derive(clap::Args)]
+pub(crate) struct DisableArgs {
+    /// The alias.
+    alias: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Remove a server added (or specialized) in the workspace.
+#[derive(clap::Args)]
+pub(crate) struct RemoveArgs {
+    /// The alias.
+    alias: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ListArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        action(global, Action::List, self.json).await
+    }
+}
+
+impl AddArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        let asked = Action::Add {
+            alias: self.alias,
+            target: self.target.unwrap_or_default(),
+            source: self.source,
+            options: self.options,
+        };
+        action(global, asked, self.json).await
+    }
+}
+
+impl EnableArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        let asked = Action::Enable {
+            alias: self.alias,
+            options: self.options,
+            overlay: self.overlay,
+        };
+        action(global, asked, self.json).await
+    }
+}
+
+impl DisableArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        action(global, Action::Disable { alias: self.alias }, self.json).await
+    }
+}
+
+impl RemoveArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        action(global, Action::Remove { alias: self.alias }, self.json).await
+    }
+}
+
 /// A workspace action as a user runs it: what changed, or the Problem and exit 2.
-pub(crate) enum Action {
+enum Action {
     List,
     Add {
         alias: String,
@@ -78,7 +183,7 @@ fn parse_options(
     }
 }
 
-pub(crate) async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
+async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
     // Everything that can be refused before starting the host is refused first.
     let prepared = match &action {
         Action::Add {

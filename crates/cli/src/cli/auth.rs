@@ -8,7 +8,41 @@ use super::{Global, fail, finish, print_json, print_summaries, start};
 use plurnk_mcp::Workspace;
 
 /// `plurnk-mcp auth <server> [--device] [--scope S] [--json]`.
-pub(crate) async fn auth(
+/// Authorize an OAuth server in this process, as a person would, and show its tools.
+///
+/// Prints the authorization URL and reads the callback URL you were sent back to from
+/// standard input; with `--device`, shows a user code to enter on any device and polls
+/// until it is approved. Tokens live in this process only: a daemon (or `serve`)
+/// authorizes its own servers the same way, through its embedding API.
+#[derive(clap::Args)]
+pub(crate) struct AuthArgs {
+    /// The server alias.
+    server: String,
+    /// Use the device authorization grant (no browser on this machine).
+    #[arg(long)]
+    device: bool,
+    /// The scope to ask for (device grant only; otherwise the definition's).
+    #[arg(long)]
+    scope: Option<String>,
+    /// Print JSON: the 202 while it waits, then the server's summary.
+    #[arg(long)]
+    json: bool,
+}
+
+impl AuthArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        auth(
+            global,
+            &self.server,
+            self.device,
+            self.scope.as_deref(),
+            self.json,
+        )
+        .await
+    }
+}
+
+async fn auth(
     global: &Global,
     server: &str,
     device: bool,

@@ -5,12 +5,43 @@ use std::process::ExitCode;
 use super::{Global, arguments, fail, finish, print_json, start};
 use plurnk_mcp::CallOptions;
 
-pub(crate) async fn call(
-    global: &Global,
-    server: &str,
-    tool: &str,
-    arguments: Option<&str>,
-) -> ExitCode {
+/// Call a tool and print its result as JSON.
+///
+/// Exits 0 for a result, 1 for a result the tool flagged `isError`, 2 for a failure.
+#[derive(clap::Args)]
+pub(crate) struct CallArgs {
+    /// The server alias.
+    server: String,
+    /// The tool name.
+    tool: String,
+    /// The arguments, a JSON object.
+    arguments: Option<String>,
+}
+
+/// Run one EXEC op and print its result as JSON.
+///
+/// `<<EXEC[server](tool):{"name":"value"}:EXEC` calls a tool; `<<EXEC[server]:?:EXEC`
+/// prints the server's tools. Exits like `call`: 0 for a result, 1 for a result the tool
+/// flagged `isError`, 2 for a failure.
+#[derive(clap::Args)]
+pub(crate) struct ExecArgs {
+    /// The op.
+    op: String,
+}
+
+impl CallArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        call(global, &self.server, &self.tool, self.arguments.as_deref()).await
+    }
+}
+
+impl ExecArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        exec(global, &self.op).await
+    }
+}
+
+async fn call(global: &Global, server: &str, tool: &str, arguments: Option<&str>) -> ExitCode {
     let arguments = match self::arguments(arguments) {
         Ok(arguments) => arguments,
         Err(code) => return code,
@@ -43,7 +74,7 @@ pub(crate) async fn call(
 
 /// `plurnk-mcp exec '<op>'`: the op's result as JSON, exiting as [`call`] does. An op that
 /// cannot be read is refused before any server is started.
-pub(crate) async fn exec(global: &Global, op: &str) -> ExitCode {
+async fn exec(global: &Global, op: &str) -> ExitCode {
     if let Err(error) = plurnk_mcp::exec::parse(op) {
         return fail(error);
     }

@@ -18,6 +18,128 @@ fn document_text(text: &str) -> String {
 }
 
 /// Renders the status table.
+/// Connect every enabled server and print its state.
+#[derive(clap::Args)]
+pub(crate) struct StatusArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// List a server's enabled tools.
+#[derive(clap::Args)]
+pub(crate) struct ToolsArgs {
+    /// The server alias.
+    server: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// List a server's resources and resource templates.
+#[derive(clap::Args)]
+pub(crate) struct ResourcesArgs {
+    /// The server alias.
+    server: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Read a resource and print the server's answer as JSON.
+#[derive(clap::Args)]
+pub(crate) struct ReadArgs {
+    /// The server alias.
+    server: String,
+    /// The resource URI.
+    uri: String,
+}
+
+/// List a server's prompts.
+#[derive(clap::Args)]
+pub(crate) struct PromptsArgs {
+    /// The server alias.
+    server: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Get a prompt and print its messages as JSON.
+#[derive(clap::Args)]
+pub(crate) struct PromptArgs {
+    /// The server alias.
+    server: String,
+    /// The prompt name.
+    name: String,
+    /// The prompt arguments, a JSON object.
+    arguments: Option<String>,
+}
+
+/// Print what the model reads of a server: its family document, a tool's document, or
+/// (given `<server>:///resources` or `<server>:///prompts`) a facet.
+#[derive(clap::Args)]
+pub(crate) struct DocsArgs {
+    /// The server alias, or a document address (`worker://plurnk/tools/...`,
+    /// `<server>:///resources`, `<server>:///prompts`).
+    server: String,
+    /// A tool of the server: print its document.
+    tool: Option<String>,
+}
+
+/// Print the tools survey: one row per enabled server, and the tool tree of each
+/// PLURNK_MCP_EXPANDED server.
+#[derive(clap::Args)]
+pub(crate) struct SurveyArgs {}
+
+impl StatusArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        status(global, self.json).await
+    }
+}
+
+impl ToolsArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        tools(global, &self.server, self.json).await
+    }
+}
+
+impl ResourcesArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        resources(global, &self.server, self.json).await
+    }
+}
+
+impl ReadArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        read(global, &self.server, &self.uri).await
+    }
+}
+
+impl PromptsArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        prompts(global, &self.server, self.json).await
+    }
+}
+
+impl PromptArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        prompt(global, &self.server, &self.name, self.arguments.as_deref()).await
+    }
+}
+
+impl DocsArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        docs(global, &self.server, self.tool.as_deref()).await
+    }
+}
+
+impl SurveyArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        survey(global).await
+    }
+}
+
 pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
     let mut rows = vec![[
         "SERVER".to_owned(),
@@ -52,7 +174,7 @@ pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
     render_table(&rows)
 }
 
-pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
+async fn status(global: &Global, json: bool) -> ExitCode {
     let (host, workspace) = match start(global).await {
         Ok(started) => started,
         Err(code) => return code,
@@ -86,7 +208,7 @@ pub(crate) async fn status(global: &Global, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode {
+async fn tools(global: &Global, server: &str, json: bool) -> ExitCode {
     with_ready_server(global, server, |_, entry| async move {
         if json {
             return print_json(&*entry.tools);
@@ -113,7 +235,7 @@ pub(crate) async fn tools(global: &Global, server: &str, json: bool) -> ExitCode
 }
 
 /// `docs <server> [tool]` or `docs <address>`: the document, as the model reads it.
-pub(crate) async fn docs(global: &Global, server: &str, tool: Option<&str>) -> ExitCode {
+async fn docs(global: &Global, server: &str, tool: Option<&str>) -> ExitCode {
     let (host, workspace) = match start(global).await {
         Ok(started) => started,
         Err(code) => return code,
@@ -188,7 +310,7 @@ fn missing_document(
 }
 
 /// `survey`: the tools survey, as the model reads it.
-pub(crate) async fn survey(global: &Global) -> ExitCode {
+async fn survey(global: &Global) -> ExitCode {
     let (host, workspace) = match start(global).await {
         Ok(started) => started,
         Err(code) => return code,
@@ -201,7 +323,7 @@ pub(crate) async fn survey(global: &Global) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub(crate) async fn resources(global: &Global, server: &str, json: bool) -> ExitCode {
+async fn resources(global: &Global, server: &str, json: bool) -> ExitCode {
     with_ready_server(global, server, |_, entry| async move {
         if json {
             return print_json(&serde_json::json!({
@@ -230,7 +352,7 @@ pub(crate) async fn resources(global: &Global, server: &str, json: bool) -> Exit
     .await
 }
 
-pub(crate) async fn read(global: &Global, server: &str, uri: &str) -> ExitCode {
+async fn read(global: &Global, server: &str, uri: &str) -> ExitCode {
     with_ready_server(global, server, |workspace, _| async move {
         match workspace
             .read_resource(server, uri, CallOptions::default())
@@ -243,7 +365,7 @@ pub(crate) async fn read(global: &Global, server: &str, uri: &str) -> ExitCode {
     .await
 }
 
-pub(crate) async fn prompts(global: &Global, server: &str, json: bool) -> ExitCode {
+async fn prompts(global: &Global, server: &str, json: bool) -> ExitCode {
     with_ready_server(global, server, |_, entry| async move {
         if json {
             return print_json(&*entry.catalog.prompts);
@@ -272,12 +394,7 @@ pub(crate) async fn prompts(global: &Global, server: &str, json: bool) -> ExitCo
     .await
 }
 
-pub(crate) async fn prompt(
-    global: &Global,
-    server: &str,
-    name: &str,
-    text: Option<&str>,
-) -> ExitCode {
+async fn prompt(global: &Global, server: &str, name: &str, text: Option<&str>) -> ExitCode {
     let arguments = match arguments(text) {
         Ok(arguments) => arguments,
         Err(code) => return code,

@@ -6,7 +6,34 @@ use super::{Global, fail, finish, print_json, render_table, start};
 
 /// `plurnk-mcp source check`: every tool source of the workspace (service and added), what
 /// it needs on this machine and whether it is there. Exit 0 when all are ready, 1 otherwise.
-pub(crate) async fn source_check(global: &Global, json: bool) -> ExitCode {
+/// Tool sources (CLI adapters, scripts, OpenAPI documents).
+#[derive(clap::Args)]
+pub(crate) struct SourceArgs {
+    #[command(subcommand)]
+    command: SourceCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum SourceCommand {
+    /// Check every tool source of the workspace on this machine: missing binaries, runtimes
+    /// that are not installed, declarations written against another version than the one
+    /// installed. Exits 1 when any needs attention.
+    Check {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl SourceArgs {
+    pub(crate) async fn run(self, global: &Global) -> ExitCode {
+        match self.command {
+            SourceCommand::Check { json } => source_check(global, json).await,
+        }
+    }
+}
+
+async fn source_check(global: &Global, json: bool) -> ExitCode {
     let (host, workspace) = match start(global).await {
         Ok(started) => started,
         Err(code) => return code,
