@@ -76,7 +76,7 @@ pub use model::{
     Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
     Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink,
     PromptArgumentInfo, PromptInfo, ProtectedResource, Refusal, ResourceInfo, ResourceTemplateInfo,
-    ServerSnapshot, ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
+    ServerSnapshot, ServerState, Servers, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
     WorkspaceSnapshot,
 };
 pub use prometheus::PrometheusError;
