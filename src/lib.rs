@@ -19,6 +19,8 @@
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
+//! - `memory`: freed memory given back to the system after a burst (gateway sessions, a
+//!   hydration's connection attempts).
 //! - [`prometheus`]: the optional `GET /metrics` endpoint over the `metrics` facade the host
 //!   records through, and the table of what it records.
 //!
@@ -50,6 +52,7 @@ pub mod exec;
 pub mod gateway;
 pub mod host;
 pub mod import;
+mod memory;
 pub mod model;
 pub mod projection;
 pub mod prometheus;

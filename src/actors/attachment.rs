@@ -511,7 +511,7 @@ impl AttachmentState {
         });
         tokio::spawn(async move {
             // Waiting for a place is not part of the attempt: its timeout starts after.
-            let Ok(_place) = settings.attempts.clone().acquire_owned().await else {
+            let Ok(place) = settings.attempts.clone().acquire_owned().await else {
                 return;
             };
             let opening = Opening {
@@ -529,6 +529,12 @@ impl AttachmentState {
             let result = protocol::open(opening)
                 .await
                 .map(|opened| Box::new(Live::from(*opened)));
+            drop(place);
+            // The last attempt of a burst (a hydration) settled: what the attempts freed goes
+            // back to the system rather than staying in fragmented arenas.
+            if settings.attempts.available_permits() == ATTEMPTS_AT_ONCE {
+                crate::memory::give_back();
+            }
             // If the actor is gone the message (and the connection in it) is dropped here,
             // which closes the connection: nothing leaks.
             let _ = myself.cast(AttachmentMsg::Connected { retry, result });
