@@ -89,6 +89,10 @@ fn metric_info(metric: &str) -> (&'static str, Better) {
         "per_attachment_settled_kib" => {
             ("client KiB per attachment (RSS, 2 s later)", Better::Lower)
         }
+        "anon_per_attachment_settled_kib" => (
+            "client KiB per attachment (RSS without file pages, 2 s later)",
+            Better::Lower,
+        ),
         "heap_per_attachment_kib" => ("client KiB per attachment (heap)", Better::Lower),
         "switches_per_call" => ("client context switches/call", Better::Lower),
         "peak_kib" => ("client peak RSS KiB", Better::Lower),

@@ -7,7 +7,8 @@
 //!   `rss_after_kib`, `peak_kib` (VmHWM), `per_attachment_kib`, `close_ms`; in-process also
 //!   `cpu_ms` (this process's CPU until all ready) and, for the host, `commits`; hydrate and
 //!   in-process (not the TypeScript client) also `per_attachment_settled_kib`, the RSS per
-//!   attachment `SETTLED_AFTER` later
+//!   attachment `SETTLED_AFTER` later, and `anon_per_attachment_settled_kib`, the same without
+//!   file pages (the program's code)
 //! - churn: `lost`, `cycles`, `commit_p50_ms`, `commit_p99_ms`, `disable_p50_ms`,
 //!   `enable_p50_ms`, `commits` (SnapshotCommitted events seen, host only)
 //! - toggle: `commit_p50_ms`, `commit_p99_ms`, `disable_p50_ms`, `enable_p50_ms`, and for the
@@ -263,6 +264,10 @@ pub(crate) async fn record_settled(
     result.set(
         "per_attachment_settled_kib",
         settled.rss_kib.saturating_sub(before.rss_kib) as f64 / servers.max(1) as f64,
+    );
+    result.set(
+        "anon_per_attachment_settled_kib",
+        settled.anon_kib.saturating_sub(before.anon_kib) as f64 / servers.max(1) as f64,
     );
 }
 
