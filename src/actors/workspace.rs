@@ -297,7 +297,7 @@ impl Actor for WorkspaceActor {
                 server,
                 answers,
             } => state.on_publish(&myself, alias, instance, server, answers),
-            WorkspaceMsg::Commit => state.on_commit(),
+            WorkspaceMsg::Commit { ticket } => state.on_commit(ticket),
             WorkspaceMsg::CandidateFailed {
                 alias,
                 instance,

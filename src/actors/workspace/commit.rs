@@ -15,18 +15,23 @@ use super::{Published, WorkspaceState};
 use crate::actors::messages::WorkspaceMsg;
 use crate::model::{HostEvent, Problem, ServerState, WorkspaceSnapshot};
 
-/// The least time between two queued commits. A workspace that committed longer ago than this
-/// commits at once (an action in a quiet workspace waits for nothing); reports arriving
-/// closer together than this wait for the one commit that gathers them.
+/// The least time between two queued commits that nobody waits for. A workspace that committed
+/// longer ago than this commits at once; reports arriving closer together than this (a
+/// hydration) wait for the one commit that gathers them. A report whose action waits for the
+/// commit (an enable, a disable) is committed at once, with everything queued before it.
 pub(super) const COMMIT_SPACING: Duration = Duration::from_millis(1);
 
-/// When the next commit goes out, a pure function of when the last one went and whether one
-/// is queued: reports at any rate become at most one commit per [`COMMIT_SPACING`].
+/// When the next commit goes out, a pure function of when the last one went, what is queued
+/// and whether an action waits: reports at any rate nobody waits for become at most one commit
+/// per [`COMMIT_SPACING`], and an action waits for no spacing.
 #[derive(Debug, Default)]
 pub(super) struct Coalescing {
     next: Next,
     /// When the last commit went out.
     last: Option<Instant>,
+    /// The number of the last `Commit` sent: one sent at once overtakes one on a timer, whose
+    /// arrival is then ignored.
+    ticket: u64,
 }
 
 /// The next commit.
@@ -35,26 +40,55 @@ enum Next {
     /// None is queued: the next report queues one.
     #[default]
     Idle,
-    /// A `Commit` is in the mailbox or on its way there; every report before it is in it.
+    /// A `Commit` is on a timer, for the spacing: reports gather behind it, and one an action
+    /// waits for sends another at once.
+    Spaced,
+    /// A `Commit` is in the mailbox: every report before it is in it.
     Queued,
 }
 
+/// What a report asks the actor to send itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dispatch {
+    /// Nothing: the commit already queued will carry it.
+    Nothing,
+    /// `Commit { ticket }` now, behind whatever the mailbox holds.
+    Now(u64),
+    /// `Commit { ticket }` once the duration has passed.
+    After(Duration, u64),
+}
+
 impl Coalescing {
-    /// A report arrived at `now`. `Some(wait)`: it queues a commit, to be sent `wait` from
-    /// now; `None`: it joins the commit already queued.
-    pub(super) fn report(&mut self, now: Instant) -> Option<Duration> {
-        if self.next == Next::Queued {
-            return None;
+    /// A report arrived at `now`; `waiting` when an action waits for the commit showing it.
+    pub(super) fn report(&mut self, now: Instant, waiting: bool) -> Dispatch {
+        match (self.next, waiting) {
+            (Next::Queued, _) | (Next::Spaced, false) => return Dispatch::Nothing,
+            (Next::Idle, _) | (Next::Spaced, true) => {}
         }
-        self.next = Next::Queued;
-        Some(self.last.map_or(Duration::ZERO, |last| {
-            COMMIT_SPACING.saturating_sub(now.saturating_duration_since(last))
-        }))
+        let wait = match (waiting, self.last) {
+            (true, _) | (false, None) => Duration::ZERO,
+            (false, Some(last)) => {
+                COMMIT_SPACING.saturating_sub(now.saturating_duration_since(last))
+            }
+        };
+        self.ticket += 1;
+        if wait.is_zero() {
+            self.next = Next::Queued;
+            Dispatch::Now(self.ticket)
+        } else {
+            self.next = Next::Spaced;
+            Dispatch::After(wait, self.ticket)
+        }
     }
 
-    /// The queued commit arrived: the next report queues another.
-    pub(super) fn arrived(&mut self) {
+    /// The `Commit` numbered `ticket` arrived: whether it is the one queued (an overtaken one
+    /// commits nothing). The next report queues another.
+    pub(super) fn arrived(&mut self, ticket: u64) -> bool {
+        if ticket != self.ticket {
+            return false;
+        }
         self.next = Next::Idle;
+        true
     }
 
     /// A commit went out at `now` (the queued one, or one an action made at once).
@@ -67,21 +101,23 @@ impl Coalescing {
 
 impl WorkspaceState {
     /// The queued `Commit` arrived: everything reported before it becomes one snapshot.
-    pub(super) fn on_commit(&mut self) {
-        self.coalescing.arrived();
-        self.commit();
+    pub(super) fn on_commit(&mut self, ticket: u64) {
+        if self.coalescing.arrived(ticket) {
+            self.commit();
+        }
     }
 
-    /// Queues one `Commit`, unless one is queued: behind whatever the mailbox holds, and no
-    /// sooner than [`COMMIT_SPACING`] after the last commit.
+    /// Queues one `Commit`, unless one is queued: behind whatever the mailbox holds, at once
+    /// when an answer waits for it, else no sooner than [`COMMIT_SPACING`] after the last.
     pub(super) fn schedule_commit(&mut self, myself: &ActorRef<WorkspaceMsg>) {
-        match self.coalescing.report(Instant::now()) {
-            None => {}
-            Some(wait) if wait.is_zero() => {
-                let _ = myself.cast(WorkspaceMsg::Commit);
+        let waiting = !self.after_commit.is_empty();
+        match self.coalescing.report(Instant::now(), waiting) {
+            Dispatch::Nothing => {}
+            Dispatch::Now(ticket) => {
+                let _ = myself.cast(WorkspaceMsg::Commit { ticket });
             }
-            Some(wait) => {
-                myself.send_after(wait, || WorkspaceMsg::Commit);
+            Dispatch::After(wait, ticket) => {
+                myself.send_after(wait, move || WorkspaceMsg::Commit { ticket });
             }
         }
     }
@@ -150,59 +186,80 @@ mod tests {
         *seed >> 33
     }
 
-    /// Reports at any rate, from one every microsecond to one every few milliseconds, each
-    /// commit taking its own time to reach the mailbox's front: every report is in a commit
-    /// sent at or after it, a report in a quiet workspace is committed at once, and there are
-    /// at most as many commits as the span of time allows, whatever the number of reports.
+    /// Reports at any rate, from one every microsecond to one every few milliseconds, some
+    /// of them waited for by an action, each commit taking its own time to reach the mailbox's
+    /// front: every report is in a commit sent at or after it, a report in a quiet workspace or
+    /// one an action waits for is committed at once, and the commits nobody waited for are at
+    /// most as many as the span of time allows, whatever the number of reports.
     #[test]
     fn property_reports_at_any_rate_commit_once_per_spacing_and_none_is_left_out() {
         let mut seed = 3;
         for case in 0..300 {
             let reports = 1 + (lcg(&mut seed) % 5_000) as usize;
             let densest = case % 3 == 0;
+            // One report in this many is an action's (none in a third of the cases).
+            let actions = [0, 20, 200][case % 3];
             let start = Instant::now();
             let mut policy = Coalescing::default();
             let mut at = start;
-            // When the queued commit reaches the front of the mailbox, and the reports it
-            // will carry.
-            let mut queued: Option<(Instant, usize)> = None;
+            // The queued commit: when it reaches the front of the mailbox, its ticket, and
+            // the reports it will carry.
+            let mut queued: Option<(Instant, u64, usize)> = None;
             let mut commits = 0usize;
+            let mut waited = 0usize;
             let mut committed_reports = 0usize;
             let mut last_commit: Option<Instant> = None;
             for _ in 0..reports {
                 let gap = if densest { 1 } else { lcg(&mut seed) % 3_000 };
                 at += Duration::from_micros(gap);
                 // A queued commit whose time came goes out before this report is handled.
-                if let Some((due, carried)) = queued
+                if let Some((due, ticket, carried)) = queued
                     && due <= at
                 {
-                    policy.arrived();
+                    assert!(
+                        policy.arrived(ticket),
+                        "the queued commit is the current one"
+                    );
                     policy.committed(due);
                     commits += 1;
                     committed_reports += carried;
                     last_commit = Some(due);
                     queued = None;
                 }
+                let waiting = actions > 0 && lcg(&mut seed).is_multiple_of(actions);
+                waited += usize::from(waiting);
                 let quiet = queued.is_none()
                     && last_commit.is_none_or(|last| at.duration_since(last) >= COMMIT_SPACING);
-                match policy.report(at) {
-                    Some(wait) => {
-                        assert!(queued.is_none(), "a second commit queued beside the first");
-                        if quiet {
-                            assert_eq!(wait, Duration::ZERO, "a quiet workspace waited");
+                // The mailbox takes its own time to reach a commit sent now.
+                let behind = Duration::from_micros(lcg(&mut seed) % 200);
+                let carried_before = queued.map_or(0, |(_, _, carried)| carried);
+                match policy.report(at, waiting) {
+                    Dispatch::Now(ticket) => {
+                        // It overtakes a commit on a timer, and carries what that one had.
+                        if let Some((_, old, _)) = queued {
+                            assert!(!policy.arrived(old), "an overtaken commit commits nothing");
                         }
-                        // The mailbox takes its own time to reach the commit.
-                        let behind = Duration::from_micros(lcg(&mut seed) % 200);
-                        queued = Some((at + wait + behind, 1));
+                        queued = Some((at + behind, ticket, carried_before + 1));
                     }
-                    None => match &mut queued {
-                        Some((_, carried)) => *carried += 1,
+                    Dispatch::After(wait, ticket) => {
+                        assert!(queued.is_none(), "a second commit queued beside the first");
+                        assert!(!quiet && !waiting, "waited with nothing to wait for");
+                        queued = Some((at + wait + behind, ticket, 1));
+                    }
+                    Dispatch::Nothing => match &mut queued {
+                        Some((due, _, carried)) => {
+                            assert!(
+                                !waiting || *due <= at + Duration::from_micros(200),
+                                "an action waits behind a timer"
+                            );
+                            *carried += 1;
+                        }
                         None => panic!("a report joined a commit that is not queued"),
                     },
                 }
             }
-            if let Some((due, carried)) = queued.take() {
-                policy.arrived();
+            if let Some((due, ticket, carried)) = queued.take() {
+                assert!(policy.arrived(ticket));
                 policy.committed(due);
                 commits += 1;
                 committed_reports += carried;
@@ -210,10 +267,10 @@ mod tests {
             }
             assert_eq!(committed_reports, reports, "every report is committed");
             let span = last_commit.map_or(Duration::ZERO, |last| last.duration_since(start));
-            let allowed = 1 + (span.as_micros() / COMMIT_SPACING.as_micros()) as usize;
+            let allowed = 1 + waited + (span.as_micros() / COMMIT_SPACING.as_micros()) as usize;
             assert!(
                 commits <= allowed,
-                "{commits} commits for {reports} reports over {span:?}"
+                "{commits} commits for {reports} reports ({waited} waited for) over {span:?}"
             );
         }
     }
