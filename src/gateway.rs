@@ -30,7 +30,6 @@ mod admission;
 mod http;
 mod limits;
 mod listener;
-mod memory;
 mod sealed;
 mod uri_template;
 mod verbatim;

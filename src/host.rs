@@ -598,6 +598,9 @@ fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
         },
         in_process: Arc::new(options.in_process.clone()),
         expanded: Arc::new(config.expanded().clone()),
+        attempts: Arc::new(tokio::sync::Semaphore::new(
+            crate::actors::attachment::ATTEMPTS_AT_ONCE,
+        )),
     })
 }
 

@@ -19,6 +19,8 @@
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
+//! - `memory`: freed memory given back to the system after a burst (gateway sessions, a
+//!   hydration's connection attempts).
 //! - [`prometheus`]: the optional `GET /metrics` endpoint over the `metrics` facade the host
 //!   records through, and the table of what it records.
 //!
@@ -74,6 +76,7 @@ pub mod gateway;
 pub mod host;
 #[cfg(feature = "import")]
 pub mod import;
+mod memory;
 pub mod model;
 pub mod projection;
 #[cfg(feature = "prometheus")]
@@ -104,7 +107,7 @@ pub use model::{
     Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
     Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink,
     PromptArgumentInfo, PromptInfo, ProtectedResource, Refusal, ResourceInfo, ResourceTemplateInfo,
-    ServerSnapshot, ServerState, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
+    ServerSnapshot, ServerState, Servers, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
     WorkspaceSnapshot,
 };
 #[cfg(feature = "prometheus")]

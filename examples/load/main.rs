@@ -3,8 +3,9 @@
 //! stdio, all negotiating 2026-07-28.
 //!
 //! ```text
-//! cargo run --release --example load -- [--quick] [--json target/bench/load.json]
-//!                                       [--reps N] [--only seq,conc,spread,hydrate,inproc,churn]
+//! cargo run --release --example load -- [--quick] [--large] [--json target/bench/load.json]
+//!                                       [--reps N]
+//!                                       [--only seq,conc,spread,hydrate,inproc,churn,toggle]
 //!                                       [--clients host,rmcp,ts,bare] [--fixture PATH]
 //! ```
 //!
@@ -42,6 +43,9 @@ struct Args {
     /// Tiny sizes and one repetition (the test suite's run; well under 30 s).
     #[arg(long)]
     quick: bool,
+    /// Add the 100,000-server in-process hydration (over 10 GB of memory, minutes on 2 cores).
+    #[arg(long)]
+    large: bool,
     /// Where to write the JSON figures [default: target/bench/load.json, or
     /// target/bench/load-quick.json with --quick].
     #[arg(long)]
@@ -49,7 +53,8 @@ struct Args {
     /// Repetitions per figure (the median is reported) [default: 3, 1 with --quick].
     #[arg(long)]
     reps: Option<usize>,
-    /// Only these workloads (comma-separated: seq, conc, spread, hydrate, inproc, churn).
+    /// Only these workloads (comma-separated: seq, conc, spread, hydrate, inproc, churn,
+    /// toggle).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Only these clients (comma-separated: host, rmcp, ts, bare).
@@ -78,16 +83,30 @@ struct Sizes {
     in_flight: usize,
     spread_servers: usize,
     hydrate: Vec<usize>,
-    in_process: usize,
+    /// In-process hydrations, smallest first: the growth from one to the next is reported.
+    in_process: Vec<usize>,
     churn: usize,
     churn_in_flight: usize,
     churn_servers: usize,
+    /// Workspaces in which one server is disabled and enabled again, `toggles` times each.
+    toggle: Vec<usize>,
+    toggles: usize,
     warmup: usize,
     trial_timeout: Duration,
 }
 
 impl Sizes {
-    fn new(quick: bool) -> Sizes {
+    fn new(quick: bool, large: bool) -> Sizes {
+        let mut sizes = Sizes::of(quick);
+        if large {
+            sizes.in_process.push(100_000);
+            // The baseline's O(N²) commits took minutes at this size.
+            sizes.trial_timeout = Duration::from_secs(1_800);
+        }
+        sizes
+    }
+
+    fn of(quick: bool) -> Sizes {
         if quick {
             Sizes {
                 seq: 200,
@@ -95,10 +114,12 @@ impl Sizes {
                 in_flight: 64,
                 spread_servers: 3,
                 hydrate: vec![10],
-                in_process: 100,
+                in_process: vec![100, 300],
                 churn: 1_000,
                 churn_in_flight: 16,
                 churn_servers: 2,
+                toggle: vec![10, 100],
+                toggles: 5,
                 warmup: 20,
                 trial_timeout: Duration::from_secs(60),
             }
@@ -109,10 +130,12 @@ impl Sizes {
                 in_flight: 64,
                 spread_servers: 8,
                 hydrate: vec![50, 200, 1_000],
-                in_process: 10_000,
+                in_process: vec![10_000, 50_000],
                 churn: 20_000,
                 churn_in_flight: 64,
                 churn_servers: 4,
+                toggle: vec![100, 50_000],
+                toggles: 50,
                 warmup: 200,
                 trial_timeout: Duration::from_secs(300),
             }
@@ -138,7 +161,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn orchestrate(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
-    let sizes = Sizes::new(args.quick);
+    let sizes = Sizes::new(args.quick, args.large);
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 3 }).max(1);
     let root = Path::new(ROOT);
     let from_env = |name: &str| std::env::var_os(name).map(PathBuf::from);
@@ -373,6 +396,8 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
                 &[
                     "ready_ms",
                     "per_attachment_kib",
+                    "per_attachment_settled_kib",
+                    "anon_per_attachment_settled_kib",
                     "heap_per_attachment_kib",
                     "peak_kib",
                 ],
@@ -395,23 +420,24 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
         }
     }
     if wanted("inproc") {
-        groups.push(Group::new(
-            "inproc",
-            format!(
-                "{} in-process servers over tokio::io::duplex, no processes",
-                sizes.in_process
-            ),
-            Workload::InProcess {
-                servers: sizes.in_process,
-            },
-            with(&[Client::Host, Client::Rmcp, Client::Bare]),
-            &[
-                "ready_ms",
-                "per_attachment_kib",
-                "heap_per_attachment_kib",
-                "peak_kib",
-            ],
-        ));
+        for &servers in &sizes.in_process {
+            groups.push(Group::new(
+                &format!("inproc-{servers}"),
+                format!("{servers} in-process servers over tokio::io::duplex, no processes"),
+                Workload::InProcess { servers },
+                with(&[Client::Host, Client::Rmcp, Client::Bare]),
+                &[
+                    "ready_ms",
+                    "cpu_ms",
+                    "per_attachment_kib",
+                    "per_attachment_settled_kib",
+                    "anon_per_attachment_settled_kib",
+                    "heap_per_attachment_kib",
+                    "peak_kib",
+                    "commits",
+                ],
+            ));
+        }
     }
     if wanted("churn") {
         groups.push(Group::new(
@@ -436,6 +462,28 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
                 "cycles",
             ],
         ));
+    }
+    if wanted("toggle") {
+        for &servers in &sizes.toggle {
+            groups.push(Group::new(
+                &format!("toggle-{servers}"),
+                format!(
+                    "one of {servers} in-process servers disabled and enabled again, {} times",
+                    sizes.toggles
+                ),
+                Workload::Toggle {
+                    servers,
+                    toggles: sizes.toggles,
+                },
+                with(&[Client::Host, Client::Rmcp]),
+                &[
+                    "commit_p50_ms",
+                    "commit_p99_ms",
+                    "disable_p50_ms",
+                    "enable_p50_ms",
+                ],
+            ));
+        }
     }
     groups.retain(|group| !group.clients.is_empty());
     groups

@@ -64,6 +64,9 @@ pub enum Workload {
     InProcess { servers: usize },
     /// The calls workload on `servers` servers while they are disabled and re-enabled in turn.
     Churn { n: usize, c: usize, servers: usize },
+    /// `servers` in-process servers, then one of them disabled and enabled again `toggles`
+    /// times: the commit latency of one change in a workspace of that size.
+    Toggle { servers: usize, toggles: usize },
 }
 
 /// Everything a trial child needs.

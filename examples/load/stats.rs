@@ -54,6 +54,9 @@ pub fn median(values: &[f64]) -> Option<f64> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Memory {
     pub rss_kib: u64,
+    /// `RssAnon`: the resident pages that are the process's own (heap, stacks), without the
+    /// program's code and other file pages, which a larger program touches more of once.
+    pub anon_kib: u64,
     pub hwm_kib: u64,
     /// [`heap_in_use`], in bytes (0 where unknown).
     pub heap: u64,
@@ -73,6 +76,7 @@ pub fn memory() -> Memory {
     };
     Memory {
         rss_kib: field("VmRSS:"),
+        anon_kib: field("RssAnon:"),
         hwm_kib: field("VmHWM:"),
         heap: heap_in_use(),
     }

@@ -4,9 +4,15 @@
 //! - calls, churn: `p50_us`, `p99_us` (per-call latency), `calls_per_s`, `ok`, `failed`,
 //!   `cpu_us_per_call` (this client process's user+system CPU over the measured calls)
 //! - hydrate, in-process: `ready_ms` (all connected and listed), `ready`, `rss_before_kib`,
-//!   `rss_after_kib`, `peak_kib` (VmHWM), `per_attachment_kib`, `close_ms`
+//!   `rss_after_kib`, `peak_kib` (VmHWM), `per_attachment_kib`, `close_ms`; in-process also
+//!   `cpu_ms` (this process's CPU until all ready) and, for the host, `commits`; hydrate and
+//!   in-process (not the TypeScript client) also `per_attachment_settled_kib`, the RSS per
+//!   attachment `SETTLED_AFTER` later, and `anon_per_attachment_settled_kib`, the same without
+//!   file pages (the program's code)
 //! - churn: `lost`, `cycles`, `commit_p50_ms`, `commit_p99_ms`, `disable_p50_ms`,
 //!   `enable_p50_ms`, `commits` (SnapshotCommitted events seen, host only)
+//! - toggle: `commit_p50_ms`, `commit_p99_ms`, `disable_p50_ms`, `enable_p50_ms`, and for the
+//!   host `commits` (snapshot versions the toggles took)
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,6 +60,16 @@ pub async fn run(spec: TrialSpec) -> TrialResult {
         }
         (Workload::Churn { .. }, client) => Err(anyhow::anyhow!(
             "churn is not implemented for the {} client",
+            client.name()
+        )),
+        (Workload::Toggle { servers, toggles }, Client::Host) => {
+            crate::host_in_process::toggle(*servers, *toggles).await
+        }
+        (Workload::Toggle { servers, toggles }, Client::Rmcp) => {
+            rmcp_toggle(*servers, *toggles).await
+        }
+        (Workload::Toggle { .. }, client) => Err(anyhow::anyhow!(
+            "toggle is not implemented for the {} client",
             client.name()
         )),
     };
@@ -225,9 +241,34 @@ async fn hydrate(spec: &TrialSpec, client: &str, servers: usize) -> anyhow::Resu
         before,
         after,
     );
+    record_settled(&mut result, servers, before).await;
     let close_ms = connected.session.close().await.as_secs_f64() * 1e3;
     result.set("close_ms", close_ms);
     Ok(result)
+}
+
+/// How long after all ready memory is measured again: what a process gives back once a burst
+/// is over (the host's allocator trim follows its last connection attempt by a second) is
+/// what `top` shows from then on.
+pub(crate) const SETTLED_AFTER: Duration = Duration::from_secs(2);
+
+/// Records the memory per attachment once `SETTLED_AFTER` more has passed.
+pub(crate) async fn record_settled(
+    result: &mut TrialResult,
+    servers: usize,
+    before: stats::Memory,
+) {
+    tokio::time::sleep(SETTLED_AFTER).await;
+    let settled = stats::memory();
+    result.set("rss_settled_kib", settled.rss_kib as f64);
+    result.set(
+        "per_attachment_settled_kib",
+        settled.rss_kib.saturating_sub(before.rss_kib) as f64 / servers.max(1) as f64,
+    );
+    result.set(
+        "anon_per_attachment_settled_kib",
+        settled.anon_kib.saturating_sub(before.anon_kib) as f64 / servers.max(1) as f64,
+    );
 }
 
 /// Records a hydration's readiness and memory figures (shared with the in-process trial).
@@ -342,35 +383,40 @@ async fn ts(spec: &TrialSpec) -> anyhow::Result<TrialResult> {
     Ok(result)
 }
 
+/// A fixture server inside this process: the client's end of its duplex stream, and its task.
+fn serve() -> (tokio::io::DuplexStream, tokio::task::JoinHandle<()>) {
+    let (client, server) = tokio::io::duplex(64 * 1024);
+    let (read, write) = tokio::io::split(server);
+    let task = tokio::spawn(async move {
+        let _ = plurnk_mcp_fixture::serve_io(
+            read,
+            write,
+            plurnk_mcp_fixture::FixtureOptions::default(),
+        )
+        .await;
+    });
+    (client, task)
+}
+
+/// Raw rmcp connected to an in-process fixture server, and that server's task.
+async fn rmcp_in_process() -> anyhow::Result<(clients::RmcpService, tokio::task::JoinHandle<()>)> {
+    let (stream, server) = serve();
+    let (read, write) = tokio::io::split(stream);
+    Ok((clients::rmcp_connect_io(read, write).await?, server))
+}
+
 /// `servers` fixture servers inside this process over `tokio::io::duplex`, no processes.
 async fn in_process(client: Client, servers: usize) -> anyhow::Result<TrialResult> {
-    fn serve() -> (tokio::io::DuplexStream, tokio::task::JoinHandle<()>) {
-        let (client, server) = tokio::io::duplex(64 * 1024);
-        let (read, write) = tokio::io::split(server);
-        let task = tokio::spawn(async move {
-            let _ = plurnk_mcp_fixture::serve_io(
-                read,
-                write,
-                plurnk_mcp_fixture::FixtureOptions::default(),
-            )
-            .await;
-        });
-        (client, task)
-    }
     stats::reset_peak();
     let before = stats::memory();
+    let usage = stats::usage();
     let started = Instant::now();
     let mut result = TrialResult::default();
     let ready;
     let closing: Box<dyn FnOnce() -> futures::future::BoxFuture<'static, ()>>;
     match client {
         Client::Rmcp => {
-            let connected = clients::connect_all(servers, |_| async {
-                let (stream, server) = serve();
-                let (read, write) = tokio::io::split(stream);
-                Ok((clients::rmcp_connect_io(read, write).await?, server))
-            })
-            .await?;
+            let connected = clients::connect_all(servers, |_| rmcp_in_process()).await?;
             ready = connected.len();
             result.revisions = clients::rmcp_revisions(connected.iter().map(|(s, _)| s));
             closing = Box::new(move || {
@@ -406,9 +452,12 @@ async fn in_process(client: Client, servers: usize) -> anyhow::Result<TrialResul
         Client::Ts => anyhow::bail!("the TypeScript client has no in-process transport to Rust"),
     }
     let ready_ms = started.elapsed().as_secs_f64() * 1e3;
+    let cpu_us = stats::usage().cpu_us.saturating_sub(usage.cpu_us);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let after = stats::memory();
     record_memory(&mut result, ready_ms, ready, servers, before, after);
+    result.set("cpu_ms", cpu_us as f64 / 1e3);
+    record_settled(&mut result, servers, before).await;
     result.notes.push(
         "per-attachment memory includes the in-process fixture server's own share".to_owned(),
     );
@@ -504,4 +553,52 @@ async fn churn(
     }
     close(session).await;
     Ok(result)
+}
+
+/// Raw rmcp's toggle of one server among `servers` in-process ones, done by hand: the
+/// connection closed and its server ended, then a fresh one connected and listed.
+async fn rmcp_toggle(servers: usize, toggles: usize) -> anyhow::Result<TrialResult> {
+    let mut connected: Vec<Option<_>> = clients::connect_all(servers, |_| rmcp_in_process())
+        .await?
+        .into_iter()
+        .map(Some)
+        .collect();
+    let slot = servers / 2;
+    let mut disables = Latencies::with_capacity(toggles);
+    let mut enables = Latencies::with_capacity(toggles);
+    for _ in 0..toggles {
+        let started = Instant::now();
+        let (rmcp, server) = connected[slot]
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("server {slot} is already disabled"))?;
+        let _ = rmcp.service.cancel().await;
+        let _ = server.await;
+        disables.push(started.elapsed());
+        let started = Instant::now();
+        connected[slot] = Some(rmcp_in_process().await?);
+        enables.push(started.elapsed());
+    }
+    let mut result = TrialResult::default();
+    record_toggles(&mut result, disables, enables);
+    futures::future::join_all(connected.into_iter().flatten().map(|(rmcp, server)| async {
+        let _ = rmcp.service.cancel().await;
+        let _ = server.await;
+    }))
+    .await;
+    Ok(result)
+}
+
+/// Records the durations of a toggle's disables and enables.
+pub(crate) fn record_toggles(
+    result: &mut TrialResult,
+    mut disables: Latencies,
+    mut enables: Latencies,
+) {
+    result.set("disable_p50_ms", disables.quantile(0.5) / 1e3);
+    result.set("enable_p50_ms", enables.quantile(0.5) / 1e3);
+    let mut all = Latencies::default();
+    all.extend(disables);
+    all.extend(enables);
+    result.set("commit_p50_ms", all.quantile(0.5) / 1e3);
+    result.set("commit_p99_ms", all.quantile(0.99) / 1e3);
 }

@@ -32,6 +32,13 @@ use crate::protocol::{
     Relisted, Session,
 };
 
+/// How many connection attempts of one host may run at once. An attempt past this waits for
+/// a place before it starts (its connect timeout starts with it): thousands of attempts at
+/// once would each take as long as all of them together, pass their timeout and retry, and
+/// hydration would never end. Only this many servers that hang until their timeout could hold
+/// up another's start, never by more than that timeout.
+pub(crate) const ATTEMPTS_AT_ONCE: usize = 512;
+
 /// Settings every attachment of a host shares.
 pub(crate) struct Settings {
     /// Bounds for connecting.
@@ -50,6 +57,8 @@ pub(crate) struct Settings {
     pub in_process: Arc<std::collections::BTreeMap<String, crate::model::InProcessConnector>>,
     /// `PLURNK_MCP_EXPANDED`: servers whose tool tree expands into the survey.
     pub expanded: Arc<std::collections::BTreeSet<String>>,
+    /// The places of the connection attempts running at once ([`ATTEMPTS_AT_ONCE`]).
+    pub attempts: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -502,6 +511,10 @@ impl AttachmentState {
             });
         });
         tokio::spawn(async move {
+            // Waiting for a place is not part of the attempt: its timeout starts after.
+            let Ok(place) = settings.attempts.clone().acquire_owned().await else {
+                return;
+            };
             let opening = Opening {
                 workspace: &workspace_name,
                 alias: &alias,
@@ -517,6 +530,12 @@ impl AttachmentState {
             let result = protocol::open(opening)
                 .await
                 .map(|opened| Box::new(Live::from(*opened)));
+            drop(place);
+            // The last attempt of a burst (a hydration) settled: what the attempts freed goes
+            // back to the system rather than staying in fragmented arenas.
+            if settings.attempts.available_permits() == ATTEMPTS_AT_ONCE {
+                crate::memory::give_back();
+            }
             // If the actor is gone the message (and the connection in it) is dropped here,
             // which closes the connection: nothing leaks.
             let _ = myself.cast(AttachmentMsg::Connected { retry, result });

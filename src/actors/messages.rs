@@ -51,8 +51,11 @@ pub(crate) enum WorkspaceMsg {
         alias: String,
         reply: ActionReply,
     },
-    /// Commit the reports that arrived since the last commit, as one snapshot.
-    Commit,
+    /// Commit the reports that arrived since the last commit, as one snapshot, unless a
+    /// later `Commit` overtook this one (`ticket` is not the last sent).
+    Commit {
+        ticket: u64,
+    },
     /// Summaries of every available server, sorted by alias.
     List {
         /// Definitions a client carries in its overlay; shown, never connected or kept.

@@ -19,7 +19,7 @@ use super::workspace::{Published, Seed, WorkspaceActor, WorkspaceArgs};
 use crate::config::ServerDefinition;
 use crate::model::{
     CloseFailure, Customize, HostEvent, Problem, ServerSnapshot, ServerState, ServerSummary,
-    WorkspaceSnapshot,
+    Servers, WorkspaceSnapshot,
 };
 use crate::protocol::auth::{Asked, Replay};
 use crate::store::Store;
@@ -435,7 +435,7 @@ impl SupervisorState {
             snapshot: Arc::new(WorkspaceSnapshot {
                 workspace: name.to_owned(),
                 version: 0,
-                servers: BTreeMap::new(),
+                servers: Servers::new(),
             }),
             routes: Default::default(),
         }));
@@ -723,9 +723,9 @@ impl SupervisorState {
         let last = child.published.borrow().snapshot.clone();
         let servers = last
             .servers
-            .iter()
-            .map(|(alias, server)| {
-                let server = if server.state == ServerState::Disabled {
+            .values()
+            .map(|server| {
+                if server.state == ServerState::Disabled {
                     server.clone()
                 } else {
                     Arc::new(ServerSnapshot {
@@ -740,8 +740,7 @@ impl SupervisorState {
                         authored: server.authored.clone(),
                         authorization: None,
                     })
-                };
-                (alias.clone(), server)
+                }
             })
             .collect();
         let version = last.version + 1;

@@ -1,8 +1,9 @@
 //! The workspace actor: the available and enabled sets, the attachments, and the snapshot.
 //!
-//! It is the only writer of its workspace's [`WorkspaceSnapshot`]. Attachments report their
-//! state with `Publish`; each report replaces that server's entry whole and commits a new
-//! immutable snapshot in the same message, so readers never see a half-published server.
+//! It is the only writer of its workspace's [`WorkspaceSnapshot`](crate::model::WorkspaceSnapshot). Attachments report their
+//! state with `Publish`; each report replaces that server's entry whole, and the next commit
+//! publishes every report since the last as one new immutable snapshot, so readers never see
+//! a half-published server.
 //! Disable and remove commit the reduced snapshot only when the attachment has drained
 //! (invariant 4), and a re-enable that arrives meanwhile waits behind that commit.
 //!
@@ -16,11 +17,13 @@
 //! - `successor.rs`: a definition replaced while the server runs, swapped at quiescence
 //! - `gate.rs`: the install gate and what each definition may expand
 //! - `commit.rs`: the one writer of the snapshot, a burst of reports committed as one
+//! - `attachments.rs`: the live attachments and the routes to them, changed together
 //! - `summary.rs`: what `list` shows
 //! - `durable.rs`: the store: the state a workspace starts from, every write run in a task of
 //!   its own (the server's messages wait behind it, in order), and the changes other hosts
 //!   made, applied as if they were actions here
 
+mod attachments;
 mod commit;
 mod durable;
 mod gate;
@@ -35,23 +38,25 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::{broadcast, watch};
 
+use self::attachments::{Attached, Attachments, Routes};
+use self::commit::Coalescing;
 use self::durable::{Phase, Reload, Writing};
 use self::lifecycle::{Pending, Removal};
-use self::successor::Successor;
 use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
 use super::messages::{ActionReply, WorkspaceMsg};
 use super::seed::Reseed;
 use crate::config::ServerDefinition;
 use crate::model::{CloseFailure, HostEvent};
-use crate::model::{Problem, ServerSnapshot, ServerState, WorkspaceSnapshot};
+use crate::model::{Problem, ServerSnapshot, ServerState, Servers};
 use crate::protocol::Session;
 use crate::store::{Change, RecordSource, ServerRecord, Store, StoreError, Version};
 
-/// What readers of a workspace see: the snapshot, and the routes calls take.
+/// What readers of a workspace see: the snapshot, and the routes calls take (a persistent
+/// map, shared from one commit to the next like the snapshot's servers).
 #[derive(Debug)]
 pub(crate) struct Published {
-    pub snapshot: Arc<WorkspaceSnapshot>,
-    pub routes: Arc<HashMap<String, Route>>,
+    pub snapshot: Arc<crate::model::WorkspaceSnapshot>,
+    pub routes: Routes,
 }
 
 /// Where calls to one server go: its session (directly, in the caller's task), and the
@@ -175,15 +180,6 @@ pub(crate) enum Stored {
     Durable,
 }
 
-struct Attached {
-    actor: ActorRef<AttachmentMsg>,
-    session: Arc<Session>,
-    instance: u64,
-    draining: bool,
-    /// The same server under a changed definition, prepared beside this one.
-    successor: Option<Successor>,
-}
-
 impl Entry {
     /// The candidate becomes the definition (it is ready): a service server whose
     /// definition now differs from the declared one is specialized, else it is as declared.
@@ -203,12 +199,11 @@ pub(crate) struct WorkspaceState {
     name: String,
     settings: Arc<Settings>,
     entries: BTreeMap<String, Entry>,
-    attachments: HashMap<String, Attached>,
-    /// Every server's current view, by alias; cloned into each snapshot (keys and values
-    /// are shared, so a commit copies pointers).
-    servers: BTreeMap<Arc<str>, Arc<ServerSnapshot>>,
-    /// The routes of the last commit, reused while the attachments are the same ones.
-    routes: Arc<HashMap<String, Route>>,
+    /// The live attachments, with the routes to them.
+    attachments: Attachments,
+    /// Every server's current view, by alias, with the count in each state; each snapshot
+    /// is a clone, which shares all of it (a commit copies nothing of the map).
+    servers: Servers,
     version: u64,
     next_instance: u64,
     pending: HashMap<String, Pending>,
@@ -217,8 +212,8 @@ pub(crate) struct WorkspaceState {
     events: broadcast::Sender<HostEvent>,
     shutdown: Option<(RpcReplyPort<Vec<CloseFailure>>, Vec<CloseFailure>)>,
     store: Option<Arc<dyn Store>>,
-    /// A `Commit` message is queued.
-    commit_scheduled: bool,
+    /// Whether a commit is queued, and when the last one was.
+    coalescing: Coalescing,
     /// Answers that wait for the next commit.
     after_commit: Vec<(ActionReply, Result<ServerSnapshot, Problem>)>,
     /// Calls in flight on every attachment of this workspace, for its overload bound.
@@ -267,9 +262,8 @@ impl Actor for WorkspaceActor {
             name: args.name,
             settings: args.settings,
             entries,
-            attachments: HashMap::new(),
-            servers: BTreeMap::new(),
-            routes: Arc::default(),
+            attachments: Attachments::default(),
+            servers: Servers::new(),
             version: args.version,
             next_instance: 0,
             pending: HashMap::new(),
@@ -278,7 +272,7 @@ impl Actor for WorkspaceActor {
             events: args.events,
             shutdown: None,
             store: args.store,
-            commit_scheduled: false,
+            coalescing: Coalescing::default(),
             after_commit: Vec::new(),
             in_flight: Arc::default(),
             reseed: args.reseed,
@@ -366,7 +360,7 @@ impl WorkspaceState {
                 server,
                 answers,
             } => self.on_publish(myself, alias, instance, server, answers),
-            WorkspaceMsg::Commit => self.on_commit(),
+            WorkspaceMsg::Commit { ticket } => self.on_commit(ticket),
             WorkspaceMsg::CandidateFailed {
                 alias,
                 instance,
@@ -424,7 +418,7 @@ impl WorkspaceState {
                 placeholder.problem = Some(problem);
             }
             let attach = enabled && placeholder.problem.is_none();
-            self.set_server(&alias, Arc::new(placeholder));
+            self.servers.insert(Arc::new(placeholder));
             if attach {
                 self.attach(myself, &alias, Origin::Hydrate).await?;
             }
@@ -474,16 +468,8 @@ impl WorkspaceState {
         origin: Origin,
     ) -> Result<(), ActorProcessingErr> {
         if let Some((actor, session, instance)) = self.spawn(myself, alias, origin).await? {
-            self.attachments.insert(
-                alias.to_owned(),
-                Attached {
-                    actor,
-                    session,
-                    instance,
-                    draining: false,
-                    successor: None,
-                },
-            );
+            self.attachments
+                .insert(alias, Attached::new(actor, session, instance));
         }
         Ok(())
     }

@@ -1,7 +1,6 @@
 //! Tests of the EXEC bridge without a host: every op form and fault, validation against
 //! built snapshots, statuses, telemetry, scrubbing and the catalog.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -467,10 +466,7 @@ fn snapshot() -> WorkspaceSnapshot {
     WorkspaceSnapshot {
         workspace: "default".into(),
         version: 7,
-        servers: servers
-            .into_iter()
-            .map(|s| (Arc::from(s.alias.as_str()), Arc::new(s)))
-            .collect::<BTreeMap<_, _>>(),
+        servers: servers.into_iter().collect(),
     }
 }
 
@@ -625,7 +621,7 @@ fn schema_failures_are_bounded_in_count_and_length() {
             ),
         ],
     );
-    snapshot.servers.insert(Arc::from("many"), Arc::new(many));
+    snapshot.servers.insert(Arc::new(many));
     let Err(ExecError::BadArguments { failures, more, .. }) =
         validate(&call("many", "strict", json!({})), &snapshot)
     else {

@@ -456,7 +456,7 @@ impl SessionManager for Sessions {
         let closed = self.inner.close_session(id).await;
         if place.is_some() {
             drop(place);
-            super::memory::give_back();
+            crate::memory::give_back();
         }
         Ok(closed?)
     }

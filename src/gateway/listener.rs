@@ -320,7 +320,7 @@ impl Connection {
         // The connection is gone, and with it its buffers and what its requests held (a
         // connection ends however it ends: closed by its client, idle, cut off, shed).
         if moved.load(Ordering::Relaxed) >= LARGE_TRAFFIC {
-            super::memory::give_back();
+            crate::memory::give_back();
         }
     }
 

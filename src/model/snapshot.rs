@@ -1,6 +1,7 @@
 //! The published views: a server's state and snapshot (what it negotiated, what the
-//! operator authored, scrubbed of secrets), the workspace's immutable snapshot, and the
-//! route rule `admit` with its Refusal.
+//! operator authored, scrubbed of secrets), the workspace's immutable snapshot with its
+//! servers (a persistent map, shared from one commit to the next), and the route rule
+//! `admit` with its Refusal.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,6 +37,28 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// Every state, in the order [`Servers::count`] keeps them.
+    pub(crate) const ALL: [ServerState; 6] = [
+        Self::Disabled,
+        Self::Connecting,
+        Self::Ready,
+        Self::Unavailable,
+        Self::CrashLoop,
+        Self::AuthorizationRequired,
+    ];
+
+    /// Where the state is in [`ALL`](Self::ALL), and so in a count per state.
+    const fn index(self) -> usize {
+        match self {
+            Self::Disabled => 0,
+            Self::Connecting => 1,
+            Self::Ready => 2,
+            Self::Unavailable => 3,
+            Self::CrashLoop => 4,
+            Self::AuthorizationRequired => 5,
+        }
+    }
+
     /// The state's name as it is shown and serialized: `disabled`, `connecting`, `ready`,
     /// `unavailable`, `crash-loop`, `authorization-required`.
     pub fn as_str(self) -> &'static str {
@@ -280,7 +303,7 @@ pub struct WorkspaceSnapshot {
     /// Raised by one on every commit.
     pub version: u64,
     /// Every configured server, by alias.
-    pub servers: BTreeMap<Arc<str>, Arc<ServerSnapshot>>,
+    pub servers: Servers,
 }
 
 impl WorkspaceSnapshot {
@@ -289,11 +312,9 @@ impl WorkspaceSnapshot {
         self.servers.get(alias).map(|server| &**server)
     }
 
-    /// Whether every server has left `connecting`.
+    /// Whether every server has left `connecting` (a count, not a walk).
     pub fn is_settled(&self) -> bool {
-        self.servers
-            .values()
-            .all(|server| server.state != ServerState::Connecting)
+        self.servers.count(ServerState::Connecting) == 0
     }
 
     /// The route rule, the one place it is written: the server `alias` is in this snapshot,
@@ -319,6 +340,129 @@ impl WorkspaceSnapshot {
             Some(tool) if server.tool(tool).is_none() => Err(Refusal::UnknownTool { server, tool }),
             _ => Ok(server),
         }
+    }
+}
+
+/// Every server of a [`WorkspaceSnapshot`], by alias, in alias order, with how many are in
+/// each state.
+///
+/// A persistent map: a clone shares every entry and every node of the tree with the
+/// original, and changing one server copies only the path to it (O(log N)), so each commit
+/// of a workspace of many servers costs what its change costs, not what the workspace holds,
+/// and readers holding an older snapshot keep it whole. The counts are kept as servers come,
+/// go and change state, so [`count`](Self::count) and [`WorkspaceSnapshot::is_settled`] read
+/// a number instead of walking the servers.
+#[derive(Clone, Default)]
+pub struct Servers {
+    map: imbl::OrdMap<Arc<str>, Arc<ServerSnapshot>>,
+    /// How many servers are in each state, indexed by [`ServerState::index`].
+    counts: [usize; ServerState::ALL.len()],
+}
+
+impl Servers {
+    /// No server.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many servers there are.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The server `alias`, shared with every snapshot that holds it unchanged.
+    pub fn get(&self, alias: &str) -> Option<&Arc<ServerSnapshot>> {
+        self.map.get(alias)
+    }
+
+    /// Whether `alias` is one of the servers.
+    pub fn contains(&self, alias: &str) -> bool {
+        self.map.contains_key(alias)
+    }
+
+    /// Every server, in alias order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &Arc<ServerSnapshot>> + '_ {
+        self.map.values()
+    }
+
+    /// Every alias, in order.
+    pub fn aliases(&self) -> impl DoubleEndedIterator<Item = &str> + '_ {
+        self.map.keys().map(|alias| &**alias)
+    }
+
+    /// Every server with its alias, in alias order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &Arc<ServerSnapshot>)> + '_ {
+        self.map.iter().map(|(alias, server)| (&**alias, server))
+    }
+
+    /// How many servers are in `state`, without walking them.
+    pub fn count(&self, state: ServerState) -> usize {
+        self.counts[state.index()]
+    }
+
+    /// Puts `server` under its alias, replacing (and returning) the one there. The alias
+    /// already present keeps its key, so a state change allocates only the changed path.
+    pub fn insert(&mut self, server: Arc<ServerSnapshot>) -> Option<Arc<ServerSnapshot>> {
+        self.counts[server.state.index()] += 1;
+        let previous = match self.map.get_mut(server.alias.as_str()) {
+            Some(slot) => Some(std::mem::replace(slot, server)),
+            None => {
+                self.map.insert(Arc::from(server.alias.as_str()), server);
+                None
+            }
+        };
+        if let Some(previous) = &previous {
+            self.counts[previous.state.index()] -= 1;
+        }
+        previous
+    }
+
+    /// Takes `alias` out, returning it.
+    pub fn remove(&mut self, alias: &str) -> Option<Arc<ServerSnapshot>> {
+        let removed = self.map.remove(alias)?;
+        self.counts[removed.state.index()] -= 1;
+        Some(removed)
+    }
+}
+
+impl PartialEq for Servers {
+    fn eq(&self, other: &Self) -> bool {
+        // The counts follow from the servers.
+        self.map == other.map
+    }
+}
+
+impl fmt::Debug for Servers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// Serialized as it always was: an object of servers by alias, in alias order.
+impl Serialize for Servers {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl FromIterator<Arc<ServerSnapshot>> for Servers {
+    fn from_iter<I: IntoIterator<Item = Arc<ServerSnapshot>>>(servers: I) -> Self {
+        let mut all = Self::new();
+        for server in servers {
+            all.insert(server);
+        }
+        all
+    }
+}
+
+impl FromIterator<ServerSnapshot> for Servers {
+    fn from_iter<I: IntoIterator<Item = ServerSnapshot>>(servers: I) -> Self {
+        servers.into_iter().map(Arc::new).collect()
     }
 }
 

@@ -110,7 +110,6 @@ fn the_route_rule_admits_only_a_ready_server_that_lists_the_tool() {
             server("starting", ServerState::Connecting, None),
         ]
         .into_iter()
-        .map(|server| (Arc::from(server.alias.as_str()), Arc::new(server)))
         .collect(),
     };
     let up = snapshot.server("up").map(|server| server.alias.as_str());
@@ -151,4 +150,81 @@ fn the_route_rule_admits_only_a_ready_server_that_lists_the_tool() {
             problem: None
         })
     );
+}
+
+/// A server of `state` with nothing else, for the map tests.
+fn bare_server(alias: &str, state: ServerState) -> ServerSnapshot {
+    ServerSnapshot {
+        alias: alias.into(),
+        transport: TransportKind::Stdio,
+        state,
+        problem: None,
+        negotiated: None,
+        tools: Arc::from([]),
+        catalog: Catalog::default(),
+        generation: 0,
+        authored: Arc::default(),
+        authorization: None,
+    }
+}
+
+#[test]
+fn the_servers_count_each_state_as_servers_come_change_and_go() {
+    let mut servers: Servers = [
+        bare_server("b", ServerState::Connecting),
+        bare_server("a", ServerState::Connecting),
+        bare_server("c", ServerState::Disabled),
+    ]
+    .into_iter()
+    .collect();
+    let counts = |servers: &Servers| ServerState::ALL.map(|state| servers.count(state));
+    assert_eq!(counts(&servers), [1, 2, 0, 0, 0, 0]);
+    assert!(
+        servers
+            .insert(Arc::new(bare_server("a", ServerState::Ready)))
+            .is_some_and(|previous| previous.state == ServerState::Connecting),
+        "a server put again replaces the one there"
+    );
+    servers.insert(Arc::new(bare_server("b", ServerState::CrashLoop)));
+    assert_eq!(counts(&servers), [1, 0, 1, 0, 1, 0]);
+    assert_eq!(servers.len(), 3);
+    assert!(servers.remove("c").is_some());
+    assert!(servers.remove("c").is_none(), "gone once");
+    assert_eq!(counts(&servers), [0, 0, 1, 0, 1, 0]);
+    assert_eq!(
+        servers.aliases().collect::<Vec<_>>(),
+        ["a", "b"],
+        "in alias order"
+    );
+    let snapshot = WorkspaceSnapshot {
+        workspace: "default".into(),
+        version: 1,
+        servers,
+    };
+    assert!(snapshot.is_settled(), "nothing is connecting");
+    // Serialized as it always was: an object of servers by alias.
+    let json = serde_json::to_value(&snapshot).expect("a snapshot serializes");
+    assert_eq!(json["servers"]["a"]["state"], "ready");
+    assert_eq!(json["servers"]["b"]["state"], "crash-loop");
+}
+
+#[test]
+fn a_changed_copy_of_the_servers_shares_every_other_entry() {
+    let before: Servers = (0..200)
+        .map(|i| bare_server(&format!("s{i:03}"), ServerState::Ready))
+        .collect();
+    let mut after = before.clone();
+    after.insert(Arc::new(bare_server("s100", ServerState::Disabled)));
+    assert_eq!(
+        before.count(ServerState::Ready),
+        200,
+        "the original is whole"
+    );
+    assert_eq!(after.count(ServerState::Ready), 199);
+    for (alias, server) in before.iter() {
+        let same = after
+            .get(alias)
+            .is_some_and(|other| Arc::ptr_eq(server, other));
+        assert_eq!(same, alias != "s100", "{alias}");
+    }
 }

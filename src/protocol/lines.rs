@@ -33,6 +33,16 @@ pub(crate) struct Verbatim;
 /// A UTF-8 byte order mark, which a line may start with (RFC 8259 §8.1 lets a reader skip it).
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The read buffer of a connection. Every idle connection holds it, so it is sized for the
+/// answers most calls get (a line longer than this is gathered over several reads), not for
+/// the largest: 8 KiB, tokio's default, is a tenth of what a whole attachment holds.
+const READ_BUFFER: usize = 2 * 1024;
+
+/// The longest line whose buffer is kept for the next one. A longer line (a catalog listed,
+/// a large result) gets a buffer of its own that goes with it, so an idle connection does not
+/// hold the largest answer it ever read.
+const KEPT_LINE: usize = 2 * 1024;
+
 /// The client side of one newline-delimited connection.
 pub(crate) struct Lines<R, W> {
     read: BufReader<R>,
@@ -65,7 +75,7 @@ where
     /// the connection before that, and says why).
     pub(crate) fn new(read: R, write: W, max_line: usize) -> Self {
         Self {
-            read: BufReader::new(read),
+            read: BufReader::with_capacity(READ_BUFFER, read),
             line: Vec::new(),
             max_line,
             discarding: false,
@@ -283,9 +293,11 @@ where
             } else {
                 self.parse(trimmed)
             };
-            // Keep the buffer's capacity for the next line.
-            self.line = line;
-            self.line.clear();
+            // Keep the buffer's capacity for the next line, unless the line was a long one.
+            if line.capacity() <= KEPT_LINE {
+                self.line = line;
+                self.line.clear();
+            }
             if let Some(message) = parsed {
                 return Some(message);
             }

@@ -354,7 +354,7 @@ async fn settled(workspace: &Workspace, what: &str, check: impl Fn(&WorkspaceSna
         "{what}: {:?}",
         snapshot
             .servers
-            .keys()
+            .aliases()
             .map(|a| (a, state_of(&snapshot, a)))
             .collect::<Vec<_>>()
     );

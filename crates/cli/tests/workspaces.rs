@@ -1498,3 +1498,51 @@ async fn servers_the_gate_let_in_stay_out_once_it_closes_and_come_back_when_it_o
     }
     shutdown_clean(open).await;
 }
+
+/// `count` in-process fixture servers, `mem-0` to `mem-{count - 1}`: no process each, so a
+/// workspace of thousands starts in a test.
+fn in_process_fixtures(count: usize) -> BTreeMap<String, plurnk_mcp::InProcessConnector> {
+    let connector: plurnk_mcp::InProcessConnector = Arc::new(|| {
+        let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+        let (read, write) = tokio::io::split(server_end);
+        tokio::spawn(plurnk_mcp_fixture::serve_io(
+            read,
+            write,
+            plurnk_mcp_fixture::FixtureOptions::default(),
+        ));
+        host_end
+    });
+    (0..count)
+        .map(|i| (format!("mem-{i}"), connector.clone()))
+        .collect()
+}
+
+/// A commit copies nothing it did not change: after one server is disabled, the snapshot
+/// committed shares every other server with the snapshot before it (the same allocation,
+/// not an equal copy), and the one changed is new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_after_one_change_shares_every_other_server_with_the_snapshot_before() {
+    let options = HostOptions::default().with_in_process(in_process_fixtures(64));
+    let host = Host::start_with(HostConfig::default(), options)
+        .await
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let before = workspace.snapshot();
+    assert_eq!(before.servers.count(ServerState::Ready), 64);
+    workspace.disable("mem-17").await.expect("disable");
+    let after = workspace.snapshot();
+    assert!(after.version > before.version, "a commit happened");
+    assert_eq!(
+        after.server("mem-17").map(|server| server.state),
+        Some(ServerState::Disabled)
+    );
+    for (alias, server) in before.servers.iter() {
+        let shared = after
+            .servers
+            .get(alias)
+            .is_some_and(|now| Arc::ptr_eq(server, now));
+        assert_eq!(shared, alias != "mem-17", "{alias} shared: {shared}");
+    }
+    assert_eq!(after.servers.count(ServerState::Ready), 63);
+    shutdown_clean(host).await;
+}

@@ -119,7 +119,7 @@ impl WorkspaceState {
         self.attachments
             .iter()
             .find(|(_, attached)| {
-                attached.actor.get_id() == id
+                attached.actor().get_id() == id
                     || attached
                         .successor
                         .as_ref()
@@ -418,7 +418,7 @@ impl WorkspaceState {
             let definition = entry.definition.clone();
             self.entries.insert(alias.clone(), entry);
             let placeholder = self.placeholder(&alias, false);
-            self.set_server(&alias, Arc::new(placeholder));
+            self.servers.insert(Arc::new(placeholder));
             self.schedule_commit(myself);
             if enabled {
                 self.follow_enable(myself, alias, definition).await?;
@@ -433,11 +433,11 @@ impl WorkspaceState {
             entry.definition = seed.definition.clone();
             entry.provenance = seed.provenance;
             entry.candidate = None;
-            if entry.enabled || self.attachments.contains_key(&alias) {
+            if entry.enabled || self.attachments.get(&alias).is_some() {
                 self.disable(myself, alias, unanswered(), Removal::Keep, By::Store);
             } else {
                 let placeholder = self.placeholder(&alias, false);
-                self.set_server(&alias, Arc::new(placeholder));
+                self.servers.insert(Arc::new(placeholder));
                 self.schedule_commit(myself);
             }
             return Ok(());
@@ -446,7 +446,7 @@ impl WorkspaceState {
             // Ready, the candidate is adopted as an action's would be (its provenance too).
             return self.follow_enable(myself, alias, seed.definition).await;
         }
-        if !seed.enabled && (entry.enabled || self.attachments.contains_key(&alias)) {
+        if !seed.enabled && (entry.enabled || self.attachments.get(&alias).is_some()) {
             self.disable(myself, alias, unanswered(), Removal::Keep, By::Store);
         }
         Ok(())

@@ -153,7 +153,7 @@ impl WorkspaceState {
             self.after_commit.extend(answers);
             self.schedule_commit(myself);
         }
-        let previous = self.set_server(&alias, Arc::new(server.clone()));
+        let previous = self.servers.insert(Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
             self.state_changed(
                 &alias,
@@ -185,7 +185,7 @@ impl WorkspaceState {
     pub(super) fn abandon_candidate(&mut self, alias: &str, problem: Problem) {
         if let Some(attached) = self.attachments.get_mut(alias) {
             attached.draining = true;
-            let _ = attached.actor.cast(AttachmentMsg::Drain {
+            let _ = attached.actor().cast(AttachmentMsg::Drain {
                 reason: "its state could not be saved".into(),
                 cancel: true,
             });
@@ -245,7 +245,7 @@ impl WorkspaceState {
         if let Some(entry) = self.entries.get(alias)
             && entry.provenance == Provenance::Added
             && !entry.enabled
-            && !self.servers.contains_key(alias)
+            && !self.servers.contains(alias)
         {
             self.entries.remove(alias);
         }
@@ -312,7 +312,7 @@ impl WorkspaceState {
             }
         } else if self.entries.contains_key(&alias) {
             let placeholder = self.placeholder(&alias, false);
-            let previous = self.set_server(&alias, Arc::new(placeholder.clone()));
+            let previous = self.servers.insert(Arc::new(placeholder));
             self.state_changed(
                 &alias,
                 previous.map(|p| p.state),
@@ -454,7 +454,7 @@ impl WorkspaceState {
             Some(attached) => {
                 // The attachment answers itself: only it knows which attempt is the
                 // reconnect, so a late report of the old connection cannot answer it.
-                let _ = attached.actor.cast(AttachmentMsg::Reconnect { reply });
+                let _ = attached.actor().cast(AttachmentMsg::Reconnect { reply });
             }
             None => {
                 self.pending
@@ -530,7 +530,7 @@ impl WorkspaceState {
                 }
                 if !attached.draining {
                     attached.draining = true;
-                    let _ = attached.actor.cast(AttachmentMsg::Drain {
+                    let _ = attached.actor().cast(AttachmentMsg::Drain {
                         reason: if remove {
                             "it is being removed".into()
                         } else {
@@ -553,7 +553,7 @@ impl WorkspaceState {
                     Removal::Revert => {
                         self.revert(&alias);
                         let placeholder = Arc::new(self.placeholder(&alias, false));
-                        self.set_server(&alias, placeholder);
+                        self.servers.insert(placeholder);
                         self.commit();
                     }
                 }
@@ -661,7 +661,7 @@ impl WorkspaceState {
         self.shutdown = Some((reply, Vec::new()));
         for attached in self.attachments.values_mut() {
             attached.draining = true;
-            let _ = attached.actor.cast(AttachmentMsg::Drain {
+            let _ = attached.actor().cast(AttachmentMsg::Drain {
                 reason: "the host is shutting down".into(),
                 cancel: true,
             });
@@ -687,7 +687,7 @@ impl WorkspaceState {
         let found = self
             .attachments
             .iter()
-            .find(|(_, attached)| attached.actor.get_id() == id)
+            .find(|(_, attached)| attached.actor().get_id() == id)
             .map(|(alias, attached)| (alias.clone(), attached.draining));
         let Some((alias, draining)) = found else {
             return Ok(());

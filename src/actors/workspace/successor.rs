@@ -225,9 +225,10 @@ impl WorkspaceState {
             return;
         }
         successor.step = Step::Swapping(Box::new(server));
-        attached.session.hand_over(successor.session.clone());
+        let next = successor.session.clone();
+        attached.session().hand_over(next);
         attached.draining = true;
-        let _ = attached.actor.cast(AttachmentMsg::Drain {
+        let _ = attached.actor().cast(AttachmentMsg::Drain {
             reason: "its definition changed".into(),
             cancel: false,
         });
@@ -260,34 +261,25 @@ impl WorkspaceState {
             step,
             ..
         } = successor;
+        // The successor becomes the attachment, and its route the server's.
+        let mut successor = Attached::new(actor, session, instance);
         let server = match step {
             Step::Swapping(server) => *server,
             Step::Stopping | Step::Preparing => {
-                *attached = Attached {
-                    actor,
-                    session,
-                    instance,
-                    draining: true,
-                    successor: None,
-                };
+                successor.draining = true;
+                self.attachments.insert(alias, successor);
                 return true;
             }
             Step::Stopped => return false,
         };
-        *attached = Attached {
-            actor,
-            session,
-            instance,
-            draining: false,
-            successor: None,
-        };
+        self.attachments.insert(alias, successor);
         let answer = match &server.problem {
             Some(problem) => Err(problem.clone()),
             None => Ok(server.clone()),
         };
         self.after_commit
             .extend(settle.into_iter().map(|reply| (reply, answer.clone())));
-        let previous = self.set_server(alias, Arc::new(server.clone()));
+        let previous = self.servers.insert(Arc::new(server.clone()));
         if previous.as_ref().map(|p| p.state) != Some(server.state) {
             self.state_changed(
                 alias,

@@ -303,6 +303,73 @@ async fn add_and_remove_workspace_servers() {
     shutdown_clean(host).await;
 }
 
+/// Thousands of servers connecting at once would each take as long as all of them together,
+/// pass their connect timeout and retry without end: a host runs at most 512 attempts at
+/// once (`ATTEMPTS_AT_ONCE` in `actors/attachment.rs`), and the others wait for a place
+/// before their attempt, and its timeout, starts. Every server gets there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_512_connection_attempts_run_at_once_and_every_server_gets_there() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const SERVERS: usize = 600;
+    // Every server answers only once the gate opens, so every attempt started stays open.
+    let (gate, opened) = tokio::sync::watch::channel(false);
+    let started = Arc::new(AtomicUsize::new(0));
+    let connector: plurnk_mcp::InProcessConnector = {
+        let started = started.clone();
+        Arc::new(move || {
+            started.fetch_add(1, Ordering::SeqCst);
+            let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+            let mut opened = opened.clone();
+            tokio::spawn(async move {
+                let _ = opened.wait_for(|open| *open).await;
+                let (read, write) = tokio::io::split(server_end);
+                let _ = plurnk_mcp_fixture::serve_io(
+                    read,
+                    write,
+                    plurnk_mcp_fixture::FixtureOptions::default(),
+                )
+                .await;
+            });
+            host_end
+        })
+    };
+    let options = HostOptions::default().with_in_process(
+        (0..SERVERS)
+            .map(|i| (format!("mem-{i}"), connector.clone()))
+            .collect(),
+    );
+    // The attempts held at the gate must not time out on a slow machine.
+    let config = Env::new()
+        .set("PLURNK_MCP_CONNECT_TIMEOUT", "120000")
+        .set("PLURNK_MCP_DISCOVER_TIMEOUT", "120000")
+        .config();
+    let starting = tokio::spawn(Host::start_with(config, options));
+    assert!(
+        wait::until(BOUND, || started.load(Ordering::SeqCst) >= 512).await,
+        "512 attempts start at once ({} did)",
+        started.load(Ordering::SeqCst)
+    );
+    // A window that can only undercount: no attempt ends while the gate is shut, so any
+    // attempt past the 512th would have started by now on any machine that started those.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(started.load(Ordering::SeqCst), 512, "no more run at once");
+    gate.send_replace(true);
+    let host = starting
+        .await
+        .expect("the start task")
+        .expect("host starts");
+    let workspace = host.default_workspace();
+    let ready = workspace
+        .wait_for(BOUND, |snapshot| {
+            snapshot.servers.count(ServerState::Ready) == SERVERS
+        })
+        .await;
+    assert_eq!(ready.servers.count(ServerState::Ready), SERVERS);
+    assert_eq!(started.load(Ordering::SeqCst), SERVERS, "one attempt each");
+    shutdown_clean(host).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_process_servers_join_the_default_workspace() {
     let connector: plurnk_mcp::InProcessConnector = std::sync::Arc::new(|| {

@@ -1,10 +1,11 @@
-//! Memory the gateway's clients made it hold, given back to the system once they let go.
+//! Memory a burst made the process hold, given back to the system once the burst is over.
 //!
-//! glibc keeps what a process freed: a thousand legacy sessions, or answers held for clients
-//! that never read them, come from several worker threads and leave their arenas fragmented,
-//! so the process keeps its peak size after they end. Each time such a burst ends (sessions
-//! closed, a connection that moved a megabyte or more gone, however it went) the gateway
-//! returns the free pages (`malloc_trim`), at most once per [`AFTER`].
+//! glibc keeps what a process freed: a thousand legacy sessions of the gateway, answers held
+//! for clients that never read them, or the futures and buffers of thousands of connection
+//! attempts, come from several worker threads and leave their arenas fragmented, so the
+//! process keeps its peak size after they end. Each time such a burst ends (gateway sessions
+//! closed, a connection that moved a megabyte or more gone, the last connection attempt of a
+//! hydration settled) the free pages go back (`malloc_trim`), at most once per [`AFTER`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,7 +18,7 @@ const AFTER: Duration = Duration::from_secs(1);
 static DUE: AtomicBool = AtomicBool::new(false);
 
 /// Gives back, within [`AFTER`], the memory freed meanwhile (nothing off a runtime).
-pub(super) fn give_back() {
+pub(crate) fn give_back() {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
