@@ -4,7 +4,7 @@
 #   scripts/test.sh
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
-# Node 22, npm and PyPI peers), builds once, runs every test binary of the workspace (the
+# Node 22, npm and PyPI peers) and Debian's chromium (scripts/install-chromium.sh), builds once, runs every test binary of the workspace (the
 # short chaos run included), the doctests, the subtree example, the load benchmark at tiny
 # sizes, each fuzz target briefly, then the official conformance suite: its client scenarios
 # against the host, and its server scenarios against the gateway (`plurnk-mcp serve`).
@@ -29,6 +29,9 @@ step() {
 }
 
 step peers bash scripts/install-peers.sh
+# Debian's chromium, for the status page's browser test (crates/cli/tests/gateway.rs, which
+# runs the same script; here so its first install is timed on its own).
+step chromium bash scripts/install-chromium.sh
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step tests cargo test --workspace --all-targets --locked

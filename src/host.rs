@@ -539,6 +539,11 @@ impl Workspace {
         let _ = self.host.events.send(event);
     }
 
+    /// The host's event stream, for a part of the crate that follows this workspace's.
+    pub(crate) fn events(&self) -> broadcast::Receiver<HostEvent> {
+        self.host.events.subscribe()
+    }
+
     /// The current snapshot: every server, its state and its enabled tools with effects.
     pub fn snapshot(&self) -> Arc<WorkspaceSnapshot> {
         self.published.borrow().snapshot.clone()
