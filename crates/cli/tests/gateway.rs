@@ -2276,3 +2276,125 @@ async fn the_status_page_shows_every_server_and_its_state_to_a_person_in_a_real_
     shutdown.cancel();
     shutdown_clean(inner).await;
 }
+
+#[path = "support/scrape.rs"]
+mod scrape;
+
+/// The metric names a Grafana dashboard's queries name: every `plurnk_mcp_…` word of every
+/// panel's target and every templating query.
+fn queried_metrics(dashboard: &Value) -> std::collections::BTreeSet<String> {
+    fn walk(value: &Value, found: &mut std::collections::BTreeSet<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if let ("expr" | "query" | "definition", Value::String(query)) =
+                        (key.as_str(), value)
+                    {
+                        for (at, _) in query.match_indices("plurnk_mcp_") {
+                            let name: String = query[at..]
+                                .chars()
+                                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                                .collect();
+                            found.insert(name);
+                        }
+                    }
+                    walk(value, found);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, found)),
+            _ => {}
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    walk(dashboard, &mut found);
+    found
+}
+
+#[test]
+fn every_metric_the_grafana_dashboard_queries_is_served_by_a_live_host() {
+    let dashboard: Value =
+        serde_json::from_str(include_str!("../../../deploy/grafana/plurnk-mcp.json"))
+            .expect("the dashboard is JSON");
+    let queried = queried_metrics(&dashboard);
+    // What the issue asks the dashboard to show, at least.
+    for wanted in [
+        "plurnk_mcp_attachments",
+        "plurnk_mcp_calls_total",
+        "plurnk_mcp_call_seconds_bucket",
+        "plurnk_mcp_restarts_total",
+        "plurnk_mcp_commits_total",
+        "plurnk_mcp_gateway_connections",
+    ] {
+        assert!(queried.contains(wanted), "the dashboard shows {wanted}");
+    }
+
+    // A live host: `plurnk-mcp serve` with its metrics, a call of each outcome through it.
+    let mut env = fixture("alpha", &[]);
+    env.push(("PLURNK_MCP_ENABLED".into(), json!(["alpha"]).to_string()));
+    let served = Served::start(
+        &["--metrics", "127.0.0.1:0", "--transport", "http"],
+        &env,
+        true,
+    );
+    let line = |prefix: &str| {
+        let mut found = None;
+        wait::until_blocking(BOUND, || {
+            found = served.stderr().lines().find_map(|line| {
+                line.split_once(prefix)
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .map(str::to_owned)
+            });
+            found.is_some()
+        });
+        found.unwrap_or_else(|| panic!("no {prefix:?} in {}", served.stderr()))
+    };
+    let metrics = line("metrics: http://");
+    let metrics = metrics.trim_end_matches("/metrics");
+    let gateway = format!("http://{}", line(" at http://"));
+    for (id, tool, arguments) in [
+        (1, "alpha_echo", json!({"text": "x"})),
+        (2, "alpha_fail", json!({"message": "no"})),
+        (3, "alpha_nope", json!({})),
+    ] {
+        let answer = post_json(
+            &gateway,
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": arguments, "_meta": modern_meta()}}),
+        );
+        assert!(
+            answer.get("result").is_some() || answer.get("error").is_some(),
+            "{answer}"
+        );
+    }
+
+    let (status, scraped) = scrape::http_get(metrics, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{scraped}");
+    let served_names: std::collections::BTreeSet<&str> = scraped
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split(['{', ' ']).next())
+        .collect();
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|name| !served_names.contains(name.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries {missing:?}, which the host does not serve:\n{scraped}"
+    );
+    // Each call's connection closed: none is counted open any more.
+    let mut open = None;
+    let closed = wait::until_blocking(BOUND, || {
+        open = scrape::sample(
+            &scrape::http_get(metrics, "/metrics").1,
+            "plurnk_mcp_gateway_connections",
+        );
+        open == Some(0.0)
+    });
+    assert!(closed, "gateway connections open: {open:?}");
+    // The workspace variable reads its values from this label.
+    assert!(
+        scraped.contains("plurnk_mcp_attachments{workspace=\"default\",state=\"ready\"}"),
+        "{scraped}"
+    );
+}
