@@ -114,7 +114,15 @@ pub struct HostOptions {
     pub parent: Option<ractor::ActorCell>,
     /// How often a failed workspace actor is restarted before it is left failed.
     pub workspace_restart: WorkspaceRestart,
+    /// Called with each workspace the host opens, before it waits for that workspace to
+    /// hydrate: [`Host::start`] (and [`Host::workspace`] for a workspace it opens afresh)
+    /// returns only once hydration is over, so a caller that shows its progress (the
+    /// command line's progress line) follows [`Workspace::watch`] from here.
+    pub on_open: Option<OnOpen>,
 }
+
+/// What [`HostOptions::on_open`] calls.
+pub type OnOpen = Arc<dyn Fn(&Workspace) + Send + Sync>;
 
 impl std::fmt::Debug for HostOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,6 +139,7 @@ impl std::fmt::Debug for HostOptions {
                 &self.parent.as_ref().map(ractor::ActorCell::get_id),
             )
             .field("workspace_restart", &self.workspace_restart)
+            .field("on_open", &self.on_open.is_some())
             .finish()
     }
 }
@@ -147,6 +156,7 @@ impl Default for HostOptions {
             limits: Limits::default(),
             parent: None,
             workspace_restart: WorkspaceRestart::default(),
+            on_open: None,
         }
     }
 }
@@ -175,6 +185,7 @@ struct HostInner {
     interaction: Option<InteractionHandler>,
     events: broadcast::Sender<HostEvent>,
     config: Arc<HostConfig>,
+    on_open: Option<OnOpen>,
 }
 
 /// The handle a daemon embeds. Cheap to clone; every clone talks to the same actors.
@@ -244,6 +255,7 @@ impl Host {
             interaction: options.interaction.clone(),
             events,
             config,
+            on_open: options.on_open.clone(),
         });
         let opened = match inner.open_at_start(workspaces).await {
             Ok(opened) => opened,
@@ -262,6 +274,9 @@ impl Host {
             inner,
             default: Arc::new(default),
         };
+        if let Some(on_open) = &host.inner.on_open {
+            opened.values().for_each(|workspace| on_open(workspace));
+        }
         // Workspaces hydrate in parallel, each bounded on its own.
         let bound = host.hydration_bound();
         futures::future::join_all(
@@ -301,6 +316,9 @@ impl Host {
         // workspace that failed for good is started again by this explicit ask.
         let (workspace, fresh) = self.inner.open(name, None).await?;
         if fresh {
+            if let Some(on_open) = &self.inner.on_open {
+                on_open(&workspace);
+            }
             workspace.wait_settled(self.hydration_bound()).await;
         }
         Ok(workspace)

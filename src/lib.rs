@@ -68,8 +68,8 @@ pub use actors::restart::{RestartPolicy, Verdict, WorkspaceRestart};
 pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
 pub use host::{
     Accepted, ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host,
-    HostEvent, HostMsg, HostOptions, InputRelay, ServerSummary, ShutdownReport, SnapshotWatch,
-    StartError, Workspace,
+    HostEvent, HostMsg, HostOptions, InputRelay, OnOpen, ServerSummary, ShutdownReport,
+    SnapshotWatch, StartError, Workspace,
 };
 pub use model::{
     Authored, CallError, Catalog, Cause, CompletionRef, DeviceAuthorization, DevicePoll, Effect,

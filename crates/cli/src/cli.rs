@@ -33,8 +33,10 @@ pub(crate) mod demo;
 pub(crate) mod fixture;
 pub(crate) mod import;
 pub(crate) mod inspect;
+pub(crate) mod progress;
 pub(crate) mod serve;
 pub(crate) mod source;
+pub(crate) mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -99,12 +101,14 @@ pub(crate) struct Global {
     pub state: PathBuf,
     /// The workspace to act in.
     pub workspace: String,
+    /// Show progress on the terminal (see [`progress::wanted`]).
+    pub progress: bool,
 }
 
 impl Global {
     /// `--state` if given, else `$XDG_DATA_HOME/plurnk-mcp/state.sqlite`, else
     /// `$HOME/.local/share/plurnk-mcp/state.sqlite`, else `./plurnk-mcp-state.sqlite`.
-    pub(crate) fn new(state: Option<PathBuf>, workspace: String) -> Self {
+    pub(crate) fn new(state: Option<PathBuf>, workspace: String, progress: bool) -> Self {
         let state = state.unwrap_or_else(|| {
             let data = std::env::var_os("XDG_DATA_HOME")
                 .map(PathBuf::from)
@@ -117,7 +121,11 @@ impl Global {
                 None => PathBuf::from("plurnk-mcp-state.sqlite"),
             }
         });
-        Self { state, workspace }
+        Self {
+            state,
+            workspace,
+            progress,
+        }
     }
 }
 
@@ -135,13 +143,18 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
         ExitCode::from(2)
     })?;
     let store = SqliteStore::open(&global.state).map_err(fail)?;
+    let hydration = progress::Hydration::default();
     let options = HostOptions {
         store: Some(Arc::new(store)),
+        on_open: global.progress.then(|| hydration.on_open()),
         ..HostOptions::default()
     };
-    let host = Host::start_with(config, options).await.map_err(fail)?;
+    let started = Host::start_with(config, options).await;
+    let host = started.inspect_err(|_| hydration.finish()).map_err(fail)?;
     running(&host);
-    match host.workspace(&global.workspace).await {
+    let opened = host.workspace(&global.workspace).await;
+    hydration.finish();
+    match opened {
         Ok(workspace) => Ok((host, workspace)),
         Err(problem) => {
             finish(&host).await;

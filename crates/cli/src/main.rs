@@ -118,6 +118,11 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Keep watching: a live table redrawn on every state change, each change
+        /// highlighted and every server's last Problem kept, until Ctrl-C. Piped, a line per
+        /// change; with --json, a JSON object per change.
+        #[arg(long)]
+        watch: bool,
     },
     /// List a server's enabled tools.
     Tools {
@@ -217,6 +222,38 @@ enum SourceCommand {
     },
 }
 
+impl Command {
+    /// Whether the command was asked for JSON.
+    fn json(&self) -> bool {
+        match self {
+            Self::List { json }
+            | Self::Add { json, .. }
+            | Self::Enable { json, .. }
+            | Self::Disable { json, .. }
+            | Self::Remove { json, .. }
+            | Self::Auth { json, .. }
+            | Self::Status { json, .. }
+            | Self::Tools { json, .. }
+            | Self::Resources { json, .. }
+            | Self::Prompts { json, .. }
+            | Self::Source {
+                command: SourceCommand::Check { json },
+            } => *json,
+            _ => false,
+        }
+    }
+
+    /// Whether a progress line may accompany it: not the fixture (a server), not the demo
+    /// (a show of its own), not `serve` over stdio (whose stdout is the protocol).
+    fn may_show_progress(&self) -> bool {
+        match self {
+            Self::Fixture(_) | Self::Demo => false,
+            Self::Serve(serve) => serve.over_http(),
+            _ => true,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -235,7 +272,8 @@ fn main() -> ExitCode {
         Command::Demo => cli::init_logging("error"),
         _ => cli::init_logging("warn"),
     }
-    let global = cli::Global::new(cli.state, cli.workspace);
+    let progress = cli.command.may_show_progress() && cli::progress::wanted(cli.command.json());
+    let global = cli::Global::new(cli.state, cli.workspace, progress);
     let global = &global;
     let metrics = cli.metrics;
     runtime.block_on(async move {
@@ -301,7 +339,8 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
                 cli::action::action(global, cli::action::Action::Remove { alias }, json).await
             }
             Command::Demo => cli::demo::run().await,
-            Command::Status { json } => cli::inspect::status(global, json).await,
+            Command::Status { json, watch: false } => cli::inspect::status(global, json).await,
+            Command::Status { json, watch: true } => cli::watch::watch(global, json).await,
             Command::Auth {
                 server,
                 device,
