@@ -41,7 +41,7 @@ step doctests cargo test --workspace --doc --locked
 step subtree cargo run --locked --quiet --example subtree
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
 # it exits non-zero when any trial fails or loses a call).
-step bench env BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json
+step bench env BENCH_PROFILE=debug bash scripts/bench.sh --quick --no-figures --json target/bench/load-quick.json
 # Every fuzz target for 10 s on nightly (scripts/fuzz.sh; longer runs: FUZZ_SECONDS).
 step fuzz bash scripts/fuzz.sh
 # The official MCP conformance suite's client scenarios, one at a time, through our host.
