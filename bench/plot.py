@@ -103,17 +103,17 @@ def draw(report, out):
 
     # 1. Latency of sequential calls.
     seq = by_id.get("seq")
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
     bars(ax, [("p50", seq, "p50_us"), ("p99", seq, "p99_us")], "µs per call (lower is better)")
     ax.set_title(f"{seq['label'] if seq else 'sequential calls'}: latency\n{subtitle}", fontsize=10)
-    ax.legend(frameon=False, fontsize=8)
+    legend_below(ax, 4)
     fig.tight_layout()
     fig.savefig(out / "latency.svg", metadata=metadata)
     plt.close(fig)
 
     # 2. Throughput with 64 in flight.
     conc, spread = by_id.get("conc"), by_id.get("spread")
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
     bars(
         ax,
         [
@@ -124,7 +124,7 @@ def draw(report, out):
     )
     in_flight = conc["workload"].get("c", 64) if conc else 64
     ax.set_title(f"Throughput, {in_flight} calls in flight\n{subtitle}", fontsize=10)
-    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    legend_below(ax, 4)
     fig.tight_layout()
     fig.savefig(out / "throughput.svg", metadata=metadata)
     plt.close(fig)
@@ -142,7 +142,7 @@ def draw(report, out):
             "Memory per attachment",
         ),
     ]:
-        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        fig, ax = plt.subplots(figsize=(7.5, 5))
         for client, label, colour in CLIENTS:
             points = [
                 (n, median(by_id[f"hydrate-{n}"], client, metric))
@@ -157,12 +157,15 @@ def draw(report, out):
                     color=colour,
                     label=f"{label}, stdio",
                 )
-                for n, v in points:
-                    ax.annotate(compact(v), (n, v), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+                # The host's own points are labelled; the others crowd them at these
+                # scales, and the Results table holds every figure.
+                for n, v in points if client == "host" else []:
+                    ax.annotate(compact(v), (n, v), textcoords="offset points", xytext=(-6, 8), ha="right", fontsize=7, color=colour)
             value = median(inproc, client, metric) if inproc else None
             if value is not None and inproc_servers:
                 ax.plot([inproc_servers], [value], marker="s", fillstyle="none", linestyle="none", color=colour, markersize=8, label=f"{label}, in-process")
-                ax.annotate(compact(value), (inproc_servers, value), textcoords="offset points", xytext=(4, -10), fontsize=7, color=colour)
+                if client == "host":
+                    ax.annotate(compact(value), (inproc_servers, value), textcoords="offset points", xytext=(-6, 8), ha="right", fontsize=7, color=colour)
         ax.set_xscale("log")
         if metric == "ready_ms":
             ax.set_yscale("log")
@@ -174,10 +177,15 @@ def draw(report, out):
         ax.set_xlabel("servers (stdio: spawned processes; in-process: tokio duplex pairs)")
         ax.set_ylabel(unit)
         ax.set_title(f"{title} against the number of servers\n{subtitle}", fontsize=10)
-        ax.legend(frameon=False, fontsize=7, ncol=2)
+        legend_below(ax, 4)
         fig.tight_layout()
         fig.savefig(out / name, metadata=metadata)
         plt.close(fig)
+
+
+def legend_below(ax, columns):
+    """The legend under the axes, where it covers no data."""
+    ax.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=columns)
 
 
 def compact(value):

@@ -4,10 +4,12 @@
 #   scripts/test.sh
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
-# Node 22, npm and PyPI peers) and Debian's chromium (scripts/install-chromium.sh), builds once, runs every test binary of the workspace (the
-# short chaos run included), the doctests, the subtree example, the load benchmark at tiny
-# sizes, each fuzz target briefly, then the official conformance suite: its client scenarios
-# against the host, and its server scenarios against the gateway (`plurnk-mcp serve`).
+# Node 22, npm and PyPI peers) and Debian's chromium (scripts/install-chromium.sh), builds
+# once, runs every test binary of the workspace (the short chaos run included), the doctests,
+# the subtree example, the load benchmark at tiny sizes, the check that BENCHMARKS.md's
+# figures and tables are of one run, each fuzz target briefly, then the official conformance
+# suite: its client scenarios against the host, and its server scenarios against the gateway
+# (`plurnk-mcp serve`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -42,6 +44,9 @@ step subtree cargo run --locked --quiet --example subtree
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
 # it exits non-zero when any trial fails or loses a call).
 step bench env BENCH_PROFILE=debug bash scripts/bench.sh --quick --no-figures --json target/bench/load-quick.json
+# BENCHMARKS.md's figures and its Results table are of one run: the one bench/figures/load.json
+# records (bench/plot.py --check, the standard library only).
+step figures python3 bench/plot.py bench/figures/load.json --check bench/figures BENCHMARKS.md
 # Every fuzz target for 10 s on nightly (scripts/fuzz.sh; longer runs: FUZZ_SECONDS).
 step fuzz bash scripts/fuzz.sh
 # The official MCP conformance suite's client scenarios, one at a time, through our host.
