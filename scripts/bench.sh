@@ -14,6 +14,9 @@
 #    (exact version, skipped when its stamp matches)
 # 3. the fixture server binary, release build (BENCH_PROFILE=debug: the debug build)
 # 4. cargo run --release --example load -- "$@"  (table on stdout, JSON under target/bench/)
+# 5. bench/plot.py on that JSON: the SVG figures of BENCHMARKS.md (matplotlib, in
+#    .cache/plot-venv): into bench/figures/ with a copy of the JSON for a full release run at
+#    the default sizes, else into target/bench/figures/; --no-figures skips them
 #
 # With --gateway: steps 1 and 3, plurnk-mcp itself in the same profile, then
 #    cargo run --release --example gateway -- "$@"  (table on stdout, JSON under target/bench/)
@@ -112,4 +115,42 @@ if [[ $gateway -eq 1 ]]; then
   export PLURNK_BENCH_PYTHON="$PYTHON_MCP"
   exec cargo run "${profile[@]}" --example gateway -- "$@"
 fi
-cargo run "${profile[@]}" --example load -- "$@"
+# The figures of BENCHMARKS.md, drawn from the JSON the run just wrote (bench/plot.py, with
+# matplotlib in a venv of its own under .cache/). A full run at the default sizes draws them
+# into bench/figures/ beside a copy of its JSON, which BENCHMARKS.md shows with the run's
+# table; any other run into target/bench/figures/. --no-figures skips them (the test
+# command's quick run, which need not install matplotlib; it checks the committed ones).
+figures=1; json=""; partial=0; args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-figures) figures=0 ;;
+    --json) json="$2"; args+=("$1" "$2"); shift ;;
+    --quick|--only|--clients|--reps) partial=1; args+=("$1") ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+cargo run "${profile[@]}" --example load -- "${args[@]}"
+[[ $figures -eq 1 ]] || exit 0
+if [[ -z "$json" ]]; then
+  json="target/bench/load.json"
+  for arg in "${args[@]}"; do [[ "$arg" == "--quick" ]] && json="target/bench/load-quick.json"; done
+fi
+PLOT_VENV="$CACHE/plot-venv"
+MATPLOTLIB="matplotlib==3.11.2"
+if [[ -f "$CACHE/plot-venv.stamp" && "$(cat "$CACHE/plot-venv.stamp")" == "$MATPLOTLIB" && -x "$PLOT_VENV/bin/python" ]]; then
+  log "$MATPLOTLIB ok"
+else
+  log "installing $MATPLOTLIB into .cache/plot-venv"
+  rm -rf "$PLOT_VENV" "$CACHE/plot-venv.stamp"
+  python3 -m venv "$PLOT_VENV"
+  "$PLOT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$MATPLOTLIB" >&2
+  echo "$MATPLOTLIB" > "$CACHE/plot-venv.stamp"
+fi
+if [[ $partial -eq 0 && "${BENCH_PROFILE:-release}" == "release" ]]; then
+  out="bench/figures"
+  cp "$json" "$out/load.json" 2>/dev/null || { mkdir -p "$out"; cp "$json" "$out/load.json"; }
+else
+  out="target/bench/figures"
+fi
+"$PLOT_VENV/bin/python" bench/plot.py "$json" --out "$out"

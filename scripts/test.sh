@@ -4,11 +4,12 @@
 #   scripts/test.sh
 #
 # Installs what the tests need into the git-ignored .cache/ (scripts/install-peers.sh:
-# Node 22, npm and PyPI peers) and from Debian (scripts/install-system.sh: PostgreSQL's
-# binaries, HAProxy), builds once, runs every test binary of the workspace (the
-# short chaos run included), the doctests, the subtree example, the load benchmark at tiny
-# sizes, each fuzz target briefly, then the official conformance suite: its client scenarios
-# against the host, and its server scenarios against the gateway (`plurnk-mcp serve`).
+# Node 22, npm and PyPI peers), from Debian (scripts/install-system.sh: PostgreSQL's binaries,
+# HAProxy; scripts/install-chromium.sh: chromium), builds once, runs every test binary of the
+# workspace (the short chaos run included), the doctests, the subtree example, the load
+# benchmark at tiny sizes, the check that BENCHMARKS.md's figures and tables are of one run,
+# each fuzz target briefly, then the official conformance suite: its client scenarios against
+# the host, and its server scenarios against the gateway (`plurnk-mcp serve`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,6 +34,9 @@ step peers bash scripts/install-peers.sh
 # PostgreSQL's binaries and HAProxy from Debian, for crates/cli/tests/replicas.rs (a look when
 # they are there). That binary prints its own wall time ("finished in") within the tests step.
 step system bash scripts/install-system.sh
+# Debian's chromium, for the status page's browser test (crates/cli/tests/gateway.rs, which
+# runs the same script; here so its first install is timed on its own).
+step chromium bash scripts/install-chromium.sh
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # The library's features: none at all, and each alone, compile lint-clean; a stdio-only
@@ -55,7 +59,10 @@ step package cargo package -p plurnk-mcp --locked
 step subtree cargo run --locked --quiet -p plurnk-mcp --features test-hooks --example subtree
 # The load benchmark at tiny sizes on the debug build, so it cannot rot (no time asserted;
 # it exits non-zero when any trial fails or loses a call).
-step bench env BENCH_PROFILE=debug bash scripts/bench.sh --quick --json target/bench/load-quick.json
+step bench env BENCH_PROFILE=debug bash scripts/bench.sh --quick --no-figures --json target/bench/load-quick.json
+# BENCHMARKS.md's figures and its Results table are of one run: the one bench/figures/load.json
+# records (bench/plot.py --check, the standard library only).
+step figures python3 bench/plot.py bench/figures/load.json --check bench/figures BENCHMARKS.md
 # Every fuzz target for 10 s on nightly (scripts/fuzz.sh; longer runs: FUZZ_SECONDS).
 step fuzz bash scripts/fuzz.sh
 # The official MCP conformance suite's client scenarios, one at a time, through our host.

@@ -31,6 +31,7 @@ mod http;
 mod limits;
 mod listener;
 mod sealed;
+mod status;
 mod uri_template;
 mod verbatim;
 mod view;
@@ -90,6 +91,8 @@ struct Inner {
     naming: Naming,
     /// The view of the last snapshot version asked for, rebuilt when the version moves.
     view: Mutex<Arc<View>>,
+    /// What the status page counts per server (`/status`, HTTP only).
+    status: status::StatusBook,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -110,6 +113,7 @@ impl Gateway {
                 workspace,
                 naming,
                 view: Mutex::new(Arc::new(view)),
+                status: status::StatusBook::new(),
             }),
         }
     }
@@ -277,6 +281,10 @@ impl Gateway {
         if let Some(forwarder) = forwarder {
             forwarder.flush().await;
         }
+        let failed = result.as_ref().map_or(true, |result| result.is_error);
+        self.inner
+            .status
+            .count(&self.inner.workspace.snapshot(), alias, failed);
         let result = result?;
         Ok(if result.is_input_required() {
             Forwarded::InputRequired(result.result)

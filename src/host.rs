@@ -120,6 +120,11 @@ pub struct HostOptions {
     pub parent: Option<ractor::ActorCell>,
     /// How often a failed workspace actor is restarted before it is left failed.
     pub workspace_restart: WorkspaceRestart,
+    /// Called with each workspace the host opens, before it waits for that workspace to
+    /// hydrate: [`Host::start`] (and [`Host::workspace`] for a workspace it opens afresh)
+    /// returns only once hydration is over, so a caller that shows its progress (the
+    /// command line's progress line) follows [`Workspace::watch`] from here.
+    pub on_open: Option<OnOpen>,
 }
 
 setters!(HostOptions {
@@ -132,6 +137,7 @@ setters!(HostOptions {
     with_limits => limits: Limits,
     with_parent => parent: Option<ractor::ActorCell>,
     with_workspace_restart => workspace_restart: WorkspaceRestart,
+    with_on_open => on_open: Option<OnOpen>,
 });
 
 setters!(CallOptions {
@@ -143,6 +149,9 @@ setters!(CallOptions {
     with_relay => relay: Option<InputRelay>,
     with_client_capabilities => client_capabilities: Option<serde_json::Map<String, Value>>,
 });
+
+/// What [`HostOptions::on_open`] calls.
+pub type OnOpen = Arc<dyn Fn(&Workspace) + Send + Sync>;
 
 impl std::fmt::Debug for HostOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -159,6 +168,7 @@ impl std::fmt::Debug for HostOptions {
                 &self.parent.as_ref().map(ractor::ActorCell::get_id),
             )
             .field("workspace_restart", &self.workspace_restart)
+            .field("on_open", &self.on_open.is_some())
             .finish()
     }
 }
@@ -175,6 +185,7 @@ impl Default for HostOptions {
             limits: Limits::default(),
             parent: None,
             workspace_restart: WorkspaceRestart::default(),
+            on_open: None,
         }
     }
 }
@@ -206,6 +217,7 @@ struct HostInner {
     config: Arc<HostConfig>,
     /// The durable state's store, asked whether it can be reached (readiness).
     store: Option<Arc<dyn Store>>,
+    on_open: Option<OnOpen>,
 }
 
 /// The handle a daemon embeds. Cheap to clone; every clone talks to the same actors.
@@ -298,6 +310,7 @@ impl Host {
             events,
             config,
             store: options.store.clone(),
+            on_open: options.on_open.clone(),
         });
         let opened = match inner.open_at_start(workspaces).await {
             Ok(opened) => opened,
@@ -316,6 +329,9 @@ impl Host {
             inner,
             default: Arc::new(default),
         };
+        if let Some(on_open) = &host.inner.on_open {
+            opened.values().for_each(|workspace| on_open(workspace));
+        }
         // Workspaces hydrate in parallel, each bounded on its own.
         let bound = host.hydration_bound();
         futures::future::join_all(
@@ -355,6 +371,9 @@ impl Host {
         // workspace that failed for good is started again by this explicit ask.
         let (workspace, fresh) = self.inner.open(name, None).await?;
         if fresh {
+            if let Some(on_open) = &self.inner.on_open {
+                on_open(&workspace);
+            }
             workspace.wait_settled(self.hydration_bound()).await;
         }
         Ok(workspace)
@@ -635,6 +654,12 @@ impl Workspace {
     #[cfg(feature = "exec")]
     pub(crate) fn emit(&self, event: HostEvent) {
         let _ = self.host.events.send(event);
+    }
+
+    /// The host's event stream, for a part of the crate that follows this workspace's.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn events(&self) -> broadcast::Receiver<HostEvent> {
+        self.host.events.subscribe()
     }
 
     /// The current snapshot: every server, its state and its enabled tools with effects.

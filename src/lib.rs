@@ -99,8 +99,8 @@ pub use config::{ConfigError, ConfigErrors, HostConfig, ServerDefinition};
 pub use host::Accepted;
 pub use host::{
     ActionAnswer, CallOptions, CloseFailure, Customize, DEFAULT_WORKSPACE, Host, HostEvent,
-    HostMsg, HostOptions, InputRelay, ServerSummary, ShutdownReport, SnapshotWatch, StartError,
-    Workspace,
+    HostMsg, HostOptions, InputRelay, OnOpen, ServerSummary, ShutdownReport, SnapshotWatch,
+    StartError, Workspace,
 };
 pub use model::{
     Authored, CallError, Catalog, Cause, CompletionRef, DeviceAuthorization, DevicePoll, Effect,

@@ -19,6 +19,9 @@
 //! | `plurnk_mcp_workspace_failures_total` | counter | | workspace actors that failed |
 //! | `plurnk_mcp_notifications_dropped_total` | counter | | server notifications dropped by the flood guard |
 //! | `plurnk_mcp_server_requests_dropped_total` | counter | | server requests dropped past their bound |
+//! | `plurnk_mcp_gateway_connections` | gauge | | connections open to the process's gateways |
+//! | `plurnk_mcp_gateway_sessions` | gauge | | 2025-11-25 sessions open on them |
+//! | `plurnk_mcp_gateway_listen_streams` | gauge | | listen streams (`subscriptions/listen`, `GET`) open on them |
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -109,6 +112,7 @@ pub fn serve(address: SocketAddr) -> Result<SocketAddr, PrometheusError> {
         // Setting the global recorder is the only way installing it fails.
         .map_err(|_| PrometheusError::AlreadyInstalled)?;
     describe();
+    served_at_zero();
     let endpoint = run(listener, handle);
     match runtime {
         Runtime::Caller(handle) => drop(handle.spawn(endpoint)),
@@ -148,6 +152,8 @@ fn builder() -> PrometheusBuilder {
 /// A metric the host records, as the endpoint describes it (`# HELP`, `# TYPE`, the unit).
 struct Described {
     name: &'static str,
+    /// Its labels; one without any is served from the start, at zero.
+    labels: &'static [&'static str],
     kind: Kind,
     unit: Option<Unit>,
     help: &'static str,
@@ -161,72 +167,104 @@ enum Kind {
 }
 
 /// Every metric the host records: the module's table, in code.
-const METRICS: [Described; 11] = [
+const METRICS: [Described; 14] = [
     Described {
         name: "plurnk_mcp_calls_total",
+        labels: &["outcome"],
         kind: Kind::Counter,
         unit: None,
         help: "calls the host answered, by outcome (ok, tool-error, timeout, cancelled, overloaded, error)",
     },
     Described {
         name: "plurnk_mcp_call_errors_total",
+        labels: &["kind"],
         kind: Kind::Counter,
         unit: None,
         help: "calls that failed or were refused, by the kind of error",
     },
     Described {
         name: "plurnk_mcp_call_seconds",
+        labels: &[],
         kind: Kind::Histogram,
         unit: Some(Unit::Seconds),
         help: "time a call spent on its server, from admission to answer",
     },
     Described {
         name: "plurnk_mcp_state_changes_total",
+        labels: &["to"],
         kind: Kind::Counter,
         unit: None,
         help: "server state changes, by the state entered",
     },
     Described {
         name: "plurnk_mcp_commits_total",
+        labels: &[],
         kind: Kind::Counter,
         unit: None,
         help: "workspace snapshots committed",
     },
     Described {
         name: "plurnk_mcp_reconnects_total",
+        labels: &[],
         kind: Kind::Counter,
         unit: None,
         help: "connections made again after a server was lost",
     },
     Described {
         name: "plurnk_mcp_restarts_total",
+        labels: &[],
         kind: Kind::Counter,
         unit: None,
         help: "lost connections and crashed attachments, each followed by a reconnect",
     },
     Described {
         name: "plurnk_mcp_attachments",
+        labels: &["workspace", "state"],
         kind: Kind::Gauge,
         unit: None,
         help: "servers of a workspace in each state",
     },
     Described {
         name: "plurnk_mcp_workspace_failures_total",
+        labels: &[],
         kind: Kind::Counter,
         unit: None,
         help: "workspace actors that failed",
     },
     Described {
         name: "plurnk_mcp_notifications_dropped_total",
+        labels: &[],
         kind: Kind::Counter,
         unit: None,
         help: "server notifications dropped by the flood guard",
     },
     Described {
         name: "plurnk_mcp_server_requests_dropped_total",
+        labels: &[],
         kind: Kind::Counter,
         unit: None,
         help: "server requests dropped past the bound on unanswered ones",
+    },
+    Described {
+        name: "plurnk_mcp_gateway_connections",
+        labels: &[],
+        kind: Kind::Gauge,
+        unit: None,
+        help: "connections open to the gateway",
+    },
+    Described {
+        name: "plurnk_mcp_gateway_sessions",
+        labels: &[],
+        kind: Kind::Gauge,
+        unit: None,
+        help: "2025-11-25 sessions open on the gateway",
+    },
+    Described {
+        name: "plurnk_mcp_gateway_listen_streams",
+        labels: &[],
+        kind: Kind::Gauge,
+        unit: None,
+        help: "listen streams open on the gateway (subscriptions/listen, GET)",
     },
 ];
 
@@ -245,6 +283,20 @@ fn describe() {
             }
         }
     });
+}
+
+/// Registers every counter and gauge without labels at zero, so each is served from the
+/// first scrape: a series that appears only when its first event happens breaks a `rate()`
+/// and leaves a dashboard's panel saying "no data" where the answer is 0. (A labelled one
+/// appears with its first label values; a histogram with its first sample.)
+fn served_at_zero() {
+    for metric in METRICS.iter().filter(|metric| metric.labels.is_empty()) {
+        match metric.kind {
+            Kind::Counter => metrics::counter!(metric.name).increment(0),
+            Kind::Gauge => metrics::gauge!(metric.name).increment(0.0),
+            Kind::Histogram => {}
+        }
+    }
 }
 
 /// Accepts scrapes until the runtime ends, and keeps the histograms folded meanwhile.

@@ -44,6 +44,9 @@ use super::sealed::Sealer;
 /// whose header and body disagree).
 const MCP_METHOD: &str = "mcp-method";
 
+/// The flags that bound sessions, which also tell the session book from the listen one.
+const SESSIONS_FLAGS: (&str, &str) = ("--max-sessions", "--max-sessions-per-client");
+
 /// What a client is told to wait before asking again for a session or a stream.
 const RETRY_AFTER_SECONDS: &str = "5";
 
@@ -99,6 +102,15 @@ impl Book {
         }
     }
 
+    /// The gauge of the places this book holds (every gateway of the process together).
+    fn gauge(&self) -> metrics::Gauge {
+        if self.flags.0 == SESSIONS_FLAGS.0 {
+            metrics::gauge!("plurnk_mcp_gateway_sessions")
+        } else {
+            metrics::gauge!("plurnk_mcp_gateway_listen_streams")
+        }
+    }
+
     /// Takes a place for `client`, or says why not.
     fn take(&mut self, client: Option<IpAddr>) -> Result<(), Refusal> {
         if let Some(client) = client
@@ -123,6 +135,7 @@ impl Book {
             });
         }
         self.total += 1;
+        self.gauge().increment(1.0);
         if let Some(client) = client {
             *self.per_client.entry(client).or_default() += 1;
         }
@@ -130,6 +143,9 @@ impl Book {
     }
 
     fn give_back(&mut self, client: Option<IpAddr>) {
+        if self.total > 0 {
+            self.gauge().decrement(1.0);
+        }
         self.total = self.total.saturating_sub(1);
         if let Some(client) = client
             && let Some(count) = self.per_client.get_mut(&client)
@@ -190,7 +206,7 @@ impl Admission {
         );
         let sessions = Book::new(
             "sessions",
-            ("--max-sessions", "--max-sessions-per-client"),
+            SESSIONS_FLAGS,
             limits.max_sessions,
             limits.max_sessions_per_client,
         );

@@ -1,7 +1,9 @@
 //! The gateway over Streamable HTTP at `/mcp`: rmcp's `StreamableHttpService` (stateless
 //! 2026-07-28 requests, sessions for older clients) behind DNS-rebinding protection, off
 //! loopback a required bearer token, and the bounds of [`ClientLimits`] (the listener in
-//! `listener.rs`, bodies, sessions and listen streams in `admission.rs`).
+//! `listener.rs`, bodies, sessions and listen streams in `admission.rs`); beside it the
+//! status page, `/status` and `/status.json` (`status.rs`), behind the same bearer and
+//! `Host`/`Origin` rules.
 //!
 //! `Host` must be a loopback name (or one the operator allows) and a present `Origin` a
 //! loopback origin (or one allowed): a web page a browser was tricked into sending to the
@@ -25,6 +27,7 @@ use super::Gateway;
 use super::admission::{Admission, Sessions, admit};
 use super::limits::{ClientLimits, LimitError};
 use super::sealed::{MIN_SESSION_KEY_BYTES, SealedSessions, Sealer};
+use super::status::Status;
 
 /// The shortest bearer token the gateway accepts: 16 bytes of a random token are 128 bits.
 pub const MIN_BEARER_BYTES: usize = 16;
@@ -162,12 +165,38 @@ pub async fn serve_http(
     config.session_store = Some(Arc::new(SealedSessions(sealer.clone())));
     let (admission, sessions) = Admission::new(limits, sealer);
     let workspace = gateway.workspace().clone();
+    let status_gateway = gateway.clone();
     let service: StreamableHttpService<Gateway, Sessions> =
         StreamableHttpService::new(move || Ok(gateway.clone()), Arc::new(sessions), config);
+    let guard = service.clone();
+    let status = Status::new(status_gateway, move |probe| {
+        let guard = guard.clone();
+        Box::pin(async move { guard.handle(probe).await.map(axum::body::Body::new) })
+    });
+    status.follow(shutdown.child_token());
+    let page = status.clone();
+    // The status page is not an MCP exchange: no body to admit, no session, no listen
+    // stream; only the bearer (below) and the `Host`/`Origin` rules (asked of `service`).
+    let pages = axum::Router::new()
+        .route(
+            "/status",
+            axum::routing::any(move |request: Request| {
+                let page = page.clone();
+                async move { page.answer(request, false).await }
+            }),
+        )
+        .route(
+            "/status.json",
+            axum::routing::any(move |request: Request| {
+                let status = status.clone();
+                async move { status.answer(request, true).await }
+            }),
+        );
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(super::verbatim::swap_http))
-        .layer(axum::middleware::from_fn_with_state(admission, admit));
+        .layer(axum::middleware::from_fn_with_state(admission, admit))
+        .merge(pages);
     if let Some(token) = options.bearer {
         crate::redact::register([token.clone()]);
         let expected: Arc<[u8]> = format!("Bearer {token}").into_bytes().into();

@@ -211,10 +211,22 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Ok(mut open) = self.slots.open.lock() {
-            open.remove(&self.id);
+        if let Ok(mut open) = self.slots.open.lock()
+            && open.remove(&self.id).is_some()
+        {
+            closed();
         }
     }
+}
+
+/// Counts a connection that took a slot (`plurnk_mcp_gateway_connections`: open now).
+fn opened() {
+    metrics::gauge!("plurnk_mcp_gateway_connections").increment(1.0);
+}
+
+/// Counts a connection whose slot was freed (once: whoever removes it from the set).
+fn closed() {
+    metrics::gauge!("plurnk_mcp_gateway_connections").decrement(1.0);
 }
 
 impl Slots {
@@ -238,7 +250,9 @@ impl Slots {
         if open.len() >= self.max {
             let (id, idle) = longest_idle(&open)?;
             idle.close.cancel();
-            open.remove(&id);
+            if open.remove(&id).is_some() {
+                closed();
+            }
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
@@ -247,6 +261,7 @@ impl Slots {
             close: CancellationToken::new(),
         });
         open.insert(id, slot.clone());
+        opened();
         Some(Held {
             slots: self.clone(),
             id,
@@ -263,7 +278,9 @@ impl Slots {
             return false;
         };
         idle.close.cancel();
-        open.remove(&id);
+        if open.remove(&id).is_some() {
+            closed();
+        }
         true
     }
 }

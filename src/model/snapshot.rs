@@ -380,6 +380,12 @@ impl Servers {
         self.map.get(alias)
     }
 
+    /// The server `alias` with its key: the alias as the snapshot holds it, shared with every
+    /// snapshot, so a table keyed by server takes no copy of a name a caller made up.
+    pub fn get_key_value(&self, alias: &str) -> Option<(&Arc<str>, &Arc<ServerSnapshot>)> {
+        self.map.get_key_value(alias)
+    }
+
     /// Whether `alias` is one of the servers.
     pub fn contains(&self, alias: &str) -> bool {
         self.map.contains_key(alias)
@@ -427,6 +433,17 @@ impl Servers {
         let removed = self.map.remove(alias)?;
         self.counts[removed.state.index()] -= 1;
         Some(removed)
+    }
+}
+
+/// Every server with its key (the alias as the snapshot holds it, shared), in alias order.
+impl<'a> IntoIterator for &'a Servers {
+    type Item = (&'a Arc<str>, &'a Arc<ServerSnapshot>);
+    type IntoIter =
+        imbl::ordmap::Iter<'a, Arc<str>, Arc<ServerSnapshot>, imbl::shared_ptr::DefaultSharedPtr>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
     }
 }
 

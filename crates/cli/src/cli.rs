@@ -33,8 +33,10 @@ pub(crate) mod demo;
 pub(crate) mod fixture;
 pub(crate) mod import;
 pub(crate) mod inspect;
+pub(crate) mod progress;
 pub(crate) mod serve;
 pub(crate) mod source;
+pub(crate) mod watch;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -96,13 +98,15 @@ pub(crate) struct Global {
     pub state: String,
     /// The workspace to act in.
     pub workspace: String,
+    /// Show progress on the terminal (see [`progress::wanted`]).
+    pub progress: bool,
 }
 
 impl Global {
     /// `--state` (or `PLURNK_MCP_STATE`) if given, else
     /// `$XDG_DATA_HOME/plurnk-mcp/state.sqlite`, else
     /// `$HOME/.local/share/plurnk-mcp/state.sqlite`, else `./plurnk-mcp-state.sqlite`.
-    pub(crate) fn new(state: Option<String>, workspace: String) -> Self {
+    pub(crate) fn new(state: Option<String>, workspace: String, progress: bool) -> Self {
         let state = state.unwrap_or_else(|| {
             let data = std::env::var_os("XDG_DATA_HOME")
                 .map(PathBuf::from)
@@ -116,7 +120,11 @@ impl Global {
             };
             path.to_string_lossy().into_owned()
         });
-        Self { state, workspace }
+        Self {
+            state,
+            workspace,
+            progress,
+        }
     }
 }
 
@@ -134,10 +142,16 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
         ExitCode::from(2)
     })?;
     let store = plurnk_mcp::store::open(&global.state).await.map_err(fail)?;
-    let options = HostOptions::default().with_store(Some(store));
-    let host = Host::start_with(config, options).await.map_err(fail)?;
+    let hydration = progress::Hydration::default();
+    let options = HostOptions::default()
+        .with_store(Some(store))
+        .with_on_open(global.progress.then(|| hydration.on_open()));
+    let started = Host::start_with(config, options).await;
+    let host = started.inspect_err(|_| hydration.finish()).map_err(fail)?;
     running(&host);
-    match host.workspace(&global.workspace).await {
+    let opened = host.workspace(&global.workspace).await;
+    hydration.finish();
+    match opened {
         Ok(workspace) => Ok((host, workspace)),
         Err(problem) => {
             finish(&host).await;

@@ -68,6 +68,36 @@ enum Command {
     Fixture(cli::fixture::FixtureArgs),
 }
 
+impl Command {
+    /// Whether the command was asked for JSON.
+    fn json(&self) -> bool {
+        match self {
+            Self::List(args) => args.json,
+            Self::Add(args) => args.json,
+            Self::Enable(args) => args.json,
+            Self::Disable(args) => args.json,
+            Self::Remove(args) => args.json,
+            Self::Auth(args) => args.json,
+            Self::Status(args) => args.json,
+            Self::Tools(args) => args.json,
+            Self::Resources(args) => args.json,
+            Self::Prompts(args) => args.json,
+            Self::Source(args) => args.json(),
+            _ => false,
+        }
+    }
+
+    /// Whether a progress line may accompany it: not the fixture (a server), not the demo
+    /// (a show of its own), not `serve` over stdio (whose stdout is the protocol).
+    fn may_show_progress(&self) -> bool {
+        match self {
+            Self::Fixture(_) | Self::Demo => false,
+            Self::Serve(serve) => serve.over_http(),
+            _ => true,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -93,7 +123,8 @@ fn main() -> ExitCode {
             .ok()
             .filter(|s| !s.is_empty())
     });
-    let global = cli::Global::new(state, cli.workspace);
+    let progress = cli.command.may_show_progress() && cli::progress::wanted(cli.command.json());
+    let global = cli::Global::new(state, cli.workspace, progress);
     let global = &global;
     let metrics = cli.metrics;
     runtime.block_on(async move {

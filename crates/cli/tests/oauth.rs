@@ -36,6 +36,8 @@ mod logs;
 
 #[path = "support/http.rs"]
 mod http;
+#[path = "support/pty.rs"]
+mod pty;
 
 /// Where the provider sends the person back; nothing listens there: the browser stops at it
 /// and the URL goes to `oauth_complete`.
@@ -1009,35 +1011,73 @@ async fn the_command_line_authorizes_through_a_browser_and_with_a_device_code() 
         String::from_utf8_lossy(&status.stdout)
     );
 
-    // `auth --device`: a code to enter elsewhere, polled until approved.
-    let mut auth = command(&["auth", "world", "--device"])
-        .spawn()
-        .expect("plurnk-mcp auth starts");
-    let mut lines = tokio::io::BufReader::new(auth.stdout.take().expect("stdout")).lines();
-    let shown = line_with(&mut lines, "on any device, open", &mut seen).await;
-    assert!(shown.contains("waits for authorization (202)"), "{shown}");
-    let complete = shown
+    // `auth --device` on a terminal, as a person runs it: a code to enter elsewhere, kept
+    // in view with the time left while it is polled until approved.
+    let mut device = Command::new(exe);
+    device
+        .arg("--state")
+        .arg(&state)
+        .args(["auth", "world", "--device"])
+        .env("PLURNK_MCP_ALLOW_ADD", "true")
+        .env("PLURNK_MCP_LOG", "trace")
+        .env("TERM", "xterm");
+    let mut auth = pty::Terminal::spawn(device, 200, 50);
+    let bound = Duration::from_secs(30);
+    let shown = |auth: &pty::Terminal, marker: &str| {
+        auth.text()
+            .lines()
+            .find(|line| line.contains(marker))
+            .map(str::to_owned)
+    };
+    assert!(
+        wait::until(bound, || shown(&auth, "on any device, open").is_some()).await,
+        "{}",
+        auth.text()
+    );
+    let open = shown(&auth, "on any device, open").unwrap_or_default();
+    assert!(open.contains("waits for authorization (202)"), "{open}");
+    let complete = open
         .split_whitespace()
         .find(|word| word.starts_with("http"))
         .expect("a URL on the line")
         .to_owned();
+    let code = shown(&auth, "enter the code")
+        .and_then(|line| {
+            line.split_whitespace()
+                .last()
+                .map(|code| code.trim_end_matches(')').to_owned())
+        })
+        .expect("the code is printed");
+    // The countdown names the code and ticks: two different times left are drawn.
+    let countdown = |auth: &pty::Terminal| -> std::collections::BTreeSet<String> {
+        auth.text()
+            .split(&format!("waiting for approval of code {code} at "))
+            .skip(1)
+            .filter_map(|rest| {
+                rest.split(" left")
+                    .next()?
+                    .rsplit(": ")
+                    .next()
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    assert!(
+        wait::until(bound, || countdown(&auth).len() >= 2).await,
+        "no countdown: {}",
+        auth.text()
+    );
     browse(&complete)
         .await
         .expect_err("the device flow ends on a page");
-    let ready = line_with(&mut lines, "is ready", &mut seen).await;
-    assert!(ready.contains("world"), "{ready}");
-    let tool = line_with(&mut lines, "whoami", &mut seen).await;
-    assert!(tool.contains("whoami"));
-    let authed = tokio::time::timeout(Duration::from_secs(30), auth.wait_with_output())
-        .await
-        .expect("auth ends")
-        .expect("auth's output");
+    let status = tokio::task::block_in_place(|| auth.wait(bound)).expect("auth ends");
+    let printed = auth.text();
+    assert!(status.success(), "{printed}");
     assert!(
-        authed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&authed.stderr)
+        printed.contains("server \"world\" is ready") && printed.contains("whoami"),
+        "{printed}"
     );
-    keep(&authed, &mut seen);
+    seen.push(printed);
 
     // No credential the provider issued or received is in anything the commands printed.
     let printed = seen.join("\n");

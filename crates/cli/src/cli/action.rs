@@ -10,7 +10,7 @@ use super::{Global, fail, finish, print_json, print_summaries, start};
 pub(crate) struct ListArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Add a server to the workspace and enable it; it is kept only if it connects.
@@ -30,7 +30,7 @@ pub(crate) struct AddArgs {
     options: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Enable a server in the workspace (optionally customized).
@@ -46,7 +46,7 @@ pub(crate) struct EnableArgs {
     overlay: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Disable a server in the workspace; it stays listed.
@@ -56,7 +56,7 @@ pub(crate) struct DisableArgs {
     alias: String,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Remove a server added (or specialized) in the workspace.
@@ -66,7 +66,7 @@ pub(crate) struct RemoveArgs {
     alias: String,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 impl ListArgs {

@@ -26,7 +26,7 @@ pub(crate) struct AuthArgs {
     scope: Option<String>,
     /// Print JSON: the 202 while it waits, then the server's summary.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 impl AuthArgs {
@@ -54,7 +54,7 @@ async fn auth(
         Err(code) => return code,
     };
     let outcome = if device {
-        authorize_by_device(&workspace, server, scope, json).await
+        authorize_by_device(&workspace, server, scope, json, global.progress).await
     } else {
         authorize_by_browser(&workspace, server, json).await
     };
@@ -150,11 +150,13 @@ async fn authorize_by_device(
     server: &str,
     scope: Option<&str>,
     json: bool,
+    progress: bool,
 ) -> Result<plurnk_mcp::ServerSnapshot, plurnk_mcp::Problem> {
     use plurnk_mcp::DevicePoll;
     let device = workspace.authorize_device(server, scope).await?;
     let (expires_in, interval, handle) =
         (device.expires_in, device.interval, device.device.clone());
+    let (code, uri) = (device.user_code.clone(), device.verification_uri.clone());
     let waits = format!(
         "server \"{server}\" waits for authorization ({})",
         plurnk_mcp::Accepted::STATUS
@@ -180,6 +182,8 @@ async fn authorize_by_device(
         &open,
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(expires_in);
+    // On a terminal, the code and the time left stay in view while the poll waits.
+    let _countdown = progress.then(|| super::progress::Countdown::start(&code, &uri, deadline));
     let mut interval = Duration::from_secs(interval);
     while std::time::Instant::now() < deadline {
         tokio::time::sleep(interval).await;

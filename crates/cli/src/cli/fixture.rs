@@ -127,6 +127,9 @@ pub(crate) struct FixtureArgs {
     /// Offer completions (answered empty).
     #[arg(long)]
     completions: bool,
+    /// The serverInfo.description to report instead of the fixture's own.
+    #[arg(long)]
+    description: Option<String>,
     /// Be a hostile stdio server instead: notify-flood, ping-flood, no-read,
     /// stderr-flood, stderr-binary, many-tools, heavy-pages, huge-message, slow-pages,
     /// immortal or escape. With --http, a hostile HTTP server: notify-flood,
@@ -152,6 +155,7 @@ impl FixtureArgs {
             hold_lists,
             tools_only,
             completions,
+            description,
             hostile,
         } = self;
         if conformance {
@@ -203,6 +207,7 @@ impl FixtureArgs {
             hold_lists,
             tools_only,
             completions,
+            description,
         };
         fixture(options, http).await
     }

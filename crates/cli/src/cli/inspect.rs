@@ -23,7 +23,12 @@ fn document_text(text: &str) -> String {
 pub(crate) struct StatusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
+    /// Keep watching: a live table redrawn on every state change, each change
+    /// highlighted and every server's last Problem kept, until Ctrl-C. Piped, a line per
+    /// change; with --json, a JSON object per change.
+    #[arg(long)]
+    watch: bool,
 }
 
 /// List a server's enabled tools.
@@ -33,7 +38,7 @@ pub(crate) struct ToolsArgs {
     server: String,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// List a server's resources and resource templates.
@@ -43,7 +48,7 @@ pub(crate) struct ResourcesArgs {
     server: String,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Read a resource and print the server's answer as JSON.
@@ -62,7 +67,7 @@ pub(crate) struct PromptsArgs {
     server: String,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Get a prompt and print its messages as JSON.
@@ -94,7 +99,11 @@ pub(crate) struct SurveyArgs {}
 
 impl StatusArgs {
     pub(crate) async fn run(self, global: &Global) -> ExitCode {
-        status(global, self.json).await
+        if self.watch {
+            super::watch::watch(global, self.json).await
+        } else {
+            status(global, self.json).await
+        }
     }
 }
 

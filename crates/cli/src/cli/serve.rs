@@ -39,6 +39,11 @@ pub(crate) struct ServeCommand {
 }
 
 impl ServeCommand {
+    /// Whether it serves Streamable HTTP (else stdio, whose stdout is the protocol).
+    pub(crate) fn over_http(&self) -> bool {
+        self.transport == "http"
+    }
+
     /// Serves the workspace as these flags ask.
     pub(crate) async fn run(self, global: &Global) -> ExitCode {
         let args = ServeArgs {

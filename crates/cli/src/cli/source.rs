@@ -26,6 +26,13 @@ enum SourceCommand {
 }
 
 impl SourceArgs {
+    /// Whether the command was asked for JSON.
+    pub(crate) fn json(&self) -> bool {
+        match self.command {
+            SourceCommand::Check { json } => json,
+        }
+    }
+
     pub(crate) async fn run(self, global: &Global) -> ExitCode {
         match self.command {
             SourceCommand::Check { json } => source_check(global, json).await,
