@@ -38,7 +38,9 @@ export PATH="$CACHE/cargo-fuzz/bin:$PATH"
 mkdir -p "$WORK"
 # Safe Rust: what is looked for is a panic or a broken property, so no sanitizer (which
 # would also rebuild the bundled SQLite under ASan for nothing).
-common=(--fuzz-dir fuzz --target-dir "$WORK/target" --sanitizer none)
+# Built in parallel code units (cargo-fuzz's default is one): the targets run for seconds here,
+# where building them is most of the cost; fuzz/Cargo.toml's release profile is opt-level 1.
+common=(--fuzz-dir fuzz --target-dir "$WORK/target" --sanitizer none --codegen-units 16)
 # Every target is built in one cargo invocation, so the shared dependencies are compiled once
 # and the targets link side by side; each run below then finds its binary built.
 start=$SECONDS

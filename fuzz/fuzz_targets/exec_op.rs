@@ -3,7 +3,6 @@
 //! classified consistently, and written out again to the same op.
 #![no_main]
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
@@ -98,10 +97,7 @@ fn snapshot() -> &'static WorkspaceSnapshot {
         WorkspaceSnapshot {
             workspace: "fuzz".into(),
             version: 1,
-            servers: servers
-                .into_iter()
-                .map(|s| (Arc::from(s.alias.as_str()), Arc::new(s)))
-                .collect::<BTreeMap<_, _>>(),
+            servers: servers.into_iter().collect(),
         }
     })
 }

@@ -3,7 +3,6 @@
 //! stays one deterministic line.
 #![no_main]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
@@ -43,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
     let snapshot = WorkspaceSnapshot {
         workspace: "default".into(),
         version: 1,
-        servers: BTreeMap::from([(Arc::from("fuzz"), Arc::new(server))]),
+        servers: [server].into_iter().collect(),
     };
     assert!(tool_document(&snapshot, "fuzz", "t").is_some());
 });
