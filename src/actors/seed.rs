@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::workspace::{Provenance, Seed};
 use crate::config::{HostConfig, McpServerDefinition, ServerDefinition, target_variable};
 use crate::store::{RecordSource, Store, WorkspaceRecord};
 
@@ -88,6 +87,75 @@ pub(crate) enum DurableFault {
         "workspace \"{workspace}\": the added server \"{alias}\" now collides with a service definition of the same name: remove one of them"
     )]
     Collides { workspace: String, alias: String },
+}
+
+/// Where a server's definition comes from: the one answer the entry, the store's record
+/// (`RecordSource`) and the summary's `source` word each give in their own shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Provenance {
+    /// Declared by the service environment, as declared.
+    Service,
+    /// Declared by the service environment, replaced by a durable workspace definition.
+    Specialized,
+    /// Added in this workspace.
+    Added,
+    /// Carried by a client in its overlay: shown, never connected or kept.
+    Client,
+}
+
+impl Provenance {
+    /// How a stored record's definition stands to the service's.
+    pub(crate) fn of_record(source: RecordSource) -> Self {
+        match source {
+            RecordSource::Added => Self::Added,
+            RecordSource::Specialized => Self::Specialized,
+        }
+    }
+
+    /// The service's definition, replaced or not.
+    pub(crate) fn from_service(definition_differs: bool) -> Self {
+        if definition_differs {
+            Self::Specialized
+        } else {
+            Self::Service
+        }
+    }
+
+    /// Whether the definition exists only because the install gate let it in (added, or
+    /// customized), so it is kept in the store and closes with the gate.
+    pub(crate) fn gated(self) -> bool {
+        matches!(self, Self::Added | Self::Specialized)
+    }
+
+    /// How the store records it: only a workspace's own definitions are records.
+    pub(crate) fn record(self) -> Option<RecordSource> {
+        match self {
+            Self::Added => Some(RecordSource::Added),
+            Self::Specialized => Some(RecordSource::Specialized),
+            Self::Service | Self::Client => None,
+        }
+    }
+
+    /// The word a summary shows.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Service => "service",
+            Self::Specialized => "specialized",
+            Self::Added => "workspace",
+            Self::Client => "client",
+        }
+    }
+}
+
+/// One definition a workspace starts with.
+#[derive(Clone)]
+pub(crate) struct Seed {
+    pub definition: Arc<ServerDefinition>,
+    /// The service environment's definition of this alias, if it has one.
+    pub service: Option<Arc<ServerDefinition>>,
+    /// Service, specialized or added (a seed is never a client's).
+    pub provenance: Provenance,
+    pub enabled: bool,
 }
 
 /// One workspace's definitions, by alias.

@@ -14,8 +14,9 @@ use tokio::sync::{broadcast, watch};
 use super::attachment::Settings;
 use super::messages::WorkspaceMsg;
 use super::restart::WorkspaceRestart;
-use super::seed::Reseed;
-use super::workspace::{Published, Seed, WorkspaceActor, WorkspaceArgs};
+use super::seed::{Reseed, Seed};
+use super::workspace::{Published, WorkspaceActor, WorkspaceArgs};
+
 use crate::config::ServerDefinition;
 use crate::model::{
     CloseFailure, Customize, HostEvent, Problem, ServerSnapshot, ServerState, ServerSummary,

@@ -41,15 +41,15 @@ use tokio::sync::{broadcast, watch};
 use self::attachments::{Attached, Attachments, Routes};
 use self::commit::Coalescing;
 use self::durable::{Phase, Reload, Writing};
-use self::lifecycle::{Pending, Removal};
+use self::lifecycle::Pending;
 use super::attachment::{AttachmentActor, AttachmentArgs, AttachmentMsg, Origin, Settings};
 use super::messages::{ActionReply, WorkspaceMsg};
-use super::seed::Reseed;
+use super::seed::{Provenance, Reseed, Seed};
 use crate::config::ServerDefinition;
 use crate::model::{CloseFailure, HostEvent};
 use crate::model::{Problem, ServerSnapshot, ServerState, Servers};
 use crate::protocol::Session;
-use crate::store::{Change, RecordSource, ServerRecord, Store, StoreError, Version};
+use crate::store::{Change, ServerRecord, Store, StoreError, Version};
 
 /// What readers of a workspace see: the snapshot, and the routes calls take (a persistent
 /// map, shared from one commit to the next like the snapshot's servers).
@@ -67,73 +67,15 @@ pub(crate) struct Route {
     pub actor: ActorRef<AttachmentMsg>,
 }
 
-/// Where a server's definition comes from: the one answer the entry, the store's record
-/// (`RecordSource`) and the summary's `source` word each give in their own shape.
+/// What a disable does to the server's durable record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Provenance {
-    /// Declared by the service environment, as declared.
-    Service,
-    /// Declared by the service environment, replaced by a durable workspace definition.
-    Specialized,
-    /// Added in this workspace.
-    Added,
-    /// Carried by a client in its overlay: shown, never connected or kept.
-    Client,
-}
-
-impl Provenance {
-    /// How a stored record's definition stands to the service's.
-    pub(crate) fn of_record(source: RecordSource) -> Self {
-        match source {
-            RecordSource::Added => Self::Added,
-            RecordSource::Specialized => Self::Specialized,
-        }
-    }
-
-    /// The service's definition, replaced or not.
-    fn from_service(definition_differs: bool) -> Self {
-        if definition_differs {
-            Self::Specialized
-        } else {
-            Self::Service
-        }
-    }
-
-    /// Whether the definition exists only because the install gate let it in (added, or
-    /// customized), so it is kept in the store and closes with the gate.
-    fn gated(self) -> bool {
-        matches!(self, Self::Added | Self::Specialized)
-    }
-
-    /// How the store records it: only a workspace's own definitions are records.
-    fn record(self) -> Option<RecordSource> {
-        match self {
-            Self::Added => Some(RecordSource::Added),
-            Self::Specialized => Some(RecordSource::Specialized),
-            Self::Service | Self::Client => None,
-        }
-    }
-
-    /// The word a summary shows.
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Service => "service",
-            Self::Specialized => "specialized",
-            Self::Added => "workspace",
-            Self::Client => "client",
-        }
-    }
-}
-
-/// One definition a workspace starts with.
-#[derive(Clone)]
-pub(crate) struct Seed {
-    pub definition: Arc<ServerDefinition>,
-    /// The service environment's definition of this alias, if it has one.
-    pub service: Option<Arc<ServerDefinition>>,
-    /// Service, specialized or added (a seed is never a client's).
-    pub provenance: Provenance,
-    pub enabled: bool,
+pub(crate) enum Removal {
+    /// A disable: the record stays, marked disabled.
+    Keep,
+    /// A removal of an added server: record and enabledness go.
+    Forget,
+    /// A removal of a specialization: the record goes, the service server stays disabled.
+    Revert,
 }
 
 /// The start-up arguments.

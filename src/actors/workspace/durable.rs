@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use super::lifecycle::Removal;
+use super::Removal;
 use super::{
     By, Entry, Provenance, Seed, Stored, WorkspaceState, state_problem, store_unavailable,
 };

@@ -8,24 +8,13 @@ use std::time::Instant;
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::durable::AfterWrite;
-use super::{By, Entry, Provenance, Stored, WorkspaceState};
+use super::{By, Entry, Provenance, Removal, Stored, WorkspaceState};
 use crate::actors::attachment::{AttachmentMsg, Origin};
 use crate::actors::messages::{ActionReply, WorkspaceMsg};
 use crate::config::ServerDefinition;
 use crate::model::{CloseFailure, Customize, Problem, ServerSnapshot, ServerState};
 use crate::protocol::CloseError;
 use crate::store::Change;
-
-/// What a disable does to the server's durable record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Removal {
-    /// A disable: the record stays, marked disabled.
-    Keep,
-    /// A removal of an added server: record and enabledness go.
-    Forget,
-    /// A removal of a specialization: the record goes, the service server stays disabled.
-    Revert,
-}
 
 /// What happens to a server's definition once its attachment has detached.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::{Global, fail, finish, start};
-use plurnk_mcp::ServerState;
+use plurnk_mcp::{ServerState, Workspace};
 
 /// The `serve` command's flags.
 #[derive(clap::Args)]
@@ -171,51 +171,10 @@ impl ServeLimits {
 /// the client closes stdin) or Streamable HTTP at `/mcp` (until a signal). Over stdio,
 /// stdout carries protocol messages only.
 pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
-    use plurnk_mcp::gateway::{Gateway, HttpOptions, Naming};
-    let bearer = match &args.bearer_env {
-        None => None,
-        Some(name) => match std::env::var(name) {
-            Ok(token) if !token.trim().is_empty() => Some(token),
-            _ => {
-                return fail(format!(
-                    "--bearer-env {name}: the variable is not set (or empty); export the token in it"
-                ));
-            }
-        },
-    };
-    if let Some(token) = &bearer {
-        // Registered before any server starts, so nothing the host says can carry it.
-        plurnk_mcp::redact::register([token.clone()]);
-    }
-    if let (Some(name), Some(token)) = (&args.bearer_env, &bearer)
-        && token.len() < plurnk_mcp::gateway::MIN_BEARER_BYTES
-    {
-        return fail(format!(
-            "--bearer-env {name}: the token is {} bytes; a gateway bearer token must be at least {} bytes: put a long random one in {name} (openssl rand -hex 32)",
-            token.len(),
-            plurnk_mcp::gateway::MIN_BEARER_BYTES
-        ));
-    }
-    let session_key = match &args.session_key_env {
-        None => None,
-        Some(name) => match std::env::var(name) {
-            Ok(key) if key.len() >= plurnk_mcp::gateway::MIN_SESSION_KEY_BYTES => {
-                plurnk_mcp::redact::register([key.clone()]);
-                Some(key.into_bytes())
-            }
-            Ok(key) if !key.is_empty() => {
-                return fail(format!(
-                    "--session-key-env {name}: the key is {} bytes; a session key must be at least {} bytes: put a long random one in {name} (openssl rand -hex 32), the same on every replica",
-                    key.len(),
-                    plurnk_mcp::gateway::MIN_SESSION_KEY_BYTES
-                ));
-            }
-            _ => {
-                return fail(format!(
-                    "--session-key-env {name}: the variable is not set (or empty); export the replicas' shared key in it"
-                ));
-            }
-        },
+    use plurnk_mcp::gateway::Gateway;
+    let (bearer, session_key) = match credentials(&args) {
+        Ok(credentials) => credentials,
+        Err(message) => return fail(message),
     };
     if args.http.is_none()
         && (bearer.is_some()
@@ -241,28 +200,12 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
-    let naming = if args.unprefixed {
-        let snapshot = workspace.snapshot();
-        let enabled: Vec<&str> = snapshot
-            .servers
-            .values()
-            .filter(|server| server.state != ServerState::Disabled)
-            .map(|server| server.alias.as_str())
-            .collect();
-        match enabled.as_slice() {
-            [only] => Naming::Unprefixed((*only).to_owned()),
-            _ => {
-                finish(&host).await;
-                return fail(format!(
-                    "--unprefixed serves a workspace of exactly one enabled server; workspace \"{}\" has {} ({}): leave --unprefixed out to serve them as <server>_<tool>",
-                    workspace.name(),
-                    enabled.len(),
-                    enabled.join(", ")
-                ));
-            }
+    let naming = match naming(args.unprefixed, &workspace) {
+        Ok(naming) => naming,
+        Err(message) => {
+            finish(&host).await;
+            return fail(message);
         }
-    } else {
-        Naming::Prefixed
     };
     let gateway = Gateway::new(workspace.clone(), naming);
     let result = match args.http {
@@ -272,26 +215,14 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
                 .await
         }
         Some(address) => {
-            let listener = match tokio::net::TcpListener::bind(address).await {
+            let listener = match listen(address, workspace.name()).await {
                 Ok(listener) => listener,
-                Err(error) => {
+                Err(message) => {
                     finish(&host).await;
-                    return fail(format!(
-                        "could not listen on {address}: {error}; pick a free port (0 for any)"
-                    ));
+                    return fail(message);
                 }
             };
-            match listener.local_addr() {
-                Ok(bound) => errln!(
-                    "plurnk-mcp: serving workspace \"{}\" at http://{bound}/mcp",
-                    workspace.name()
-                ),
-                Err(error) => {
-                    finish(&host).await;
-                    return fail(error);
-                }
-            }
-            let options = HttpOptions::default()
+            let options = plurnk_mcp::gateway::HttpOptions::default()
                 .with_bearer(bearer)
                 .with_allowed_hosts(args.allowed_hosts)
                 .with_allowed_origins(args.allowed_origins)
@@ -306,4 +237,95 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(error),
     }
+}
+
+/// The bearer token and the replicas' session key the arguments name by variable, each
+/// registered as a secret; the message names the variable and the fix.
+fn credentials(args: &ServeArgs) -> Result<(Option<String>, Option<Vec<u8>>), String> {
+    let bearer = match &args.bearer_env {
+        None => None,
+        Some(name) => match std::env::var(name) {
+            Ok(token) if !token.trim().is_empty() => Some(token),
+            _ => {
+                return Err(format!(
+                    "--bearer-env {name}: the variable is not set (or empty); export the token in it"
+                ));
+            }
+        },
+    };
+    if let Some(token) = &bearer {
+        // Registered before any server starts, so nothing the host says can carry it.
+        plurnk_mcp::redact::register([token.clone()]);
+    }
+    if let (Some(name), Some(token)) = (&args.bearer_env, &bearer)
+        && token.len() < plurnk_mcp::gateway::MIN_BEARER_BYTES
+    {
+        return Err(format!(
+            "--bearer-env {name}: the token is {} bytes; a gateway bearer token must be at least {} bytes: put a long random one in {name} (openssl rand -hex 32)",
+            token.len(),
+            plurnk_mcp::gateway::MIN_BEARER_BYTES
+        ));
+    }
+    let session_key = match &args.session_key_env {
+        None => None,
+        Some(name) => match std::env::var(name) {
+            Ok(key) if key.len() >= plurnk_mcp::gateway::MIN_SESSION_KEY_BYTES => {
+                plurnk_mcp::redact::register([key.clone()]);
+                Some(key.into_bytes())
+            }
+            Ok(key) if !key.is_empty() => {
+                return Err(format!(
+                    "--session-key-env {name}: the key is {} bytes; a session key must be at least {} bytes: put a long random one in {name} (openssl rand -hex 32), the same on every replica",
+                    key.len(),
+                    plurnk_mcp::gateway::MIN_SESSION_KEY_BYTES
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "--session-key-env {name}: the variable is not set (or empty); export the replicas' shared key in it"
+                ));
+            }
+        },
+    };
+    Ok((bearer, session_key))
+}
+
+/// How the gateway names what it serves: `<server>_<name>`, or, with `--unprefixed`, the
+/// names of the workspace's one enabled server.
+fn naming(unprefixed: bool, workspace: &Workspace) -> Result<plurnk_mcp::gateway::Naming, String> {
+    use plurnk_mcp::gateway::Naming;
+    if !unprefixed {
+        return Ok(Naming::Prefixed);
+    }
+    let snapshot = workspace.snapshot();
+    let enabled: Vec<&str> = snapshot
+        .servers
+        .values()
+        .filter(|server| server.state != ServerState::Disabled)
+        .map(|server| server.alias.as_str())
+        .collect();
+    match enabled.as_slice() {
+        [only] => Ok(Naming::Unprefixed((*only).to_owned())),
+        _ => Err(format!(
+            "--unprefixed serves a workspace of exactly one enabled server; workspace \"{}\" has {} ({}): leave --unprefixed out to serve them as <server>_<tool>",
+            workspace.name(),
+            enabled.len(),
+            enabled.join(", ")
+        )),
+    }
+}
+
+/// The gateway's listener on `address`, said on stderr where it serves `workspace`.
+async fn listen(
+    address: std::net::SocketAddr,
+    workspace: &str,
+) -> Result<tokio::net::TcpListener, String> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| {
+            format!("could not listen on {address}: {error}; pick a free port (0 for any)")
+        })?;
+    let bound = listener.local_addr().map_err(|error| error.to_string())?;
+    errln!("plurnk-mcp: serving workspace \"{workspace}\" at http://{bound}/mcp");
+    Ok(listener)
 }
