@@ -398,6 +398,8 @@ async fn conflicting_changes_lose_nothing_and_the_later_writer_gets_409(bench: A
         let on_b = on_b.clone();
         async move { on_b.disable("svc").await }
     });
+    // The pause is the scenario: the disable reaches B's mailbox, behind the stall, before A
+    // writes (B's mailbox length is not observable from here; B stays stalled either way).
     tokio::time::sleep(Duration::from_millis(200)).await;
     let customized = on_a
         .enable_with("svc", only_echo())
@@ -676,6 +678,7 @@ async fn postgres_stopped_under_load_loses_no_call_and_nothing_made_meanwhile(be
             Some(ServerState::Ready)
         );
     }
+    // The pause is the scenario: the store stays down a while before it comes back.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     // It comes back: both hosts are ready again; a change on A reaches B.
@@ -704,6 +707,7 @@ async fn postgres_stopped_under_load_loses_no_call_and_nothing_made_meanwhile(be
     on_a.enable_with("svc", only_echo())
         .await
         .expect("a change while B is cut off");
+    // The pause is the scenario: a window in which B, cut off, must not learn of A's change.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         state_of(&on_b.snapshot(), "svc"),
@@ -929,6 +933,7 @@ async fn gateway_replicas_behind_haproxy_survive_a_kill(bench: Arc<Bench>) {
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .expect("the load driver starts");
+    // The pauses are the scenario: the load's schedule (r2 killed at 20 s, back at 40 s).
     tokio::time::sleep(Duration::from_secs(20)).await;
     let before_kill = balancer.servers(&http).await;
     replicas[1].kill();
