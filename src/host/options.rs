@@ -36,6 +36,9 @@ pub struct CallOptions {
     /// carries these answers and state, and an `input_required` answer settles the call as
     /// a [`ToolResult`] holding that answer ([`ToolResult::is_input_required`]). For a
     /// caller whose own client answers, such as the gateway.
+    ///
+    /// [`ToolResult`]: crate::ToolResult
+    /// [`ToolResult::is_input_required`]: crate::ToolResult::is_input_required
     pub relay: Option<InputRelay>,
     /// The client capabilities sent to a 2026-07-28 server in this request's `_meta` in
     /// place of the host's own, so it asks only for input the caller's own client can give
@@ -101,6 +104,9 @@ pub struct HostOptions {
     /// hydrate: [`Host::start`] (and [`Host::workspace`] for a workspace it opens afresh)
     /// returns only once hydration is over, so a caller that shows its progress (the
     /// command line's progress line) follows [`Workspace::watch`] from here.
+    ///
+    /// [`Host::start`]: crate::Host::start
+    /// [`Host::workspace`]: crate::Host::workspace
     pub on_open: Option<OnOpen>,
 }
 
