@@ -604,6 +604,26 @@ pub enum StoreError {
 
 // === impl ServerRecord ===
 
+impl ServerRecord {
+    /// A record read back from a store's row: its source word and its definition's JSON
+    /// text, or what about the row cannot be read (for the store's own error).
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn from_row(
+        alias: &str,
+        source: &str,
+        definition: &str,
+    ) -> Result<Self, &'static str> {
+        let source = RecordSource::parse(source).ok_or("an unknown source")?;
+        let definition =
+            serde_json::from_str(definition).map_err(|_| "a definition that is not JSON")?;
+        Ok(Self {
+            alias: alias.to_owned(),
+            definition,
+            source,
+        })
+    }
+}
+
 impl fmt::Debug for ServerRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ServerRecord")

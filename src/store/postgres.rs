@@ -36,8 +36,8 @@ use tokio_postgres::{AsyncMessage, Config, NoTls, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{
-    Announcement, Change, Expect, RecordSource, ServerRecord, Store, StoreError, StoreFuture,
-    Version, WorkspaceRecord, check_definition,
+    Announcement, Change, Expect, ServerRecord, Store, StoreError, StoreFuture, Version,
+    WorkspaceRecord, check_definition,
 };
 
 /// The schema, one step a file, applied in order; step `i` leaves `plurnk_mcp_meta.version =
@@ -189,15 +189,8 @@ impl PostgresStore {
                      that row, or use a build that reads it"
                 ),
             };
-            let source =
-                RecordSource::parse(&source).ok_or_else(|| unreadable("an unknown source"))?;
-            let definition = serde_json::from_str(&definition)
-                .map_err(|_| unreadable("a definition that is not JSON"))?;
-            let record = ServerRecord {
-                alias: alias.clone(),
-                definition,
-                source,
-            };
+            let record =
+                ServerRecord::from_row(&alias, &source, &definition).map_err(unreadable)?;
             workspaces
                 .entry(workspace)
                 .or_default()

@@ -10,8 +10,8 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior, params};
 
 use super::{
-    Change, Expect, RecordSource, ServerRecord, Store, StoreError, StoreFuture, Version,
-    WorkspaceRecord, check_definition,
+    Change, Expect, ServerRecord, Store, StoreError, StoreFuture, Version, WorkspaceRecord,
+    check_definition,
 };
 
 /// The schema, one step a file, applied in order: step `i` (from 1) runs in one transaction
@@ -171,15 +171,8 @@ impl SqliteStore {
                     "holds server \"{alias}\" of workspace \"{workspace}\" with {what}"
                 ),
             };
-            let source =
-                RecordSource::parse(&source).ok_or_else(|| unreadable("an unknown source"))?;
-            let definition = serde_json::from_str(&definition)
-                .map_err(|_| unreadable("a definition that is not JSON"))?;
-            let record = ServerRecord {
-                alias: alias.clone(),
-                definition,
-                source,
-            };
+            let record =
+                ServerRecord::from_row(&alias, &source, &definition).map_err(unreadable)?;
             workspaces
                 .entry(workspace)
                 .or_default()

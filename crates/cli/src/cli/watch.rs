@@ -68,25 +68,7 @@ impl Seen {
                 .changed
                 .get(&server.alias)
                 .is_some_and(|at| now.duration_since(*at) < HIGHLIGHT);
-            rows.push((
-                [
-                    server.alias.clone(),
-                    server.transport.to_string(),
-                    server.state.to_string(),
-                    server
-                        .negotiated
-                        .as_ref()
-                        .map(|n| n.revision.clone())
-                        .unwrap_or_else(|| "-".into()),
-                    if server.state == ServerState::Ready {
-                        server.tools.len().to_string()
-                    } else {
-                        "-".into()
-                    },
-                    problem,
-                ],
-                recent,
-            ));
+            rows.push((super::inspect::server_row(server, problem), recent));
         }
         rows
     }
