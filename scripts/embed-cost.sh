@@ -21,11 +21,19 @@ measure() { # name, manifest, binary, cargo arguments...
   local name="$1" manifest="$2" binary="$3"
   shift 3
   local dir
-  dir="$(dirname "$manifest")"
-  [[ "$dir" == "$ROOT" ]] || cp Cargo.lock "$dir/Cargo.lock"
+  dir="$(cd "$(dirname "$manifest")" && pwd)"
+  # An embedder is a package of its own: it starts from the workspace's lock file, so it
+  # builds the same versions, and cargo trims that file to the embedder's own tree (which
+  # --locked would refuse); the copy is removed afterwards.
+  local locked=(--locked)
+  if [[ "$dir" != "$ROOT" ]]; then
+    cp Cargo.lock "$dir/Cargo.lock"
+    locked=()
+  fi
   local start=$SECONDS
-  CARGO_TARGET_DIR="$work/$name" cargo build --release --locked --manifest-path "$manifest" "$@" \
+  CARGO_TARGET_DIR="$work/$name" cargo build --release "${locked[@]}" --manifest-path "$manifest" "$@" \
     >"$work/$name.log" 2>&1 || { tail -20 "$work/$name.log" >&2; exit 1; }
+  [[ "$dir" == "$ROOT" ]] || rm -f "$dir/Cargo.lock"
   local seconds=$((SECONDS - start))
   local crates
   crates="$(grep -c '^ *Compiling ' "$work/$name.log")"
