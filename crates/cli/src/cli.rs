@@ -43,7 +43,9 @@ use std::time::Duration;
 
 use std::path::PathBuf;
 
-use plurnk_mcp::{Host, HostConfig, HostOptions, Problem, Refusal, ServerState, Workspace};
+use plurnk_mcp::{
+    Host, HostConfig, HostOptions, Problem, Refusal, ServerSnapshot, ServerState, Workspace,
+};
 
 /// Logs go to stderr, filtered by `PLURNK_MCP_LOG` (else `default`).
 pub(crate) fn init_logging(default: &str) {
@@ -265,6 +267,32 @@ fn shown(cell: &str) -> String {
     out
 }
 
+/// A server's row of the status table (and of `status --watch`): alias, transport, state,
+/// revision, tools (once ready), and the problem column as given.
+fn server_row(server: &ServerSnapshot, problem: String) -> [String; 6] {
+    [
+        server.alias.clone(),
+        server.transport.to_string(),
+        server.state.to_string(),
+        server
+            .negotiated
+            .as_ref()
+            .map(|n| n.revision.clone())
+            .unwrap_or_else(|| "-".into()),
+        if server.state == ServerState::Ready {
+            server.tools.len().to_string()
+        } else {
+            "-".into()
+        },
+        problem,
+    ]
+}
+
+/// A Problem's first line, as the tables show it.
+fn first_line(problem: &Problem) -> String {
+    problem.detail.lines().next().unwrap_or_default().to_owned()
+}
+
 /// Lays out rows as aligned columns; the last column (free text) is not padded. Every cell
 /// goes through [`shown`].
 fn render_table<const N: usize>(rows: &[[String; N]]) -> String {
@@ -395,11 +423,7 @@ fn summary_table(summaries: &[plurnk_mcp::ServerSummary]) -> String {
                 "-".into()
             },
             summary.target.clone(),
-            summary
-                .problem
-                .as_ref()
-                .map(|p| p.detail.lines().next().unwrap_or_default().to_owned())
-                .unwrap_or_default(),
+            summary.problem.as_ref().map(first_line).unwrap_or_default(),
         ]);
     }
     render_table(&rows)

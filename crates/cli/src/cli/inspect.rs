@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use super::{
     Global, arguments, fail, finish, print_json, render_table, shown, start, with_ready_server,
 };
-use plurnk_mcp::{CallOptions, ServerSnapshot, ServerState, WorkspaceSnapshot};
+use plurnk_mcp::{CallOptions, ServerState, WorkspaceSnapshot};
 
 /// A document the host rendered (what the model reads), for a terminal: its lines are its
 /// own (the projection puts a server's text on one line), so line breaks stay; no other
@@ -162,32 +162,11 @@ pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
         let problem = server
             .problem
             .as_ref()
-            .map(|p| p.detail.lines().next().unwrap_or_default().to_owned())
+            .map(super::first_line)
             .unwrap_or_default();
-        rows.push(server_row(server, problem));
+        rows.push(super::server_row(server, problem));
     }
     render_table(&rows)
-}
-
-/// A server's row of the status table (and of `status --watch`): alias, transport, state,
-/// revision, tools (once ready), and the problem column as given.
-pub(crate) fn server_row(server: &ServerSnapshot, problem: String) -> [String; 6] {
-    [
-        server.alias.clone(),
-        server.transport.to_string(),
-        server.state.to_string(),
-        server
-            .negotiated
-            .as_ref()
-            .map(|n| n.revision.clone())
-            .unwrap_or_else(|| "-".into()),
-        if server.state == ServerState::Ready {
-            server.tools.len().to_string()
-        } else {
-            "-".into()
-        },
-        problem,
-    ]
 }
 
 async fn status(global: &Global, json: bool) -> ExitCode {

@@ -56,11 +56,11 @@ impl Seen {
         )];
         for server in snapshot.servers.values() {
             let problem = match (&server.problem, self.problems.get(&server.alias)) {
-                (Some(problem), _) => first_line(problem),
+                (Some(problem), _) => super::first_line(problem),
                 (None, Some((problem, at))) => format!(
                     "{} ago: {}",
                     seconds(now.duration_since(*at)),
-                    first_line(problem)
+                    super::first_line(problem)
                 ),
                 (None, None) => String::new(),
             };
@@ -68,14 +68,10 @@ impl Seen {
                 .changed
                 .get(&server.alias)
                 .is_some_and(|at| now.duration_since(*at) < HIGHLIGHT);
-            rows.push((super::inspect::server_row(server, problem), recent));
+            rows.push((super::server_row(server, problem), recent));
         }
         rows
     }
-}
-
-fn first_line(problem: &Problem) -> String {
-    problem.detail.lines().next().unwrap_or_default().to_owned()
 }
 
 fn seconds(elapsed: Duration) -> String {
@@ -139,7 +135,7 @@ pub(crate) async fn watch(global: &Global, json: bool) -> ExitCode {
                             to,
                             problem
                                 .as_ref()
-                                .map(|p| format!(": {}", shown(&first_line(p))))
+                                .map(|p| format!(": {}", shown(&super::first_line(p))))
                                 .unwrap_or_default()
                         ),
                         Output::Json => {
