@@ -53,7 +53,9 @@ impl Sealer {
             Some(key) => hmac::Key::new(hmac::HMAC_SHA256, key),
             None => {
                 let mut random = [0u8; 32];
-                let _ = aws_lc_rs::rand::fill(&mut random);
+                // Without the system's randomness every replica's key would be the same
+                // known bytes and anyone could forge a session: no gateway starts then.
+                aws_lc_rs::rand::fill(&mut random).expect("the system's random source");
                 hmac::Key::new(hmac::HMAC_SHA256, &random)
             }
         };
@@ -63,7 +65,7 @@ impl Sealer {
     /// The id of a new session whose client sent `params` in its `initialize`.
     pub(crate) fn seal(&self, params: &Value) -> String {
         let mut nonce = [0u8; 12];
-        let _ = aws_lc_rs::rand::fill(&mut nonce);
+        aws_lc_rs::rand::fill(&mut nonce).expect("the system's random source");
         let nonce = URL_SAFE_NO_PAD.encode(nonce);
         let mut payload = json!({"n": nonce, "p": params}).to_string();
         if payload.len() > MAX_PAYLOAD_BYTES {
@@ -79,7 +81,7 @@ impl Sealer {
                 capabilities.insert("elicitation".into(), json!({}));
             }
             let reduced = json!({
-                "protocolVersion": params.get("protocolVersion").cloned().unwrap_or(Value::Null),
+                "protocolVersion": shortened(params.get("protocolVersion")),
                 "capabilities": capabilities,
                 "clientInfo": {
                     "name": shortened(params.pointer("/clientInfo/name")),

@@ -226,6 +226,7 @@ impl ServerSnapshot {
                 .is_ok_and(|json| crate::redact::holds_secret(&json))
         {
             let negotiated = Arc::make_mut(negotiated);
+            scrub_in_place(&mut negotiated.revision);
             for text in [
                 &mut negotiated.name,
                 &mut negotiated.version,

@@ -42,7 +42,7 @@ use super::{
 
 /// The schema, one step a file, applied in order; step `i` leaves `plurnk_mcp_meta.version =
 /// i`. A schema change is a new file and a new line here, never an edit of a shipped step.
-pub(crate) const MIGRATIONS: &[&str] = &[include_str!("../../migrations/postgres/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("../../migrations/postgres/0001_init.sql")];
 
 /// What `plurnk_mcp_meta.application` holds in a database of ours.
 const APPLICATION: &str = "plurnk-mcp";
@@ -148,10 +148,7 @@ impl PostgresStore {
         self.pool
             .get()
             .await
-            .map_err(|error| StoreError::Unavailable {
-                store: self.shown.to_string(),
-                reason: crate::redact::scrub(&error.to_string()).into_owned(),
-            })
+            .map_err(|error| unavailable(&self.shown, &error))
     }
 
     async fn read(
@@ -547,10 +544,10 @@ fn tls(config: &Config, rootcert: Option<&str>, shown: &str) -> Result<Tls, Stor
 /// and a refusal or a failed step leaves the database as it was.
 async fn prepare(pool: &Pool, shown: &str) -> Result<(), StoreError> {
     let work = async {
-        let mut client = pool.get().await.map_err(|error| StoreError::Unavailable {
-            store: shown.to_owned(),
-            reason: crate::redact::scrub(&error.to_string()).into_owned(),
-        })?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|error| unavailable(shown, &error))?;
         let failed = |action: &str| {
             let action = action.to_owned();
             move |error: tokio_postgres::Error| database_error(shown, &action, &error)
@@ -683,10 +680,7 @@ async fn follow(
 ) {
     loop {
         let why = relay(&mut listening, &announcements).await;
-        let why = format!(
-            "the state store {shown} cannot be reached: {}",
-            crate::redact::scrub(&why)
-        );
+        let why = format!("the state store {shown} cannot be reached: {}", told(&why));
         tracing::warn!(%why, "the state store is lost");
         *lost.lock().unwrap_or_else(PoisonError::into_inner) = Some(why.clone());
         let _ = announcements.send(Announcement::Lost(why));
@@ -695,7 +689,10 @@ async fn follow(
             tokio::time::sleep(pause).await;
             match tokio::time::timeout(OPERATION_TIMEOUT, listen(&config, &tls)).await {
                 Ok(Ok(listening)) => break listening,
-                Ok(Err(error)) => tracing::debug!(%error, "the state store is still lost"),
+                Ok(Err(error)) => {
+                    let error = told(&error.to_string());
+                    tracing::debug!(%error, "the state store is still lost");
+                }
                 Err(_) => tracing::debug!("the state store did not answer"),
             }
             pause = (pause * 2).min(BACKOFF_LONGEST);
@@ -772,17 +769,24 @@ fn database_error(shown: &str, action: &str, error: &tokio_postgres::Error) -> S
         Some(refusal) => StoreError::Database {
             store: shown.to_owned(),
             action: action.to_owned(),
-            reason: crate::redact::scrub(refusal.message()).into_owned(),
+            reason: told(refusal.message()),
         },
         None => unavailable(shown, error),
     }
 }
 
-fn unavailable(shown: &str, error: &tokio_postgres::Error) -> StoreError {
+/// The store cannot be reached: the driver's or the pool's words, told.
+fn unavailable(shown: &str, error: &dyn std::fmt::Display) -> StoreError {
     StoreError::Unavailable {
         store: shown.to_owned(),
-        reason: crate::redact::scrub(&error.to_string()).into_owned(),
+        reason: told(&error.to_string()),
     }
+}
+
+/// What PostgreSQL or its driver said, as it may leave the host (in a Problem, a 503, a log
+/// line, `/readyz`): secrets scrubbed, and cut to the bound of any text a peer chose.
+fn told(text: &str) -> String {
+    crate::redact::scrub_capped(text, crate::redact::SHOWN_CHARS)
 }
 
 #[cfg(test)]

@@ -136,7 +136,9 @@ pub(super) fn described(
     capabilities: &rmcp::model::ServerCapabilities,
 ) -> Negotiated {
     Negotiated {
-        revision,
+        // The server's word for the revision, which rmcp keeps as it came: every revision
+        // is a short date, so a longer one is quoted cut, as a name would be.
+        revision: crate::config::shorten(&revision),
         modern,
         name: identity.map(|i| i.name.clone()),
         version: identity.map(|i| i.version.clone()),

@@ -156,22 +156,23 @@ async fn authorize_by_device(
     let device = workspace.authorize_device(server, scope).await?;
     let (expires_in, interval, handle) =
         (device.expires_in, device.interval, device.device.clone());
-    let (code, uri) = (device.user_code.clone(), device.verification_uri.clone());
+    // The authorization server's words reach the terminal as the tables show text: with no
+    // control character that could move the cursor or recolour the screen.
+    let (code, uri) = (
+        super::shown(&device.user_code),
+        super::shown(&device.verification_uri),
+    );
     let waits = format!(
         "server \"{server}\" waits for authorization ({})",
         plurnk_mcp::Accepted::STATUS
     );
     let open = match &device.verification_uri_complete {
         Some(complete) => vec![
-            format!("{waits}: on any device, open {complete}"),
-            format!(
-                "(or {} and enter the code {})",
-                device.verification_uri, device.user_code
-            ),
+            format!("{waits}: on any device, open {}", super::shown(complete)),
+            format!("(or {uri} and enter the code {code})"),
         ],
         None => vec![format!(
-            "{waits}: on any device, open {} and enter the code {}",
-            device.verification_uri, device.user_code
+            "{waits}: on any device, open {uri} and enter the code {code}"
         )],
     };
     print_accepted(
