@@ -113,30 +113,32 @@ fn hydration_message(
     since: &mut HashMap<Arc<str>, Instant>,
     now: Instant,
 ) -> (String, bool) {
-    let (mut ready, mut unavailable, mut waiting) = (0, 0, 0);
+    // The snapshot keeps a count per state; only the slowest pending needs a walk.
+    let servers = &snapshot.servers;
+    let ready = servers.count(ServerState::Ready);
+    let unavailable =
+        servers.count(ServerState::Unavailable) + servers.count(ServerState::CrashLoop);
+    let pending = servers.count(ServerState::Connecting);
+    // Authorization required, or a state newer than this command line: it waits on something
+    // other than its connection.
+    let waiting =
+        servers.len() - ready - unavailable - pending - servers.count(ServerState::Disabled);
+    // A server seen pending again after it settled starts its wait again.
+    since.retain(|alias, _| {
+        servers
+            .get(alias)
+            .is_some_and(|server| server.state == ServerState::Connecting)
+    });
     let mut slowest: Option<(&Arc<str>, Instant)> = None;
-    for (alias, server) in &snapshot.servers {
-        match server.state {
-            ServerState::Disabled => {}
-            ServerState::Ready => ready += 1,
-            ServerState::Unavailable | ServerState::CrashLoop => unavailable += 1,
-            ServerState::Connecting => {
-                let first = *since.entry(alias.clone()).or_insert(now);
-                // The longest pending, the first alias among equals.
-                if slowest.is_none_or(|(_, at)| first < at) {
-                    slowest = Some((alias, first));
-                }
+    for (alias, server) in servers {
+        if server.state == ServerState::Connecting {
+            let first = *since.entry(alias.clone()).or_insert(now);
+            // The longest pending, the first alias among equals.
+            if slowest.is_none_or(|(_, at)| first < at) {
+                slowest = Some((alias, first));
             }
-            // Authorization required, or a state newer than this command line: it waits on
-            // something other than its connection.
-            _ => waiting += 1,
         }
     }
-    let pending = snapshot
-        .servers
-        .values()
-        .filter(|server| server.state == ServerState::Connecting)
-        .count();
     let mut message = format!("{ready} ready, {unavailable} unavailable, {pending} pending");
     if waiting > 0 {
         message.push_str(&format!(", {waiting} waiting for authorization"));
