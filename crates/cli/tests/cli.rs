@@ -2233,6 +2233,36 @@ fn row_says(text: &str, alias: &str, state: &str) -> bool {
 }
 
 #[test]
+fn status_watch_on_a_short_terminal_draws_what_fits_and_says_how_many_more() {
+    let bound = std::time::Duration::from_secs(30);
+    let aliases: Vec<String> = (0..6).map(|n| format!("s{n}")).collect();
+    let mut vars: BTreeMap<String, String> = aliases
+        .iter()
+        .flat_map(|alias| fixture(alias, &[]))
+        .collect();
+    vars.insert("PLURNK_MCP_ENABLED".into(), json!(aliases).to_string());
+    // Six rows: the header, three servers and the line that counts the rest, and the cursor's
+    // row. A table taller than the terminal would scroll off, and each redraw would leave a
+    // copy behind.
+    let mut watched = pty::Terminal::spawn(
+        terminal_command(&["status", "--watch"], &vars, false),
+        120,
+        6,
+    );
+    assert!(
+        wait::until_blocking(bound, || watched.text().contains("… 3 more servers")),
+        "{}",
+        watched.text()
+    );
+    watched.type_in("\u{3}");
+    assert!(
+        watched.wait(bound).is_some(),
+        "the watch ends on Ctrl-C: {}",
+        watched.text()
+    );
+}
+
+#[test]
 fn status_watch_shows_a_killed_server_go_unavailable_and_come_back_and_ends_on_ctrl_c() {
     let bound = std::time::Duration::from_secs(30);
     let mark = format!("watch-{}", std::process::id());

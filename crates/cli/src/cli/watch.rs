@@ -194,9 +194,19 @@ fn redraw(term: &console::Term, drawn: usize, seen: &Seen, snapshot: &WorkspaceS
     let rows = seen.rows(snapshot, now);
     let highlighted: Vec<bool> = rows.iter().map(|(_, recent)| *recent).collect();
     let table: Vec<[String; 6]> = rows.into_iter().map(|(row, _)| row).collect();
-    let width = usize::from(term.size().1).max(20);
+    let (height, width) = term.size();
+    let width = usize::from(width).max(20);
+    // Cut to the height too: a line that scrolled off cannot be taken back, and each redraw
+    // would leave a copy of the table behind. The header and the last line stay.
+    let room = usize::from(height).saturating_sub(1).max(3);
+    let shown_rows = table.len().min(room - 1);
+    let hidden = table.len() - shown_rows;
     let mut frame = String::new();
-    for (line, recent) in render_table(&table).lines().zip(highlighted) {
+    for (line, recent) in render_table(&table)
+        .lines()
+        .zip(highlighted)
+        .take(shown_rows)
+    {
         // Cut to the width, so no line wraps and the next redraw takes back exactly these.
         let line = console::truncate_str(line, width, "…");
         let line = if recent {
@@ -207,7 +217,13 @@ fn redraw(term: &console::Term, drawn: usize, seen: &Seen, snapshot: &WorkspaceS
         frame.push_str(&line);
         frame.push('\n');
     }
-    let lines = table.len();
+    let mut lines = shown_rows;
+    if hidden > 0 {
+        frame.push_str(&format!(
+            "… {hidden} more servers (status without --watch lists all)\n"
+        ));
+        lines += 1;
+    }
     let _ = term.clear_last_lines(drawn);
     out!("{frame}");
     lines
