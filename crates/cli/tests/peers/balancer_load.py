@@ -49,6 +49,9 @@ async def one_client(url: str, tool: str, revision: str, index: int, until: floa
         client_info=types.Implementation(name=f"balancer-load-{name}", version="1"),
     )
     connected = False
+    # The call in flight, if any: the SDK ends a legacy client whose POST loses its connection
+    # (the killed replica) from its own task group, so that call is recorded here.
+    current: dict[str, float] = {}
     # One cancel scope bounds connecting and is then lifted: a scope entered and left around
     # the connect alone would break the order of the task groups the client opens.
     with anyio.CancelScope(deadline=anyio.current_time() + CALL_TIMEOUT) as scope:
@@ -59,24 +62,30 @@ async def one_client(url: str, tool: str, revision: str, index: int, until: floa
                     client.session.adopt(types.DiscoverResult.model_validate(raw))
                 connected = True
                 scope.deadline = math.inf
-                await calls(client, tool, revision, name, until, out)
+                await calls(client, tool, revision, name, until, out, current)
         except Exception as error:  # noqa: BLE001 — counted, not fatal
             if not connected:
                 sys.stderr.write(f"balancer_load.py: {name} could not connect: {error!r}\n")
                 out["connect_failures"] += 1
             else:
                 sys.stderr.write(f"balancer_load.py: {name} ended: {error!r}\n")
+                if "start" in current:
+                    detail = f"client ended: {error!r}"[:200]
+                    out["calls"].append([revision, name, current["start"], time.time(), "error", detail])
     if scope.cancelled_caught and not connected:
         out["connect_failures"] += 1
     if revision == "2025-11-25":
         out["sessions"][name] = seen
 
 
-async def calls(client: Client, tool: str, revision: str, name: str, until: float, out: dict[str, Any]) -> None:
+async def calls(
+    client: Client, tool: str, revision: str, name: str, until: float, out: dict[str, Any], current: dict[str, float]
+) -> None:
     n = 0
     while time.time() < until:
         n += 1
         start = time.time()
+        current["start"] = start
         outcome, detail = "ok", ""
         try:
             with anyio.fail_after(CALL_TIMEOUT + 1):
@@ -88,6 +97,7 @@ async def calls(client: Client, tool: str, revision: str, name: str, until: floa
         except Exception as error:  # noqa: BLE001 — every failure is counted with its words
             outcome, detail = "error", repr(error)[:200]
         out["calls"].append([revision, name, start, time.time(), outcome, detail])
+        current.pop("start", None)
         if outcome != "ok":
             # A failed call is tried again after a breath, as a client would.
             await anyio.sleep(0.05)
