@@ -12,10 +12,18 @@
 #   .cache/venv    Python venv with the MCP Python SDK (crates/cli/tests/peers/python_server.py)
 #   .cache/mcp-proxy  npm's mcp-proxy, the gateway users already run, which the gateway
 #                  benchmark (scripts/bench.sh --gateway) puts beside `plurnk-mcp serve`
+#   .cache/zoo-npm, .cache/zoo-venv, .cache/zoo-sqlite
+#                  the zoo: published servers people install (crates/cli/tests/zoo.rs and the
+#                  zoo benchmark): from npm server-filesystem, server-memory,
+#                  server-sequential-thinking and @playwright/mcp (server-everything is above);
+#                  from PyPI mcp-server-time, mcp-server-git, mcp-server-fetch and
+#                  excel-mcp-server in one venv, and mcp-server-sqlite in a venv of its own,
+#                  since it crashes on `mcp` 2.x
 # and writes .cache/peers.env with absolute paths: NODE22, SERVER_EVERYTHING, CONFORMANCE,
 # TS_CLIENT_DIR (the npm prefix holding node_modules/@modelcontextprotocol/client), PYTHON_MCP,
 # MCP_PROXY (its entry point), and the peer scripts PYTHON_PEER, PYTHON_SURFACES,
-# GATEWAY_TS_CLIENT, GATEWAY_PY_CLIENT.
+# GATEWAY_TS_CLIENT, GATEWAY_PY_CLIENT, and the zoo's ZOO_NPM (its node_modules/.bin holds the
+# npm servers' commands), ZOO_VENV and ZOO_SQLITE (their bin/ the PyPI servers' commands).
 # Each part has a stamp file holding its version spec, so a second run only checks stamps and
 # files (well under a second). Source peers.env in tests/CI:
 #   . .cache/peers.env
@@ -34,6 +42,10 @@ PY_MCP_VERSION="2.3.0"
 # The latest release (`npm view mcp-proxy version`); a prefix of its own, so adding it never
 # reinstalls the npm peers above.
 MCP_PROXY_VERSION="6.7.19"
+# The zoo, each pinned to its newest release on 2026-12-07.
+ZOO_NPM_SPEC="@modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31 @modelcontextprotocol/server-sequential-thinking@2026.8.31 @playwright/mcp@0.0.86"
+ZOO_PY_SPEC="mcp-server-time==2026.10.19 mcp-server-git==2026.10.19 mcp-server-fetch==2026.10.24 excel-mcp-server==2.2.2"
+ZOO_SQLITE_SPEC="mcp-server-sqlite==2025.4.25 mcp<2"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
@@ -41,7 +53,7 @@ FORCE=0
 case "${1:-}" in
   --force) FORCE=1 ;;
   "") ;;
-  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
   *) echo "usage: $0 [--force]" >&2; exit 2 ;;
 esac
 
@@ -142,7 +154,45 @@ else
   echo "$spec" > "$CACHE/mcp-proxy.stamp"
 fi
 
-# 5. peers.env ----------------------------------------------------------------
+# 5. the zoo ------------------------------------------------------------------
+ZOO_NPM="$CACHE/zoo-npm"
+if up_to_date "$CACHE/zoo-npm.stamp" "$ZOO_NPM_SPEC" "$ZOO_NPM/node_modules/.bin/mcp-server-filesystem" \
+  "$ZOO_NPM/node_modules/.bin/mcp-server-memory" "$ZOO_NPM/node_modules/.bin/mcp-server-sequential-thinking" \
+  "$ZOO_NPM/node_modules/.bin/playwright-mcp"; then
+  log "zoo npm servers ok"
+else
+  log "installing $ZOO_NPM_SPEC into .cache/zoo-npm"
+  rm -rf "$ZOO_NPM" "$CACHE/zoo-npm.stamp"
+  mkdir -p "$ZOO_NPM"
+  # Playwright's own browsers are not downloaded: the zoo runs Debian's chromium.
+  # shellcheck disable=SC2086
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix "$ZOO_NPM" "${NPM_FLAGS[@]}" $ZOO_NPM_SPEC >&2
+  [[ -x "$ZOO_NPM/node_modules/.bin/playwright-mcp" ]] || { log "missing playwright-mcp"; exit 1; }
+  echo "$ZOO_NPM_SPEC" > "$CACHE/zoo-npm.stamp"
+fi
+# zoo_venv DIR STAMP SPEC COMMAND... : a venv at DIR holding SPEC, whose bin/ has each COMMAND.
+zoo_venv() {
+  local dir="$1" stamp="$2" spec="$3"; shift 3
+  local files=() c; for c in "$@"; do files+=("$dir/bin/$c"); done
+  if up_to_date "$stamp" "$spec" "${files[@]}"; then
+    log "$(basename "$dir") ok"
+    return
+  fi
+  log "creating .cache/$(basename "$dir") with $spec"
+  rm -rf "$dir" "$stamp"
+  python3 -m venv "$dir"
+  # shellcheck disable=SC2086
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check $spec >&2
+  for c in "${files[@]}"; do [[ -x "$c" ]] || { log "missing $c"; exit 1; }; done
+  echo "$spec" > "$stamp"
+}
+ZOO_VENV="$CACHE/zoo-venv"
+zoo_venv "$ZOO_VENV" "$CACHE/zoo-venv.stamp" "$ZOO_PY_SPEC" \
+  mcp-server-time mcp-server-git mcp-server-fetch excel-mcp-server
+ZOO_SQLITE="$CACHE/zoo-sqlite"
+zoo_venv "$ZOO_SQLITE" "$CACHE/zoo-sqlite.stamp" "$ZOO_SQLITE_SPEC" mcp-server-sqlite
+
+# 6. peers.env ----------------------------------------------------------------
 tmp="$CACHE/peers.env.tmp.$$"
 {
   echo "# written by scripts/install-peers.sh; source it: . .cache/peers.env"
@@ -156,6 +206,9 @@ tmp="$CACHE/peers.env.tmp.$$"
   printf 'PYTHON_SURFACES=%q\n' "$ROOT/crates/cli/tests/peers/python_surfaces.py"
   printf 'GATEWAY_TS_CLIENT=%q\n' "$ROOT/crates/cli/tests/peers/gateway_client.mjs"
   printf 'GATEWAY_PY_CLIENT=%q\n' "$ROOT/crates/cli/tests/peers/gateway_client.py"
+  printf 'ZOO_NPM=%q\n' "$ZOO_NPM"
+  printf 'ZOO_VENV=%q\n' "$ZOO_VENV"
+  printf 'ZOO_SQLITE=%q\n' "$ZOO_SQLITE"
 } > "$tmp"
 mv "$tmp" "$CACHE/peers.env"
 log "wrote .cache/peers.env"
