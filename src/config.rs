@@ -24,9 +24,9 @@
 //! | `PLURNK_MCP_<server>_<tool>_SUMMARY` | Authored one-line tool orientation; see [`tool_summary_key`] |
 //! | `PLURNK_MCP_ENABLED` | JSON array of configured servers enabled by default; absent or `[]` enables none |
 //! | `PLURNK_MCP_EXPANDED` | JSON array, a subset of `ENABLED`, whose tool trees expand into the turn-0 survey |
-//! | `PLURNK_MCP_CONNECT_TIMEOUT` | Positive whole milliseconds, default 10000 |
-//! | `PLURNK_MCP_REQUEST_TIMEOUT` | Positive whole milliseconds, default 60000 |
-//! | `PLURNK_MCP_DISCOVER_TIMEOUT` | Positive whole milliseconds, default 10000: how long to wait for `server/discover` before falling back to the legacy `initialize` handshake |
+//! | `PLURNK_MCP_CONNECT_TIMEOUT` | Positive whole milliseconds, default 60000: a server's start and negotiation (its answer to `server/discover`, and a legacy server's `initialize`) |
+//! | `PLURNK_MCP_REQUEST_TIMEOUT` | Positive whole milliseconds, default 60000: every request, and listing a new connection's catalog |
+//! | `PLURNK_MCP_DISCOVER_TIMEOUT` | No longer read, and refused: the host waits for a server's answer to `server/discover` within `PLURNK_MCP_CONNECT_TIMEOUT` |
 //! | `PLURNK_MCP_INHERIT_ENV` | JSON array of the variable names every child process inherits beyond the default few (`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`, the locale); none by default |
 //!
 //! `${NAME}` references are expanded (only while preparing a connection) in the
@@ -224,7 +224,6 @@ pub struct HostConfig {
     expanded: BTreeSet<String>,
     connect_timeout: Duration,
     request_timeout: Duration,
-    discover_timeout: Duration,
     /// `PLURNK_MCP_ALLOW_ADD`: whether workspaces may add and customize servers at runtime.
     allow_add: bool,
     /// `PLURNK_MCP_WORKSPACE_ENV`: the names such definitions may refer to.
@@ -238,12 +237,12 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// Used when `PLURNK_MCP_CONNECT_TIMEOUT` is unset.
-    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(10_000);
+    /// Used when `PLURNK_MCP_CONNECT_TIMEOUT` is unset: what the official SDK clients allow a
+    /// server to initialize in, which a Python interpreter's cold start, a first `npx -y` or
+    /// `uvx` run or a headless browser on a busy machine needs.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(60_000);
     /// Used when `PLURNK_MCP_REQUEST_TIMEOUT` is unset.
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(60_000);
-    /// Used when `PLURNK_MCP_DISCOVER_TIMEOUT` is unset.
-    pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_millis(10_000);
 
     /// Reads the configuration from `vars` (see the [module docs](self)). Of
     /// repeated keys the last wins.
@@ -280,7 +279,8 @@ impl HostConfig {
         &self.expanded
     }
 
-    /// How long to wait for a connection to be established.
+    /// How long a server may take to start and negotiate (the answer to `server/discover`,
+    /// and a legacy server's `initialize`).
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
     }
@@ -312,14 +312,10 @@ impl HostConfig {
             .filter_map(|name| Some((name.as_str(), self.env.get(name)?)))
     }
 
-    /// How long to wait for one request's response.
+    /// How long to wait for one request's response, and for a new connection's catalog to
+    /// be listed.
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
-    }
-
-    /// How long to wait for `server/discover` before falling back to legacy `initialize`.
-    pub fn discover_timeout(&self) -> Duration {
-        self.discover_timeout
     }
 
     /// The reference environment `${NAME}` references resolve against.
@@ -337,7 +333,6 @@ impl Default for HostConfig {
             expanded: BTreeSet::new(),
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
-            discover_timeout: Self::DEFAULT_DISCOVER_TIMEOUT,
             allow_add: false,
             workspace_env: BTreeSet::new(),
             inherit_env: BTreeSet::new(),

@@ -192,11 +192,14 @@ impl Host {
         Ok(host)
     }
 
-    /// How long hydration may take: each attachment bounds its first attempt — connecting
-    /// and listing together — by the connect timeout; the margin covers reporting and
-    /// committing. Waiting never fails: a server still connecting then is shown as connecting.
+    /// How long hydration may take: each attachment bounds its first attempt's start and
+    /// negotiation by the connect timeout and its listing by the request timeout; the margin
+    /// covers reporting and committing. Waiting never fails: a server still connecting then
+    /// is shown as connecting.
     fn hydration_bound(&self) -> Duration {
-        self.inner.config.connect_timeout() + Duration::from_secs(2)
+        self.inner.config.connect_timeout()
+            + self.inner.config.request_timeout()
+            + Duration::from_secs(2)
     }
 
     /// The default workspace.
@@ -439,11 +442,11 @@ fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
     Arc::new(Settings {
         connect: ConnectOptions {
             connect_timeout: config.connect_timeout(),
-            discover_timeout: config.discover_timeout(),
             close_grace: options.close_grace,
             #[cfg(feature = "http")]
             http_client: Arc::default(),
             interaction: options.interaction.clone(),
+            elicitation: options.elicitation,
             #[cfg(feature = "sources")]
             sources: Some(crate::sources::opener()),
             // Without the feature no definition can name a source: the configuration refuses
@@ -465,6 +468,7 @@ fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
             env: Arc::new(config.env().only(config.workspace_env())),
         },
         in_process: Arc::new(options.in_process.clone()),
+        only: options.only.clone().map(Arc::new),
         expanded: Arc::new(config.expanded().clone()),
         attempts: Arc::new(tokio::sync::Semaphore::new(
             crate::actors::attachment::ATTEMPTS_AT_ONCE,

@@ -22,6 +22,7 @@ pub(crate) mod guard;
 #[cfg(feature = "http")]
 mod http;
 mod lines;
+mod phases;
 // Process groups and the reaper need nothing beyond the standard library, libc and tokio, so
 // they are in every build; without `stdio` (which `sources` implies) the configuration
 // refuses every command and nothing here is reached, and what only a tool source's program
@@ -45,6 +46,7 @@ pub(crate) use connect::{ConnectOptions, Connection, OnUpdate};
 pub(crate) use http::same_origin_redirects;
 #[cfg(feature = "sources")]
 pub(crate) use http::{Bounded, describe, read_bounded};
+pub(crate) use phases::OnPhase;
 pub(crate) use reaper::Reaper;
 pub(crate) use session::{Opened, Opening, Ready, Refused, Relisted, Session, count, open, relist};
 pub(crate) use stdio::Inherited;
@@ -80,6 +82,8 @@ pub(crate) struct HostClient {
     /// Negotiating through legacy `initialize`: offer 2025-11-25, the newest revision that
     /// has it (2026-07-28 has none).
     pub(crate) legacy: bool,
+    /// Declares the `elicitation` capability: somebody answers the server's questions.
+    pub(crate) elicitation: bool,
     /// The connection authorizes with the client-credentials grant: it, and only it,
     /// advertises the `io.modelcontextprotocol/oauth-client-credentials` extension.
     #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
@@ -90,7 +94,12 @@ impl ClientHandler for HostClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = Implementation::new("plurnk-mcp", env!("CARGO_PKG_VERSION"));
         info.title = Some("plurnk MCP host".into());
-        let advertised = crate::capabilities::client_capabilities(self.legacy);
+        let mut advertised = crate::capabilities::client_capabilities(self.legacy);
+        if !self.elicitation
+            && let Some(capabilities) = advertised.as_object_mut()
+        {
+            capabilities.remove("elicitation");
+        }
         #[cfg(feature = "oauth")]
         let advertised = {
             let mut advertised = advertised;
@@ -245,6 +254,7 @@ mod tests {
             interaction: None,
             askers: Arc::default(),
             legacy,
+            elicitation: true,
             grant,
         }
     }

@@ -32,6 +32,8 @@ fn server(alias: &str, state: ServerState, tools: Vec<ToolInfo>) -> ServerSnapsh
         state,
         problem: (state == ServerState::Unavailable)
             .then(|| Problem::server_unavailable("could not be listed: fuzz")),
+        connecting: None,
+        phases: None,
         negotiated: None,
         tools: tools.into(),
         catalog: Catalog::default(),

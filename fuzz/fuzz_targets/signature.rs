@@ -24,6 +24,8 @@ fuzz_target!(|data: &[u8]| {
         transport: TransportKind::Stdio,
         state: ServerState::Ready,
         problem: None,
+        connecting: None,
+        phases: None,
         negotiated: None,
         tools: Arc::from([ToolInfo {
             name: "t".into(),

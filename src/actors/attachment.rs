@@ -25,7 +25,8 @@ use super::restart::{RestartPolicy, Verdict};
 use crate::config::ServerDefinition;
 
 use crate::model::{
-    Catalog, HostEvent, Negotiated, Problem, ServerSnapshot, ServerState, ToolInfo, TransportKind,
+    Catalog, ConnectPhase, Connecting, HostEvent, Negotiated, PhaseTimes, Problem, ServerSnapshot,
+    ServerState, ToolInfo, TransportKind,
 };
 use crate::protocol::{
     self, CallPeer, ConnectOptions, Connection, OnUpdate, Opened, Opening, Ready, Refused,
@@ -55,6 +56,8 @@ pub(crate) struct Settings {
     pub admission: Admission,
     /// Servers inside the embedding process, by alias.
     pub in_process: Arc<std::collections::BTreeMap<String, crate::model::InProcessConnector>>,
+    /// The only servers to connect (`HostOptions::only`); every other enabled one is idle.
+    pub only: Option<Arc<std::collections::BTreeSet<String>>>,
     /// `PLURNK_MCP_EXPANDED`: servers whose tool tree expands into the survey.
     pub expanded: Arc<std::collections::BTreeSet<String>>,
     /// The places of the connection attempts running at once ([`ATTEMPTS_AT_ONCE`]).
@@ -121,6 +124,8 @@ pub(crate) struct AttachmentArgs {
 pub(crate) enum AttachmentMsg {
     /// Start a connection attempt (`retry` must match, so stale timers are ignored).
     Connect { retry: u64 },
+    /// The attempt `retry` entered `phase` (`Starting`: it started, now).
+    Phase { retry: u64, phase: ConnectPhase },
     /// A connection attempt settled.
     Connected {
         retry: u64,
@@ -168,6 +173,7 @@ impl From<Opened> for Live {
             catalog: opened.catalog,
             negotiated: opened.negotiated,
             freshness: opened.freshness,
+            phases: opened.phases,
             retire: None,
             retired: CancellationToken::new(),
         }
@@ -183,6 +189,8 @@ pub(crate) struct Live {
     negotiated: Arc<Negotiated>,
     /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
     freshness: Option<Duration>,
+    /// How long each phase of its opening took.
+    phases: PhaseTimes,
     /// Stops this connection's watchers and its refresh when the actor lets it go (dropped
     /// with `Live`): a retired connection tells the actor nothing more, so its loss or its
     /// listing, noticed late while a newer connection is ready, is never taken for that one's.
@@ -229,6 +237,8 @@ pub(crate) struct AttachmentState {
     refresh_epoch: u64,
     /// The operator's summaries, shared by every snapshot of this attachment.
     authored: Arc<crate::model::Authored>,
+    /// The attempt under way while `connecting`: its phase and when it started.
+    attempt: Option<Connecting>,
 }
 
 impl Drop for AttachmentState {
@@ -276,6 +286,7 @@ impl Actor for AttachmentActor {
             pending_refresh: None,
             expiry: 0,
             refresh_epoch: 0,
+            attempt: None,
         })
     }
 
@@ -310,6 +321,7 @@ impl Actor for AttachmentActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             AttachmentMsg::Connect { retry } => state.on_connect(&myself, retry),
+            AttachmentMsg::Phase { retry, phase } => state.on_phase(retry, phase),
             AttachmentMsg::Connected { retry, result } => {
                 state.on_connected(&myself, retry, result)
             }
@@ -344,6 +356,29 @@ impl AttachmentState {
         if retry == self.retry && self.draining.is_none() {
             self.start_attempt(myself);
         }
+    }
+
+    /// The attempt under way entered `phase`: a server still connecting shows it.
+    fn on_phase(&mut self, retry: u64, phase: ConnectPhase) {
+        if retry != self.retry || !matches!(self.lifecycle, Lifecycle::Connecting) {
+            return;
+        }
+        // A phase under the same deadline as the one before goes on counting from its start.
+        let since = match self.attempt {
+            Some(attempt)
+                if phase != ConnectPhase::Starting
+                    && attempt.phase.bound_by() == phase.bound_by() =>
+            {
+                attempt.since()
+            }
+            _ => std::time::SystemTime::now(),
+        };
+        let bound = match phase {
+            ConnectPhase::Listing => self.args.settings.request_timeout,
+            _ => self.args.settings.connect.connect_timeout,
+        };
+        self.attempt = Some(Connecting::new(phase, since, bound));
+        self.publish();
     }
 
     /// The lost connection was examined: its exit and stderr become the problem shown, if
@@ -456,11 +491,21 @@ impl AttachmentState {
             ),
             _ => (None, Arc::from([]), Catalog::default()),
         };
+        let connecting = match self.lifecycle {
+            Lifecycle::Connecting => self.attempt,
+            _ => None,
+        };
+        let phases = match &self.lifecycle {
+            Lifecycle::Ready(live) => Some(live.phases),
+            _ => None,
+        };
         ServerSnapshot {
             alias: self.args.alias.clone(),
             transport: self.kind(),
             state,
             problem,
+            connecting,
+            phases,
             negotiated,
             tools,
             catalog,
@@ -510,11 +555,16 @@ impl AttachmentState {
                 uri,
             });
         });
+        let phases = myself.clone();
+        let on_phase: protocol::OnPhase = Arc::new(move |phase| {
+            let _ = phases.cast(AttachmentMsg::Phase { retry, phase });
+        });
         tokio::spawn(async move {
             // Waiting for a place is not part of the attempt: its timeout starts after.
             let Ok(place) = settings.attempts.clone().acquire_owned().await else {
                 return;
             };
+            on_phase(ConnectPhase::Starting);
             let opening = Opening {
                 workspace: &workspace_name,
                 alias: &alias,
@@ -526,6 +576,7 @@ impl AttachmentState {
                 request_timeout: settings.request_timeout,
                 on_update: Some(on_update),
                 challenge,
+                on_phase: Some(on_phase),
             };
             let result = protocol::open(opening)
                 .await

@@ -734,6 +734,8 @@ impl SupervisorState {
                         transport: server.transport,
                         state: ServerState::Unavailable,
                         problem: Some(problem.clone()),
+                        connecting: None,
+                        phases: None,
                         negotiated: None,
                         tools: Arc::from([]),
                         catalog: Default::default(),

@@ -359,7 +359,13 @@ impl WorkspaceState {
                 placeholder.state = ServerState::Unavailable;
                 placeholder.problem = Some(problem);
             }
-            let attach = enabled && placeholder.problem.is_none();
+            let idle =
+                enabled && (self.settings.only.as_ref()).is_some_and(|only| !only.contains(&alias));
+            if idle && placeholder.problem.is_none() {
+                // This host connects only some servers; enabling this one connects it.
+                placeholder.state = ServerState::Idle;
+            }
+            let attach = enabled && !idle && placeholder.problem.is_none();
             self.servers.insert(Arc::new(placeholder));
             if attach {
                 self.attach(myself, &alias, Origin::Hydrate).await?;
@@ -384,6 +390,8 @@ impl WorkspaceState {
                 ServerState::Disabled
             },
             problem: None,
+            connecting: None,
+            phases: None,
             negotiated: None,
             tools: Arc::from([]),
             catalog: Default::default(),

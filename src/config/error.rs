@@ -296,6 +296,15 @@ pub enum ConfigError {
         tools_variable: String,
     },
 
+    /// A setting this version no longer reads: what replaced it, and what to do.
+    #[error("{variable} is no longer read: {advice}")]
+    Retired {
+        /// The variable.
+        variable: String,
+        /// What replaced it.
+        advice: &'static str,
+    },
+
     /// A timeout that is not a positive whole number of milliseconds.
     #[error(
         "{variable} must be a positive whole number of milliseconds, such as 10000: fix it or \
@@ -588,6 +597,7 @@ impl ConfigError {
             | Self::BearerWithAuthorizationHeader { variable, .. }
             | Self::ReadNotInTools { variable, .. }
             | Self::InvalidTimeout { variable }
+            | Self::Retired { variable, .. }
             | Self::UnknownServer { variable, .. }
             | Self::ExpandedNotEnabled { variable, .. }
             | Self::InvalidHeaderName { variable, .. }

@@ -324,11 +324,14 @@ fn finish(
         HostConfig::DEFAULT_REQUEST_TIMEOUT,
         &mut faults,
     );
-    let discover_timeout = timeout(
-        Global::DiscoverTimeout,
-        HostConfig::DEFAULT_DISCOVER_TIMEOUT,
-        &mut faults,
-    );
+    if let Some(variable) = globals.get(&Global::DiscoverTimeout) {
+        faults.push(ConfigError::Retired {
+            variable: variable.clone(),
+            advice: "the host now waits for a server's answer to server/discover on its one \
+                     connection, within PLURNK_MCP_CONNECT_TIMEOUT: remove it, and raise \
+                     PLURNK_MCP_CONNECT_TIMEOUT for a server slow to start",
+        });
+    }
     let (enabled, expanded) = read_enabled_and_expanded(&env, globals, declared, &mut faults);
     let allow_add = match globals.get(&Global::AllowAdd).map(String::as_str) {
         None => false,
@@ -364,7 +367,6 @@ fn finish(
         expanded,
         connect_timeout,
         request_timeout,
-        discover_timeout,
         allow_add,
         workspace_env,
         inherit_env,

@@ -52,9 +52,8 @@ fn empty_environment_gives_defaults() {
     assert!(config.servers().is_empty());
     assert!(config.enabled().is_empty());
     assert!(config.expanded().is_empty());
-    assert_eq!(config.connect_timeout(), Duration::from_millis(10_000));
+    assert_eq!(config.connect_timeout(), Duration::from_millis(60_000));
     assert_eq!(config.request_timeout(), Duration::from_millis(60_000));
-    assert_eq!(config.discover_timeout(), Duration::from_millis(10_000));
     // The whole map is kept for expansion, ours or not.
     assert_eq!(config.env().len(), 2);
     assert!(config.env().contains("PATH"));
@@ -237,15 +236,13 @@ fn globals() {
         ("PLURNK_MCP_ENABLED", r#"["a", "c-d"]"#),
         ("PLURNK_MCP_EXPANDED", r#"["c-d"]"#),
         ("PLURNK_MCP_CONNECT_TIMEOUT", "1500"),
-        ("PLURNK_MCP_REQUEST_TIMEOUT", "2"),
-        ("PLURNK_MCP_DISCOVER_TIMEOUT", "007"),
+        ("PLURNK_MCP_REQUEST_TIMEOUT", "007"),
     ])
     .unwrap();
     assert_eq!(config.enabled().iter().collect::<Vec<_>>(), ["a", "c-d"]);
     assert_eq!(config.expanded().iter().collect::<Vec<_>>(), ["c-d"]);
     assert_eq!(config.connect_timeout(), Duration::from_millis(1500));
-    assert_eq!(config.request_timeout(), Duration::from_millis(2));
-    assert_eq!(config.discover_timeout(), Duration::from_millis(7));
+    assert_eq!(config.request_timeout(), Duration::from_millis(7));
 
     let config = load(&[("PLURNK_MCP_A", "/bin/a"), ("PLURNK_MCP_ENABLED", "[]")]).unwrap();
     assert!(config.enabled().is_empty());
@@ -595,17 +592,29 @@ fn fault_invalid_timeout() {
         "+10",
         "99999999999999999999999",
     ] {
-        for variable in [
-            "PLURNK_MCP_CONNECT_TIMEOUT",
-            "PLURNK_MCP_REQUEST_TIMEOUT",
-            "PLURNK_MCP_DISCOVER_TIMEOUT",
-        ] {
+        for variable in ["PLURNK_MCP_CONNECT_TIMEOUT", "PLURNK_MCP_REQUEST_TIMEOUT"] {
             let fault = only_fault(&[(variable, value)], variable);
             assert!(
                 matches!(fault, ConfigError::InvalidTimeout { .. }),
                 "{value:?}"
             );
         }
+    }
+}
+
+#[test]
+fn the_retired_discover_timeout_is_refused_with_what_replaced_it() {
+    // Any value, even a valid one: the setting no longer does anything, and a configuration
+    // that still sets it would wait for a timer that is gone.
+    for value in ["10000", "x"] {
+        let fault = only_fault(
+            &[("PLURNK_MCP_DISCOVER_TIMEOUT", value)],
+            "PLURNK_MCP_DISCOVER_TIMEOUT",
+        );
+        assert!(matches!(fault, ConfigError::Retired { .. }), "{fault}");
+        let text = fault.to_string();
+        assert!(text.contains("is no longer read"), "{text}");
+        assert!(text.contains("raise PLURNK_MCP_CONNECT_TIMEOUT"), "{text}");
     }
 }
 

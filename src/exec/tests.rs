@@ -397,6 +397,8 @@ fn server(alias: &str, state: ServerState, tools: Vec<ToolInfo>) -> ServerSnapsh
         transport: TransportKind::Stdio,
         state,
         problem: None,
+        connecting: None,
+        phases: None,
         negotiated: None,
         tools: tools.into(),
         catalog: Catalog::default(),

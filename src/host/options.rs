@@ -1,7 +1,7 @@
 //! What a daemon tunes: the host's options ([`HostOptions`], made from its `Default` and its
 //! `with_*` setters), one call's ([`CallOptions`]), and what shutdown reports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +83,16 @@ pub struct HostOptions {
     /// Answers input requests (elicitation) of calls that bring no handler of their own;
     /// `None` declines them.
     pub interaction: Option<InteractionHandler>,
+    /// Whether the host tells servers it can answer their questions (the `elicitation` client
+    /// capability). On by default: a call's or the host's [`interaction`](Self::interaction)
+    /// answers, and the gateway relays to its own client. A host nobody answers for (the
+    /// command line's) turns it off, so servers offer nothing that could only be declined.
+    pub elicitation: bool,
+    /// Connect only these servers: every other enabled server of every workspace is `idle`
+    /// (enabled, not connected, publishing nothing) until it is enabled again. `None` (the
+    /// default) connects every enabled server. The command line's one-shot commands connect
+    /// only the server they name.
+    pub only: Option<BTreeSet<String>>,
     /// Backoff and crash-loop policy for reconnects.
     pub restart: RestartPolicy,
     /// How long a closing stdio server may take to exit after stdin EOF before `SIGKILL`.
@@ -114,6 +124,8 @@ setters!(HostOptions {
     with_in_process => in_process: BTreeMap<String, InProcessConnector>,
     with_store => store: Option<Arc<dyn Store>>,
     with_interaction => interaction: Option<InteractionHandler>,
+    with_elicitation => elicitation: bool,
+    with_only => only: Option<BTreeSet<String>>,
     with_restart => restart: RestartPolicy,
     with_close_grace => close_grace: Duration,
     with_drain_timeout => drain_timeout: Option<Duration>,
@@ -142,6 +154,8 @@ impl std::fmt::Debug for HostOptions {
             .field("in_process", &self.in_process.len())
             .field("store", &self.store.is_some())
             .field("interaction", &self.interaction.is_some())
+            .field("elicitation", &self.elicitation)
+            .field("only", &self.only)
             .field("restart", &self.restart)
             .field("close_grace", &self.close_grace)
             .field("drain_timeout", &self.drain_timeout)
@@ -162,6 +176,8 @@ impl Default for HostOptions {
             in_process: BTreeMap::new(),
             store: None,
             interaction: None,
+            elicitation: true,
+            only: None,
             restart: RestartPolicy::default(),
             close_grace: Duration::from_secs(2),
             drain_timeout: None,

@@ -14,6 +14,7 @@ use crate::config::TransportKind;
 
 use super::authorization::PendingAuthorization;
 use super::catalog::{Catalog, PromptInfo, ToolInfo};
+use super::connecting::{Connecting, PhaseTimes};
 use super::problem::Problem;
 
 /// Where a server's attachment is in its life.
@@ -23,6 +24,10 @@ use super::problem::Problem;
 pub enum ServerState {
     /// Configured but not enabled in this workspace: visible, contributes nothing.
     Disabled,
+    /// Enabled, but left unconnected by a host told to connect only some servers (a one-shot
+    /// command connects only the server it names; `HostOptions::with_only`): it contributes
+    /// nothing until it is enabled again, which connects it.
+    Idle,
     /// The first connection attempt is under way.
     Connecting,
     /// Connected, discovered and listed: its tools are published.
@@ -38,8 +43,9 @@ pub enum ServerState {
 
 impl ServerState {
     /// Every state, in the order [`Servers::count`] keeps them.
-    pub(crate) const ALL: [ServerState; 6] = [
+    pub(crate) const ALL: [ServerState; 7] = [
         Self::Disabled,
+        Self::Idle,
         Self::Connecting,
         Self::Ready,
         Self::Unavailable,
@@ -51,19 +57,21 @@ impl ServerState {
     const fn index(self) -> usize {
         match self {
             Self::Disabled => 0,
-            Self::Connecting => 1,
-            Self::Ready => 2,
-            Self::Unavailable => 3,
-            Self::CrashLoop => 4,
-            Self::AuthorizationRequired => 5,
+            Self::Idle => 1,
+            Self::Connecting => 2,
+            Self::Ready => 3,
+            Self::Unavailable => 4,
+            Self::CrashLoop => 5,
+            Self::AuthorizationRequired => 6,
         }
     }
 
-    /// The state's name as it is shown and serialized: `disabled`, `connecting`, `ready`,
-    /// `unavailable`, `crash-loop`, `authorization-required`.
+    /// The state's name as it is shown and serialized: `disabled`, `idle`, `connecting`,
+    /// `ready`, `unavailable`, `crash-loop`, `authorization-required`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Disabled => "disabled",
+            Self::Idle => "idle",
             Self::Connecting => "connecting",
             Self::Ready => "ready",
             Self::Unavailable => "unavailable",
@@ -115,6 +123,7 @@ pub struct Negotiated {
 /// `ttl_ms` passes (with the catalog's own freshness), taking the new identity, capabilities
 /// and instructions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct Discovery {
     /// Every revision the server said it implements.
@@ -137,6 +146,12 @@ pub struct ServerSnapshot {
     /// Why it is not ready, when it is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<Problem>,
+    /// While `connecting`: the attempt's phase and when it started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connecting: Option<Connecting>,
+    /// While `ready`: how long each phase of its connection took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhaseTimes>,
     /// What negotiation established (present while ready); shared, not copied, by every
     /// snapshot and the connection it came from.
     #[serde(skip_serializing_if = "Option::is_none")]

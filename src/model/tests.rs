@@ -22,6 +22,8 @@ fn a_published_snapshot_shows_no_secret_a_server_reported() {
         transport: TransportKind::Stdio,
         state: ServerState::Unavailable,
         problem: Some(Problem::server_unavailable("died: snapshot-secret-4242")),
+        connecting: None,
+        phases: None,
         negotiated: Some(Arc::new(Negotiated {
             revision: "2026-07-28".into(),
             modern: true,
@@ -84,6 +86,8 @@ fn the_route_rule_admits_only_a_ready_server_that_lists_the_tool() {
         transport: TransportKind::Stdio,
         state,
         problem,
+        connecting: None,
+        phases: None,
         negotiated: None,
         tools: Arc::from([ToolInfo {
             name: "echo".into(),
@@ -159,6 +163,8 @@ fn bare_server(alias: &str, state: ServerState) -> ServerSnapshot {
         transport: TransportKind::Stdio,
         state,
         problem: None,
+        connecting: None,
+        phases: None,
         negotiated: None,
         tools: Arc::from([]),
         catalog: Catalog::default(),
@@ -178,7 +184,7 @@ fn the_servers_count_each_state_as_servers_come_change_and_go() {
     .into_iter()
     .collect();
     let counts = |servers: &Servers| ServerState::ALL.map(|state| servers.count(state));
-    assert_eq!(counts(&servers), [1, 2, 0, 0, 0, 0]);
+    assert_eq!(counts(&servers), [1, 0, 2, 0, 0, 0, 0]);
     assert!(
         servers
             .insert(Arc::new(bare_server("a", ServerState::Ready)))
@@ -186,11 +192,11 @@ fn the_servers_count_each_state_as_servers_come_change_and_go() {
         "a server put again replaces the one there"
     );
     servers.insert(Arc::new(bare_server("b", ServerState::CrashLoop)));
-    assert_eq!(counts(&servers), [1, 0, 1, 0, 1, 0]);
+    assert_eq!(counts(&servers), [1, 0, 0, 1, 0, 1, 0]);
     assert_eq!(servers.len(), 3);
     assert!(servers.remove("c").is_some());
     assert!(servers.remove("c").is_none(), "gone once");
-    assert_eq!(counts(&servers), [0, 0, 1, 0, 1, 0]);
+    assert_eq!(counts(&servers), [0, 0, 0, 1, 0, 1, 0]);
     assert_eq!(
         servers.aliases().collect::<Vec<_>>(),
         ["a", "b"],

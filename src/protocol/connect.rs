@@ -1,21 +1,17 @@
 //! Connection setup: spawn or dial, negotiate-and-degrade, and the [`Connection`] that owns it.
 //!
-//! Negotiation (§mcp-authority): rmcp's `Auto` lifecycle probes `server/discover` at
-//! 2026-07-28 and falls back to `initialize` on the same transport when the server answers
-//! like a legacy peer. Two cases it does not cover are handled here by a second attempt with
-//! `initialize` on a fresh transport: a server whose discover answer lists no revision we
-//! prefer (`NoCompatibleProtocolVersion`), and a server that is silent to discover for longer
-//! than our configurable discover timeout (rmcp's own fallback waits a fixed 10 s).
+//! Negotiation (§mcp-authority) is one exchange on one transport (`connect/negotiation.rs`):
+//! `server/discover` at 2026-07-28, answered in the server's own time, then `initialize` on
+//! the same transport when the answer says the server is a legacy peer. Nothing but the
+//! caller's one deadline ends an attempt, and a server is never started twice for one.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use std::sync::Arc;
 
-use rmcp::model::{DiscoverResult, ProtocolVersion};
-use rmcp::service::{
-    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, RoleClient, RunningService,
-};
+use rmcp::model::DiscoverResult;
+use rmcp::service::{ClientCacheConfig, ClientInitializeError, RoleClient, RunningService};
 use std::collections::BTreeSet;
 
 use tokio::sync::{Notify, watch};
@@ -32,6 +28,7 @@ use super::guard::{CutReason, Inbound, LineLimit};
 #[cfg(feature = "http")]
 use super::http;
 use super::lines::Lines;
+use super::phases::Phases;
 use super::stdio::ChildProcess;
 #[cfg(feature = "stdio")]
 use super::stdio::StdioSpawn;
@@ -46,6 +43,8 @@ use watched::Signals;
 
 mod listen;
 mod negotiation;
+#[cfg(test)]
+mod tests;
 mod watched;
 
 /// An already expanded target: the only place expanded values live, and never printed.
@@ -103,10 +102,8 @@ impl Target {
 /// Bounds and settings for connecting.
 #[derive(Clone)]
 pub(crate) struct ConnectOptions {
-    /// The whole setup, spawn to negotiated, must finish within this.
+    /// The whole setup, spawn to listed, must finish within this.
     pub connect_timeout: Duration,
-    /// How long to wait for a `server/discover` answer before trying legacy `initialize`.
-    pub discover_timeout: Duration,
     /// How long a closing stdio server may take to exit after stdin EOF.
     pub close_grace: Duration,
     /// One HTTP client shared by every HTTP connection of the host (pooled connections),
@@ -116,6 +113,9 @@ pub(crate) struct ConnectOptions {
     pub http_client: Arc<std::sync::OnceLock<reqwest::Client>>,
     /// Answers a legacy peer's server-initiated elicitation; `None` declines.
     pub interaction: Option<InteractionHandler>,
+    /// Whether servers are told the host answers their questions (the `elicitation`
+    /// capability).
+    pub elicitation: bool,
     /// What a server may make the host hold and do.
     pub limits: Limits,
     /// Kills what this host started if it dies (see `protocol/reaper.rs`).
@@ -163,7 +163,6 @@ impl std::fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectOptions")
             .field("connect_timeout", &self.connect_timeout)
-            .field("discover_timeout", &self.discover_timeout)
             .field("close_grace", &self.close_grace)
             .field("interaction", &self.interaction.is_some())
             .field("limits", &self.limits)
@@ -191,9 +190,6 @@ pub(crate) enum ConnectError {
     /// A tool source could not be opened (its document, its program), said why.
     #[error("could not open the tool source: {0}")]
     Source(String),
-    /// Setup did not finish within the connect timeout.
-    #[error("did not finish connecting within {0} ms")]
-    Timeout(u128),
     /// Negotiation failed.
     #[error("negotiation failed: {0}")]
     Negotiation(String),
@@ -248,53 +244,17 @@ impl std::fmt::Debug for Connection {
 /// arrival order, as it arrives (no queue of its own).
 pub(crate) type OnUpdate = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Connects `alias` to `target` and negotiates, all within `options.connect_timeout`.
+/// Connects `alias` to `target` and negotiates, on one transport (one process, for stdio):
+/// however long the server takes, the caller's deadline is the only one (`phases` hears each
+/// phase the attempt enters).
 pub(crate) async fn connect(
     alias: &str,
     target: &Target,
     options: &ConnectOptions,
     on_update: Option<OnUpdate>,
+    phases: &Phases,
 ) -> Result<Connection, ConnectError> {
-    let result = tokio::time::timeout(options.connect_timeout, async {
-        let first = tokio::time::timeout(
-            options.discover_timeout,
-            attempt(alias, target, options, auto_lifecycle(), on_update.clone()),
-        )
-        .await;
-        let why = match first {
-            Ok(Ok(connection)) => return Ok(connection),
-            Ok(Err(Failure::Negotiation(error)))
-                if matches!(
-                    *error,
-                    ClientInitializeError::NoCompatibleProtocolVersion { .. }
-                ) =>
-            {
-                "discover offered no revision we speak"
-            }
-            // A legacy server that answers a method it does not know with an empty result.
-            Ok(Err(Failure::Negotiation(error)))
-                if matches!(
-                    *error,
-                    ClientInitializeError::ExpectedInitResult(_)
-                        | ClientInitializeError::ExpectedInitResponse(_)
-                ) =>
-            {
-                "discover was answered with something other than a discover result"
-            }
-            Err(_) => "discover gave no usable revision in time",
-            Ok(Err(failure)) => return Err(failure),
-        };
-        tracing::debug!(server = alias, "{why}; trying initialize");
-        attempt(
-            alias,
-            target,
-            options,
-            ClientLifecycleMode::Initialize,
-            on_update.clone(),
-        )
-        .await
-    })
-    .await;
+    let result = attempt(alias, target, options, on_update, phases).await;
     let Parts {
         service,
         child,
@@ -306,13 +266,7 @@ pub(crate) async fn connect(
         challenge,
         askers,
         discovered,
-    } = match result {
-        Ok(Ok(parts)) => parts,
-        Ok(Err(failure)) => return Err(failure.into_error()),
-        Err(_) => {
-            return Err(ConnectError::Timeout(options.connect_timeout.as_millis()));
-        }
-    };
+    } = result.map_err(Failure::into_error)?;
     // rmcp's response cache honours ttlMs and cacheScope (and drops entries on list-change
     // and resources/updated notifications); the host uses it for resources/read. It never
     // serves a stale entry after a failed re-fetch (rmcp's default would), and private
@@ -382,13 +336,6 @@ fn partition(target: &Target) -> String {
         Target::Source { declaration, .. } => declaration.to_string().hash(&mut hasher),
     }
     format!("auth-{:016x}", hasher.finish())
-}
-
-fn auto_lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(ProtocolVersion::V_2025_11_25),
-    }
 }
 
 enum Failure {
@@ -496,8 +443,8 @@ async fn attempt(
     alias: &str,
     target: &Target,
     options: &ConnectOptions,
-    lifecycle: ClientLifecycleMode,
     on_update: Option<OnUpdate>,
+    phases: &Phases,
 ) -> Result<Parts, Failure> {
     let lost = CancellationToken::new();
     let routes = Arc::new(ProgressRoutes::default());
@@ -507,7 +454,9 @@ async fn attempt(
         alias: alias.to_owned(),
         interaction: options.interaction.clone(),
         askers: askers.clone(),
-        legacy: matches!(lifecycle, ClientLifecycleMode::Initialize),
+        // Negotiation decides, once the server has answered discover.
+        legacy: false,
+        elicitation: options.elicitation,
         grant: matches!(target, Target::Http { grant: true, .. }),
     };
     let cut = CutReason::default();
@@ -523,7 +472,7 @@ async fn attempt(
             updated: on_update,
             inbound: Inbound::new(options.limits, cut.clone()),
         },
-        lifecycle,
+        phases,
         max_message: options.limits.max_message_bytes,
         cut: cut.clone(),
     };
@@ -597,16 +546,17 @@ async fn attempt(
 
 /// One attempt's client half and the signals its transport's wrapper raises, before a
 /// transport is chosen: each way of reaching a server negotiates over them once.
-struct Wired {
+struct Wired<'a> {
     client: HostClient,
     signals: Signals,
-    lifecycle: ClientLifecycleMode,
+    /// The attempt's phases, which negotiation moves on.
+    phases: &'a Phases,
     max_message: usize,
     /// Why the host itself ended a read, shared with the connection.
     cut: CutReason,
 }
 
-impl Wired {
+impl Wired<'_> {
     /// Spawns the child and negotiates over its stdio; on failure the child drops here and
     /// takes its process group with it.
     #[cfg(feature = "stdio")]
@@ -623,7 +573,7 @@ impl Wired {
             stdin,
             self.max_message.saturating_add(1),
         ));
-        match negotiate(self.client, transport, self.lifecycle).await {
+        match negotiate(self.client, transport, self.phases).await {
             Ok((service, modern)) => Ok((service, modern, child)),
             Err(error) => {
                 child.settle(Duration::from_millis(500)).await;
@@ -648,7 +598,7 @@ impl Wired {
         let Self {
             client,
             signals,
-            lifecycle,
+            phases,
             max_message,
             ..
         } = self;
@@ -656,7 +606,7 @@ impl Wired {
             None => {
                 let inner = http::transport(url, headers, http_client, max_message)
                     .map_err(Failure::Header)?;
-                negotiate(client, signals.wrap(inner), lifecycle).await
+                negotiate(client, signals.wrap(inner), phases).await
             }
             #[cfg(feature = "oauth")]
             Some(oauth) => {
@@ -665,7 +615,7 @@ impl Wired {
                 let http_client = Challenged::new(oauth.clone(), challenge.clone());
                 let inner = http::transport(url, headers, http_client, max_message)
                     .map_err(Failure::Header)?;
-                negotiate(client, signals.wrap(inner), lifecycle).await
+                negotiate(client, signals.wrap(inner), phases).await
             }
             // No OAuth client exists in a build without the feature.
             #[cfg(not(feature = "oauth"))]
@@ -687,7 +637,7 @@ impl Wired {
         let transport =
             self.signals
                 .wrap(Lines::new(read, write, self.max_message.saturating_add(1)));
-        negotiate(self.client, transport, self.lifecycle)
+        negotiate(self.client, transport, self.phases)
             .await
             .map_err(|error| Failure::Negotiation(Box::new(error)))
     }

@@ -20,10 +20,11 @@ use super::auth;
 use super::call::{CallContext, CallPeer, STOP_GRACE};
 use super::catalog::ListError;
 use super::connect::{ConnectError, ConnectOptions, Connection, Lister, OnUpdate, Target, connect};
+use super::phases::{OnPhase, Phases};
 use crate::config::{Environment, PreparedAuthorization, PreparedTransport, ServerDefinition};
 use crate::model::{
-    CallError, Catalog, InProcessConnector, Limits, Negotiated, Operation, Problem, PromptInfo,
-    ServerState, ToolInfo, ToolResult, TransportKind,
+    CallError, Catalog, ConnectPhase, InProcessConnector, Limits, Negotiated, Operation,
+    PhaseTimes, Problem, PromptInfo, ServerState, ToolInfo, ToolResult, TransportKind,
 };
 
 /// What opening a server's session takes: the server as defined, what its `${NAME}`s
@@ -46,6 +47,8 @@ pub(crate) struct Opening<'a> {
     /// The authorization challenge the server refused the last connection's token with,
     /// if that is how it was lost: an OAuth server is authorized again from it.
     pub challenge: Option<String>,
+    /// Told each phase the attempt enters after it starts.
+    pub on_phase: Option<OnPhase>,
 }
 
 /// A session opened, negotiated and listed: everything a server needs before it publishes.
@@ -57,6 +60,8 @@ pub(crate) struct Opened {
     pub negotiated: Arc<Negotiated>,
     /// How long the tool list stays fresh by the server's `ttlMs` (positive only).
     pub freshness: Option<Duration>,
+    /// How long each phase of the opening took.
+    pub phases: PhaseTimes,
 }
 
 /// Why a session did not open.
@@ -99,27 +104,21 @@ pub(crate) struct Relisted {
     pub negotiated: Option<Arc<Negotiated>>,
 }
 
-/// Opens a server's session: expands its definition, spawns or dials it, negotiates, lists
-/// every family and applies the tool policy, all within the connect timeout (a server that
-/// lists slowly or forever is unavailable, not stuck connecting; on timeout the half-made
-/// connection is dropped here, which closes it). Any failure is one `502
-/// server-unavailable` Problem that names the server and transport and never a credential.
-pub(crate) async fn open(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
-    let bound = opening.connect.connect_timeout;
-    let (alias, kind) = (opening.alias, opening.kind);
-    match tokio::time::timeout(bound, open_and_list(opening)).await {
-        Ok(opened) => opened,
-        Err(_) => Err(Refused::Unavailable(Problem::server_unavailable(format!(
-            "server \"{alias}\" ({kind}) could not be connected and listed within {} ms \
-             (PLURNK_MCP_CONNECT_TIMEOUT)",
-            bound.as_millis()
-        )))),
-    }
+/// Opens a server's session: expands its definition, spawns or dials it and negotiates
+/// within the connect timeout, then lists every family and applies the tool policy within
+/// the request timeout (a server that lists slowly or forever is unavailable, not stuck
+/// connecting; on timeout the half-made connection is dropped here, which closes it). No
+/// other timer cuts a phase short. Any failure is one `502 server-unavailable` Problem that
+/// names the server and transport and never a credential; one out of time says which phase
+/// it was in and the setting that bounds it.
+pub(crate) async fn open(mut opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
+    let phases = Phases::new(opening.on_phase.take());
+    open_and_list(opening, &phases).await
 }
 
 /// The story of an open: prepare the target, present its credentials, connect (a refusal
-/// goes to the auth wing), then list.
-async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
+/// goes to the auth wing), then list; each within its phase's deadline.
+async fn open_and_list(opening: Opening<'_>, phases: &Phases) -> Result<Box<Opened>, Refused> {
     let Opening {
         workspace,
         alias,
@@ -131,10 +130,18 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         request_timeout,
         on_update,
         challenge: carried,
+        on_phase: _,
     } = opening;
     let label = format!("server \"{alias}\" ({kind})");
     let unavailable = |detail: String| -> Refused {
         Problem::server_unavailable(format!("{label} {detail}")).into()
+    };
+    // The one wording of a phase that ran out of time (model/connecting.rs).
+    let slow = |bound: Duration| -> Refused {
+        unavailable(format!(
+            "did not finish connecting: {}; raise it for a server this slow",
+            phases.phase().describe(phases.elapsed(), bound)
+        ))
     };
     let (mut target, authorization) = target(definition, env, in_process)
         .map_err(|detail| unavailable(format!("could not be prepared: {detail}")))?;
@@ -153,22 +160,33 @@ async fn open_and_list(opening: Opening<'_>) -> Result<Box<Opened>, Refused> {
         #[cfg(feature = "oauth")]
         http: &|| options.http_client(),
     };
-    if let Target::Http { oauth, grant, .. } = &mut target {
-        let credentials = server.authorize().await?;
-        *oauth = credentials.client;
-        *grant = credentials.grant;
-    }
-    if let Some(challenge) = carried.filter(|_| server.interactive()) {
-        return Err(server.reauthorize(challenge).await.into());
-    }
-    let connection = match connect(alias, &target, options, on_update).await {
-        Ok(connection) => connection,
-        Err(ConnectError::AuthRequired(challenge)) => {
-            return Err(server.refused(challenge).await.into());
+    let connecting = async {
+        if let Target::Http { oauth, grant, .. } = &mut target {
+            let credentials = server.authorize().await?;
+            *oauth = credentials.client;
+            *grant = credentials.grant;
         }
-        Err(error) => return Err(unavailable(format!("could not be connected: {error}"))),
+        if let Some(challenge) = carried.filter(|_| server.interactive()) {
+            return Err(server.reauthorize(challenge).await.into());
+        }
+        match connect(alias, &target, options, on_update, phases).await {
+            Ok(connection) => Ok(connection),
+            Err(ConnectError::AuthRequired(challenge)) => {
+                Err(server.refused(challenge).await.into())
+            }
+            Err(error) => Err(unavailable(format!("could not be connected: {error}"))),
+        }
     };
-    list(connection, &server, options.close_grace, request_timeout).await
+    let connection = tokio::time::timeout(options.connect_timeout, connecting)
+        .await
+        .map_err(|_| slow(options.connect_timeout))??;
+    phases.enter(ConnectPhase::Listing);
+    let listing = list(connection, &server, options.close_grace, request_timeout);
+    let mut opened = tokio::time::timeout(request_timeout, listing)
+        .await
+        .map_err(|_| slow(request_timeout))??;
+    opened.phases = phases.times();
+    Ok(opened)
 }
 
 /// Lists every family on a new connection and applies the tool policy. A failure closes
@@ -234,6 +252,7 @@ async fn list(
         catalog,
         freshness: freshness(ttl, catalog_ttl, &negotiated),
         negotiated,
+        phases: PhaseTimes::default(),
     }))
 }
 

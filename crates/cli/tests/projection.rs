@@ -305,6 +305,8 @@ fn zoo() -> WorkspaceSnapshot {
         transport: TransportKind::Stdio,
         state: ServerState::Ready,
         problem: None,
+        connecting: None,
+        phases: None,
         negotiated: None,
         tools: tools.into(),
         catalog: Catalog::default(),

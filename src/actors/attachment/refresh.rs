@@ -79,7 +79,8 @@ impl AttachmentState {
         let alias = self.args.alias.clone();
         let definition = self.args.definition.clone();
         let timeout = self.args.settings.request_timeout;
-        let bound = self.args.settings.connect.connect_timeout;
+        // Listing again is bounded as the first listing is: by the request timeout, whole.
+        let bound = timeout;
         let myself = myself.clone();
         tokio::spawn(async move {
             // Listing again is bounded as a whole, like the first listing.
@@ -92,7 +93,7 @@ impl AttachmentState {
                 listed = listing => listed.unwrap_or_else(|_| {
                     Err(Problem::list_failed(format!(
                         "server \"{alias}\" changed its lists and could not be listed again within {} ms \
-                         (PLURNK_MCP_CONNECT_TIMEOUT)",
+                         (PLURNK_MCP_REQUEST_TIMEOUT)",
                         bound.as_millis()
                     )))
                 }),

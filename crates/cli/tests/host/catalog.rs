@@ -503,7 +503,7 @@ async fn a_change_that_cannot_be_listed_makes_the_server_unavailable() {
     let probe = Probe::start().await;
     let config = Env::new()
         .probed("lists", &probe, &["--legacy", "--hold-lists"])
-        .set("PLURNK_MCP_CONNECT_TIMEOUT", "3000")
+        .set("PLURNK_MCP_REQUEST_TIMEOUT", "3000")
         .enable(&["lists"])
         .config();
     // Every listing holds on the server until the test lets it go: the first one goes.
@@ -534,7 +534,7 @@ async fn a_change_that_cannot_be_listed_makes_the_server_unavailable() {
         .map(|p| p.detail.as_str())
         .unwrap_or_default();
     assert!(
-        detail.contains("could not be listed again within 3000 ms"),
+        detail.contains("could not be listed again within 3000 ms (PLURNK_MCP_REQUEST_TIMEOUT)"),
         "{detail}"
     );
     probe.release_all().await;

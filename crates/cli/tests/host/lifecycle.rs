@@ -36,7 +36,6 @@ async fn unreachable_servers_are_unavailable_and_never_hold_up_the_others() {
         .set("PLURNK_MCP_REFUSED_BEARER", "${SECRET_TOKEN}")
         .set("SECRET_TOKEN", "tok-very-secret-123")
         .set("PLURNK_MCP_CONNECT_TIMEOUT", "1500")
-        .set("PLURNK_MCP_DISCOVER_TIMEOUT", "500")
         .enable(&["good", "missing", "silent", "refused"])
         .config();
     let started = Instant::now();
@@ -342,7 +341,6 @@ async fn at_most_512_connection_attempts_run_at_once_and_every_server_gets_there
     // The attempts held at the gate must not time out on a slow machine.
     let config = Env::new()
         .set("PLURNK_MCP_CONNECT_TIMEOUT", "120000")
-        .set("PLURNK_MCP_DISCOVER_TIMEOUT", "120000")
         .config();
     let starting = tokio::spawn(Host::start_with(config, options));
     assert!(
