@@ -932,7 +932,7 @@ fn refused_route(server: &str, refusal: Refusal<'_>) -> CallError {
         state,
         detail: problem
             .map(|problem| problem.detail.clone())
-            .unwrap_or_else(|| format!("it is {state}")),
+            .unwrap_or_else(|| state.unready_detail()),
     };
     match refusal {
         Refusal::UnknownServer => CallError::UnknownServer(server.to_owned()),

@@ -103,12 +103,12 @@ pub use host::{
     StartError, Workspace,
 };
 pub use model::{
-    Authored, CallError, Catalog, Cause, CompletionRef, DeviceAuthorization, DevicePoll, Effect,
-    Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
-    Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink,
-    PromptArgumentInfo, PromptInfo, ProtectedResource, Refusal, ResourceInfo, ResourceTemplateInfo,
-    ServerSnapshot, ServerState, Servers, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
-    WorkspaceSnapshot,
+    Authored, CallError, Catalog, Cause, CompletionRef, ConnectPhase, Connecting,
+    DeviceAuthorization, DevicePoll, Effect, Elicitation, ElicitationAnswer, InProcessConnector,
+    Interaction, InteractionHandler, Limits, Negotiated, Operation, PendingAuthorization,
+    PhaseTimes, Problem, Progress, ProgressSink, PromptArgumentInfo, PromptInfo, ProtectedResource,
+    Recovered, Refusal, ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, Servers,
+    TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusError;

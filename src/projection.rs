@@ -90,19 +90,27 @@ pub fn server_summary(server: &ServerSnapshot) -> String {
             format!("MCP server {} with no enabled tools", server.alias)
         }
         0 => format!("MCP server {} ({})", server.alias, server.state),
-        n if n <= LISTED_TOOLS => format!(
-            "MCP server {} with tools {}",
-            server.alias,
-            names.join(", ")
-        ),
-        n => format!(
-            "MCP server {} with tools {} and {} more",
-            server.alias,
-            names[..LISTED_TOOLS].join(", "),
-            n - LISTED_TOOLS
-        ),
+        _ => tool_list(&server.alias, &names),
     };
     cap(&line)
+}
+
+/// `MCP server <alias> with tools a, b and N more`: as many names as fit a one-liner (at most
+/// [`LISTED_TOOLS`]), the rest counted, so the list itself is never cut mid-name.
+fn tool_list(alias: &str, names: &[&str]) -> String {
+    let line = |listed: usize| {
+        let shown = names[..listed].join(", ");
+        match names.len() - listed {
+            0 => format!("MCP server {alias} with tools {shown}"),
+            more => format!("MCP server {alias} with tools {shown} and {more} more"),
+        }
+    };
+    let fits = (1..=names.len().min(LISTED_TOOLS))
+        .rev()
+        .map(line)
+        .find(|text| text.chars().count() <= ONE_LINER_MAX);
+    // Not even one name fits (a name of over a hundred characters): cut, as any line is.
+    fits.unwrap_or_else(|| line(1))
 }
 
 /// The tool's one-liner.
@@ -411,6 +419,20 @@ pub fn document(snapshot: &WorkspaceSnapshot, uri: &str) -> Option<String> {
         "prompts" => prompt_facet(snapshot, server),
         _ => None,
     }
+}
+
+/// The server a document address names (`worker://plurnk/tools/<server>.md`, a tool's document
+/// beneath it, `<server>:///resources`, `<server>:///prompts`), decoded; `None` for anything
+/// that is not such an address. What [`document`] reads an address as, so a caller can make
+/// ready only the server the document needs.
+pub fn addressed_server(uri: &str) -> Option<String> {
+    if let Some(rest) = uri.strip_prefix("worker://plurnk/tools/") {
+        let rest = rest.strip_suffix(".md")?;
+        let server = rest.split_once('/').map_or(rest, |(server, _)| server);
+        return decode(server);
+    }
+    let (server, _) = uri.split_once(":///")?;
+    Some(server.to_owned())
 }
 
 /// The deterministic one-line, JSON-shaped invocation signature of an input schema: quoted
@@ -803,8 +825,14 @@ fn first_sentence(text: &str) -> Option<String> {
     Some(cap(&paragraph[..end]))
 }
 
-/// Cuts `line` to [`ONE_LINER_MAX`] characters at a word, ending in `…`.
+/// Cuts `line` to [`ONE_LINER_MAX`] characters at a word, ending in `…`; every one-liner
+/// passes here, and none ends in a full stop, whatever its source wrote: a one-liner is a
+/// label, and a survey of them reads one way.
 fn cap(line: &str) -> String {
+    let line = match line.strip_suffix('.') {
+        Some(stripped) if !stripped.ends_with('.') => stripped.trim_end(),
+        _ => line,
+    };
     if line.chars().count() <= ONE_LINER_MAX {
         return line.to_owned();
     }

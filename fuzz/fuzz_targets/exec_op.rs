@@ -34,6 +34,7 @@ fn server(alias: &str, state: ServerState, tools: Vec<ToolInfo>) -> ServerSnapsh
             .then(|| Problem::server_unavailable("could not be listed: fuzz")),
         connecting: None,
         phases: None,
+        recovered: None,
         negotiated: None,
         tools: tools.into(),
         catalog: Catalog::default(),

@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
         problem: None,
         connecting: None,
         phases: None,
+        recovered: None,
         negotiated: None,
         tools: Arc::from([ToolInfo {
             name: "t".into(),

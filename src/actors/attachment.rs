@@ -25,8 +25,8 @@ use super::restart::{RestartPolicy, Verdict};
 use crate::config::ServerDefinition;
 
 use crate::model::{
-    Catalog, ConnectPhase, Connecting, HostEvent, Negotiated, PhaseTimes, Problem, ServerSnapshot,
-    ServerState, ToolInfo, TransportKind,
+    Catalog, ConnectPhase, Connecting, HostEvent, Negotiated, PhaseTimes, Problem, Recovered,
+    ServerSnapshot, ServerState, ToolInfo, TransportKind,
 };
 use crate::protocol::{
     self, CallPeer, ConnectOptions, Connection, OnUpdate, Opened, Opening, Ready, Refused,
@@ -208,6 +208,18 @@ enum Lifecycle {
     AuthorizationRequired(Problem),
 }
 
+impl Lifecycle {
+    /// The Problem the server has in this state, if any.
+    fn problem(&self) -> Option<&Problem> {
+        match self {
+            Self::Connecting | Self::Ready(_) => None,
+            Self::Unavailable(problem)
+            | Self::CrashLoop(problem)
+            | Self::AuthorizationRequired(problem) => Some(problem),
+        }
+    }
+}
+
 struct Draining {
     reason: String,
 }
@@ -239,6 +251,11 @@ pub(crate) struct AttachmentState {
     authored: Arc<crate::model::Authored>,
     /// The attempt under way while `connecting`: its phase and when it started.
     attempt: Option<Connecting>,
+    /// The last Problem it recovered from, and when.
+    recovered: Option<Arc<Recovered>>,
+    /// The last failed attempt's Problem that was logged as a warning: a server that fails
+    /// the same way at every retry is logged once, not at every retry.
+    warned: Option<String>,
 }
 
 impl Drop for AttachmentState {
@@ -287,6 +304,8 @@ impl Actor for AttachmentActor {
             expiry: 0,
             refresh_epoch: 0,
             attempt: None,
+            recovered: None,
+            warned: None,
         })
     }
 
@@ -506,6 +525,7 @@ impl AttachmentState {
             problem,
             connecting,
             phases,
+            recovered: self.recovered.clone(),
             negotiated,
             tools,
             catalog,
@@ -661,7 +681,11 @@ impl AttachmentState {
                 };
                 tokio::spawn(watch.run());
                 self.delays = Box::new(self.args.settings.restart.delays());
-                self.lifecycle = Lifecycle::Ready(live);
+                self.warned = None;
+                let before = std::mem::replace(&mut self.lifecycle, Lifecycle::Ready(live));
+                if let Some(problem) = before.problem() {
+                    self.recovered = Some(Arc::new(Recovered::now(problem.clone())));
+                }
                 self.open_gate();
                 self.publish_and_answer_reconnects();
                 self.schedule_expiry(myself);
@@ -684,17 +708,31 @@ impl AttachmentState {
             Err(Refused::AuthorizationRequired { problem, .. }) => {
                 // A person has to act: no retry until an enable or a completed
                 // authorization.
+                self.warn_failed(&problem);
                 self.lifecycle = Lifecycle::AuthorizationRequired(problem);
                 self.close_gate();
                 self.publish_and_answer_reconnects();
             }
             Err(Refused::Unavailable(problem)) => {
+                self.warn_failed(&problem);
                 self.lifecycle = Lifecycle::Unavailable(problem);
                 self.close_gate();
                 self.publish_and_answer_reconnects();
                 self.schedule_retry(myself);
             }
         }
+    }
+
+    /// Logs a failed attempt as a warning (target `plurnk_mcp::servers`), unless it failed
+    /// the same way as the last one logged.
+    fn warn_failed(&mut self, problem: &Problem) {
+        if self.warned.as_deref() == Some(problem.detail.as_str()) {
+            tracing::debug!(target: "plurnk_mcp::servers", server = %self.args.alias, "failed again the same way");
+            return;
+        }
+        let detail = crate::redact::scrub_capped(&problem.detail, crate::redact::SHOWN_CHARS);
+        tracing::warn!(target: "plurnk_mcp::servers", server = %self.args.alias, "{detail}");
+        self.warned = Some(problem.detail.clone());
     }
 
     fn on_lost(&mut self, myself: &ActorRef<AttachmentMsg>, generation: u64) {

@@ -736,6 +736,7 @@ impl SupervisorState {
                         problem: Some(problem.clone()),
                         connecting: None,
                         phases: None,
+                        recovered: server.recovered.clone(),
                         negotiated: None,
                         tools: Arc::from([]),
                         catalog: Default::default(),

@@ -392,6 +392,7 @@ impl WorkspaceState {
             problem: None,
             connecting: None,
             phases: None,
+            recovered: None,
             negotiated: None,
             tools: Arc::from([]),
             catalog: Default::default(),

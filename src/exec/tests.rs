@@ -399,6 +399,7 @@ fn server(alias: &str, state: ServerState, tools: Vec<ToolInfo>) -> ServerSnapsh
         problem: None,
         connecting: None,
         phases: None,
+        recovered: None,
         negotiated: None,
         tools: tools.into(),
         catalog: Catalog::default(),

@@ -92,10 +92,7 @@ fn refused(snapshot: &WorkspaceSnapshot, alias: &str, refusal: Refusal<'_>) -> E
             kind: problem.map(|problem| problem.kind.clone()),
             detail: problem
                 .map(|problem| problem.detail.clone())
-                .unwrap_or_else(|| match state {
-                    ServerState::Connecting => "it is still connecting".to_owned(),
-                    _ => format!("it is {state}"),
-                }),
+                .unwrap_or_else(|| state.unready_detail()),
         },
         Refusal::UnknownTool { server, tool } => ExecError::UnknownTool {
             server: alias.to_owned(),

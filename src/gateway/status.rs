@@ -136,18 +136,22 @@ impl StatusBook {
             .iter()
             .map(|(alias, server)| {
                 let tally = tallies.get(alias).copied().unwrap_or_default();
-                // The Problem the server has now, else the last one it had.
-                let last_problem = match (&server.problem, problems.get(alias)) {
-                    (Some(problem), heard) => Some(LastProblem::of(
+                // The Problem the server has now, else the last one it recovered from (at
+                // start-up too, before the gateway was listening: the snapshot keeps it).
+                let last_problem = match (&server.problem, &server.recovered) {
+                    (Some(problem), _) => Some(LastProblem::of(
                         problem,
-                        heard
+                        problems
+                            .get(alias)
                             .filter(|seen| seen.problem == *problem)
                             .map_or(Duration::ZERO, |seen| now - seen.at),
                         true,
                     )),
-                    (None, Some(seen)) => {
-                        Some(LastProblem::of(&seen.problem, now - seen.at, false))
-                    }
+                    (None, Some(recovered)) => Some(LastProblem::of(
+                        &recovered.problem,
+                        recovered.ago(std::time::SystemTime::now()),
+                        false,
+                    )),
                     (None, None) => None,
                 };
                 ServerStatus {
@@ -219,7 +223,8 @@ struct LastProblem {
     detail: String,
     /// Whether the server has it now (else it had it and recovered).
     current: bool,
-    /// How long ago the gateway heard of it (0 when it had it before the gateway started).
+    /// A current Problem: how long ago the gateway heard of it (0 when the server had it
+    /// before the gateway started). One recovered from: how long ago the server recovered.
     seconds_ago: u64,
 }
 

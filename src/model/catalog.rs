@@ -16,8 +16,10 @@ pub enum Effect {
     Host,
 }
 
-/// One enabled tool, as published in a snapshot.
+/// One enabled tool, as published in a snapshot (serialized with MCP's own spelling of its
+/// members, `inputSchema` and `outputSchema`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolInfo {
     /// The exact remote name; calls use it unchanged.
     pub name: String,

@@ -132,6 +132,33 @@ fn unix_ms(time: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// The last Problem a server had before it became ready again, and when it did: a server that
+/// failed at start and recovered on a retry shows it as one that crashed and came back does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Recovered {
+    /// The Problem it had.
+    pub problem: super::Problem,
+    /// When it was ready again, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+impl Recovered {
+    /// `problem`, recovered from now.
+    pub(crate) fn now(problem: super::Problem) -> Self {
+        Self {
+            problem,
+            at_ms: unix_ms(SystemTime::now()),
+        }
+    }
+
+    /// How long ago it recovered, by `now`.
+    pub fn ago(&self, now: SystemTime) -> Duration {
+        Duration::from_millis(unix_ms(now).saturating_sub(self.at_ms))
+    }
+}
+
 /// How long each phase of a server's connection took, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]

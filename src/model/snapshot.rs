@@ -14,7 +14,7 @@ use crate::config::TransportKind;
 
 use super::authorization::PendingAuthorization;
 use super::catalog::{Catalog, PromptInfo, ToolInfo};
-use super::connecting::{Connecting, PhaseTimes};
+use super::connecting::{Connecting, PhaseTimes, Recovered};
 use super::problem::Problem;
 
 /// Where a server's attachment is in its life.
@@ -77,6 +77,21 @@ impl ServerState {
             Self::Unavailable => "unavailable",
             Self::CrashLoop => "crash-loop",
             Self::AuthorizationRequired => "authorization-required",
+        }
+    }
+}
+
+impl ServerState {
+    /// Why a server in this state takes no call, when its snapshot carries no Problem to say
+    /// so: the one wording the handle, EXEC ops and the command line give.
+    pub fn unready_detail(self) -> String {
+        match self {
+            Self::Connecting => "it is still connecting".to_owned(),
+            Self::Idle => "this host was started to connect other servers only: enable it to \
+                           connect it"
+                .to_owned(),
+            Self::Disabled => "it is disabled: enable it first".to_owned(),
+            state => format!("it is {state}"),
         }
     }
 }
@@ -152,6 +167,9 @@ pub struct ServerSnapshot {
     /// While `ready`: how long each phase of its connection took.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phases: Option<PhaseTimes>,
+    /// The last Problem it recovered from (at start-up, after a crash), and when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<Arc<Recovered>>,
     /// What negotiation established (present while ready); shared, not copied, by every
     /// snapshot and the connection it came from.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -235,6 +253,12 @@ impl ServerSnapshot {
             return;
         }
         self.problem = self.problem.take().map(Problem::scrubbed);
+        if let Some(recovered) = &mut self.recovered
+            && crate::redact::holds_secret(&recovered.problem.detail)
+        {
+            let recovered = Arc::make_mut(recovered);
+            recovered.problem = recovered.problem.clone().scrubbed();
+        }
         // Copied only when something in it holds a secret: otherwise it stays shared.
         if let Some(negotiated) = &mut self.negotiated
             && serde_json::to_string(&**negotiated)

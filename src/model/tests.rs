@@ -24,6 +24,7 @@ fn a_published_snapshot_shows_no_secret_a_server_reported() {
         problem: Some(Problem::server_unavailable("died: snapshot-secret-4242")),
         connecting: None,
         phases: None,
+        recovered: None,
         negotiated: Some(Arc::new(Negotiated {
             revision: "2026-07-28".into(),
             modern: true,
@@ -88,6 +89,7 @@ fn the_route_rule_admits_only_a_ready_server_that_lists_the_tool() {
         problem,
         connecting: None,
         phases: None,
+        recovered: None,
         negotiated: None,
         tools: Arc::from([ToolInfo {
             name: "echo".into(),
@@ -165,6 +167,7 @@ fn bare_server(alias: &str, state: ServerState) -> ServerSnapshot {
         problem: None,
         connecting: None,
         phases: None,
+        recovered: None,
         negotiated: None,
         tools: Arc::from([]),
         catalog: Catalog::default(),

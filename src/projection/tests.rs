@@ -8,7 +8,7 @@ use serde_json::json;
 fn first_sentences_and_caps() {
     assert_eq!(
         first_sentence("Reads a file. Then more.").as_deref(),
-        Some("Reads a file.")
+        Some("Reads a file")
     );
     assert_eq!(
         first_sentence("\n\n  Lists   things\nacross lines\n\nSecond paragraph.").as_deref(),
@@ -16,12 +16,12 @@ fn first_sentences_and_caps() {
     );
     assert_eq!(
         first_sentence("Version 1.5 is fine. Next.").as_deref(),
-        Some("Version 1.5 is fine.")
+        Some("Version 1.5 is fine")
     );
     assert_eq!(first_sentence("  \n "), None);
     assert_eq!(
         first_sentence("Red \u{1b}[31mtext\u{7}.").as_deref(),
-        Some("Red [31mtext.")
+        Some("Red [31mtext")
     );
     let long = "word ".repeat(100);
     let capped = first_sentence(&long).expect("a line");
@@ -29,6 +29,34 @@ fn first_sentences_and_caps() {
     assert!(capped.ends_with('…'));
     let unbroken = "x".repeat(500);
     assert_eq!(cap(&unbroken).chars().count(), ONE_LINER_MAX);
+    // Every one-liner ends one way: no full stop, whatever its source wrote; an ellipsis
+    // stays.
+    assert_eq!(
+        cap("Create and edit workbooks."),
+        "Create and edit workbooks"
+    );
+    assert_eq!(cap("Wait for it..."), "Wait for it...");
+}
+
+#[test]
+fn a_server_one_liner_lists_what_fits_and_counts_the_rest_never_cut_mid_name() {
+    let long: Vec<String> = (0..14)
+        .map(|i| format!("a_rather_long_tool_name_{i:02}"))
+        .collect();
+    let names: Vec<&str> = long.iter().map(String::as_str).collect();
+    let line = tool_list("files", &names);
+    assert!(line.chars().count() <= ONE_LINER_MAX, "{line}");
+    assert!(!line.contains('…'), "{line}");
+    let listed = line.matches("a_rather_long_tool_name_").count();
+    assert!(
+        line.ends_with(&format!("and {} more", 14 - listed)),
+        "{line}"
+    );
+    assert_eq!(
+        tool_list("t", &["a", "b"]),
+        "MCP server t with tools a, b",
+        "a short list is whole"
+    );
 }
 
 #[test]

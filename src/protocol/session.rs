@@ -239,6 +239,7 @@ async fn list(
     let negotiated = connection.negotiated().clone();
     let peer = connection.call_peer();
     tracing::info!(
+        target: "plurnk_mcp::servers",
         server = alias,
         revision = %negotiated.revision,
         tools = tools.len(),

@@ -130,9 +130,36 @@ impl Global {
     }
 }
 
-/// Starts the host on the environment's configuration and the state file, and opens the
-/// chosen workspace.
-async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
+/// Which servers a command connects: a command that touches one server starts only that one,
+/// so an unrelated slow or broken server neither delays nor fails it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Needs<'a> {
+    /// Every enabled server: `status`, `survey`, `list`, `serve`, `import`, `source check`.
+    All,
+    /// Only the server a one-shot command names (`call`, `exec`, `tools`, `resources`,
+    /// `read`, `prompts`, `prompt`, `docs`, and the actions on one server); the others are
+    /// `idle`.
+    One(&'a str),
+}
+
+/// Starts the host on the environment's configuration and the state file, connecting what
+/// `needs` asks for, and opens the chosen workspace. Nobody answers a server's questions for
+/// the command line, so its host declares no elicitation: servers then offer nothing that
+/// could only be declined (`serve` relays its clients' answers and uses [`start_relaying`]).
+async fn start(global: &Global, needs: Needs<'_>) -> Result<(Host, Workspace), ExitCode> {
+    start_as(global, needs, false).await
+}
+
+/// [`start`] for `serve`, whose clients answer what servers ask: it declares elicitation.
+async fn start_relaying(global: &Global) -> Result<(Host, Workspace), ExitCode> {
+    start_as(global, Needs::All, true).await
+}
+
+async fn start_as(
+    global: &Global,
+    needs: Needs<'_>,
+    elicitation: bool,
+) -> Result<(Host, Workspace), ExitCode> {
     let config = HostConfig::from_env(environment()).map_err(|errors| {
         errln!(
             "plurnk-mcp: the configuration has {} problem(s):",
@@ -145,8 +172,14 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
     })?;
     let store = plurnk_mcp::store::open(&global.state).await.map_err(fail)?;
     let hydration = progress::Hydration::default();
+    let only = match needs {
+        Needs::All => None,
+        Needs::One(server) => Some([server.to_owned()].into()),
+    };
     let options = HostOptions::default()
         .with_store(Some(store))
+        .with_only(only)
+        .with_elicitation(elicitation)
         .with_on_open(global.progress.then(|| hydration.on_open()));
     let started = Host::start_with(config, options).await;
     let host = started.inspect_err(|_| hydration.finish()).map_err(fail)?;
@@ -293,6 +326,19 @@ fn first_line(problem: &Problem) -> String {
     problem.detail.lines().next().unwrap_or_default().to_owned()
 }
 
+/// What the status table says of a server beside its state: its Problem's first line, or,
+/// while it connects, the attempt's phase in the wording its Problem would use if the attempt
+/// ran out of time (how long, what it waits for, the setting that bounds it).
+fn server_note(server: &ServerSnapshot) -> String {
+    match (&server.problem, &server.connecting) {
+        (Some(problem), _) => first_line(problem),
+        (None, Some(connecting)) if server.state == ServerState::Connecting => {
+            connecting.describe(std::time::SystemTime::now())
+        }
+        (None, _) => String::new(),
+    }
+}
+
 /// Lays out rows as aligned columns; the last column (free text) is not padded. Every cell
 /// goes through [`shown`].
 fn render_table<const N: usize>(rows: &[[String; N]]) -> String {
@@ -343,18 +389,21 @@ where
     F: FnOnce(plurnk_mcp::Workspace, plurnk_mcp::ServerSnapshot) -> Fut,
     Fut: std::future::Future<Output = ExitCode>,
 {
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start(global, Needs::One(server)).await {
         Ok(started) => started,
         Err(code) => return code,
     };
     let snapshot = workspace.snapshot();
     let unready = |state: ServerState, problem: Option<&Problem>| {
-        fail(format!(
-            "server \"{server}\" is {state}: {}",
-            problem
-                .map(|p| p.detail.clone())
-                .unwrap_or_else(|| "enable it with PLURNK_MCP_ENABLED".into())
-        ))
+        let detail = match (problem, snapshot.server(server)) {
+            (Some(problem), _) => problem.detail.clone(),
+            (None, Some(entry)) if entry.connecting.is_some() => server_note(entry),
+            (None, _) if state == ServerState::Disabled => {
+                format!("enable it with `plurnk-mcp enable {server}` or PLURNK_MCP_ENABLED")
+            }
+            (None, _) => state.unready_detail(),
+        };
+        fail(format!("server \"{server}\" is {state}: {detail}"))
     };
     let code = match snapshot.admit(server, None) {
         Err(Refusal::UnknownServer) => fail(format!(

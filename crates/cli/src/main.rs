@@ -114,7 +114,10 @@ fn main() -> ExitCode {
         Command::Fixture { .. } => {}
         // The demo provokes failures on purpose; their warnings would only clutter it.
         Command::Demo => cli::init_logging("error"),
-        _ => cli::init_logging("warn"),
+        // A server's failed connection is a warning a gateway's operator must see; the other
+        // commands print each server's Problem in their own output, so it is not said twice.
+        Command::Serve(_) => cli::init_logging("warn"),
+        _ => cli::init_logging("warn,plurnk_mcp::servers=error"),
     }
     // The state from the environment when the flag does not name it: replicas of one
     // deployment are started alike, with the database URL (and its password) out of argv.

@@ -307,6 +307,7 @@ fn zoo() -> WorkspaceSnapshot {
         problem: None,
         connecting: None,
         phases: None,
+        recovered: None,
         negotiated: None,
         tools: tools.into(),
         catalog: Catalog::default(),

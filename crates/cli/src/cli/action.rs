@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::auth::authorized_interactively;
-use super::{Global, fail, finish, print_json, print_summaries, start};
+use super::{Global, Needs, fail, finish, print_json, print_summaries, start};
 
 /// Every available server of the workspace: source, target, enabledness, state.
 #[derive(clap::Args)]
@@ -255,7 +255,16 @@ async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
         }
         _ => plurnk_mcp::Customize::default(),
     };
-    let (host, workspace) = match start(global).await {
+    // An action on one server connects only that one; a listing connects every server, as
+    // it shows their states.
+    let needs = match &action {
+        Action::List => Needs::All,
+        Action::Add { alias, .. }
+        | Action::Enable { alias, .. }
+        | Action::Disable { alias }
+        | Action::Remove { alias } => Needs::One(alias),
+    };
+    let (host, workspace) = match start(global, needs).await {
         Ok(started) => started,
         Err(code) => return code,
     };

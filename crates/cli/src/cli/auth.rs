@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::{Global, fail, finish, print_json, print_summaries, start};
+use super::{Global, Needs, fail, finish, print_json, print_summaries, start};
 use plurnk_mcp::Workspace;
 
 /// `plurnk-mcp auth <server> [--device] [--scope S] [--json]`.
@@ -49,7 +49,7 @@ async fn auth(
     scope: Option<&str>,
     json: bool,
 ) -> ExitCode {
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start(global, Needs::One(server)).await {
         Ok(started) => started,
         Err(code) => return code,
     };

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::{Global, arguments, fail, finish, print_json, start};
+use super::{Global, Needs, arguments, fail, finish, print_json, start};
 use plurnk_mcp::CallOptions;
 
 /// Call a tool and print its result as JSON.
@@ -46,7 +46,7 @@ async fn call(global: &Global, server: &str, tool: &str, arguments: Option<&str>
         Ok(arguments) => arguments,
         Err(code) => return code,
     };
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start(global, Needs::One(server)).await {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -75,10 +75,11 @@ async fn call(global: &Global, server: &str, tool: &str, arguments: Option<&str>
 /// `plurnk-mcp exec '<op>'`: the op's result as JSON, exiting as [`call`] does. An op that
 /// cannot be read is refused before any server is started.
 async fn exec(global: &Global, op: &str) -> ExitCode {
-    if let Err(error) = plurnk_mcp::exec::parse(op) {
-        return fail(error);
-    }
-    let (host, workspace) = match start(global).await {
+    let server = match plurnk_mcp::exec::parse(op) {
+        Ok(parsed) => parsed.server().to_owned(),
+        Err(error) => return fail(error),
+    };
+    let (host, workspace) = match start(global, Needs::One(&server)).await {
         Ok(started) => started,
         Err(code) => return code,
     };

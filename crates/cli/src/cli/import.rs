@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use super::{Global, environment, fail, finish, printable, render_table, start};
+use super::{Global, Needs, environment, fail, finish, printable, render_table, start};
 use plurnk_mcp::HostConfig;
 
 /// The `import` command's flags.
@@ -47,9 +47,12 @@ impl ImportArgs {
 }
 
 /// What became of one planned server.
+#[derive(Clone)]
 enum Imported {
     /// `--dry-run`: nothing was tried.
     Would,
+    /// `--dry-run`, with the install gate closed: the add would be refused, for this reason.
+    WouldBeRefused(&'static str),
     /// Added, and enabled or disabled as the file had it.
     Done,
     /// The action's Problem.
@@ -103,9 +106,20 @@ pub(crate) async fn import(
         Err(error) => return fail(format!("cannot import {path} as {format}: {error}")),
     };
     let outcomes = if dry_run || plan.servers.is_empty() {
-        plan.servers.iter().map(|_| Imported::Would).collect()
+        // The gate the adds would meet: closed, every one would be refused.
+        let gate_closed = HostConfig::from_env(environment())
+            .is_ok_and(|config| !config.allows_runtime_servers());
+        let would = if gate_closed {
+            Imported::WouldBeRefused(
+                "the install gate is closed: the operator must set PLURNK_MCP_ALLOW_ADD=true \
+                 before a workspace can add servers",
+            )
+        } else {
+            Imported::Would
+        };
+        plan.servers.iter().map(|_| would.clone()).collect()
     } else {
-        let (host, workspace) = match start(global).await {
+        let (host, workspace) = match start(global, Needs::All).await {
             Ok(started) => started,
             Err(code) => return code,
         };
@@ -167,7 +181,12 @@ pub(crate) async fn import(
     let failed = plan.skipped.len()
         + outcomes
             .iter()
-            .filter(|outcome| matches!(outcome, Imported::Refused(_) | Imported::NotDisabled(_)))
+            .filter(|outcome| {
+                matches!(
+                    outcome,
+                    Imported::Refused(_) | Imported::NotDisabled(_) | Imported::WouldBeRefused(_)
+                )
+            })
             .count();
     if failed == 0 {
         return ExitCode::SUCCESS;
@@ -201,6 +220,7 @@ fn import_table(plan: &plurnk_mcp::import::Plan, outcomes: &[Imported]) -> Strin
             .collect();
         let result = match outcome {
             Imported::Would => "would be added".to_owned(),
+            Imported::WouldBeRefused(why) => format!("would be refused: {why}"),
             Imported::Done => "added".to_owned(),
             Imported::Refused(problem) => format!("refused: {problem}"),
             Imported::NotDisabled(problem) => {

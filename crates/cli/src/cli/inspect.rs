@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use super::{
-    Global, arguments, fail, finish, print_json, render_table, shown, start, with_ready_server,
+    Global, Needs, arguments, fail, finish, print_json, render_table, shown, start,
+    with_ready_server,
 };
 use plurnk_mcp::{CallOptions, ServerState, WorkspaceSnapshot};
 
@@ -159,18 +160,13 @@ pub(crate) fn status_table(snapshot: &WorkspaceSnapshot) -> String {
         "PROBLEM".to_owned(),
     ]];
     for server in snapshot.servers.values() {
-        let problem = server
-            .problem
-            .as_ref()
-            .map(super::first_line)
-            .unwrap_or_default();
-        rows.push(super::server_row(server, problem));
+        rows.push(super::server_row(server, super::server_note(server)));
     }
     render_table(&rows)
 }
 
 async fn status(global: &Global, json: bool) -> ExitCode {
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start(global, Needs::All).await {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -231,7 +227,9 @@ async fn tools(global: &Global, server: &str, json: bool) -> ExitCode {
 
 /// `docs <server> [tool]` or `docs <address>`: the document, as the model reads it.
 async fn docs(global: &Global, server: &str, tool: Option<&str>) -> ExitCode {
-    let (host, workspace) = match start(global).await {
+    let alias = plurnk_mcp::projection::addressed_server(server);
+    let needs = Needs::One(alias.as_deref().unwrap_or(server));
+    let (host, workspace) = match start(global, needs).await {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -306,7 +304,7 @@ fn missing_document(
 
 /// `survey`: the tools survey, as the model reads it.
 async fn survey(global: &Global) -> ExitCode {
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start(global, Needs::All).await {
         Ok(started) => started,
         Err(code) => return code,
     };

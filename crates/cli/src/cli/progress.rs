@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use plurnk_mcp::{ServerState, Workspace, WorkspaceSnapshot};
+use plurnk_mcp::{ConnectPhase, ServerState, Workspace, WorkspaceSnapshot};
 
 /// How long work runs before its progress line appears: quick work never flashes one.
 const SHOW_AFTER: Duration = Duration::from_millis(300);
@@ -121,21 +121,26 @@ fn hydration_message(
     let pending = servers.count(ServerState::Connecting);
     // Authorization required, or a state newer than this command line: it waits on something
     // other than its connection.
-    let waiting =
-        servers.len() - ready - unavailable - pending - servers.count(ServerState::Disabled);
+    let waiting = servers.len()
+        - ready
+        - unavailable
+        - pending
+        - servers.count(ServerState::Disabled)
+        - servers.count(ServerState::Idle);
     // A server seen pending again after it settled starts its wait again.
     since.retain(|alias, _| {
         servers
             .get(alias)
             .is_some_and(|server| server.state == ServerState::Connecting)
     });
-    let mut slowest: Option<(&Arc<str>, Instant)> = None;
+    let mut slowest: Option<(&Arc<str>, Instant, Option<ConnectPhase>)> = None;
     for (alias, server) in servers {
         if server.state == ServerState::Connecting {
             let first = *since.entry(alias.clone()).or_insert(now);
             // The longest pending, the first alias among equals.
-            if slowest.is_none_or(|(_, at)| first < at) {
-                slowest = Some((alias, first));
+            if slowest.is_none_or(|(_, at, _)| first < at) {
+                let phase = server.connecting.map(|connecting| connecting.phase);
+                slowest = Some((alias, first, phase));
             }
         }
     }
@@ -143,12 +148,16 @@ fn hydration_message(
     if waiting > 0 {
         message.push_str(&format!(", {waiting} waiting for authorization"));
     }
-    if let Some((alias, at)) = slowest {
+    if let Some((alias, at, phase)) = slowest {
         message.push_str(&format!(
-            " (slowest: {}, {:.1} s)",
+            " (slowest: {}, {:.1} s",
             super::shown(alias),
             now.duration_since(at).as_secs_f64()
         ));
+        if let Some(phase) = phase {
+            message.push_str(&format!(", {phase}"));
+        }
+        message.push(')');
     }
     (message, pending == 0)
 }

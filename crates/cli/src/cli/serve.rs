@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::{Global, fail, finish, start};
+use super::{Global, fail, finish, start_relaying};
 use plurnk_mcp::{ServerState, Workspace};
 
 /// The `serve` command's flags.
@@ -196,7 +196,7 @@ pub(crate) async fn serve(global: &Global, args: ServeArgs) -> ExitCode {
             return fail(last);
         }
     }
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start_relaying(global).await {
         Ok(started) => started,
         Err(code) => return code,
     };

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use super::{Global, fail, finish, print_json, render_table, start};
+use super::{Global, Needs, fail, finish, print_json, render_table, start};
 
 /// `plurnk-mcp source check`: every tool source of the workspace (service and added), what
 /// it needs on this machine and whether it is there. Exit 0 when all are ready, 1 otherwise.
@@ -41,7 +41,7 @@ impl SourceArgs {
 }
 
 async fn source_check(global: &Global, json: bool) -> ExitCode {
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start(global, Needs::All).await {
         Ok(started) => started,
         Err(code) => return code,
     };

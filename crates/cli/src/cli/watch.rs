@@ -14,10 +14,10 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use plurnk_mcp::{HostEvent, Problem, ServerState, WorkspaceSnapshot};
+use plurnk_mcp::{HostEvent, ServerState, WorkspaceSnapshot};
 use tokio::sync::broadcast;
 
-use super::{Global, fail, finish, render_table, shown, start};
+use super::{Global, Needs, fail, finish, render_table, shown, start};
 
 /// How long a changed row stays highlighted.
 const HIGHLIGHT: Duration = Duration::from_secs(3);
@@ -27,17 +27,12 @@ const HIGHLIGHT: Duration = Duration::from_secs(3);
 struct Seen {
     /// When each server last changed state, while that is recent enough to highlight.
     changed: HashMap<String, Instant>,
-    /// The last Problem each server had, and when.
-    problems: HashMap<String, (Problem, Instant)>,
 }
 
 impl Seen {
     /// Takes in a state change of this workspace.
-    fn change(&mut self, alias: &str, problem: Option<Problem>, now: Instant) {
+    fn change(&mut self, alias: &str, now: Instant) {
         self.changed.insert(alias.to_owned(), now);
-        if let Some(problem) = problem {
-            self.problems.insert(alias.to_owned(), (problem, now));
-        }
     }
 
     /// The table's rows: a header, then a row per server (and whether to highlight it).
@@ -55,14 +50,14 @@ impl Seen {
             false,
         )];
         for server in snapshot.servers.values() {
-            let problem = match (&server.problem, self.problems.get(&server.alias)) {
-                (Some(problem), _) => super::first_line(problem),
-                (None, Some((problem, at))) => format!(
+            // The snapshot keeps what a server recovered from, at start-up too.
+            let problem = match (&server.problem, &server.recovered) {
+                (None, Some(recovered)) if server.connecting.is_none() => format!(
                     "{} ago: {}",
-                    seconds(now.duration_since(*at)),
-                    super::first_line(problem)
+                    seconds(recovered.ago(std::time::SystemTime::now())),
+                    super::first_line(&recovered.problem)
                 ),
-                (None, None) => String::new(),
+                _ => super::server_note(server),
             };
             let recent = self
                 .changed
@@ -89,7 +84,7 @@ enum Output {
 }
 
 pub(crate) async fn watch(global: &Global, json: bool) -> ExitCode {
-    let (host, workspace) = match start(global).await {
+    let (host, workspace) = match start(global, Needs::All).await {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -104,13 +99,6 @@ pub(crate) async fn watch(global: &Global, json: bool) -> ExitCode {
     };
     let mut seen = Seen::default();
     let snapshot = workspace.snapshot();
-    // The Problems of servers already failed when the watch began.
-    for server in snapshot.servers.values() {
-        if let Some(problem) = &server.problem {
-            seen.problems
-                .insert(server.alias.clone(), (problem.clone(), Instant::now()));
-        }
-    }
     if let Err(error) = first(&mut output, &seen, &snapshot) {
         finish(&host).await;
         return fail(error);
@@ -124,7 +112,7 @@ pub(crate) async fn watch(global: &Global, json: bool) -> ExitCode {
                 Ok(HostEvent::StateChanged { workspace: of, alias, from, to, problem })
                     if of == workspace.name() =>
                 {
-                    seen.change(&alias, problem.clone(), Instant::now());
+                    seen.change(&alias, Instant::now());
                     match &mut output {
                         Output::Terminal(..) => {}
                         Output::Lines => outln!(
