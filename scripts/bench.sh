@@ -6,6 +6,9 @@
 #   scripts/bench.sh --json out.json …    # any other argument goes to the benchmark
 #   scripts/bench.sh --gateway [--quick]  # the gateway benchmark instead: plurnk-mcp serve
 #                                         # beside npm's mcp-proxy (examples/gateway.rs)
+#   scripts/bench.sh --zoo [--runs N]     # the zoo benchmark instead: ten published servers
+#                                         # brought up under a burner, the host beside the
+#                                         # Python SDK's client (examples/zoo.rs)
 #   scripts/bench.sh --instructions       # instructions per call, counted (valgrind): a table,
 #                                         # and target/bench/instructions.json
 #
@@ -77,6 +80,15 @@ gateway=0
 if [[ "${1:-}" == "--gateway" ]]; then gateway=1; shift; fi
 
 bash scripts/install-peers.sh
+
+# The zoo benchmark needs the peers and Debian's chromium (Playwright's browser), nothing else.
+if [[ "${1:-}" == "--zoo" ]]; then
+  shift
+  bash scripts/install-chromium.sh >/dev/null
+  profile=(--release)
+  if [[ "${BENCH_PROFILE:-release}" == "debug" ]]; then profile=(); fi
+  exec cargo run "${profile[@]}" --locked --example zoo -- "$@"
+fi
 
 CACHE="$PWD/.cache"
 BENCH_NPM="$CACHE/bench-npm"

@@ -379,7 +379,10 @@ impl AttachmentState {
 
     /// The attempt under way entered `phase`: a server still connecting shows it.
     fn on_phase(&mut self, retry: u64, phase: ConnectPhase) {
-        if retry != self.retry || !matches!(self.lifecycle, Lifecycle::Connecting) {
+        // An interactive candidate publishes nothing until it is ready: its first attempt
+        // is the action's, answered with its outcome.
+        let candidate = self.first_attempt && self.args.origin == Origin::Candidate;
+        if retry != self.retry || candidate || !matches!(self.lifecycle, Lifecycle::Connecting) {
             return;
         }
         // A phase under the same deadline as the one before goes on counting from its start.

@@ -956,7 +956,7 @@ fn the_catalog_has_each_tools_name_summary_effect_and_schema() {
         value["tools"][0],
         json!({
             "name": "echo",
-            "summary": "The echo tool.",
+            "summary": "The echo tool",
             "effect": "read",
             "inputSchema": fx.tools[0].input_schema,
         })

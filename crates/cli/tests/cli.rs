@@ -684,21 +684,14 @@ fn a_sentinel_secret_in_every_field_appears_in_no_output() {
     assert!(!String::from_utf8_lossy(&bytes).contains(SENTINEL));
 }
 
-/// A `plurnk-mcp call` held in flight by the fixture's probe, beside a server that ignores
-/// SIGTERM and stdin EOF and one whose grandchild moved to a session of its own; each
-/// carries `mark`. Returns once the call is in flight, with the runtime the probe runs on.
-fn held_cli(
-    mark: &str,
-) -> (
-    std::process::Child,
-    plurnk_mcp_fixture::probe::Probe,
-    tokio::runtime::Runtime,
-) {
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime for the probe");
-    let probe = runtime.block_on(plurnk_mcp_fixture::probe::Probe::start());
+/// A `plurnk-mcp status --watch` (which connects every enabled server and runs until a
+/// signal) over the fixture, a server that ignores SIGTERM and stdin EOF and one whose
+/// grandchild moved to a session of its own; each carries `mark`. Returns once all of them
+/// run. (A one-shot `call` would start only the server it names.)
+fn held_cli(mark: &str) -> std::process::Child {
     let mut env = BTreeMap::new();
     for (alias, args) in [
-        ("slow", json!(["fixture", "--probe", probe.address()])),
+        ("slow", json!(["fixture"])),
         ("immortal", json!(["fixture", "--hostile", "immortal"])),
         ("runaway", json!(["fixture", "--hostile", "escape"])),
     ] {
@@ -716,31 +709,48 @@ fn held_cli(
     );
     let mut command = Command::new(EXE);
     command
-        .args(["--state", &scratch_state(), "call", "slow", "gate"])
-        .arg(r#"{"id": "held"}"#)
+        .args(["--state", &scratch_state(), "status", "--watch"])
         .env_clear()
         .envs(&env)
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     if let Ok(path) = std::env::var("PATH") {
         command.env("PATH", path);
     }
-    let child = command.spawn().expect("plurnk-mcp runs");
-    // The call is in flight (so the host is up), and so is the runaway's grandchild.
-    runtime.block_on(probe.wait_gate("held", std::time::Duration::from_secs(20)));
+    let mut child = command.spawn().expect("plurnk-mcp runs");
+    // The host is up once the watch prints its table (its first line is the header); what
+    // follows is read and dropped so the watch never blocks on a full pipe.
+    let stdout = child.stdout.take().expect("stdout");
+    let (up, table) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("SERVER") {
+                let _ = up.send(());
+            }
+        }
+    });
+    assert!(
+        table.recv_timeout(wait::BOUND).is_ok(),
+        "status --watch printed no table"
+    );
+    // Every server runs, and so does the runaway's grandchild.
     assert!(
         wait::until_blocking(wait::BOUND, || marked(mark).len() >= 4),
         "the servers did not start: {:?}",
         marked(mark)
     );
-    (child, probe, runtime)
+    child
 }
 
 #[test]
 fn nothing_outlives_a_host_killed_with_sigkill() {
     let mark = format!("sigkill-{}", std::process::id());
-    let (mut cli, _probe, _runtime) = held_cli(&mark);
+    let mut cli = held_cli(&mark);
     cli.kill().expect("SIGKILL");
     let _ = cli.wait();
     assert!(
@@ -758,7 +768,7 @@ fn the_command_line_shuts_down_on_sigterm_sigint_and_sighup() {
         (libc::SIGHUP, "SIGHUP"),
     ] {
         let mark = format!("{name}-{}", std::process::id());
-        let (cli, _probe, _runtime) = held_cli(&mark);
+        let cli = held_cli(&mark);
         let pid = i32::try_from(cli.id()).expect("pid");
         // SAFETY: a signal to the process we spawned.
         unsafe {
