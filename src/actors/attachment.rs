@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tracing::Instrument;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -115,6 +116,8 @@ pub(crate) struct AttachmentArgs {
     /// What the definition's `${NAME}`s expand against: the whole operator environment for
     /// service servers, only the names handed to workspaces for an added one.
     pub env: Arc<crate::config::Environment>,
+    /// The hydration whose child the first attempt is, when it is part of one.
+    pub hydration: Option<tracing::Span>,
 }
 
 /// The attachment's messages.
@@ -488,6 +491,12 @@ impl AttachmentState {
     fn start_attempt(&mut self, myself: &ActorRef<AttachmentMsg>) {
         self.retry += 1;
         let retry = self.retry;
+        let span = crate::telemetry::attempt(
+            &self.args.alias,
+            self.args.definition.transport().kind(),
+            self.args.hydration.take().as_ref(),
+            retry > 1,
+        );
         let alias = self.args.alias.clone();
         let definition = self.args.definition.clone();
         let settings = self.args.settings.clone();
@@ -528,8 +537,16 @@ impl AttachmentState {
                 challenge,
             };
             let result = protocol::open(opening)
+                .instrument(span.clone())
                 .await
                 .map(|opened| Box::new(Live::from(*opened)));
+            let failed = result.as_ref().err().map(|refused| match refused {
+                Refused::Unavailable(problem) | Refused::AuthorizationRequired { problem, .. } => {
+                    problem.kind.as_str()
+                }
+            });
+            crate::telemetry::attempt_settled(&span, failed);
+            drop(span);
             drop(place);
             // The last attempt of a burst (a hydration) settled: what the attempts freed goes
             // back to the system rather than staying in fragmented arenas.

@@ -783,6 +783,7 @@ impl Connection {
             self.subscribed.clone(),
             self.cut.clone(),
             self.askers.clone(),
+            crate::telemetry::Peer::new(self.kind, &self.negotiated.revision),
         )
     }
 
