@@ -60,7 +60,8 @@ use crate::model::{CallError, Operation, ToolResult, TransportKind};
 
 #[cfg(feature = "otel")]
 pub use config::{Settings, TelemetryError, TelemetryErrors};
-pub(crate) use conventions::method_of;
+#[cfg(any(feature = "otel", feature = "prometheus"))]
+pub(crate) use conventions::DURATION_BUCKETS;
 #[cfg(feature = "otel")]
 pub use export::{Flushed, Telemetry};
 
@@ -113,7 +114,7 @@ impl ClientCall {
     /// The operation `operation` on server `alias`, under `parent` when the caller names one
     /// (else under the caller's current span).
     pub(crate) fn start(alias: &str, operation: &Operation, parent: Option<&Parent>) -> Self {
-        let method = method_of(operation);
+        let method = conventions::method_of(operation);
         #[cfg(feature = "otel")]
         {
             Self {

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Histogram;
+use opentelemetry::trace::Status;
 #[cfg(feature = "gateway")]
 use opentelemetry::trace::TraceContextExt;
-use opentelemetry::trace::Status;
 use tracing::Span;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
