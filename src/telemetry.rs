@@ -64,6 +64,12 @@ pub use config::{Settings, TelemetryError, TelemetryErrors};
 pub(crate) use conventions::DURATION_BUCKETS;
 #[cfg(feature = "otel")]
 pub use export::{Flushed, Telemetry};
+/// The OpenTelemetry API and `tracing` bridge this build speaks ([`CallOptions::parent`] is
+/// an [`opentelemetry::Context`]), for a daemon to name the same versions.
+///
+/// [`CallOptions::parent`]: crate::CallOptions
+#[cfg(feature = "otel")]
+pub use {opentelemetry, tracing_opentelemetry};
 
 /// The trace context a caller names as the parent of its call's span
 /// ([`CallOptions::parent`](crate::CallOptions)).
@@ -346,6 +352,22 @@ pub(crate) fn attempt(
     {
         let _ = (alias, kind, hydration, reconnect);
         tracing::Span::none()
+    }
+}
+
+/// Runs connection attempt `work` with `span`'s trace context for the requests it sends
+/// (its listings). The span is not entered: rmcp's connection task takes the span current when
+/// it starts and holds it for the connection's life, which would keep the attempt's span
+/// (and its hydration's) open as long as the connection.
+pub(crate) async fn attempting<F: Future>(span: &tracing::Span, work: F) -> F::Output {
+    #[cfg(feature = "otel")]
+    {
+        propagate::attempting(span, work).await
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = span;
+        work.await
     }
 }
 

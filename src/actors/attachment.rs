@@ -491,10 +491,13 @@ impl AttachmentState {
     fn start_attempt(&mut self, myself: &ActorRef<AttachmentMsg>) {
         self.retry += 1;
         let retry = self.retry;
+        // The hydration's handle goes with the attempt: the hydration ends when the last of
+        // its attempts settles.
+        let hydration = self.args.hydration.take();
         let span = crate::telemetry::attempt(
             &self.args.alias,
             self.args.definition.transport().kind(),
-            self.args.hydration.take().as_ref(),
+            hydration.as_ref(),
             retry > 1,
         );
         let alias = self.args.alias.clone();
@@ -536,8 +539,7 @@ impl AttachmentState {
                 on_update: Some(on_update),
                 challenge,
             };
-            let result = protocol::open(opening)
-                .instrument(span.clone())
+            let result = crate::telemetry::attempting(&span, protocol::open(opening))
                 .await
                 .map(|opened| Box::new(Live::from(*opened)));
             let failed = result.as_ref().err().map(|refused| match refused {
@@ -546,7 +548,7 @@ impl AttachmentState {
                 }
             });
             crate::telemetry::attempt_settled(&span, failed);
-            drop(span);
+            drop((span, hydration));
             drop(place);
             // The last attempt of a burst (a hydration) settled: what the attempts freed goes
             // back to the system rather than staying in fragmented arenas.

@@ -27,19 +27,33 @@ pub(crate) const TRACEPARENT: &str = "traceparent";
 #[cfg(feature = "gateway")]
 const BOUNDS: [(&str, usize); 3] = [(TRACEPARENT, 256), ("tracestate", 512), ("baggage", 8192)];
 
+tokio::task_local! {
+    /// The context of the connection attempt a task runs (its listings' parent).
+    static ATTEMPT: Context;
+}
+
+/// Runs `work` with `span`'s context as the parent of the requests it sends.
+pub(super) async fn attempting<F: Future>(span: &tracing::Span, work: F) -> F::Output {
+    let context = span.context();
+    if context.span().span_context().is_valid() {
+        ATTEMPT.scope(context, work).await
+    } else {
+        work.await
+    }
+}
+
 /// Writes the trace context of the current span, or of `parent` when the current span is not
-/// exported, into `meta`; writes nothing when neither has a valid one.
+/// exported, or of the connection attempt under way, into `meta`; writes nothing when none
+/// has a valid one.
 pub(super) fn inject_current(meta: &mut Map<String, Value>, parent: Option<&Context>) {
     let current = tracing::Span::current().context();
-    let context = if current.span().span_context().is_valid() {
-        &current
-    } else {
-        match parent {
-            Some(parent) if parent.span().span_context().is_valid() => parent,
-            _ => return,
-        }
-    };
-    inject(context, meta);
+    if current.span().span_context().is_valid() {
+        return inject(&current, meta);
+    }
+    if let Some(parent) = parent.filter(|parent| parent.span().span_context().is_valid()) {
+        return inject(parent, meta);
+    }
+    let _ = ATTEMPT.try_with(|attempt| inject(attempt, meta));
 }
 
 /// Writes `context`'s trace context and baggage into `meta`.
