@@ -60,7 +60,7 @@ use crate::model::{CallError, Operation, ToolResult, TransportKind};
 
 #[cfg(feature = "otel")]
 pub use config::{Settings, TelemetryError, TelemetryErrors};
-#[cfg(any(feature = "otel", feature = "prometheus"))]
+#[cfg(feature = "prometheus")]
 pub(crate) use conventions::DURATION_BUCKETS;
 #[cfg(feature = "otel")]
 pub use export::{Flushed, Telemetry};

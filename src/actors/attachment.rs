@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use self::refresh::Relisting;
 use super::messages::{ActionReply, WorkspaceMsg};

@@ -122,7 +122,6 @@ impl CallPeer {
         subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
         cut: CutReason,
         askers: Option<Arc<super::Askers>>,
-        telemetry: crate::telemetry::Peer,
     ) -> Self {
         Self {
             alias,
@@ -132,8 +131,14 @@ impl CallPeer {
             subscribed,
             cut,
             askers,
-            telemetry,
+            telemetry: crate::telemetry::Peer::default(),
         }
+    }
+
+    /// The same peer, its calls' spans saying `telemetry` of the connection.
+    pub(super) fn with_telemetry(mut self, telemetry: crate::telemetry::Peer) -> Self {
+        self.telemetry = telemetry;
+        self
     }
 
     /// What the call's span says of this connection.

@@ -783,8 +783,11 @@ impl Connection {
             self.subscribed.clone(),
             self.cut.clone(),
             self.askers.clone(),
-            crate::telemetry::Peer::new(self.kind, &self.negotiated.revision),
         )
+        .with_telemetry(crate::telemetry::Peer::new(
+            self.kind,
+            &self.negotiated.revision,
+        ))
     }
 
     /// Describes why the connection was lost: the exit status and stderr of a stdio server.

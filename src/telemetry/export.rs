@@ -153,8 +153,14 @@ impl Telemetry {
             .tracer
             .clone()
             .unwrap_or_else(|| SdkTracerProvider::builder().build());
+        // Lean: no busy/idle timing and no OpenTelemetry context pushed on each entry (a
+        // call's span is entered at every poll of the call), no code location, thread, level
+        // or target attributes: the conventions' attributes are the span's. A daemon that
+        // mixes spans of the OpenTelemetry API under the host's builds a layer of its own.
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("plurnk-mcp"))
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
             .with_threads(false)
             .with_location(false)
             .with_target(false)

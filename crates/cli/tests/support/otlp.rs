@@ -190,8 +190,11 @@ fn encoded(headers: &HeaderMap) -> Result<(), StatusCode> {
     Ok(())
 }
 
+/// An export's answer: the status, its content type, the (empty) protobuf body.
+type Answer = (StatusCode, [(&'static str, &'static str); 1], Vec<u8>);
+
 /// The empty export response, protobuf-encoded (zero bytes).
-fn answered() -> (StatusCode, [(&'static str, &'static str); 1], Vec<u8>) {
+fn answered() -> Answer {
     (
         StatusCode::OK,
         [("content-type", "application/x-protobuf")],
@@ -203,7 +206,7 @@ fn accept_traces(
     received: &Mutex<Received>,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(StatusCode, [(&'static str, &'static str); 1], Vec<u8>), StatusCode> {
+) -> Result<Answer, StatusCode> {
     encoded(headers)?;
     let mut received = received.lock().expect("received");
     received.requests += 1;
@@ -259,7 +262,7 @@ fn accept_metrics(
     received: &Mutex<Received>,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(StatusCode, [(&'static str, &'static str); 1], Vec<u8>), StatusCode> {
+) -> Result<Answer, StatusCode> {
     encoded(headers)?;
     let mut received = received.lock().expect("received");
     received.requests += 1;
