@@ -9,6 +9,9 @@
 #   scripts/bench.sh --zoo [--runs N]     # the zoo benchmark instead: ten published servers
 #                                         # brought up under a burner, the host beside the
 #                                         # Python SDK's client (examples/zoo.rs)
+#   scripts/bench.sh --only seq-otel --json target/bench/otel.json --no-figures
+#                                         # the host with OpenTelemetry export off, on to a live
+#                                         # OTLP receiver and on to a collector that is down
 #   scripts/bench.sh --instructions       # instructions per call, counted (valgrind): a table,
 #                                         # and target/bench/instructions.json
 #
@@ -142,7 +145,11 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-cargo run "${profile[@]}" --example load -- "${args[@]}"
+# The OpenTelemetry export comparison (`--only seq-otel`) needs the host built with `otel`;
+# every other run measures the host as a daemon links it by default, without it.
+features=()
+for arg in "${args[@]}"; do [[ "$arg" == *seq-otel* ]] && features=(--features otel); done
+cargo run "${profile[@]}" "${features[@]}" --example load -- "${args[@]}"
 [[ $figures -eq 1 ]] || exit 0
 if [[ -z "$json" ]]; then
   json="target/bench/load.json"

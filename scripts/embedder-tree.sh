@@ -12,7 +12,8 @@ crate=examples/embedders/stdio
 cp Cargo.lock "$crate/Cargo.lock"
 tree="$(cargo tree --quiet -e normal --prefix none -f '{p}' --manifest-path "$crate/Cargo.toml" | sort -u)"
 forbidden=(clap anyhow axum hyper aws-lc-rs aws-lc-sys toml jsonschema metrics-exporter-prometheus
-  plurnk-mcp-fixture reqwest rusqlite tokio-postgres)
+  plurnk-mcp-fixture reqwest rusqlite tokio-postgres opentelemetry opentelemetry_sdk
+  opentelemetry-otlp tracing-opentelemetry prost)
 found=0
 for name in "${forbidden[@]}"; do
   if grep -q "^$name v" <<<"$tree"; then

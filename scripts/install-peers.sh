@@ -10,6 +10,8 @@
 #                  @modelcontextprotocol/client (the TypeScript v2 client, crates/cli/tests/peers/gateway_client.mjs),
 #                  oidc-provider and @modelcontextprotocol/sdk (crates/cli/tests/peers/oauth_world.mjs)
 #   .cache/venv    Python venv with the MCP Python SDK (crates/cli/tests/peers/python_server.py)
+#   .cache/otel-venv  the MCP Python SDK with OpenTelemetry's Python SDK and OTLP/HTTP exporter
+#                  (crates/cli/tests/peers/otel_peer.py, the traced client and server)
 #   .cache/mcp-proxy  npm's mcp-proxy, the gateway users already run, which the gateway
 #                  benchmark (scripts/bench.sh --gateway) puts beside `plurnk-mcp serve`
 #   .cache/zoo-npm, .cache/zoo-venv, .cache/zoo-sqlite
@@ -21,7 +23,7 @@
 #                  since it crashes on `mcp` 2.x
 # and writes .cache/peers.env with absolute paths: NODE22, SERVER_EVERYTHING, CONFORMANCE,
 # TS_CLIENT_DIR (the npm prefix holding node_modules/@modelcontextprotocol/client), PYTHON_MCP,
-# MCP_PROXY (its entry point), and the peer scripts PYTHON_PEER, PYTHON_SURFACES,
+# MCP_PROXY (its entry point), OTEL_PYTHON (the otel-venv's python), and the peer scripts PYTHON_PEER, PYTHON_SURFACES,
 # GATEWAY_TS_CLIENT, GATEWAY_PY_CLIENT, and the zoo's ZOO_NPM (its node_modules/.bin holds the
 # npm servers' commands), ZOO_VENV and ZOO_SQLITE (their bin/ the PyPI servers' commands).
 # Each part has a stamp file holding its version spec, so a second run only checks stamps and
@@ -39,6 +41,10 @@ TS_CLIENT_VERSION="2.4.0"
 OIDC_PROVIDER_VERSION="9.13.3"
 TS_SDK_VERSION="1.32.2"
 PY_MCP_VERSION="2.3.0"
+# crates/cli/tests/telemetry.rs: the Python SDK with OpenTelemetry's own SDK and OTLP/HTTP exporter
+# (crates/cli/tests/peers/otel_peer.py), in a venv of their own so the other Python peers run as
+# users run them, without an SDK installed.
+OTEL_PY_SPEC="mcp==$PY_MCP_VERSION opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2"
 # The latest release (`npm view mcp-proxy version`); a prefix of its own, so adding it never
 # reinstalls the npm peers above.
 MCP_PROXY_VERSION="6.7.19"
@@ -191,6 +197,9 @@ zoo_venv "$ZOO_VENV" "$CACHE/zoo-venv.stamp" "$ZOO_PY_SPEC" \
   mcp-server-time mcp-server-git mcp-server-fetch excel-mcp-server
 ZOO_SQLITE="$CACHE/zoo-sqlite"
 zoo_venv "$ZOO_SQLITE" "$CACHE/zoo-sqlite.stamp" "$ZOO_SQLITE_SPEC" mcp-server-sqlite
+OTEL_VENV="$CACHE/otel-venv"
+zoo_venv "$OTEL_VENV" "$CACHE/otel-venv.stamp" "$OTEL_PY_SPEC" python
+OTEL_PYTHON="$OTEL_VENV/bin/python"
 
 # 6. peers.env ----------------------------------------------------------------
 tmp="$CACHE/peers.env.tmp.$$"
@@ -201,6 +210,8 @@ tmp="$CACHE/peers.env.tmp.$$"
   printf 'CONFORMANCE=%q\n' "$CONFORMANCE"
   printf 'TS_CLIENT_DIR=%q\n' "$NPM_DIR"
   printf 'PYTHON_MCP=%q\n' "$PYTHON_MCP"
+  printf 'OTEL_PYTHON=%q\n' "$OTEL_PYTHON"
+  printf 'OTEL_PEER=%q\n' "$ROOT/crates/cli/tests/peers/otel_peer.py"
   printf 'MCP_PROXY=%q\n' "$MCP_PROXY"
   printf 'PYTHON_PEER=%q\n' "$ROOT/crates/cli/tests/peers/python_server.py"
   printf 'PYTHON_SURFACES=%q\n' "$ROOT/crates/cli/tests/peers/python_surfaces.py"

@@ -30,6 +30,7 @@ mod admission;
 mod http;
 mod limits;
 mod listener;
+mod observed;
 mod sealed;
 mod status;
 mod uri_template;
@@ -57,6 +58,7 @@ use rmcp::{
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use self::observed::{Target, answer_of, tool_failed};
 use self::verbatim::{Passing, Verbatim, is_modern, placeholder};
 use self::view::{View, with_server};
 use crate::host::{CallOptions, InputRelay, Workspace};
@@ -139,6 +141,19 @@ impl Gateway {
             // A client that leaves before its first message is no failure.
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => Ok(()),
             Err(error) => Err(ServeError::Session(error.to_string())),
+        }
+    }
+
+    /// Call options that carry only the request's trace context (feature `otel`).
+    fn traced(context: &RequestContext<RoleServer>) -> CallOptions {
+        #[cfg(feature = "otel")]
+        {
+            CallOptions::default().with_parent(observed::parent_of(context))
+        }
+        #[cfg(not(feature = "otel"))]
+        {
+            let _ = context;
+            CallOptions::default()
         }
     }
 
@@ -232,6 +247,8 @@ impl Gateway {
             relay: modern.then_some(relay),
             interaction: (!modern).then(|| ask_over_session(context.peer.clone())),
             client_capabilities: Some(client_capabilities),
+            #[cfg(feature = "otel")]
+            parent: observed::parent_of(context),
             ..CallOptions::default()
         };
         (options, forwarder)
@@ -505,207 +522,258 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        page("tools", &self.view().tools, request)
+        let served = observed::serve("tools/list", Target::None, &mut context);
+        let answer = page("tools", &self.view().tools, request);
+        served.answered(answer_of(&answer, |_| false));
+        answer
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let naming = &self.inner.naming;
-        let Some((alias, tool)) = route_name(naming, &request.name) else {
-            return Err(self.not_found("tool", &request.name));
-        };
-        let relay = relay_of(request.input_responses, request.request_state);
-        let modern = is_modern(&context);
-        let operation = Operation::CallTool {
-            name: tool.to_owned(),
-            arguments: request.arguments.unwrap_or_default(),
-        };
-        self.forward(alias, operation, relay, &context)
-            .await
-            .map_err(|error| match error {
-                CallError::UnknownTool { .. } | CallError::UnknownServer(_) => {
-                    self.not_found("tool", &request.name)
-                }
-                other => to_mcp(other),
-            })?
-            .into_response(
-                CallToolResponse::InputRequired,
-                CallToolResponse::Complete,
-                Passing::Tool,
-                modern,
-            )
+        let served = observed::serve("tools/call", Target::Tool(&request.name), &mut context);
+        let answer = served
+            .within(async move {
+                let naming = &self.inner.naming;
+                let Some((alias, tool)) = route_name(naming, &request.name) else {
+                    return Err(self.not_found("tool", &request.name));
+                };
+                let relay = relay_of(request.input_responses, request.request_state);
+                let modern = is_modern(&context);
+                let operation = Operation::CallTool {
+                    name: tool.to_owned(),
+                    arguments: request.arguments.unwrap_or_default(),
+                };
+                self.forward(alias, operation, relay, &context)
+                    .await
+                    .map_err(|error| match error {
+                        CallError::UnknownTool { .. } | CallError::UnknownServer(_) => {
+                            self.not_found("tool", &request.name)
+                        }
+                        other => to_mcp(other),
+                    })?
+                    .into_response(
+                        CallToolResponse::InputRequired,
+                        CallToolResponse::Complete,
+                        Passing::Tool,
+                        modern,
+                    )
+            })
+            .await;
+        served.answered(answer_of(&answer, tool_failed));
+        answer
     }
 
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        page("prompts", &self.view().prompts, request)
+        let served = observed::serve("prompts/list", Target::None, &mut context);
+        let answer = page("prompts", &self.view().prompts, request);
+        served.answered(answer_of(&answer, |_| false));
+        answer
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let Some((alias, name)) = route_name(&self.inner.naming, &request.name) else {
-            return Err(self.not_found("prompt", &request.name));
-        };
-        let relay = relay_of(request.input_responses, request.request_state);
-        let modern = is_modern(&context);
-        let arguments = request
-            .arguments
-            .map(|arguments| {
-                arguments
-                    .into_iter()
-                    .map(|(key, value)| (key, json!(value)))
-                    .collect()
+        let served = observed::serve("prompts/get", Target::Prompt(&request.name), &mut context);
+        let answer = served
+            .within(async move {
+                let Some((alias, name)) = route_name(&self.inner.naming, &request.name) else {
+                    return Err(self.not_found("prompt", &request.name));
+                };
+                let relay = relay_of(request.input_responses, request.request_state);
+                let modern = is_modern(&context);
+                let arguments = request
+                    .arguments
+                    .map(|arguments| {
+                        arguments
+                            .into_iter()
+                            .map(|(key, value)| (key, json!(value)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let operation = Operation::GetPrompt {
+                    name: name.to_owned(),
+                    arguments,
+                };
+                self.forward(alias, operation, relay, &context)
+                    .await
+                    .map_err(to_mcp)?
+                    .into_response(
+                        GetPromptResponse::InputRequired,
+                        GetPromptResponse::Complete,
+                        Passing::Prompt,
+                        modern,
+                    )
             })
-            .unwrap_or_default();
-        let operation = Operation::GetPrompt {
-            name: name.to_owned(),
-            arguments,
-        };
-        self.forward(alias, operation, relay, &context)
-            .await
-            .map_err(to_mcp)?
-            .into_response(
-                GetPromptResponse::InputRequired,
-                GetPromptResponse::Complete,
-                Passing::Prompt,
-                modern,
-            )
+            .await;
+        served.answered(answer_of(&answer, |_| false));
+        answer
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        page("resources", &self.view().resources, request)
+        let served = observed::serve("resources/list", Target::None, &mut context);
+        let answer = page("resources", &self.view().resources, request);
+        served.answered(answer_of(&answer, |_| false));
+        answer
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        page("resourceTemplates", &self.view().templates, request)
+        let served = observed::serve("resources/templates/list", Target::None, &mut context);
+        let answer = page("resourceTemplates", &self.view().templates, request);
+        served.answered(answer_of(&answer, |_| false));
+        answer
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let view = self.view();
-        // rmcp hands a request's `_meta` over in its context, not in its params.
-        let chosen = context.meta.0.get(SERVER_META).and_then(Value::as_str);
-        let alias = view
-            .resource_route(&request.uri, chosen)
-            .map_err(|unroutable| unroutable.into_error(&request.uri))?
-            .to_owned();
-        let relay = relay_of(request.input_responses, request.request_state);
-        let modern = is_modern(&context);
-        let operation = Operation::ReadResource {
-            uri: request.uri.clone(),
-        };
-        let forwarded = self
-            .forward(&alias, operation, relay, &context)
-            .await
-            .map_err(to_mcp)?;
-        // The client learns which server answered, as it does from a tool's served name.
-        let forwarded = match forwarded {
-            Forwarded::Complete(result) => Forwarded::Complete(with_server(&result, &alias)),
-            input => input,
-        };
-        forwarded.into_response(
-            ReadResourceResponse::InputRequired,
-            ReadResourceResponse::Complete,
-            Passing::Resource,
-            modern,
-        )
+        let served = observed::serve(
+            "resources/read",
+            Target::Resource(&request.uri),
+            &mut context,
+        );
+        let answer = served
+            .within(async move {
+                let view = self.view();
+                // rmcp hands a request's `_meta` over in its context, not in its params.
+                let chosen = context.meta.0.get(SERVER_META).and_then(Value::as_str);
+                let alias = view
+                    .resource_route(&request.uri, chosen)
+                    .map_err(|unroutable| unroutable.into_error(&request.uri))?
+                    .to_owned();
+                let relay = relay_of(request.input_responses, request.request_state);
+                let modern = is_modern(&context);
+                let operation = Operation::ReadResource {
+                    uri: request.uri.clone(),
+                };
+                let forwarded = self
+                    .forward(&alias, operation, relay, &context)
+                    .await
+                    .map_err(to_mcp)?;
+                // The client learns which server answered, as it does from a tool's served name.
+                let forwarded = match forwarded {
+                    Forwarded::Complete(result) => {
+                        Forwarded::Complete(with_server(&result, &alias))
+                    }
+                    input => input,
+                };
+                forwarded.into_response(
+                    ReadResourceResponse::InputRequired,
+                    ReadResourceResponse::Complete,
+                    Passing::Resource,
+                    modern,
+                )
+            })
+            .await;
+        served.answered(answer_of(&answer, |_| false));
+        answer
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        request_context: RequestContext<RoleServer>,
+        mut request_context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        let modern = is_modern(&request_context);
-        let wire = serde_json::to_value(&request).map_err(|error| {
-            McpError::invalid_params(format!("unreadable completion request: {error}"), None)
-        })?;
-        let (alias, reference) = match wire["ref"]["type"].as_str() {
-            Some("ref/prompt") => {
-                let served = wire["ref"]["name"].as_str().unwrap_or_default();
-                let Some((alias, name)) = route_name(&self.inner.naming, served) else {
-                    return Err(self.not_found("prompt", served));
+        let served = observed::serve("completion/complete", Target::None, &mut request_context);
+        let answer = served
+            .within(async move {
+                let modern = is_modern(&request_context);
+                let wire = serde_json::to_value(&request).map_err(|error| {
+                    McpError::invalid_params(
+                        format!("unreadable completion request: {error}"),
+                        None,
+                    )
+                })?;
+                let (alias, reference) = match wire["ref"]["type"].as_str() {
+                    Some("ref/prompt") => {
+                        let served = wire["ref"]["name"].as_str().unwrap_or_default();
+                        let Some((alias, name)) = route_name(&self.inner.naming, served) else {
+                            return Err(self.not_found("prompt", served));
+                        };
+                        (
+                            alias.to_owned(),
+                            crate::model::CompletionRef::Prompt {
+                                name: name.to_owned(),
+                            },
+                        )
+                    }
+                    Some("ref/resource") => {
+                        let uri = wire["ref"]["uri"].as_str().unwrap_or_default();
+                        let view = self.view();
+                        let alias = match view.template_route(uri) {
+                            Some(alias) => alias,
+                            None => view
+                                .resource_route(uri, None)
+                                .map_err(|unroutable| unroutable.into_error(uri))?,
+                        };
+                        (
+                            alias.to_owned(),
+                            crate::model::CompletionRef::Resource {
+                                uri: uri.to_owned(),
+                            },
+                        )
+                    }
+                    _ => {
+                        return Err(McpError::invalid_params(
+                            "a completion names ref/prompt or ref/resource",
+                            None,
+                        ));
+                    }
                 };
-                (
-                    alias.to_owned(),
-                    crate::model::CompletionRef::Prompt {
-                        name: name.to_owned(),
-                    },
-                )
-            }
-            Some("ref/resource") => {
-                let uri = wire["ref"]["uri"].as_str().unwrap_or_default();
-                let view = self.view();
-                let alias = match view.template_route(uri) {
-                    Some(alias) => alias,
-                    None => view
-                        .resource_route(uri, None)
-                        .map_err(|unroutable| unroutable.into_error(uri))?,
+                let context = wire["context"]["arguments"]
+                    .as_object()
+                    .map(|arguments| {
+                        arguments
+                            .iter()
+                            .filter_map(|(key, value)| {
+                                Some((key.clone(), value.as_str()?.to_owned()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let operation = Operation::Complete {
+                    reference,
+                    argument: wire["argument"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    value: wire["argument"]["value"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    context,
                 };
-                (
-                    alias.to_owned(),
-                    crate::model::CompletionRef::Resource {
-                        uri: uri.to_owned(),
-                    },
-                )
-            }
-            _ => {
-                return Err(McpError::invalid_params(
-                    "a completion names ref/prompt or ref/resource",
-                    None,
-                ));
-            }
-        };
-        let context = wire["context"]["arguments"]
-            .as_object()
-            .map(|arguments| {
-                arguments
-                    .iter()
-                    .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
-                    .collect()
+                let result = self
+                    .inner
+                    .workspace
+                    .run(&alias, operation, Self::traced(&request_context))
+                    .await
+                    .map_err(to_mcp)?;
+                placeholder(result.result, Passing::Completion, modern)
             })
-            .unwrap_or_default();
-        let operation = Operation::Complete {
-            reference,
-            argument: wire["argument"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            value: wire["argument"]["value"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            context,
-        };
-        let result = self
-            .inner
-            .workspace
-            .run(&alias, operation, CallOptions::default())
-            .await
-            .map_err(to_mcp)?;
-        placeholder(result.result, Passing::Completion, modern)
+            .await;
+        served.answered(answer_of(&answer, |_| false));
+        answer
     }
 
     fn accepted_subscription_filter(

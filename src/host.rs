@@ -691,6 +691,10 @@ impl Workspace {
                 .or_else(|| self.host.interaction.clone()),
             relay: options.relay,
             client_capabilities: options.client_capabilities,
+            #[cfg(feature = "otel")]
+            parent: options.parent,
+            #[cfg(not(feature = "otel"))]
+            parent: None,
         };
         Ok((route, context))
     }

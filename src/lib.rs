@@ -21,6 +21,9 @@
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
 //! - `memory`: freed memory given back to the system after a burst (gateway sessions, a
 //!   hydration's connection attempts).
+//! - [`telemetry`]: what the host tells about each request it sends or serves, by the
+//!   OpenTelemetry semantic conventions for MCP: the duration histograms always, and with
+//!   feature `otel` spans, W3C trace context in `_meta` and OTLP export.
 //! - [`prometheus`]: the optional `GET /metrics` endpoint over the `metrics` facade the host
 //!   records through, and the table of what it records.
 //!
@@ -86,6 +89,7 @@ pub mod redact;
 #[cfg(feature = "sources")]
 pub mod sources;
 pub mod store;
+pub mod telemetry;
 
 /// Internal rules the fuzz targets (`fuzz/`) drive directly; not part of the API.
 #[doc(hidden)]

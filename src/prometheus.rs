@@ -22,6 +22,14 @@
 //! | `plurnk_mcp_gateway_connections` | gauge | | connections open to the process's gateways |
 //! | `plurnk_mcp_gateway_sessions` | gauge | | 2025-11-25 sessions open on them |
 //! | `plurnk_mcp_gateway_listen_streams` | gauge | | listen streams (`subscriptions/listen`, `GET`) open on them |
+//! | `mcp_client_operation_duration_seconds` | histogram | `mcp_method_name`, `error_type` | the conventions' `mcp.client.operation.duration`: each request sent a server, admission to answer |
+//! | `mcp_server_operation_duration_seconds` | histogram | `mcp_method_name`, `error_type` | the conventions' `mcp.server.operation.duration`: each request the gateway served |
+//! | `plurnk_mcp_otel_spans_exported_total` | counter | | spans handed to the OTLP collector (feature `otel`) |
+//! | `plurnk_mcp_otel_spans_dropped_total` | counter | `reason` | spans that never reached it: `queue-full` (a slow or absent collector), `export-failed` |
+//!
+//! The two `mcp_*` histograms are the OpenTelemetry semantic conventions' for MCP, under the
+//! names an OTLP-to-Prometheus bridge gives them, with the conventions' buckets; their labels
+//! are bounded (see [`crate::telemetry`]), never a tool's name.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -138,15 +146,26 @@ enum Runtime {
 /// The recorder: `plurnk_mcp_call_seconds` as a histogram with buckets (which a server
 /// fleet can aggregate), not the exporter's default summary.
 fn builder() -> PrometheusBuilder {
-    let builder = PrometheusBuilder::new();
-    match builder.set_buckets_for_metric(
-        Matcher::Full("plurnk_mcp_call_seconds".into()),
-        CALL_SECONDS_BUCKETS,
-    ) {
-        Ok(builder) => builder,
-        // Refused only for no buckets at all, and the list is a non-empty constant.
-        Err(_) => PrometheusBuilder::new(),
+    let buckets = [
+        ("plurnk_mcp_call_seconds", CALL_SECONDS_BUCKETS),
+        (
+            "mcp_client_operation_duration_seconds",
+            crate::telemetry::DURATION_BUCKETS,
+        ),
+        (
+            "mcp_server_operation_duration_seconds",
+            crate::telemetry::DURATION_BUCKETS,
+        ),
+    ];
+    let mut builder = PrometheusBuilder::new();
+    for (name, bounds) in buckets {
+        // Refused only for no buckets at all, and each list is a non-empty constant.
+        builder = match builder.set_buckets_for_metric(Matcher::Full(name.into()), bounds) {
+            Ok(builder) => builder,
+            Err(_) => PrometheusBuilder::new(),
+        };
     }
+    builder
 }
 
 /// A metric the host records, as the endpoint describes it (`# HELP`, `# TYPE`, the unit).
@@ -167,7 +186,7 @@ enum Kind {
 }
 
 /// Every metric the host records: the module's table, in code.
-const METRICS: [Described; 14] = [
+const METRICS: [Described; 18] = [
     Described {
         name: "plurnk_mcp_calls_total",
         labels: &["outcome"],
@@ -265,6 +284,34 @@ const METRICS: [Described; 14] = [
         kind: Kind::Gauge,
         unit: None,
         help: "listen streams open on the gateway (subscriptions/listen, GET)",
+    },
+    Described {
+        name: "mcp_client_operation_duration_seconds",
+        labels: &["mcp_method_name", "error_type"],
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "mcp.client.operation.duration: a request the host sent a server, admission to answer",
+    },
+    Described {
+        name: "mcp_server_operation_duration_seconds",
+        labels: &["mcp_method_name", "error_type"],
+        kind: Kind::Histogram,
+        unit: Some(Unit::Seconds),
+        help: "mcp.server.operation.duration: a request the gateway served, arrival to answer",
+    },
+    Described {
+        name: "plurnk_mcp_otel_spans_exported_total",
+        labels: &[],
+        kind: Kind::Counter,
+        unit: None,
+        help: "spans handed to the OpenTelemetry collector",
+    },
+    Described {
+        name: "plurnk_mcp_otel_spans_dropped_total",
+        labels: &["reason"],
+        kind: Kind::Counter,
+        unit: None,
+        help: "spans that never reached the OpenTelemetry collector: queue-full, export-failed",
     },
 ];
 
@@ -441,8 +488,8 @@ async fn respond(stream: &mut TcpStream, response: Response) -> std::io::Result<
 mod tests {
     use super::*;
 
-    /// The metric names the sources record: each `"plurnk_mcp_…"` literal that opens a
-    /// `metrics` macro call (`counter!(`, `gauge!(`, `histogram!(`).
+    /// The metric names the sources record: each `"plurnk_mcp_…"` or `"mcp_…"` literal that
+    /// opens a `metrics` macro call (`counter!(`, `gauge!(`, `histogram!(`).
     fn recorded() -> std::collections::BTreeSet<String> {
         fn walk(dir: &std::path::Path, found: &mut std::collections::BTreeSet<String>) {
             let Ok(entries) = std::fs::read_dir(dir) else {
@@ -458,7 +505,10 @@ mod tests {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
-                for (at, _) in text.match_indices("\"plurnk_mcp_") {
+                let opened = text
+                    .match_indices("\"plurnk_mcp_")
+                    .chain(text.match_indices("\"mcp_"));
+                for (at, _) in opened {
                     if !text[..at].trim_end().ends_with("!(") {
                         continue;
                     }

@@ -17,6 +17,7 @@
 
 mod clients;
 mod host_in_process;
+mod otel;
 mod report;
 mod spec;
 mod stats;
@@ -208,6 +209,13 @@ async fn orchestrate(args: Args) -> anyhow::Result<()> {
         ));
         eprintln!("load: skipping the TypeScript client: {}", skipped[0]);
     }
+    let groups = plan(&sizes, &args.only, &clients);
+    // The live OTLP receiver of the export comparison, in this process (not the trial's).
+    let receiver = if groups.iter().any(|group| group.id == report::OTEL_GROUP) {
+        Some(otel::Receiver::start().await?)
+    } else {
+        None
+    };
     let base = TrialSpec {
         client: Client::Host,
         workload: Workload::InProcess { servers: 0 },
@@ -215,8 +223,8 @@ async fn orchestrate(args: Args) -> anyhow::Result<()> {
         node,
         ts_dir,
         ts_driver: root.join("bench/ts-client.cjs"),
+        otlp: receiver.as_ref().map(|receiver| receiver.url.clone()),
     };
-    let groups = plan(&sizes, &args.only, &clients);
     let total: usize = groups.iter().map(|g| g.clients.len() * reps).sum();
     let mut report = Report::new(args.quick, reps, skipped);
     let mut done = 0;
@@ -266,6 +274,13 @@ async fn orchestrate(args: Args) -> anyhow::Result<()> {
         }
         report.finish(runs);
     }
+    if let Some(receiver) = &receiver {
+        let (requests, bytes) = receiver.received();
+        eprintln!("load: the OTLP receiver got {requests} export request(s), {bytes} bytes");
+        if requests == 0 {
+            failed.push("seq-otel: the live receiver got nothing: export did not happen".into());
+        }
+    }
     let elapsed = started.elapsed();
     print!("{}", report.table(elapsed));
     let json_path = args.json.clone().unwrap_or_else(|| {
@@ -303,6 +318,23 @@ fn plan(sizes: &Sizes, only: &[String], clients: &[Client]) -> Vec<Group> {
     };
     let all = with(&Client::ALL);
     let mut groups = Vec::new();
+    // Only when asked for by name (`--only seq-otel`): the export needs feature `otel`, and
+    // its rows are a comparison of the host with itself, apart from the Results table.
+    if only.iter().any(|o| o == report::OTEL_GROUP) && clients.contains(&Client::Host) {
+        groups.push(Group::new(
+            report::OTEL_GROUP,
+            format!("{} sequential echo calls, 1 server", sizes.seq),
+            Workload::Calls {
+                n: sizes.seq,
+                c: 1,
+                servers: 1,
+                warmup: sizes.warmup,
+                host_identity: false,
+            },
+            vec![Client::Host, Client::HostOtel, Client::HostOtelDown],
+            &["p50_us", "p99_us", "cpu_us_per_call", "spans_dropped"],
+        ));
+    }
     if wanted("seq") {
         groups.push(Group::new(
             "seq",

@@ -78,6 +78,9 @@ enum Better {
     Neither,
 }
 
+/// The group of the OpenTelemetry comparison (`--only seq-otel`).
+pub const OTEL_GROUP: &str = "seq-otel";
+
 fn metric_info(metric: &str) -> (&'static str, Better) {
     match metric {
         "p50_us" => ("p50 µs", Better::Lower),
@@ -106,6 +109,10 @@ fn metric_info(metric: &str) -> (&'static str, Better) {
         "commits" => ("snapshot commits", Better::Neither),
         "disable_p50_ms" => ("disable commit p50 ms", Better::Lower),
         "enable_p50_ms" => ("enable commit p50 ms", Better::Lower),
+        "spans_dropped" => (
+            "spans dropped (never reached the collector)",
+            Better::Neither,
+        ),
         _ => ("?", Better::Neither),
     }
 }
@@ -288,7 +295,8 @@ impl Report {
         }
         let _ = writeln!(out, "| workload | metric | host | rmcp | ts | bare |");
         let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
-        for runs in &self.runs {
+        // The OpenTelemetry comparison is the host beside itself: a table of its own.
+        for runs in self.runs.iter().filter(|runs| runs.group.id != OTEL_GROUP) {
             for (i, metric) in runs.group.metrics.iter().enumerate() {
                 let label = if i == 0 {
                     runs.group.label.as_str()
@@ -338,6 +346,7 @@ impl Report {
             };
             let _ = writeln!(out, "- [{mark}] {}: {}", target.text, target.figure);
         }
+        out.push_str(&self.otel_table());
         let mut notes = Vec::new();
         for runs in &self.runs {
             for (client, trials) in &runs.trials {
@@ -383,6 +392,74 @@ impl Report {
             for note in notes {
                 let _ = writeln!(out, "- {note}");
             }
+        }
+        out
+    }
+
+    /// The host with OpenTelemetry export off, on to a live receiver and on to a collector
+    /// that is down, side by side in one run, with the target of the export's cost.
+    fn otel_table(&self) -> String {
+        use Client::{Host, HostOtel, HostOtelDown};
+        let Some(runs) = self.runs(OTEL_GROUP) else {
+            return String::new();
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\n{}: the host with OpenTelemetry export off, on to a live OTLP receiver, and on \
+             to a collector that is down (ratios to export off)\n",
+            runs.group.label
+        );
+        let _ = writeln!(
+            out,
+            "| metric | export off | export on (live receiver) | export on (collector down) |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|");
+        for metric in &runs.group.metrics {
+            let off = runs.median(Host, metric);
+            let cell = |client: Client| match (runs.median(client, metric), off) {
+                (Some(value), Some(base)) if client != Host && base > 0.0 => {
+                    format!("{} ({:.2}×)", number(value), value / base)
+                }
+                (Some(value), _) => number(value),
+                (None, _) => runs.error(client).map_or("–".into(), |_| "error".into()),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                metric_info(metric).0,
+                cell(Host),
+                cell(HostOtel),
+                cell(HostOtelDown)
+            );
+        }
+        let _ = writeln!(out, "\nTargets of the OpenTelemetry export (this run):");
+        let checks = [
+            (
+                "p50_us",
+                HostOtel,
+                "export on (live): sequential p50 ≤ 1.10× export off",
+            ),
+            (
+                "cpu_us_per_call",
+                HostOtel,
+                "export on (live): client CPU per call ≤ 1.10× export off",
+            ),
+            (
+                "p50_us",
+                HostOtelDown,
+                "collector down: sequential p50 ≤ 1.10× export off",
+            ),
+        ];
+        for (metric, client, text) in checks {
+            let ratio = self.ratio(OTEL_GROUP, metric, client, Host);
+            let mark = match ratio.map(|ratio| ratio <= 1.10) {
+                Some(true) => "met",
+                Some(false) => "NOT met",
+                None => "not measured",
+            };
+            let figure = ratio.map_or("–".into(), |ratio| format!("{ratio:.2}×"));
+            let _ = writeln!(out, "- [{mark}] {text}: {figure}");
         }
         out
     }

@@ -17,6 +17,12 @@ pub enum Client {
     Ts,
     /// A hand-written JSON-RPC line loop over the same pipe: the floor.
     Bare,
+    /// The host exporting its spans over OTLP to a live receiver (feature `otel`).
+    #[serde(rename = "host-otel")]
+    HostOtel,
+    /// The host exporting to a collector that is down (its port refuses connections).
+    #[serde(rename = "host-otel-down")]
+    HostOtelDown,
 }
 
 impl Client {
@@ -28,11 +34,16 @@ impl Client {
             Client::Rmcp => "rmcp",
             Client::Ts => "ts",
             Client::Bare => "bare",
+            Client::HostOtel => "host-otel",
+            Client::HostOtelDown => "host-otel-down",
         }
     }
 
     pub fn parse(name: &str) -> Option<Client> {
-        Client::ALL.into_iter().find(|client| client.name() == name)
+        Client::ALL
+            .into_iter()
+            .chain([Client::HostOtel, Client::HostOtelDown])
+            .find(|client| client.name() == name)
     }
 }
 
@@ -78,6 +89,9 @@ pub struct TrialSpec {
     pub node: PathBuf,
     pub ts_dir: PathBuf,
     pub ts_driver: PathBuf,
+    /// The live OTLP receiver the `host-otel` client exports to.
+    #[serde(default)]
+    pub otlp: Option<String>,
 }
 
 /// What a trial child prints as its one stdout line.

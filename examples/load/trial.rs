@@ -38,6 +38,19 @@ pub async fn run(spec: TrialSpec) -> TrialResult {
                 c,
                 servers,
                 warmup,
+                ..
+            },
+            client @ (Client::HostOtel | Client::HostOtelDown),
+        ) => {
+            let work = calls(&spec, "host", *n, *c, *servers, *warmup);
+            crate::otel::calls(&spec, client, work).await
+        }
+        (
+            Workload::Calls {
+                n,
+                c,
+                servers,
+                warmup,
                 host_identity,
             },
             client,
@@ -182,7 +195,7 @@ fn record_calls(result: &mut TrialResult, outcome: &mut Outcome, n: usize) {
     }
 }
 
-async fn calls(
+pub(crate) async fn calls(
     spec: &TrialSpec,
     client: &str,
     n: usize,
@@ -450,6 +463,9 @@ async fn in_process(client: Client, servers: usize) -> anyhow::Result<TrialResul
         }
         Client::Host => return crate::host_in_process::run(servers).await,
         Client::Ts => anyhow::bail!("the TypeScript client has no in-process transport to Rust"),
+        Client::HostOtel | Client::HostOtelDown => {
+            anyhow::bail!("the OpenTelemetry comparison runs the sequential calls only")
+        }
     }
     let ready_ms = started.elapsed().as_secs_f64() * 1e3;
     let cpu_us = stats::usage().cpu_us.saturating_sub(usage.cpu_us);

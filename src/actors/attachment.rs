@@ -118,6 +118,8 @@ pub(crate) struct AttachmentArgs {
     /// What the definition's `${NAME}`s expand against: the whole operator environment for
     /// service servers, only the names handed to workspaces for an added one.
     pub env: Arc<crate::config::Environment>,
+    /// The hydration whose child the first attempt is, when it is part of one.
+    pub hydration: Option<tracing::Span>,
 }
 
 /// The attachment's messages.
@@ -556,6 +558,15 @@ impl AttachmentState {
     fn start_attempt(&mut self, myself: &ActorRef<AttachmentMsg>) {
         self.retry += 1;
         let retry = self.retry;
+        // The hydration's handle goes with the attempt: the hydration ends when the last of
+        // its attempts settles.
+        let hydration = self.args.hydration.take();
+        let span = crate::telemetry::attempt(
+            &self.args.alias,
+            self.args.definition.transport().kind(),
+            hydration.as_ref(),
+            retry > 1,
+        );
         let alias = self.args.alias.clone();
         let definition = self.args.definition.clone();
         let settings = self.args.settings.clone();
@@ -601,9 +612,16 @@ impl AttachmentState {
                 challenge,
                 on_phase: Some(on_phase),
             };
-            let result = protocol::open(opening)
+            let result = crate::telemetry::attempting(&span, protocol::open(opening))
                 .await
                 .map(|opened| Box::new(Live::from(*opened)));
+            let failed = result.as_ref().err().map(|refused| match refused {
+                Refused::Unavailable(problem) | Refused::AuthorizationRequired { problem, .. } => {
+                    problem.kind.as_str()
+                }
+            });
+            crate::telemetry::attempt_settled(&span, failed);
+            drop((span, hydration));
             drop(place);
             // The last attempt of a burst (a hydration) settled: what the attempts freed goes
             // back to the system rather than staying in fragmented arenas.

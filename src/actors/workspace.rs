@@ -175,6 +175,9 @@ pub(crate) struct WorkspaceState {
     phase: Phase,
     /// A read of the durable state after an announcement.
     reload: Reload,
+    /// The hydration under way, while its attachments are spawned: each one's first
+    /// attempt is a child of it (a span; feature `otel`).
+    hydrating: Option<tracing::Span>,
 }
 
 /// The actor.
@@ -213,6 +216,7 @@ impl Actor for WorkspaceActor {
             published: args.published,
             events: args.events,
             shutdown: None,
+            hydrating: None,
             store: args.store,
             coalescing: Coalescing::default(),
             after_commit: Vec::new(),
@@ -350,6 +354,9 @@ impl WorkspaceState {
     /// Hydration: every enabled server connects in parallel, each in its own attachment.
     async fn hydrate(&mut self, myself: &ActorRef<WorkspaceMsg>) -> Result<(), ActorProcessingErr> {
         let aliases: Vec<String> = self.entries.keys().cloned().collect();
+        let enabled = self.entries.values().filter(|entry| entry.enabled).count();
+        // Ends when the last attempt holding it settles.
+        self.hydrating = Some(crate::telemetry::hydration(&self.name, enabled));
         for alias in aliases {
             let enabled = self.entries.get(&alias).is_some_and(|entry| entry.enabled);
             let mut placeholder = self.placeholder(&alias, enabled);
@@ -371,6 +378,7 @@ impl WorkspaceState {
                 self.attach(myself, &alias, Origin::Hydrate).await?;
             }
         }
+        self.hydrating = None;
         self.commit();
         Ok(())
     }
@@ -457,6 +465,7 @@ impl WorkspaceState {
             crashes: self.crashes.get(alias).cloned().unwrap_or_default(),
             session: session.clone(),
             env: self.expansion_env(entry),
+            hydration: self.hydrating.clone(),
         };
         let (actor, _) =
             Actor::spawn_linked(None, AttachmentActor, args, myself.get_cell()).await?;

@@ -44,6 +44,11 @@ pub struct CallOptions {
     /// place of the host's own, so it asks only for input the caller's own client can give
     /// (the gateway forwards its client's).
     pub client_capabilities: Option<serde_json::Map<String, Value>>,
+    /// The trace context the call's span is a child of (feature `otel`), in place of the
+    /// `tracing` span current where the call is made; the server is sent the call's own
+    /// (or, when the host exports no spans, this one as it is).
+    #[cfg(feature = "otel")]
+    pub parent: Option<opentelemetry::Context>,
 }
 
 impl std::fmt::Debug for CallOptions {
@@ -56,7 +61,7 @@ impl std::fmt::Debug for CallOptions {
             .field("interaction", &self.interaction.is_some())
             .field("relay", &self.relay.is_some())
             .field("client_capabilities", &self.client_capabilities.is_some())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -144,6 +149,16 @@ setters!(CallOptions {
     with_relay => relay: Option<InputRelay>,
     with_client_capabilities => client_capabilities: Option<serde_json::Map<String, Value>>,
 });
+
+#[cfg(feature = "otel")]
+impl CallOptions {
+    /// Sets [`parent`](Self::parent).
+    #[must_use]
+    pub fn with_parent(mut self, parent: Option<opentelemetry::Context>) -> Self {
+        self.parent = parent;
+        self
+    }
+}
 
 /// What [`HostOptions::on_open`] calls.
 pub type OnOpen = Arc<dyn Fn(&Workspace) + Send + Sync>;

@@ -81,6 +81,8 @@ pub(crate) struct CallContext {
     pub relay: Option<crate::model::InputRelay>,
     /// Sent in the request's `_meta` in place of the host's own capabilities.
     pub client_capabilities: Option<serde_json::Map<String, Value>>,
+    /// The trace context the caller names as its call's parent (feature `otel`).
+    pub parent: Option<crate::telemetry::Parent>,
 }
 
 impl CallContext {
@@ -107,6 +109,8 @@ pub(crate) struct CallPeer {
     cut: CutReason,
     /// A legacy server's callers in flight, whose interaction its questions go to.
     askers: Option<Arc<super::Askers>>,
+    /// What the call's span says of this connection (its transport and revision).
+    telemetry: crate::telemetry::Peer,
 }
 
 impl CallPeer {
@@ -127,7 +131,19 @@ impl CallPeer {
             subscribed,
             cut,
             askers,
+            telemetry: crate::telemetry::Peer::default(),
         }
+    }
+
+    /// The same peer, its calls' spans saying `telemetry` of the connection.
+    pub(super) fn with_telemetry(mut self, telemetry: crate::telemetry::Peer) -> Self {
+        self.telemetry = telemetry;
+        self
+    }
+
+    /// What the call's span says of this connection.
+    pub(crate) fn telemetry(&self) -> &crate::telemetry::Peer {
+        &self.telemetry
     }
 
     /// Why the connection closed under a call: the host's reason when it cut it (a flood,
@@ -218,6 +234,8 @@ impl CallPeer {
                     });
                 }
                 ServerResult::InputRequiredResult(input) => {
+                    let asked = input.input_requests.as_ref().map_or(0, |asked| asked.len());
+                    crate::telemetry::input_round(round, asked);
                     let rounds = &mut state_only_rounds;
                     (responses, state) = self
                         .next_round(input, rounds, context, deadline, &label)
@@ -339,9 +357,13 @@ impl CallPeer {
             None => PeerRequestOptions::no_options(),
         };
         let mut options = options;
+        let mut meta = serde_json::Map::new();
         if let Some(capabilities) = context.client_capabilities.clone() {
-            let mut meta = serde_json::Map::new();
             meta.insert(CLIENT_CAPABILITIES.into(), Value::Object(capabilities));
+        }
+        // The call's trace context, so a server that reads it continues the trace.
+        crate::telemetry::inject(&mut meta, context.parent.as_ref());
+        if !meta.is_empty() {
             options.meta = Some(meta.into());
         }
         // The same deadline bounds handing the request over and waiting for its answer: a
@@ -367,6 +389,7 @@ impl CallPeer {
             }),
         };
         let id = handle.id.clone();
+        crate::telemetry::request_sent(&id);
         // A caller that stops waiting (drops the call) still has the request cancelled.
         let mut owed = Courtesy::owe(&self.peer, Owed::Request(id.clone()));
         let settled = tokio::select! {

@@ -162,13 +162,17 @@ async fn drain<T: serde::Serialize>(
         let params = cursor
             .clone()
             .map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
+        // The listing's trace context (its connection attempt's span, feature `otel`).
+        let mut options = PeerRequestOptions::with_timeout(timeout);
+        let mut meta = serde_json::Map::new();
+        crate::telemetry::inject(&mut meta, None);
+        if !meta.is_empty() {
+            options.meta = Some(meta.into());
+        }
         // Handing the request over is bounded too: a server that stops reading blocks it.
         let handle = tokio::time::timeout(
             timeout,
-            peer.send_cancellable_request(
-                request(params),
-                PeerRequestOptions::with_timeout(timeout),
-            ),
+            peer.send_cancellable_request(request(params), options),
         )
         .await
         .map_err(|_| ListError::NotSent {

@@ -734,6 +734,10 @@ impl Connection {
             self.cut.clone(),
             self.askers.clone(),
         )
+        .with_telemetry(crate::telemetry::Peer::new(
+            self.kind,
+            &self.negotiated.revision,
+        ))
     }
 
     /// Describes why the connection was lost: the exit status and stderr of a stdio server.

@@ -26,6 +26,7 @@ use crate::model::{
     CallError, Catalog, ConnectPhase, InProcessConnector, Limits, Negotiated, Operation,
     PhaseTimes, Problem, PromptInfo, ServerState, ToolInfo, ToolResult, TransportKind,
 };
+use crate::telemetry::ClientCall;
 
 /// What opening a server's session takes: the server as defined, what its `${NAME}`s
 /// expand against, and the host's bounds.
@@ -632,13 +633,28 @@ impl Session {
         operation: &Operation,
         context: &CallContext,
     ) -> Result<ToolResult, CallError> {
+        // The call's span (with feature `otel`) holds everything below: the wait at the
+        // gate, the request and its rounds, a successor's session.
+        let call = ClientCall::start(&self.alias, operation, context.parent.as_ref());
+        let result = call.within(self.call_here(operation, context, &call)).await;
+        call.settled(result.as_ref());
+        result
+    }
+
+    async fn call_here(
+        &self,
+        operation: &Operation,
+        context: &CallContext,
+        call: &ClientCall,
+    ) -> Result<ToolResult, CallError> {
         let (ready, cancel, place) = match self.admit(operation, context).await? {
             Admitted::Here(ready, cancel, place) => (ready, cancel, place),
             // A call that read the route before the swap follows the server.
             Admitted::Elsewhere(successor) => {
-                return Box::pin(successor.call(operation, context)).await;
+                return Box::pin(successor.call_here(operation, context, call)).await;
             }
         };
+        call.admitted(ready.peer.telemetry());
         let started = Instant::now();
         // A closing session stops the call the way its caller would, so the server is told
         // before the count reaches zero and the connection closes; a call that cannot hand
@@ -661,7 +677,9 @@ impl Session {
         drop(place);
         // Time on the server, from admission to answer; the caller counts the call itself
         // (`count`), refusals included.
-        metrics::histogram!("plurnk_mcp_call_seconds").record(started.elapsed().as_secs_f64());
+        let elapsed = started.elapsed();
+        metrics::histogram!("plurnk_mcp_call_seconds").record(elapsed.as_secs_f64());
+        call.sent(elapsed, result.as_ref());
         result
     }
 
@@ -676,6 +694,16 @@ impl Session {
         if let Some(admitted) = self.try_admit(operation)? {
             return Ok(admitted);
         }
+        crate::telemetry::waiting_for_ready(self.wait_admission(operation, context)).await
+    }
+
+    /// Waits behind a held gate until it admits the call (or refuses it), or the caller
+    /// cancels.
+    async fn wait_admission(
+        &self,
+        operation: &Operation,
+        context: &CallContext,
+    ) -> Result<Admitted<'_>, CallError> {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);

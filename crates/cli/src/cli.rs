@@ -43,20 +43,67 @@ use std::time::Duration;
 
 use std::path::PathBuf;
 
+use plurnk_mcp::telemetry::Telemetry;
+
 use plurnk_mcp::{
     Host, HostConfig, HostOptions, Problem, Refusal, ServerSnapshot, ServerState, Workspace,
 };
 
 /// Logs go to stderr, filtered by `PLURNK_MCP_LOG` (else `default`).
-pub(crate) fn init_logging(default: &str) {
+pub(crate) fn init_logging(default: &str, telemetry: Option<&Telemetry>) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     // rmcp's transport worker logs the full server URL when a connection fails, and URLs
     // can carry credentials: it stays quiet unless PLURNK_MCP_LOG asks for it.
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLURNK_MCP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},rmcp=off")));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(plurnk_mcp::redact::Scrubbing::new(std::io::stderr))
+        .with_filter(filter);
+    // The host's spans, and only those, go to the OTLP exporter (each layer its own filter,
+    // so the log's level never decides what is traced).
+    let traced = telemetry.map(|telemetry| {
+        telemetry.layer().with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target(plurnk_mcp::telemetry::TARGET, tracing::Level::TRACE),
+        )
+    });
+    let _ = tracing_subscriber::registry()
+        .with(log)
+        .with(traced)
         .try_init();
+}
+
+/// The OTLP export the standard `OTEL_*` variables ask for (`None` when they name no
+/// endpoint), or every fault of them at once, reported as the configuration's are.
+pub(crate) fn telemetry() -> Result<Option<Telemetry>, ExitCode> {
+    Telemetry::from_env(environment()).map_err(|errors| {
+        errln!(
+            "plurnk-mcp: the OpenTelemetry variables have {} problem(s):",
+            errors.errors().len()
+        );
+        for error in errors.errors() {
+            errln!("  - {}", printable(&error.to_string()));
+        }
+        ExitCode::from(2)
+    })
+}
+
+/// How long the exit waits for queued spans to reach the collector.
+const FLUSH_BOUND: Duration = Duration::from_secs(5);
+
+/// Flushes what the exporter holds, within [`FLUSH_BOUND`] (a dead collector is not waited
+/// for past it), and says how many spans never reached it.
+pub(crate) fn flush(telemetry: Telemetry) {
+    let flushed = telemetry.shutdown(FLUSH_BOUND);
+    if flushed.spans_dropped > 0 || !flushed.in_time {
+        tracing::warn!(
+            dropped = flushed.spans_dropped,
+            in_time = flushed.in_time,
+            "not every span reached the OpenTelemetry collector"
+        );
+    }
 }
 
 /// A message that may quote a server (its error, its stderr), a file or a caller, made safe

@@ -110,14 +110,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The fixture is a server of the tests, not a host: it exports nothing.
+    let telemetry = match &cli.command {
+        Command::Fixture { .. } => None,
+        _ => match cli::telemetry() {
+            Ok(telemetry) => telemetry,
+            Err(code) => return code,
+        },
+    };
     match cli.command {
         Command::Fixture { .. } => {}
         // The demo provokes failures on purpose; their warnings would only clutter it.
-        Command::Demo => cli::init_logging("error"),
+        Command::Demo => cli::init_logging("error", telemetry.as_ref()),
         // A server's failed connection is a warning a gateway's operator must see; the other
         // commands print each server's Problem in their own output, so it is not said twice.
-        Command::Serve(_) => cli::init_logging("warn"),
-        _ => cli::init_logging("warn,plurnk_mcp::servers=error"),
+        Command::Serve(_) => cli::init_logging("warn", telemetry.as_ref()),
+        _ => cli::init_logging("warn,plurnk_mcp::servers=error", telemetry.as_ref()),
     }
     // The state from the environment when the flag does not name it: replicas of one
     // deployment are started alike, with the database URL (and its password) out of argv.
@@ -130,7 +138,7 @@ fn main() -> ExitCode {
     let global = cli::Global::new(state, cli.workspace, progress);
     let global = &global;
     let metrics = cli.metrics;
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         // The fixture is a server, not a host: signals keep their ordinary meaning for it
         // (and a hostile mode, which blocks this thread, decides for itself).
         if matches!(cli.command, Command::Fixture { .. }) {
@@ -148,7 +156,13 @@ fn main() -> ExitCode {
             code = command => code,
             number = cli::signalled() => cli::interrupted(number).await,
         }
-    })
+    });
+    // Whatever ended the command (its own end, a signal), what is queued for the collector
+    // goes before the process does, within a bound.
+    if let Some(telemetry) = telemetry {
+        cli::flush(telemetry);
+    }
+    code
 }
 
 async fn run(command: Command, global: &cli::Global) -> ExitCode {

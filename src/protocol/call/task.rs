@@ -60,6 +60,7 @@ impl CallPeer {
             return Err(self.protocol(label, "the Task carries no taskId"));
         };
         let mut answered = BTreeSet::new();
+        crate::telemetry::task_created(&task_id);
         for _poll in 0..MAX_TASK_POLLS {
             match task["status"].as_str().unwrap_or("working") {
                 "completed" => return self.completed(operation, &mut task, label),
@@ -79,6 +80,7 @@ impl CallPeer {
             self.wait_to_poll(&task, &task_id, context, owning, label)
                 .await?;
             task = self.poll(&task_id, context, owning, label).await?;
+            crate::telemetry::task_polled(task["status"].as_str().unwrap_or("working"));
         }
         self.cancel_task(&task_id).await;
         Err(self.protocol(
@@ -221,12 +223,15 @@ impl CallPeer {
         owning: Owning<'_>,
         label: &str,
     ) -> Result<Value, CallError> {
+        // Each poll carries the call's trace context, as every request the host sends does.
+        let mut params = GetTaskParams::new(task_id.to_owned());
+        let mut meta = serde_json::Map::new();
+        crate::telemetry::inject(&mut meta, context.parent.as_ref());
+        if !meta.is_empty() {
+            params.meta = Some(meta.into());
+        }
         let polled = tokio::select! {
-            polled = self.bounded(
-                owning,
-                label,
-                self.peer.get_task(GetTaskParams::new(task_id.to_owned())),
-            ) => match polled {
+            polled = self.bounded(owning, label, self.peer.get_task(params)) => match polled {
                 Ok(polled) => polled,
                 Err(error) => {
                     if matches!(error, CallError::Timeout { .. }) {
