@@ -31,6 +31,7 @@ mod http;
 mod limits;
 mod listener;
 mod observed;
+mod reply;
 mod sealed;
 mod status;
 mod uri_template;

@@ -3,7 +3,8 @@
 //! loopback a required bearer token, and the bounds of [`ClientLimits`] (the listener in
 //! `listener.rs`, bodies, sessions and listen streams in `admission.rs`); beside it the
 //! status page, `/status` and `/status.json` (`status.rs`), behind the same bearer and
-//! `Host`/`Origin` rules.
+//! `Host`/`Origin` rules. Each answer is JSON or an event stream as its request needs
+//! (`reply.rs`).
 //!
 //! `Host` must be a loopback name (or one the operator allows) and a present `Origin` a
 //! loopback origin (or one allowed): a web page a browser was tricked into sending to the
@@ -160,10 +161,12 @@ pub async fn serve_http(
         )
         .enforce_origin_validation()
         .with_max_request_body_bytes(limits.max_body_bytes)
+        // A 2026-07-28 answer goes out as JSON unless a message comes before it (`reply.rs`).
+        .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
     // A session this replica does not hold is opened from its id (nothing is stored).
     config.session_store = Some(Arc::new(SealedSessions(sealer.clone())));
-    let (admission, sessions) = Admission::new(limits, sealer);
+    let (admission, sessions) = Admission::new(limits, sealer.clone());
     let workspace = gateway.workspace().clone();
     let status_gateway = gateway.clone();
     let service: StreamableHttpService<Gateway, Sessions> =
@@ -194,6 +197,10 @@ pub async fn serve_http(
         );
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            sealer,
+            super::reply::shape,
+        ))
         .layer(axum::middleware::from_fn(super::verbatim::swap_http))
         .layer(axum::middleware::from_fn_with_state(admission, admit))
         .merge(pages);
