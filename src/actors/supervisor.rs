@@ -863,6 +863,7 @@ fn stopped_before_answering(workspace: &str, what: &str) -> Problem {
 /// `503 workspace-failed`, naming the workspace.
 fn workspace_failed(name: &str, why: &str) -> Problem {
     Problem {
+        listing: false,
         status: 503,
         kind: "workspace-failed".into(),
         detail: crate::redact::scrub(&format!("workspace \"{name}\": {why}")).into_owned(),

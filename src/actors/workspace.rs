@@ -520,6 +520,7 @@ fn state_problem(alias: &str, error: &StoreError) -> Problem {
         _ => {}
     }
     Problem {
+        listing: false,
         status: 500,
         kind: "state-write-failed".into(),
         detail: format!(
@@ -533,6 +534,7 @@ fn state_problem(alias: &str, error: &StoreError) -> Problem {
 /// durable; calls go on from the last snapshot.
 fn store_unavailable(why: &str) -> Problem {
     Problem {
+        listing: false,
         status: 503,
         kind: "state-unavailable".into(),
         detail: format!(

@@ -47,6 +47,8 @@ pub enum ExecError {
         state: ServerState,
         /// Its Problem's kind, when it has one.
         kind: Option<String>,
+        /// Why it is not ready, as its Problem says, when it has one.
+        cause: Option<Cause>,
         /// Its Problem's detail, or what its state means.
         detail: String,
     },
@@ -207,6 +209,7 @@ impl ExecError {
     /// The failure as a [`crate::Problem`].
     pub fn problem(&self) -> crate::Problem {
         crate::Problem {
+            listing: false,
             status: self.status(),
             kind: self.kind().to_owned(),
             detail: self.to_string(),
@@ -230,7 +233,7 @@ impl ExecError {
             Self::UnknownServer { .. } | Self::Disabled { .. } | Self::UnknownTool { .. } => {
                 TelemetryEvent::NotConfigured
             }
-            Self::NotReady { state, kind, .. } => not_ready_event(*state, kind.as_deref()),
+            Self::NotReady { state, cause, .. } => not_ready_event(*state, *cause),
             Self::BadSchema { .. } => TelemetryEvent::ListFailed,
             Self::BadArguments { .. } => TelemetryEvent::BadArguments,
             Self::ToolError { .. } => TelemetryEvent::ToolError,
@@ -353,16 +356,16 @@ impl ExecError {
     }
 }
 
-/// The event of a server that is not ready, from its state and its Problem's kind
+/// The event of a server that is not ready, from its state and its Problem's cause
 /// ([`crate::Cause`]): waiting for a person's OAuth authorization, or a Problem of
 /// authorization, is `mcp_auth_required`; a catalog that could not be listed is
 /// `mcp_list_failed`; anything else is `mcp_unreachable`. What a Problem's text says
 /// decides nothing.
-fn not_ready_event(state: ServerState, kind: Option<&str>) -> TelemetryEvent {
+fn not_ready_event(state: ServerState, cause: Option<Cause>) -> TelemetryEvent {
     if state == ServerState::AuthorizationRequired {
         return TelemetryEvent::AuthRequired;
     }
-    match kind.map(Cause::of_kind) {
+    match cause {
         Some(Cause::Authorization) => TelemetryEvent::AuthRequired,
         Some(Cause::Listing) => TelemetryEvent::ListFailed,
         _ => TelemetryEvent::Unreachable,

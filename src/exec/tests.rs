@@ -794,6 +794,7 @@ fn a_server_not_ready_is_reported_by_its_state_and_problem_kind_never_its_text()
         server: "gh".into(),
         state,
         kind: kind.map(str::to_owned),
+        cause: kind.map(crate::Cause::of_kind),
         detail: detail.into(),
     };
     let unavailable = ServerState::Unavailable;
@@ -828,12 +829,6 @@ fn a_server_not_ready_is_reported_by_its_state_and_problem_kind_never_its_text()
             "anything",
             TelemetryEvent::AuthRequired,
         ),
-        (
-            unavailable,
-            Some("server-list-failed"),
-            "anything",
-            TelemetryEvent::ListFailed,
-        ),
         // The words a Problem's detail holds decide nothing.
         (
             unavailable,
@@ -865,6 +860,21 @@ fn a_server_not_ready_is_reported_by_its_state_and_problem_kind_never_its_text()
         assert_eq!(error.status(), status, "{kind:?}");
         assert_eq!(error.problem().status, status, "{kind:?}");
     }
+    // A catalog that could not be listed is the specification's `server-unavailable`, and
+    // still counted as a listing failure.
+    let listing = crate::Problem::list_failed("its tools could not be listed");
+    assert_eq!(
+        (listing.status, listing.kind.as_str()),
+        (502, "server-unavailable")
+    );
+    let error = ExecError::NotReady {
+        server: "gh".into(),
+        state: unavailable,
+        kind: Some(listing.kind.clone()),
+        cause: Some(listing.cause()),
+        detail: listing.detail.clone(),
+    };
+    assert_eq!(error.telemetry(), Some(TelemetryEvent::ListFailed));
     // A call refused at the gate of a server waiting for authorization says so too.
     let refused = ExecError::Call {
         server: "gh".into(),

@@ -90,6 +90,7 @@ fn refused(snapshot: &WorkspaceSnapshot, alias: &str, refusal: Refusal<'_>) -> E
             server: alias.to_owned(),
             state,
             kind: problem.map(|problem| problem.kind.clone()),
+            cause: problem.map(crate::model::Problem::cause),
             detail: problem
                 .map(|problem| problem.detail.clone())
                 .unwrap_or_else(|| state.unready_detail()),

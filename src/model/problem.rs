@@ -20,6 +20,11 @@ pub struct Problem {
     pub detail: String,
     /// Whether trying the same thing again later may succeed.
     pub retryable: bool,
+    /// Whether a catalog could not be listed whole: its kind is `server-unavailable`, as the
+    /// specification allocates for any connection that cannot be prepared, and this tells the
+    /// cause apart ([`Cause::Listing`]).
+    #[serde(skip)]
+    pub(crate) listing: bool,
 }
 
 impl Problem {
@@ -36,17 +41,17 @@ impl Problem {
             kind: "server-unavailable".into(),
             detail: detail.into(),
             retryable: true,
+            listing: false,
         }
     }
 
-    /// `502 server-list-failed`: the server connected but one of its catalogs (tools,
-    /// resources, templates, prompts) could not be listed whole.
+    /// `502 server-unavailable` of a server that connected but one of whose catalogs (tools,
+    /// resources, templates, prompts) could not be listed whole: the specification's kind for
+    /// a failed catalog preparation, its cause [`Cause::Listing`].
     pub fn list_failed(detail: impl Into<String>) -> Self {
         Self {
-            status: 502,
-            kind: LIST_FAILED.into(),
-            detail: detail.into(),
-            retryable: true,
+            listing: true,
+            ..Self::server_unavailable(detail)
         }
     }
 
@@ -58,6 +63,7 @@ impl Problem {
             kind: UNAUTHORIZED.into(),
             detail: detail.into(),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -69,12 +75,18 @@ impl Problem {
             kind: AUTHORIZATION_FAILED.into(),
             detail: detail.into(),
             retryable: true,
+            listing: false,
         }
     }
 
-    /// What the Problem's kind says of why a server is not ready.
+    /// Why a server is not ready, as the Problem's kind (and, for a catalog, its cause)
+    /// says.
     pub fn cause(&self) -> Cause {
-        Cause::of_kind(&self.kind)
+        if self.listing {
+            Cause::Listing
+        } else {
+            Cause::of_kind(&self.kind)
+        }
     }
 
     /// `409 server-crash-loop`: the server crashed too often and waits for an explicit enable.
@@ -84,6 +96,7 @@ impl Problem {
             kind: "server-crash-loop".into(),
             detail: detail.into(),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -97,6 +110,7 @@ impl Problem {
                 crate::config::shorten(alias)
             ),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -107,6 +121,7 @@ impl Problem {
             kind: "conflict".into(),
             detail: detail.into(),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -117,6 +132,7 @@ impl Problem {
             kind: "forbidden".into(),
             detail: detail.into(),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -128,6 +144,7 @@ impl Problem {
             kind: "literal-credential".into(),
             detail: refused.to_string(),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -138,6 +155,7 @@ impl Problem {
             kind: "invalid-definition".into(),
             detail: detail.into(),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -153,6 +171,7 @@ impl Problem {
                  Workspace::oauth_complete (or run `plurnk-mcp auth {alias}`)"
             ),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -167,6 +186,7 @@ impl Problem {
                  server to start a new one"
             ),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -181,6 +201,7 @@ impl Problem {
                  authorize its current definition"
             ),
             retryable: false,
+            listing: false,
         }
     }
 
@@ -191,6 +212,7 @@ impl Problem {
             kind: "shutting-down".into(),
             detail: "the host is shutting down and accepts no new work".into(),
             retryable: false,
+            listing: false,
         }
     }
 }
@@ -205,8 +227,6 @@ pub(crate) const UNAUTHORIZED: &str = "server-unauthorized";
 pub(crate) const CLIENT_CREDENTIALS_FAILED: &str = "oauth-client-credentials-failed";
 /// The kind of a refused workload-identity grant's Problem.
 pub(crate) const WORKLOAD_IDENTITY_FAILED: &str = "oauth-workload-identity-failed";
-/// The kind of [`Problem::list_failed`].
-pub(crate) const LIST_FAILED: &str = "server-list-failed";
 
 /// Why a server is not ready, as its [`Problem`]'s kind says: what the EXEC bridge reports
 /// it as ([`crate::exec::ExecError::telemetry`]).
@@ -219,7 +239,8 @@ pub enum Cause {
     /// (`authorization-failed`), a refused grant (`oauth-client-credentials-failed`,
     /// `oauth-workload-identity-failed`).
     Authorization,
-    /// A catalog could not be listed whole (`server-list-failed`).
+    /// A catalog could not be listed whole (`server-unavailable` from
+    /// [`Problem::list_failed`]).
     Listing,
     /// Anything else: it could not be reached, it crashed, its workspace failed.
     Unreachable,
@@ -234,7 +255,6 @@ impl Cause {
             | UNAUTHORIZED
             | CLIENT_CREDENTIALS_FAILED
             | WORKLOAD_IDENTITY_FAILED => Self::Authorization,
-            LIST_FAILED => Self::Listing,
             _ => Self::Unreachable,
         }
     }

@@ -137,6 +137,7 @@ impl Server<'_> {
         match self.authorization {
             Some(PreparedAuthorization::ClientCredentials { client_id, .. }) => {
                 Unauthorized::Failed(Problem {
+                    listing: false,
                     status: 502,
                     kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
                     detail: format!(
@@ -148,6 +149,7 @@ impl Server<'_> {
                 })
             }
             Some(PreparedAuthorization::WorkloadIdentity { .. }) => Unauthorized::Failed(Problem {
+                listing: false,
                 status: 502,
                 kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
                 detail: format!(

@@ -416,7 +416,7 @@ async fn a_family_that_cannot_be_listed_makes_its_server_unavailable_naming_it()
     let problem = half.problem.as_ref().expect("a Problem");
     assert_eq!(
         (problem.status, problem.kind.as_str()),
-        (502, "server-list-failed")
+        (502, "server-unavailable")
     );
     assert!(
         problem.detail.contains("resources/list") && problem.detail.contains("corrupt"),

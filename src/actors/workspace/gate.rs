@@ -37,6 +37,7 @@ impl WorkspaceState {
     pub(super) fn closed_gate(&self, alias: &str) -> Option<Problem> {
         let entry = self.entries.get(alias)?;
         (entry.provenance.gated() && !self.settings.admission.allow).then(|| Problem {
+            listing: false,
             status: 403,
             kind: "install-gate-closed".into(),
             detail: format!(

@@ -121,6 +121,7 @@ pub(super) async fn complete(
     http_client: reqwest::Client,
 ) -> Result<(AuthorizedClient, Arc<ServerDefinition>, Replay), Box<(Option<Pending>, Problem)>> {
     let refused = |detail: AuthError| Problem {
+        listing: false,
         status: 400,
         kind: "oauth-callback-refused".into(),
         detail: format!(

@@ -39,6 +39,7 @@ pub(super) async fn client_credentials(
         )));
     };
     let failed = |why: AuthError| Problem {
+        listing: false,
         status: 502,
         kind: crate::model::CLIENT_CREDENTIALS_FAILED.into(),
         detail: format!(
@@ -124,6 +125,7 @@ pub(super) async fn workload_identity(
     http_client: reqwest::Client,
 ) -> Result<AuthorizedClient, Problem> {
     let failed = |why: AuthError| Problem {
+        listing: false,
         status: 502,
         kind: crate::model::WORKLOAD_IDENTITY_FAILED.into(),
         detail: format!(
