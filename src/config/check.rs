@@ -171,6 +171,29 @@ pub(crate) fn target_fault(fault: TargetFault, variable: &str) -> ConfigError {
     }
 }
 
+/// The fault of a command written as a command line (`python3 x.py`, `/usr/bin/python3
+/// x.py`) with no arguments beside it: several words, no `${NAME}` (its value may be one
+/// path), no file of the whole name, and a first word that is a program's bare name or a file
+/// that exists. A path with a space in it (`/opt/My Server/run`) is an executable like any
+/// other.
+fn command_line(command: &str, names: &SettingNames) -> Option<ConfigError> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    if words.len() < 2 || command.contains("${") || std::path::Path::new(command).exists() {
+        return None;
+    }
+    let program = words[0];
+    if program.contains('/') && !std::path::Path::new(program).is_file() {
+        return None;
+    }
+    Some(ConfigError::CommandLine {
+        variable: names.target().to_owned(),
+        command: crate::config::shorten(command),
+        program: crate::config::shorten(words[0]),
+        args: names.companion(Suffix::Args),
+        example: crate::config::shorten(&serde_json::to_string(&words[1..]).unwrap_or_default()),
+    })
+}
+
 /// Checks that `alias` can name a server.
 pub(crate) fn check_alias(variable: &str, alias: &str, faults: &mut Vec<ConfigError>) {
     let variable = variable.to_owned();
@@ -397,7 +420,14 @@ impl<'a> Checker<'a> {
             Ok(TransportKind::Http) => self
                 .faults
                 .push(ConfigError::UrlAsCommand { variable: target }),
-            Ok(_) => self.target(&stdio.command),
+            Ok(_) => {
+                self.target(&stdio.command);
+                if stdio.args.is_empty()
+                    && let Some(fault) = command_line(&stdio.command, &self.names)
+                {
+                    self.faults.push(fault);
+                }
+            }
         }
         self.args(&stdio.args);
         if let Some(cwd) = &stdio.cwd {

@@ -512,6 +512,26 @@ pub enum ConfigError {
         variable: String,
     },
 
+    /// A stdio command written as a command line (`python3 x.py`) with no arguments beside
+    /// it: a command names one executable, and no file of that whole name exists.
+    #[error(
+        "{variable} is \"{command}\", a command line, and {args} is not set: a command names \
+         one executable, with no shell to split it; set {variable} to \"{program}\" and {args} \
+         to the arguments as a JSON array, such as {example}"
+    )]
+    CommandLine {
+        /// The command field.
+        variable: String,
+        /// The command as written, cut.
+        command: String,
+        /// Its first word.
+        program: String,
+        /// The arguments field beside it.
+        args: String,
+        /// The rest of the words as a JSON array.
+        example: String,
+    },
+
     /// A setting this build cannot honour: the cargo feature of plurnk-mcp that carries it is
     /// off. Refused like any other fault, never ignored.
     #[error(
@@ -615,6 +635,7 @@ impl ConfigError {
             | Self::ConflictingFields { variable, .. }
             | Self::InvalidUrl { variable, .. }
             | Self::UrlAsCommand { variable }
+            | Self::CommandLine { variable, .. }
             | Self::FeatureOff { variable, .. }
             | Self::NothingToSpecialize { variable, .. }
             | Self::AliasMismatch { variable, .. }

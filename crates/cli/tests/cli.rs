@@ -80,6 +80,25 @@ fn every_configuration_fault_has_its_own_error_naming_the_variable() {
             vec!["PLURNK_MCP_GITHUB"],
         ),
         (
+            "a command line with no _ARGS",
+            vec![("PLURNK_MCP_SPACED", "python3 server.py --port 1")],
+            vec![
+                "PLURNK_MCP_SPACED",
+                "PLURNK_MCP_SPACED_ARGS",
+                "\"python3\"",
+                "[\"server.py\",\"--port\",\"1\"]",
+            ],
+        ),
+        (
+            "a path and its arguments with no _ARGS",
+            vec![("PLURNK_MCP_SHELLED", "/bin/sh -c true")],
+            vec![
+                "PLURNK_MCP_SHELLED_ARGS",
+                "\"/bin/sh\"",
+                "[\"-c\",\"true\"]",
+            ],
+        ),
+        (
             "reserved name",
             vec![("PLURNK_MCP_ENABLED_ARGS", "[]")],
             vec!["PLURNK_MCP_ENABLED_ARGS"],
