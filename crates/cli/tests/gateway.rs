@@ -2056,6 +2056,93 @@ fn each_answer_is_json_unless_its_request_needs_a_stream_and_the_connection_is_k
     assert!(kind(&reply).starts_with("application/json"), "{reply:?}");
 }
 
+#[test]
+fn a_modern_clients_ping_is_refused_as_removed_and_a_sessions_answered() {
+    use std::io::{BufRead, Write};
+    // Over stdio: a 2026-07-28 client's ping (its request `_meta` says the revision) is
+    // method-not-found.
+    let mut env = fixture("fx", &[]);
+    env.push(("PLURNK_MCP_ENABLED".into(), json!(["fx"]).to_string()));
+    let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gateway-ping-{}.sqlite", std::process::id()));
+    let _ = std::fs::remove_file(&state);
+    let mut child = Command::new(EXE)
+        .arg("--state")
+        .arg(&state)
+        .args(["serve", "--unprefixed"])
+        .env_clear()
+        .envs(env.iter().cloned())
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("plurnk-mcp serve over stdio");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": modern_meta()}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": modern_meta()}}),
+    ] {
+        writeln!(stdin, "{message}").expect("send");
+    }
+    let answers: Vec<Value> = (0..4)
+        .map(|_| {
+            let line = lines.next().expect("an answer").expect("a line");
+            serde_json::from_str(&line).expect("JSON")
+        })
+        .collect();
+    let answer = |id: u64| {
+        answers
+            .iter()
+            .find(|answer| answer["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id} in {answers:?}"))
+    };
+    // FIXME: between `server/discover` and the first request that names its revision, rmcp's
+    // stdio server has chosen no lifecycle yet and answers any ping itself, as 2025-11-25
+    // allows before `initialize`; the gateway never sees it.
+    assert_eq!(answer(1)["result"], json!({}), "{answers:?}");
+    assert_eq!(answer(3)["error"]["code"], -32601, "{answers:?}");
+    drop(stdin);
+    let _ = child.wait();
+
+    // Over HTTP, the same; a 2025-11-25 session's ping is answered.
+    let (_served, authority) = served_fixture(&["--unprefixed"], None);
+    let reply = ask(
+        &authority,
+        None,
+        &modern_request(&authority, "ping", json!({})),
+    );
+    let answer = answer_of(&reply);
+    assert_eq!(answer["error"]["code"], -32601, "{reply:?}");
+    let mut stream = connect(&authority, None, false);
+    stream
+        .write_all(&initialize_with(&authority, json!({})))
+        .expect("send");
+    let reply = read_reply(&mut stream).expect("an answer");
+    let session = reply
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_owned();
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    stream
+        .write_all(&mcp_request(&authority, &initialized, &in_session))
+        .expect("send");
+    read_reply(&mut stream).expect("an answer");
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    stream
+        .write_all(&mcp_request(&authority, &ping, &in_session))
+        .expect("send");
+    let answer = answer_of(&read_reply(&mut stream).expect("an answer"));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_replaced_by_another_is_announced_though_the_count_stays() {
     let mut env = fixture("alpha", &[]);
