@@ -423,7 +423,7 @@ impl<'a> Checker<'a> {
             Ok(_) => {
                 self.target(&stdio.command);
                 if stdio.args.is_empty()
-                    && let Some(fault) = command_line(&stdio.command, &self.names)
+                    && let Some(fault) = command_line(&stdio.command, self.names)
                 {
                     self.faults.push(fault);
                 }
