@@ -5,7 +5,9 @@
 #   scripts/bench.sh --quick              # tiny sizes, one repetition (well under a minute)
 #   scripts/bench.sh --json out.json …    # any other argument goes to the benchmark
 #   scripts/bench.sh --gateway [--quick]  # the gateway benchmark instead: plurnk-mcp serve
-#                                         # beside npm's mcp-proxy (examples/gateway.rs)
+#                                         # beside npm's mcp-proxy and supergateway, PyPI's
+#                                         # mcp-proxy and ContextForge's translate bridge
+#                                         # (examples/gateway.rs)
 #   scripts/bench.sh --zoo [--runs N]     # the zoo benchmark instead: ten published servers
 #                                         # brought up under a burner, the host beside the
 #                                         # Python SDK's client (examples/zoo.rs)
@@ -24,7 +26,10 @@
 #    .cache/plot-venv): into bench/figures/ with a copy of the JSON for a full release run at
 #    the default sizes, else into target/bench/figures/; --no-figures skips them
 #
-# With --gateway: steps 1 and 3, plurnk-mcp itself in the same profile, then
+# With --gateway: steps 1 to 3, the other gateways (supergateway into .cache/bench-gateways,
+#    PyPI's mcp-proxy into .cache/bench-pyproxy, ContextForge into .cache/bench-contextforge,
+#    each its own prefix or venv, exact versions, skipped when its stamp matches), plurnk-mcp
+#    itself in the same profile, then
 #    cargo run --release --example gateway -- "$@"  (table on stdout, JSON under target/bench/)
 #
 # The Criterion micro-benchmarks are separate: `cargo bench --bench host` (CI=1 shrinks them).
@@ -33,6 +38,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # `npm view @modelcontextprotocol/client versions` lists 2.4.0 as the only 2.4.x release.
 TS_CLIENT_VERSION="2.4.0"
+# The gateways the gateway benchmark puts beside plurnk-mcp serve (npm's mcp-proxy is a test
+# peer, installed by install-peers.sh), each its newest release on 2026-12-07.
+SUPERGATEWAY_SPEC="supergateway@4.0.0"
+PY_PROXY_SPEC="mcp-proxy==0.13.0"
+CONTEXTFORGE_SPEC="mcp-contextforge-gateway==1.0.7.post20260921"
 
 log() { echo "bench: $*" >&2; }
 
@@ -124,6 +134,39 @@ target_dir="$(cargo metadata --format-version 1 --no-deps | "$NODE22" -e 'let s=
 export PLURNK_BENCH_FIXTURE="$target_dir/$dir/plurnk-mcp-fixture"
 [[ -x "$PLURNK_BENCH_FIXTURE" ]] || { log "the fixture was not built at $PLURNK_BENCH_FIXTURE"; exit 1; }
 if [[ $gateway -eq 1 ]]; then
+  GATEWAYS_NPM="$CACHE/bench-gateways"
+  supergateway="$GATEWAYS_NPM/node_modules/supergateway/dist/index.js"
+  if [[ -f "$CACHE/bench-gateways.stamp" && "$(cat "$CACHE/bench-gateways.stamp")" == "$SUPERGATEWAY_SPEC" && -f "$supergateway" ]]; then
+    log "$SUPERGATEWAY_SPEC ok"
+  else
+    log "installing $SUPERGATEWAY_SPEC into .cache/bench-gateways"
+    rm -rf "$GATEWAYS_NPM" "$CACHE/bench-gateways.stamp"
+    mkdir -p "$GATEWAYS_NPM"
+    npm install --prefix "$GATEWAYS_NPM" --no-audit --no-fund --save-exact --loglevel=error "$SUPERGATEWAY_SPEC" >&2
+    [[ -f "$supergateway" ]] || { log "missing $supergateway"; exit 1; }
+    echo "$SUPERGATEWAY_SPEC" > "$CACHE/bench-gateways.stamp"
+  fi
+  # bench_venv NAME SPEC: a venv .cache/NAME holding SPEC (its stamp names SPEC).
+  bench_venv() {
+    local dir="$CACHE/$1" stamp="$CACHE/$1.stamp" spec="$2"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$spec" && -x "$dir/bin/python" ]]; then
+      log "$spec ok"
+      return
+    fi
+    log "creating .cache/$1 with $spec"
+    rm -rf "$dir" "$stamp"
+    python3 -m venv "$dir"
+    # shellcheck disable=SC2086
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check $spec >&2
+    echo "$spec" > "$stamp"
+  }
+  bench_venv bench-pyproxy "$PY_PROXY_SPEC"
+  bench_venv bench-contextforge "$CONTEXTFORGE_SPEC"
+  [[ -x "$CACHE/bench-pyproxy/bin/mcp-proxy" ]] || { log "missing .cache/bench-pyproxy/bin/mcp-proxy"; exit 1; }
+  export PLURNK_BENCH_SUPERGATEWAY="$supergateway"
+  export PLURNK_BENCH_PY_PROXY="$CACHE/bench-pyproxy/bin/mcp-proxy"
+  export PLURNK_BENCH_CONTEXTFORGE="$CACHE/bench-contextforge/bin/python"
+  export PLURNK_BENCH_TS_CLIENT="$CACHE/npm"
   cargo build "${profile[@]}" -p plurnk-mcp-cli --bin plurnk-mcp
   export PLURNK_BENCH_PLURNK="$target_dir/$dir/plurnk-mcp"
   export PLURNK_BENCH_MCP_PROXY="$MCP_PROXY"

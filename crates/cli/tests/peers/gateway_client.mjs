@@ -51,6 +51,9 @@
 // Steps: {"op":"list_tools"} {"op":"call","tool":NAME,"arguments":{...}} {"op":"list_resources"}
 // {"op":"read","uri":URI} {"op":"list_prompts"} {"op":"get_prompt","name":N,"arguments":{...}}
 // {"op":"wait_tools_changed","timeout_ms":N} {"op":"sleep","ms":N}
+// {"op":"time_calls","tool":NAME,"arguments":{...},"calls":N,"warmup":W}: W calls, then N calls one
+// after another, each timed (the gateway benchmark, examples/gateway.rs); its result is
+// {"latencies_us":[...]} and a call that fails ends the step with that error
 //
 // Output, one JSON object per line on stdout (diagnostics go to stderr):
 //   {"op":"connected","protocolVersion":"2026-07-28","era":"modern","serverInfo":{...},
@@ -418,6 +421,18 @@ async function runStep(step, signal, ms) {
     case 'sleep':
       await new Promise((resolve) => setTimeout(resolve, step.ms ?? 0));
       return {};
+    case 'time_calls': {
+      const latencies = [];
+      const warmup = step.warmup ?? 0;
+      for (let n = 0; n < warmup + (step.calls ?? 1); n++) {
+        const started = process.hrtime.bigint();
+        const result = await client.callTool({ name: step.tool, arguments: step.arguments ?? {} }, request);
+        const elapsed = process.hrtime.bigint() - started;
+        if (result.isError) throw new Error(`call ${n} was a tool error: ${JSON.stringify(result)}`);
+        if (n >= warmup) latencies.push(Number(elapsed / 1000n));
+      }
+      return { latencies_us: latencies };
+    }
     default:
       throw new Error(`unknown op ${JSON.stringify(step.op)}`);
   }
@@ -436,7 +451,9 @@ for (const step of opts.plan) {
       emit(withElicited({ op, ok: true, via, result }));
       continue;
     }
-    const ms = step.timeout_ms ?? (op === 'sleep' ? (step.ms ?? 0) + opts.timeoutMs : opts.timeoutMs);
+    // A timed run is bounded per call by the SDK's own timeout, not as a whole.
+    const ms = step.timeout_ms ?? (op === 'sleep' ? (step.ms ?? 0) + opts.timeoutMs
+      : op === 'time_calls' ? opts.timeoutMs * ((step.warmup ?? 0) + (step.calls ?? 1)) : opts.timeoutMs);
     const result = await bounded(ms, String(op), (signal) => runStep(step, signal, ms));
     emit(withElicited({ op, ok: true, result }));
   } catch (error) {
