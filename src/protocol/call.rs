@@ -23,6 +23,7 @@
 mod deadline;
 mod interaction;
 mod progress;
+pub(crate) mod reads;
 mod result;
 mod task;
 
@@ -35,7 +36,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
     CompleteRequest, CompleteRequestParams, CustomResult, GetExtensions, GetPromptRequest,
     GetPromptRequestParams, InputResponses, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResponse, ServerResult,
+    ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
@@ -105,6 +106,8 @@ pub(crate) struct CallPeer {
     /// The resource URIs the connection's listen stream follows, when the server offers
     /// resource updates: a URI read into the cache joins it.
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
+    /// The connection's resource reads, kept whole for their `ttlMs`.
+    reads: Arc<reads::Reads>,
     /// Why the host cut the connection, when it did: what a call lost with it is told.
     cut: CutReason,
     /// A legacy server's callers in flight, whose interaction its questions go to.
@@ -120,6 +123,7 @@ impl CallPeer {
         lost: CancellationToken,
         routes: Arc<ProgressRoutes>,
         subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
+        reads: Arc<reads::Reads>,
         cut: CutReason,
         askers: Option<Arc<super::Askers>>,
     ) -> Self {
@@ -129,6 +133,7 @@ impl CallPeer {
             lost,
             routes,
             subscribed,
+            reads,
             cut,
             askers,
             telemetry: crate::telemetry::Peer::default(),
@@ -174,19 +179,22 @@ impl CallPeer {
         let deadline = Owning::of(context, closing);
         let mut state_only_rounds = 0u32;
         for round in 0..MAX_INPUT_ROUNDS {
-            // Only a read that answers no input round may come from the cache.
-            let plain = responses.is_none() && state.is_none();
+            // Only a read that answers no input round may come from the connection's reads,
+            // kept whole as the server wrote them for their ttlMs.
+            if round == 0
+                && responses.is_none()
+                && state.is_none()
+                && let Operation::ReadResource { uri } = operation
+                && let Some(kept) = self.reads.fresh(uri, std::time::Instant::now())
+            {
+                // Checked when it was kept; kept again it would never expire.
+                return Ok(ToolResult {
+                    is_error: false,
+                    result: kept,
+                });
+            }
             let request = self.build(operation, responses.take(), state.take(), &label)?;
-            let answer = match (&request, round) {
-                // A plain read goes through rmcp's response cache (ttlMs, cacheScope). Boxed,
-                // like the Task loop below: the future of every call is as large as its
-                // largest branch, and it is moved at each layer between the caller and here.
-                (ClientRequest::ReadResourceRequest(read), 0) if plain => {
-                    Box::pin(self.read_cached(read.params.clone(), context, deadline, &label))
-                        .await?
-                }
-                _ => self.send(request, context, deadline, &label).await?,
-            };
+            let answer = self.send(request, context, deadline, &label).await?;
             // A verbatim answer is read for its `resultType` only: a round or a Task is
             // followed here, a result goes back as the server wrote it.
             let answer = match answer {
@@ -438,43 +446,6 @@ impl CallPeer {
             Some(reason.to_owned()),
         ));
         let _ = tokio::time::timeout(NOTIFY_BOUND, notify).await;
-    }
-
-    /// `resources/read` through rmcp's cache, with the same deadline, cancellation and loss
-    /// handling as any request (dropping the request future cancels it on the wire).
-    async fn read_cached(
-        &self,
-        params: ReadResourceRequestParams,
-        context: &CallContext,
-        owning: Owning<'_>,
-        label: &str,
-    ) -> Result<ServerResult, CallError> {
-        let uri = params.uri.clone();
-        let read = tokio::time::timeout_at(owning.at, self.peer.read_resource_once(params));
-        tokio::select! {
-            biased;
-            read = read => match read {
-                Ok(Ok(ReadResourceResponse::Complete(result))) => {
-                    // Follow updates of what was read, so its cache entry is invalidated.
-                    if let Some(subscribed) = &self.subscribed {
-                        subscribed.send_if_modified(|uris| uris.insert(uri));
-                    }
-                    Ok(ServerResult::ReadResourceResult(result))
-                }
-                Ok(Ok(ReadResourceResponse::InputRequired(input))) => {
-                    Ok(ServerResult::InputRequiredResult(input))
-                }
-                Ok(Ok(_)) => Err(self.protocol(label, "the answer does not fit the request")),
-                Ok(Err(error)) => Err(self.map_error(label, error)),
-                Err(_) => Err(self.timeout(label, owning.budget)),
-            },
-            stop = owning.stopped(context) => Err(self.stopped(label, stop)),
-            () = self.lost.cancelled() => Err(CallError::ConnectionLost {
-                alias: self.alias.clone(),
-                tool: label.to_owned(),
-                detail: self.closed("the transport closed"),
-            }),
-        }
     }
 
     /// The error of an operation stopped before it ended.

@@ -223,6 +223,8 @@ pub(crate) struct Connection {
     /// The resource URIs the listen stream follows; `None` when the server offers no
     /// resource updates.
     subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
+    /// The resource reads kept whole for their ttlMs, forgotten as the server updates them.
+    reads: Arc<super::call::reads::Reads>,
     /// The last authorization challenge the server refused a token with (OAuth only).
     challenge: ChallengeSlot,
     /// The callers in flight, when the server may ask questions of its own (a legacy
@@ -254,7 +256,17 @@ pub(crate) async fn connect(
     on_update: Option<OnUpdate>,
     phases: &Phases,
 ) -> Result<Connection, ConnectError> {
-    let result = attempt(alias, target, options, on_update, phases).await;
+    // What is kept of a resource read is forgotten as the server says it was updated, before
+    // anyone else hears of the update.
+    let reads = Arc::new(super::call::reads::Reads::default());
+    let forgetting = reads.clone();
+    let on_update: OnUpdate = Arc::new(move |uri: &str| {
+        forgetting.forget(uri);
+        if let Some(tell) = &on_update {
+            tell(uri);
+        }
+    });
+    let result = attempt(alias, target, options, Some(on_update), phases).await;
     let Parts {
         service,
         child,
@@ -267,11 +279,11 @@ pub(crate) async fn connect(
         askers,
         discovered,
     } = result.map_err(Failure::into_error)?;
-    // rmcp's response cache honours ttlMs and cacheScope (and drops entries on list-change
-    // and resources/updated notifications); the host uses it for resources/read. It never
-    // serves a stale entry after a failed re-fetch (rmcp's default would), and private
-    // entries are partitioned by the connection's credentials. Catalog listings bypass it:
-    // the snapshot is their cache, refreshed on list-change notifications.
+    // rmcp's response cache honours ttlMs and cacheScope; resource reads do not use it (they
+    // are kept whole in `reads`, which its typed results are not). It never serves a stale
+    // entry after a failed re-fetch (rmcp's default would), and private entries are
+    // partitioned by the connection's credentials. Catalog listings bypass it: the snapshot is
+    // their cache, refreshed on list-change notifications.
     service
         .peer()
         .set_response_cache_config(
@@ -319,6 +331,7 @@ pub(crate) async fn connect(
         changes,
         closing,
         subscribed,
+        reads,
         challenge,
         askers: (!modern).then_some(askers),
     })
@@ -731,6 +744,7 @@ impl Connection {
             self.lost.clone(),
             self.routes.clone(),
             self.subscribed.clone(),
+            self.reads.clone(),
             self.cut.clone(),
             self.askers.clone(),
         )

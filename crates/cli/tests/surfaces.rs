@@ -1958,6 +1958,20 @@ async fn a_result_reaches_the_caller_as_the_server_wrote_it() {
         assert_eq!(value, expected, "{tool} through EXEC");
     }
 
+    // A resource read: fields no revision defines, at the top and in a content, kept; the
+    // second read (within its ttlMs) from what the host kept, as whole.
+    for _ in 0..2 {
+        let read = workspace
+            .read_resource(
+                "odd",
+                plurnk_mcp_fixture::hostile::ODD_RESOURCE,
+                CallOptions::default(),
+            )
+            .await
+            .expect("the odd resource");
+        assert_eq!(read, plurnk_mcp_fixture::hostile::odd_resource());
+    }
+
     // The one refusal the specification asks for stays: a standalone blob block.
     let blob = workspace
         .call_tool("odd", "blob", json!({}), CallOptions::default())

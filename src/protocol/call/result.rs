@@ -45,6 +45,13 @@ impl CallPeer {
         })?;
         let is_error = check_result(operation, &result)
             .map_err(|bad| self.protocol(label, &bad.to_string()))?;
+        if let Operation::ReadResource { uri } = operation {
+            self.reads.keep(uri, &result, std::time::Instant::now());
+            // Follow updates of what was read, so what is kept of it is forgotten in time.
+            if let Some(subscribed) = &self.subscribed {
+                subscribed.send_if_modified(|uris| uris.insert(uri.clone()));
+            }
+        }
         Ok(ToolResult { is_error, result })
     }
 }
