@@ -123,7 +123,6 @@ impl CallPeer {
         lost: CancellationToken,
         routes: Arc<ProgressRoutes>,
         subscribed: Option<Arc<watch::Sender<BTreeSet<String>>>>,
-        reads: Arc<reads::Reads>,
         cut: CutReason,
         askers: Option<Arc<super::Askers>>,
     ) -> Self {
@@ -133,11 +132,17 @@ impl CallPeer {
             lost,
             routes,
             subscribed,
-            reads,
+            reads: Arc::default(),
             cut,
             askers,
             telemetry: crate::telemetry::Peer::default(),
         }
+    }
+
+    /// The same peer, keeping its resource reads in `reads` (the connection's).
+    pub(super) fn with_reads(mut self, reads: Arc<reads::Reads>) -> Self {
+        self.reads = reads;
+        self
     }
 
     /// The same peer, its calls' spans saying `telemetry` of the connection.

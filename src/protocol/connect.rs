@@ -744,10 +744,10 @@ impl Connection {
             self.lost.clone(),
             self.routes.clone(),
             self.subscribed.clone(),
-            self.reads.clone(),
             self.cut.clone(),
             self.askers.clone(),
         )
+        .with_reads(self.reads.clone())
         .with_telemetry(crate::telemetry::Peer::new(
             self.kind,
             &self.negotiated.revision,
