@@ -261,3 +261,172 @@ async fn a_dropped_http_peer_goes_unavailable_and_comes_back_when_it_returns() {
     stop.cancel();
     let _ = task.await;
 }
+
+/// A raw stdio server, in Python: each line it reads appended to the file named by its first
+/// argument; `server/discover` answered method-not-found (a 2025-11-25 server), `initialize`
+/// and the lists answered as such a server would.
+const RAW_LEGACY_SERVER: &str = r#"
+import json, sys
+record = open(sys.argv[1], "a")
+for line in sys.stdin:
+    record.write(line); record.flush()
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "raw", "version": "0"}}
+        answer = {"jsonrpc": "2.0", "id": id, "result": result}
+    elif method == "tools/list":
+        answer = {"jsonrpc": "2.0", "id": id, "result": {"tools": []}}
+    else:
+        answer = {"jsonrpc": "2.0", "id": id,
+                  "error": {"code": -32601, "message": "Method not found"}}
+    sys.stdout.write(json.dumps(answer) + "\n"); sys.stdout.flush()
+"#;
+
+/// The same server over Streamable HTTP on 127.0.0.1:0 (axum), each request body kept.
+async fn raw_legacy_http() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    CancellationToken,
+) {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let message: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                kept.lock().expect("the record").push(message.clone());
+                let id = message["id"].clone();
+                let json = |value: serde_json::Value| {
+                    (
+                        StatusCode::OK,
+                        [
+                            (header::CONTENT_TYPE, "application/json"),
+                            (header::HeaderName::from_static("mcp-session-id"), "raw"),
+                        ],
+                        value.to_string(),
+                    )
+                        .into_response()
+                };
+                match message["method"].as_str() {
+                    _ if id.is_null() => StatusCode::ACCEPTED.into_response(),
+                    Some("initialize") => json(json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "raw-http", "version": "0"}}})),
+                    Some("tools/list") => {
+                        json(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": []}}))
+                    }
+                    _ => json(json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32601, "message": "Method not found"}})),
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await;
+    });
+    (url, seen, stop)
+}
+
+/// Whether a legacy `initialize` as the server received it offers 2025-11-25 and nothing only
+/// 2026-07-28 has: no extension of that revision (`io.modelcontextprotocol/...`, Tasks
+/// among them), after a `server/discover` the server refused.
+fn check_legacy_initialize(messages: &[serde_json::Value], label: &str) {
+    let methods: Vec<&str> = messages
+        .iter()
+        .filter_map(|message| message["method"].as_str())
+        .collect();
+    let discover = methods
+        .iter()
+        .position(|method| *method == "server/discover");
+    let initialize = methods.iter().position(|method| *method == "initialize");
+    assert!(
+        matches!((discover, initialize), (Some(d), Some(i)) if d < i),
+        "{label}: discover, then initialize: {methods:?}"
+    );
+    let initialize = messages
+        .iter()
+        .find(|message| message["method"] == "initialize")
+        .expect("the initialize");
+    let params = &initialize["params"];
+    assert_eq!(params["protocolVersion"], "2025-11-25", "{label}: {params}");
+    let capabilities = params["capabilities"].to_string();
+    assert!(
+        !capabilities.contains("io.modelcontextprotocol/"),
+        "{label}: an extension of 2026-07-28 offered in a legacy initialize: {capabilities}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_initialize_on_the_wire_offers_nothing_only_2026_07_28_has() {
+    let scratch = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("legacy-wire-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).expect("scratch");
+    let raw_record = scratch.join("raw.jsonl");
+    let fixture_record = scratch.join("fixture.jsonl");
+    let (url, http_seen, stop) = raw_legacy_http().await;
+    let config = Env::new()
+        // A raw server, which records what it reads.
+        .set("PLURNK_MCP_RAW", "python3")
+        .set(
+            "PLURNK_MCP_RAW_ARGS",
+            json!(["-c", RAW_LEGACY_SERVER, raw_record.display().to_string()]).to_string(),
+        )
+        // The fixture at 2025-11-25, its standard input copied to a file on the way in.
+        .set("PLURNK_MCP_FIXTURE_LEGACY", "/bin/sh")
+        .set(
+            "PLURNK_MCP_FIXTURE_LEGACY_ARGS",
+            json!([
+                "-c",
+                "tee -a \"$0\" | exec \"$1\" fixture --name legacy --legacy",
+                fixture_record.display().to_string(),
+                crate::env::EXE,
+            ])
+            .to_string(),
+        )
+        .set("PLURNK_MCP_RAW_HTTP", url)
+        .enable(&["raw", "fixture-legacy", "raw-http"])
+        .config();
+    let host = Host::start(config).await.expect("host starts");
+    let snapshot = host.default_workspace().snapshot();
+    for alias in ["raw", "fixture-legacy", "raw-http"] {
+        let server = snapshot.server(alias).expect("configured");
+        assert_eq!(
+            server.state,
+            ServerState::Ready,
+            "{alias}: {:?}",
+            server.problem
+        );
+        let negotiated = server.negotiated.as_ref().expect("negotiated");
+        assert_eq!(negotiated.revision, "2025-11-25", "{alias}");
+    }
+    let read = |path: &std::path::Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .expect("the record")
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    };
+    check_legacy_initialize(&read(&raw_record), "a raw stdio server");
+    check_legacy_initialize(&read(&fixture_record), "fixture --legacy");
+    let http = http_seen.lock().expect("the record").clone();
+    check_legacy_initialize(&http, "a legacy HTTP server");
+    shutdown_clean(host).await;
+    stop.cancel();
+}
