@@ -26,6 +26,9 @@ pub enum Advertisement {
     /// Advertised only when the connection speaks 2026-07-28 (`server/discover`): the
     /// surface has no such shape in 2025-11-25, which a legacy `initialize` offers.
     Modern(&'static str, &'static str),
+    /// Advertised under `extensions` only by a connection that authorizes with the OAuth
+    /// client-credentials grant (the extension says the client can take part in it).
+    Grant(&'static str),
     /// Never advertised (server-side surfaces need no client capability).
     Never,
 }
@@ -43,6 +46,10 @@ pub struct Row {
     pub advertisement: Advertisement,
     /// Test functions (by name) that prove it; required for supported rows.
     pub evidence: &'static [&'static str],
+    /// For each mode the row advertises (a key of its capability JSON: `form`, `url`, an
+    /// extension's name), the test under `crates/cli/tests` that drives it end to end
+    /// against a real server.
+    pub end_to_end: &'static [(&'static str, &'static str)],
     /// What is missing, for partial and deferred rows; why, for excluded ones.
     pub note: &'static str,
 }
@@ -55,6 +62,7 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Supported,
         advertisement: Advertisement::Never,
         evidence: &["modern_and_legacy_negotiate_over_stdio_and_http"],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -66,6 +74,7 @@ pub const MATRIX: &[Row] = &[
             "tools_and_read_filter_the_catalog_and_set_effects",
             "deadlines_cancellation_and_tool_errors_settle_calls",
         ],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -74,6 +83,7 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Supported,
         advertisement: Advertisement::Never,
         evidence: &["pagination_is_drained_and_a_non_converging_server_is_refused"],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -85,6 +95,7 @@ pub const MATRIX: &[Row] = &[
             "server_everything_resources_prompts_completion_and_progress",
             "python_peer_resources_prompts_completion_errors_and_content",
         ],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -96,6 +107,7 @@ pub const MATRIX: &[Row] = &[
             "server_everything_resources_prompts_completion_and_progress",
             "python_peer_resources_prompts_completion_errors_and_content",
         ],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -107,6 +119,7 @@ pub const MATRIX: &[Row] = &[
             "server_everything_resources_prompts_completion_and_progress",
             "python_peer_resources_prompts_completion_errors_and_content",
         ],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -118,6 +131,7 @@ pub const MATRIX: &[Row] = &[
             "progress_reaches_the_caller_and_can_extend_the_deadline",
             "server_everything_resources_prompts_completion_and_progress",
         ],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -130,6 +144,7 @@ pub const MATRIX: &[Row] = &[
             "one_deadline_owns_every_round_and_the_task_and_the_server_is_told",
             "a_sigterm_tells_every_server_of_the_work_it_stops",
         ],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -141,6 +156,7 @@ pub const MATRIX: &[Row] = &[
             "elicitation_rounds_go_through_the_interaction",
             "one_deadline_owns_every_round_and_the_task_and_the_server_is_told",
         ],
+        end_to_end: &[],
         note: "",
     },
     Row {
@@ -155,6 +171,10 @@ pub const MATRIX: &[Row] = &[
             "form_answers_are_checked_against_the_schema",
             "url_elicitations_read_and_reject_content",
         ],
+        end_to_end: &[
+            ("form", "elicitation_rounds_go_through_the_interaction"),
+            ("url", "url_elicitations_reach_the_interaction_end_to_end"),
+        ],
         note: "",
     },
     Row {
@@ -167,7 +187,8 @@ pub const MATRIX: &[Row] = &[
             "a_tool_list_is_fetched_again_when_its_ttl_passes",
             "a_discover_answer_is_kept_whole_and_asked_again_when_its_ttl_passes",
         ],
-        note: "resources/read honours ttlMs and cacheScope through rmcp's cache (no stale serving, private entries partitioned by a hash of the credentials); every list (tools, resources, templates, prompts) is fetched again when the shortest ttlMs it gave passes (at most once a second) and on change notifications; a discover answer is kept whole (supportedVersions, ttlMs, cacheScope in Negotiated::discovery) and asked again when its ttlMs passes, its new identity, capabilities and instructions published (a server that stops listing the negotiated revision is connected again)",
+        end_to_end: &[],
+        note: "resources/read honours ttlMs, each answer kept whole per connection (no stale serving, forgotten on resources/updated); every list (tools, resources, templates, prompts) is fetched again when the shortest ttlMs it gave passes (at most once a second) and on change notifications; a discover answer is kept whole (supportedVersions, ttlMs, cacheScope in Negotiated::discovery) and asked again when its ttlMs passes, its new identity, capabilities and instructions published (a server that stops listing the negotiated revision is connected again)",
     },
     Row {
         surface: "subscriptions",
@@ -178,6 +199,7 @@ pub const MATRIX: &[Row] = &[
             "a_list_change_commits_only_after_in_flight_calls_settle",
             "resource_updates_reach_the_events_stream",
         ],
+        end_to_end: &[],
         note: "list changes and the resource URIs read are in the filter (overlapping replacement, re-listen after a loss); Task ids are not, since Tasks are followed by polling tasks/get",
     },
     Row {
@@ -194,6 +216,10 @@ pub const MATRIX: &[Row] = &[
             "a_sigterm_tells_every_server_of_the_work_it_stops",
             "a_legacy_initialize_offers_only_what_2025_11_25_has",
         ],
+        end_to_end: &[(
+            "io.modelcontextprotocol/tasks",
+            "tasks_are_driven_to_their_end_through_the_original_call",
+        )],
         note: "",
     },
     Row {
@@ -210,6 +236,7 @@ pub const MATRIX: &[Row] = &[
             "only_a_client_credentials_connection_advertises_that_extension",
             "the_command_line_authorizes_through_a_browser_and_with_a_device_code",
         ],
+        end_to_end: &[],
         note: "interactive OAuth (oauth_complete) and the client-credentials grant through rmcp's \
                auth, scored by the suite's OAuth scenarios in scripts/conformance.sh; a refused \
                live token re-authorizes from its challenge (step-up, migration); the device \
@@ -223,6 +250,7 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Excluded,
         advertisement: Advertisement::Never,
         evidence: &[],
+        end_to_end: &[],
         note: "deprecated; an input request for sampling fails the call before any interaction",
     },
     Row {
@@ -231,6 +259,7 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Excluded,
         advertisement: Advertisement::Never,
         evidence: &[],
+        end_to_end: &[],
         note: "deprecated; a legacy server's roots/list is answered -32601 (method not found), as sampling is",
     },
     Row {
@@ -239,6 +268,7 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Excluded,
         advertisement: Advertisement::Never,
         evidence: &[],
+        end_to_end: &[],
         note: "deprecated; server stderr is kept instead",
     },
     Row {
@@ -247,7 +277,24 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Excluded,
         advertisement: Advertisement::Never,
         evidence: &[],
+        end_to_end: &[],
         note: "no sandbox-capable client",
+    },
+    Row {
+        surface: "io.modelcontextprotocol/oauth-client-credentials",
+        authority: "MCP extension oauth-client-credentials (§oauth-client-credentials)",
+        disposition: Disposition::Supported,
+        advertisement: Advertisement::Grant("io.modelcontextprotocol/oauth-client-credentials"),
+        evidence: &[
+            "an_application_authorizes_with_client_credentials_bound_to_its_issuer",
+            "only_a_client_credentials_connection_advertises_that_extension",
+        ],
+        end_to_end: &[(
+            "io.modelcontextprotocol/oauth-client-credentials",
+            "an_application_authorizes_with_client_credentials_bound_to_its_issuer",
+        )],
+        note: "client secret (basic or post) through rmcp's auth, DPoP-bound where offered; \
+               private-key JWT client authentication is a non-goal",
     },
     Row {
         surface: "io.modelcontextprotocol/enterprise-managed-authorization",
@@ -255,9 +302,19 @@ pub const MATRIX: &[Row] = &[
         disposition: Disposition::Excluded,
         advertisement: Advertisement::Never,
         evidence: &[],
+        end_to_end: &[],
         note: "enterprise deployment policy, not host mechanics",
     },
 ];
+
+/// The extensions a connection authorizing with the client-credentials grant advertises
+/// besides [`client_capabilities`], from [`MATRIX`].
+pub fn grant_extensions() -> impl Iterator<Item = &'static str> {
+    MATRIX.iter().filter_map(|row| match row.advertisement {
+        Advertisement::Grant(extension) => Some(extension),
+        _ => None,
+    })
+}
 
 /// The client capabilities advertised on the wire, derived from [`MATRIX`]: on a
 /// 2026-07-28 connection, or (`legacy`) on one negotiated through `initialize`, which leaves
@@ -268,7 +325,9 @@ pub fn client_capabilities(legacy: bool) -> Value {
         let (key, value) = match row.advertisement {
             Advertisement::Always(key, value) => (key, value),
             Advertisement::Modern(key, value) if !legacy => (key, value),
-            Advertisement::Modern(..) | Advertisement::Never => continue,
+            Advertisement::Modern(..) | Advertisement::Grant(_) | Advertisement::Never => {
+                continue;
+            }
         };
         if matches!(
             row.disposition,
@@ -364,7 +423,7 @@ mod tests {
             .iter()
             .filter_map(|row| match row.advertisement {
                 Advertisement::Always(key, _) | Advertisement::Modern(key, _) => Some(key),
-                Advertisement::Never => None,
+                Advertisement::Grant(_) | Advertisement::Never => None,
             })
             .collect();
         let keys: Vec<&str> = advertised
@@ -384,5 +443,52 @@ mod tests {
         let legacy = client_capabilities(true);
         assert!(legacy.get("extensions").is_none(), "{legacy}");
         assert_eq!(legacy["elicitation"], json!({"form": {}, "url": {}}));
+    }
+
+    #[test]
+    fn every_mode_the_host_advertises_is_driven_end_to_end() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut integration = String::new();
+        let mut stack = vec![root.join("crates/cli/tests")];
+        while let Some(path) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    integration.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+                }
+            }
+        }
+        for row in MATRIX {
+            let modes: Vec<String> = match row.advertisement {
+                Advertisement::Always(_, value) | Advertisement::Modern(_, value) => {
+                    serde_json::from_str::<Value>(value)
+                        .ok()
+                        .and_then(|value| value.as_object().map(|o| o.keys().cloned().collect()))
+                        .unwrap_or_default()
+                }
+                Advertisement::Grant(extension) => vec![extension.to_owned()],
+                Advertisement::Never => continue,
+            };
+            for mode in modes {
+                let test = row
+                    .end_to_end
+                    .iter()
+                    .find(|(named, _)| *named == mode)
+                    .map(|(_, test)| *test)
+                    .unwrap_or_else(|| {
+                        panic!("{} advertises {mode} with no end-to-end test", row.surface)
+                    });
+                assert!(
+                    integration.contains(&format!("fn {test}(")),
+                    "{} cites {test} for {mode}, which is no test under crates/cli/tests",
+                    row.surface
+                );
+            }
+        }
     }
 }

@@ -104,9 +104,9 @@ impl ClientHandler for HostClient {
         let advertised = {
             let mut advertised = advertised;
             if self.grant {
-                advertised["extensions"]
-                    [rmcp::transport::auth::EXTENSION_OAUTH_CLIENT_CREDENTIALS] =
-                    serde_json::json!({});
+                for extension in crate::capabilities::grant_extensions() {
+                    advertised["extensions"][extension] = serde_json::json!({});
+                }
             }
             advertised
         };

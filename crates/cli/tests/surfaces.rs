@@ -471,6 +471,49 @@ async fn python_peer_resources_prompts_completion_errors_and_content() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn url_elicitations_reach_the_interaction_end_to_end() {
+    let host = Host::start(python_surfaces()).await.expect("host starts");
+    let workspace = host.default_workspace();
+    let asked: Arc<Mutex<Vec<plurnk_mcp::Interaction>>> = Arc::default();
+    let record = asked.clone();
+    let handler: plurnk_mcp::InteractionHandler = Arc::new(move |interaction| {
+        if let Ok(mut asked) = record.lock() {
+            asked.push(interaction.clone());
+        }
+        // A url elicitation is accepted with no content: the user went to the URL.
+        Box::pin(async move { accept_each(&interaction, json!(null)) })
+    });
+    let visited = workspace
+        .call_tool(
+            "py",
+            "ask_url",
+            json!({}),
+            CallOptions::default().with_interaction(Some(handler)),
+        )
+        .await
+        .expect("the url round completes");
+    assert_eq!(visited.text(), "visited", "{:?}", visited.result);
+    let asked = asked.lock().map(|a| a.clone()).unwrap_or_default();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        matches!(
+            asked[0].requests.get("visit"),
+            // (The Python SDK writes no elicitationId into a 2026-07-28 input request.)
+            Some(Elicitation::Url { url, message, .. })
+                if url == "https://example.test/consent" && message == "Consent at the provider"
+        ),
+        "{asked:?}"
+    );
+    // No handler: declined, and the server says so.
+    let declined = workspace
+        .call_tool("py", "ask_url", json!({}), CallOptions::default())
+        .await
+        .expect("a decline is a standard answer");
+    assert_eq!(declined.text(), "not visited");
+    shutdown_clean(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elicitation_rounds_go_through_the_interaction() {
     let host = Host::start(python_surfaces()).await.expect("host starts");
     let workspace = host.default_workspace();

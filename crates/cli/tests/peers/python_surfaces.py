@@ -27,6 +27,10 @@ Surfaces:
                                  elicitation/create mid-call (2025-11-25), input_required +
                                  inputResponses/requestState retry (2026-07-28);
                                  "hello, {name}" or "no name given" (decline/cancel)
+              ask_url()          url elicitation (key "visit", elicitationId "visit-1", url
+                                 https://example.test/consent): input_required + retry
+                                 (2026-07-28), elicitation/create mid-call (2025-11-25);
+                                 "visited" on accept, "not visited" otherwise
               ask_name_raw()     same, hand-rolled: InputRequiredResult with key "name" and
                                  requestState "asked:name" (an answer without the echoed state is
                                  asked again); ctx.elicit() on 2025-11-25
@@ -84,6 +88,7 @@ from mcp_types import (
     Completion,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     ElicitResult,
     EmbeddedResource,
     ImageContent,
@@ -519,6 +524,23 @@ async def ask_name_raw(ctx: Context) -> str | InputRequiredResult:
     if answer.action == "accept" and answer.content and isinstance(answer.content.get("name"), str):
         return f"hello, {answer.content['name']}"
     return "no name given"
+
+
+@server.tool(description="Asks the user to visit a URL (url elicitation); 'visited' once accepted.",
+             structured_output=False)
+async def ask_url(ctx: Context) -> str | InputRequiredResult:
+    message, url, elicitation_id = "Consent at the provider", "https://example.test/consent", "visit-1"
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answer = (ctx.input_responses or {}).get("visit")
+        if answer is None or ctx.request_state != "asked:url":
+            request = ElicitRequest(params=ElicitRequestURLParams(message=message, url=url,
+                                                                  elicitation_id=elicitation_id))
+            return InputRequiredResult(input_requests={"visit": request}, request_state="asked:url")
+        if not isinstance(answer, ElicitResult):
+            raise MCPError(code=INVALID_PARAMS, message="inputResponses.visit is not an elicitation result")
+    else:
+        answer = await ctx.session.elicit_url(message, url, elicitation_id)
+    return "visited" if answer.action == "accept" else "not visited"
 
 
 @server.tool(description="Asks only for its requestState back, `rounds` times (no input requests), then "
