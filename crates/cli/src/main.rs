@@ -151,10 +151,21 @@ fn main() -> ExitCode {
             return code;
         }
         let command = async move { run(cli.command, global).await };
-        // A signal shuts the host down cleanly (and the reaper covers a harder death).
+        tokio::pin!(command);
+        // A signal shuts the host down cleanly (and the reaper covers a harder death). The
+        // command stays polled while its host closes: a call it has in flight is stopped by
+        // the closing session, which tells the server, rather than dropped with the command,
+        // whose own notice would race the connection's close.
         tokio::select! {
-            code = command => code,
-            number = cli::signalled() => cli::interrupted(number).await,
+            code = &mut command => code,
+            number = cli::signalled() => {
+                let closing = cli::interrupted(number);
+                tokio::pin!(closing);
+                tokio::select! {
+                    code = &mut closing => code,
+                    _ = &mut command => closing.await,
+                }
+            }
         }
     });
     // Whatever ended the command (its own end, a signal), what is queued for the collector

@@ -994,6 +994,54 @@ fn a_sigterm_tells_every_server_of_the_work_it_stops() {
     );
 }
 
+/// SIGTERM to a one-shot `plurnk-mcp call` whose call is held on the fixture: the fixture is
+/// sent `notifications/cancelled` for it before the command exits, every time (20 runs).
+#[test]
+fn a_sigterm_to_a_one_shot_call_tells_its_server_every_time() {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    for run in 0..20 {
+        let probe = runtime.block_on(plurnk_mcp_fixture::probe::Probe::start());
+        let env: BTreeMap<String, String> = [
+            ("PLURNK_MCP_FX".to_owned(), EXE.to_owned()),
+            (
+                "PLURNK_MCP_FX_ARGS".to_owned(),
+                json!(["fixture", "--probe", probe.address()]).to_string(),
+            ),
+            ("PLURNK_MCP_ENABLED".to_owned(), json!(["fx"]).to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let id = format!("held-{run}");
+        let mut call = processes::Killed(
+            Command::new(EXE)
+                .args(["--state", &scratch_state(), "call", "fx", "gate"])
+                .arg(json!({ "id": id }).to_string())
+                .env_clear()
+                .envs(&env)
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("plurnk-mcp call starts"),
+        );
+        runtime.block_on(probe.wait_gate(&id, wait::BOUND));
+        // SAFETY: a signal to the process we spawned.
+        unsafe {
+            libc::kill(i32::try_from(call.0.id()).expect("pid"), libc::SIGTERM);
+        }
+        let status = call.0.wait().expect("it exits");
+        assert_eq!(status.code(), Some(128 + libc::SIGTERM), "run {run}");
+        // The fixture reports what it received before acting on it; the report may still be
+        // on its way when the command has exited.
+        assert!(
+            wait::until_blocking(wait::BOUND, || probe.count("cancel-notice") >= 1),
+            "run {run}: the fixture was not told: {:?}",
+            probe.events()
+        );
+    }
+}
+
 #[test]
 fn a_closed_stdout_does_not_panic_the_command_line() {
     let env: BTreeMap<String, String> = fixture("local", &[])
