@@ -83,6 +83,7 @@ fn main() -> std::process::ExitCode {
         a_postgres_url_without_the_feature_is_refused_naming_it,
         conflicting_changes_lose_nothing_and_the_later_writer_gets_409,
         every_kind_of_change_reaches_the_other_host,
+        a_closed_gate_holds_what_another_replica_added,
         benchmark_200_changes_reach_the_other_host,
         postgres_stopped_under_load_loses_no_call_and_nothing_made_meanwhile,
         gateway_replicas_behind_haproxy_survive_a_kill,
@@ -497,6 +498,47 @@ async fn every_kind_of_change_reaches_the_other_host(bench: Arc<Bench>) {
         settled(&on_a, kind, &reached).await;
         settled(&on_b, &format!("{kind} reaches B"), &reached).await;
     }
+    let _ = a.shutdown().await;
+    let _ = b.shutdown().await;
+}
+
+/// Replica A lets workspaces add servers, replica B has its install gate closed: what A adds
+/// reaches B enabled and held by B's gate (`403 install-gate-closed`), not shown disabled.
+async fn a_closed_gate_holds_what_another_replica_added(bench: Arc<Bench>) {
+    let url = bench.database();
+    let (a, on_a) = host_on(&url).await;
+    let store = PostgresStore::connect(&url)
+        .await
+        .expect("the store connects");
+    let mut pairs: Vec<(String, String)> = env::fixture("svc", &[]);
+    pairs.extend(env::fixture("calm", &[]));
+    pairs.push((
+        "PLURNK_MCP_ENABLED".into(),
+        json!(["svc", "calm"]).to_string(),
+    ));
+    let closed = env::checked(pairs.into_iter().collect::<BTreeMap<_, _>>());
+    let b = Host::start_with(
+        closed,
+        HostOptions::default().with_store(Some(Arc::new(store))),
+    )
+    .await
+    .expect("the host starts");
+    let on_b = b.workspace(WORKSPACE).await.expect("the workspace opens");
+    drop(on_a.add(added("extra", None)).await.expect("add"));
+    settled(&on_a, "added on A", |s| {
+        state_of(s, "extra") == Some(ServerState::Ready)
+    })
+    .await;
+    settled(&on_b, "held by B's gate", |s| {
+        s.server("extra").is_some_and(|server| {
+            server.state == ServerState::Unavailable
+                && server
+                    .problem
+                    .as_ref()
+                    .is_some_and(|problem| problem.kind == "install-gate-closed")
+        })
+    })
+    .await;
     let _ = a.shutdown().await;
     let _ = b.shutdown().await;
 }

@@ -417,10 +417,20 @@ impl WorkspaceState {
             entry.enabled = false;
             let definition = entry.definition.clone();
             self.entries.insert(alias.clone(), entry);
-            let placeholder = self.placeholder(&alias, false);
+            let mut placeholder = self.placeholder(&alias, false);
+            let held = enabled.then(|| self.closed_gate(&alias)).flatten();
+            if let Some(problem) = held {
+                // This host's install gate is closed: the server is enabled, held by the gate
+                // as at hydration (shown so, not as disabled), and connects when it opens.
+                if let Some(entry) = self.entries.get_mut(&alias) {
+                    entry.enabled = true;
+                }
+                placeholder.state = crate::model::ServerState::Unavailable;
+                placeholder.problem = Some(problem);
+            }
             self.servers.insert(Arc::new(placeholder));
             self.schedule_commit(myself);
-            if enabled {
+            if enabled && self.closed_gate(&alias).is_none() {
                 self.follow_enable(myself, alias, definition).await?;
             }
             return Ok(());
