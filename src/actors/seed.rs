@@ -359,6 +359,12 @@ fn durable_seeds(
             }
             _ => {}
         }
+        if server.source == RecordSource::Specialized && !config.allows_runtime_servers() {
+            // Declared servers are always honoured: the customization exists only by the
+            // install gate, so with the gate closed it rests in the store (untouched, back
+            // when the gate opens) and the server runs as the operator declared it.
+            continue;
+        }
         let enabled = seeds.get(alias).is_some_and(|seed| seed.enabled);
         seeds.insert(
             alias.clone(),

@@ -1465,7 +1465,22 @@ async fn servers_the_gate_let_in_stay_out_once_it_closes_and_come_back_when_it_o
     let closed = start(&db, config(&[("PLURNK_MCP_ALLOW_ADD", "false")])).await;
     let workspace = closed.default_workspace();
     let snapshot = workspace.snapshot();
-    for (alias, how) in [("extra", "added"), ("svc", "customized")] {
+    // A declared server is always honoured: customized while the gate was open, it runs as
+    // the operator declared it once the gate is closed, and is enabled as such.
+    let declared = snapshot.server("svc").expect("declared");
+    assert_eq!(declared.state, ServerState::Ready, "{:?}", declared.problem);
+    assert_eq!(
+        declared.negotiated.as_ref().and_then(|n| n.name.as_deref()),
+        Some("svc"),
+        "the declared definition, not the customization"
+    );
+    workspace.disable("svc").await.expect("disable");
+    let enabled = workspace
+        .enable("svc")
+        .await
+        .expect("a declared server enables");
+    assert_eq!(enabled.state, ServerState::Ready);
+    for (alias, how) in [("extra", "added")] {
         let server = snapshot.server(alias).expect("kept");
         assert_eq!(server.state, ServerState::Unavailable, "{alias}");
         let problem = server.problem.as_ref().expect("a Problem");
@@ -1496,6 +1511,14 @@ async fn servers_the_gate_let_in_stay_out_once_it_closes_and_come_back_when_it_o
             "{alias} is back"
         );
     }
+    // The customization rested in the store while the gate was closed, and is back.
+    assert_eq!(
+        snapshot
+            .server("svc")
+            .and_then(|s| s.negotiated.as_ref())
+            .and_then(|n| n.name.as_deref()),
+        Some("renamed")
+    );
     shutdown_clean(open).await;
 }
 

@@ -31,9 +31,10 @@ impl WorkspaceState {
     }
 
     /// Why `alias` may not connect now that the install gate is closed: a server a workspace
-    /// added, or a declared one it customized, exists only by the gate, which closes behind
-    /// it (`403 install-gate-closed`). It is kept, and connects again once the operator
-    /// opens the gate.
+    /// added exists only by the gate, which closes behind it (`403 install-gate-closed`). It
+    /// is kept, and connects again once the operator opens the gate. (A declared server's
+    /// customization is not even seeded while the gate is closed: the server runs as
+    /// declared, `seed.rs`.)
     pub(super) fn closed_gate(&self, alias: &str) -> Option<Problem> {
         let entry = self.entries.get(alias)?;
         (entry.provenance.gated() && !self.settings.admission.allow).then(|| Problem {
