@@ -409,6 +409,12 @@ fn third_party_peers_over_stdio() {
     assert_eq!(python["state"], "ready", "{python}");
     assert_eq!(python["negotiated"]["revision"], "2026-07-28");
     assert_eq!(python["negotiated"]["name"], "python-peer");
+    // Every key of the JSON is camelCase, the discover answer's, a tool's and the phases'.
+    let discovery = &python["negotiated"]["discovery"];
+    assert!(discovery["supportedVersions"].is_array(), "{discovery}");
+    assert!(discovery["cacheScope"].is_string(), "{discovery}");
+    assert!(python["tools"][0]["inputSchema"].is_object(), "{python}");
+    assert!(python["phases"]["startingMs"].is_u64(), "{python}");
     let everything = &status["servers"]["everything"];
     assert_eq!(everything["state"], "ready", "{everything}");
     assert_eq!(everything["negotiated"]["revision"], "2025-11-25");
@@ -1100,6 +1106,65 @@ fn a_metrics_address_that_is_none_or_is_taken_is_refused_by_name() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
+}
+
+#[test]
+fn serve_warns_of_a_failed_connection_and_a_one_shot_command_shows_it_once() {
+    let env = env::map(&[
+        ("PLURNK_MCP_BROKEN", "/nonexistent/mcp-server".into()),
+        ("PLURNK_MCP_ENABLED", json!(["broken"]).to_string()),
+    ]);
+    // Over stdio, `serve` ends when its client closes its input: here at once, after start.
+    let served = run(&["serve"], &env);
+    let stderr = text(&served.stderr);
+    assert!(
+        stderr.lines().any(|line| line.contains("WARN")
+            && line.contains("server \"broken\" (stdio) could not be connected")),
+        "{stderr}"
+    );
+    let status = run(&["status"], &env);
+    let stderr = text(&status.stderr);
+    assert!(
+        !stderr.contains("could not be connected"),
+        "said twice: {stderr}"
+    );
+    assert!(
+        text(&status.stdout).contains("could not be connected"),
+        "{}",
+        text(&status.stdout)
+    );
+}
+
+#[test]
+fn a_dry_run_import_says_each_entry_would_be_refused_while_the_install_gate_is_closed() {
+    let state = scratch_state();
+    let file = std::path::PathBuf::from(format!("{state}.files/claude_desktop_config.json"));
+    std::fs::create_dir_all(file.parent().expect("a folder")).expect("the folder");
+    let servers = json!({"mcpServers": {"files": {"command": "/usr/bin/true", "args": []}}});
+    std::fs::write(&file, servers.to_string()).expect("the file");
+    let path = file.to_string_lossy().into_owned();
+    // No PLURNK_MCP_ALLOW_ADD: the gate is closed, as by default.
+    let output = run(
+        &["--state", &state, "import", &path, "--dry-run"],
+        &BTreeMap::new(),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let plan = text(&output.stdout);
+    assert!(
+        plan.lines().any(|line| line.starts_with("files")
+            && line.contains("would be refused: the install gate is closed")
+            && line.contains("PLURNK_MCP_ALLOW_ADD=true")),
+        "{plan}"
+    );
+    assert!(!plan.contains("would be added"), "{plan}");
+    // Opened, the same plan would add it.
+    let open = env::map(&[("PLURNK_MCP_ALLOW_ADD", "true".into())]);
+    let output = run(&["--state", &state, "import", &path, "--dry-run"], &open);
+    assert!(
+        text(&output.stdout).contains("would be added"),
+        "{}",
+        text(&output.stdout)
+    );
 }
 
 // === import ===
