@@ -487,7 +487,8 @@ fn start_excel(peers: &BTreeMap<String, String>, folder: &Path) -> (Child, Strin
 }
 
 /// Keeps every core busy, as a developer's machine is while they work: a busy shell loop per
-/// core, each the leader of a process group, killed when this is dropped.
+/// core, each in a session of its own as another program on the machine would be (the
+/// scheduler shares the processors between sessions first), killed when this is dropped.
 pub struct Burner(Vec<Child>);
 
 impl Burner {
@@ -496,14 +497,22 @@ impl Burner {
         Self(
             (0..cores)
                 .map(|_| {
-                    Command::new("/bin/sh")
+                    let mut command = Command::new("/bin/sh");
+                    command
                         .args(["-c", "while :; do :; done"])
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .process_group(0)
-                        .spawn()
-                        .expect("a burner starts")
+                        .stderr(Stdio::null());
+                    // SAFETY: setsid(2) between fork and exec touches no memory of the parent.
+                    unsafe {
+                        command.pre_exec(|| {
+                            if libc::setsid() == -1 {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                            Ok(())
+                        });
+                    }
+                    command.spawn().expect("a burner starts")
                 })
                 .collect(),
         )
