@@ -70,7 +70,16 @@ impl Zoo {
     /// A zoo under `dir` (made afresh), with the peers of the repository at `root`; with
     /// `counted`, every stdio server's starts are noted (see [`Zoo::starts`]).
     pub fn start(root: &Path, dir: PathBuf, counted: bool) -> Self {
-        let peers = peers_env(root);
+        let mut peers = peers_env(root);
+        // Playwright runs Debian's chromium, which the project's own script installs.
+        let chromium = Command::new("bash")
+            .arg(root.join("scripts/install-chromium.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("scripts/install-chromium.sh runs");
+        assert!(chromium.status.success(), "scripts/install-chromium.sh failed");
+        let chromium = String::from_utf8_lossy(&chromium.stdout).trim().to_owned();
+        peers.insert("CHROMIUM".into(), chromium);
         let _ = std::fs::remove_dir_all(&dir);
         for folder in ["root", "repo", "xl", "starts", "work"] {
             std::fs::create_dir_all(dir.join(folder)).expect("the zoo's folders");
@@ -171,7 +180,7 @@ impl Zoo {
                     "--browser",
                     "chromium",
                     "--executable-path",
-                    "/usr/bin/chromium",
+                    self.peer("CHROMIUM"),
                 ]
                 .map(str::to_owned)
                 .to_vec(),
