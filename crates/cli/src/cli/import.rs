@@ -98,7 +98,9 @@ pub(crate) async fn import(
             }
         },
     };
-    let plan = match plurnk_mcp::import::plan(&text, format) {
+    // Moved literals get variables the operator's environment does not hold otherwise.
+    let environment = plurnk_mcp::config::Environment::new(environment());
+    let plan = match plurnk_mcp::import::plan(&text, format, &environment) {
         Ok(plan) => plan,
         Err(error) => return fail(format!("cannot import {path} as {format}: {error}")),
     };

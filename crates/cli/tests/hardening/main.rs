@@ -6,8 +6,11 @@
 //! # Layout
 //! One binary, a module per surface; this file holds the setup they share.
 //! - `sources`: a model's values for a CLI adapter, and a script's header and path.
+//! - `import`: a client's file read into definitions, and what `add` keeps.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::Arc;
 
 use plurnk_mcp::sources::SourceKind;
@@ -22,7 +25,10 @@ mod env;
 #[path = "../support/wait.rs"]
 mod wait;
 
+mod import;
 mod sources;
+
+use env::EXE;
 
 /// The configuration of exactly these variables.
 fn config(pairs: &[(&str, String)]) -> HostConfig {
@@ -59,4 +65,68 @@ async fn host_on(store: &Path) -> Host {
     )
     .await
     .expect("host starts")
+}
+
+/// A fresh state file's path.
+fn scratch_state(name: &str) -> String {
+    scratch(name).join("state.sqlite").display().to_string()
+}
+
+/// `plurnk-mcp ARGS` with exactly `vars` (and `PATH` and `HOME`), run to its end.
+fn run(args: &[&str], vars: &BTreeMap<String, String>) -> Output {
+    let mut command = Command::new(EXE);
+    command.args(args).env_clear();
+    for key in ["PATH", "HOME"] {
+        if let Ok(value) = std::env::var(key) {
+            command.env(key, value);
+        }
+    }
+    command
+        .envs(vars)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("plurnk-mcp runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The fixture serving Streamable HTTP in a child process, with `extra` flags (such as
+/// `--bearer TOKEN`); killed on drop.
+struct HttpFixture {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpFixture {
+    fn start(extra: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(EXE)
+            .args(["fixture", "--name", "web", "--http", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the fixture starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("it says where it listens");
+        let url = line
+            .trim()
+            .strip_prefix("listening ")
+            .expect("a listening line")
+            .to_owned();
+        Self { child, url }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
