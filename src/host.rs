@@ -213,7 +213,8 @@ impl Host {
         }
         if !crate::config::valid_workspace_name(name) {
             return Err(Problem::invalid_definition(format!(
-                "workspace name {name:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'"
+                "workspace name {:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'",
+                crate::config::shorten(name)
             )));
         }
         // The supervisor opens it once, from the store and the service configuration; a

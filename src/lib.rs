@@ -19,6 +19,8 @@
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
+//! - [`text`]: the characters of a peer's or a caller's text that are shown only escaped
+//!   (control characters, bidirectional overrides and other format characters).
 //! - `memory`: freed memory given back to the system after a burst (gateway sessions, a
 //!   hydration's connection attempts).
 //! - [`prometheus`]: the optional `GET /metrics` endpoint over the `metrics` facade the host
@@ -86,6 +88,7 @@ pub mod redact;
 #[cfg(feature = "sources")]
 pub mod sources;
 pub mod store;
+pub mod text;
 
 /// Internal rules the fuzz targets (`fuzz/`) drive directly; not part of the API.
 #[doc(hidden)]

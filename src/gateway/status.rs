@@ -362,8 +362,9 @@ fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // A control character has no business on a page (and a NUL none in HTML).
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            // A control character has no business on a page (and a NUL none in HTML), nor
+            // has a bidirectional override, which would make a row read otherwise.
+            c if crate::text::is_unshown(c) && c != '\n' && c != '\t' => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }

@@ -60,17 +60,17 @@ pub(crate) fn init_logging(default: &str) {
 }
 
 /// A message that may quote a server (its error, its stderr), a file or a caller, made safe
-/// for a terminal: no control character gets through (an escape sequence would drive the
-/// terminal, a carriage return would overwrite the line), and every line break is followed by
-/// an indent, so nothing quoted can start a line of its own and pass for the command's own
-/// words.
+/// for a terminal: no control or format character gets through (an escape sequence would
+/// drive the terminal, a carriage return would overwrite the line, a bidirectional override
+/// would make it read otherwise: `plurnk_mcp::text`), and every line break is followed by an
+/// indent, so nothing quoted can start a line of its own and pass for the command's own words.
 pub(crate) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
             '\n' => out.push_str("\n  "),
             '\t' => out.push(' '),
-            c if c.is_control() => out.push('?'),
+            c if plurnk_mcp::text::is_unshown(c) => out.push('?'),
             c => out.push(c),
         }
     }
@@ -242,8 +242,9 @@ async fn finish(host: &Host) {
 const CELL_CHARS: usize = 1000;
 
 /// A table cell as the terminal may safely show it: a server's text can hold escape
-/// sequences (which would drive the terminal) and megabytes; control characters become `?`,
-/// line breaks `; `, and the rest is cut at [`CELL_CHARS`].
+/// sequences (which would drive the terminal), bidirectional overrides and megabytes; control
+/// and format characters become `?`, line breaks `; `, and the rest is cut at
+/// [`CELL_CHARS`].
 fn shown(cell: &str) -> String {
     let mut out = String::with_capacity(cell.len().min(CELL_CHARS * 4));
     let mut count = 0;
@@ -259,7 +260,7 @@ fn shown(cell: &str) -> String {
                 while chars.next_if(|c| c.is_whitespace()).is_some() {}
             }
             '\t' => out.push(' '),
-            c if c.is_control() => out.push('?'),
+            c if plurnk_mcp::text::is_unshown(c) => out.push('?'),
             c => out.push(c),
         }
         count += 1;
@@ -348,9 +349,11 @@ where
         Err(code) => return code,
     };
     let snapshot = workspace.snapshot();
+    // The name is the caller's: quoted cut, as every caller-given name is.
+    let quoted = plurnk_mcp::config::shorten(server);
     let unready = |state: ServerState, problem: Option<&Problem>| {
         fail(format!(
-            "server \"{server}\" is {state}: {}",
+            "server \"{quoted}\" is {state}: {}",
             problem
                 .map(|p| p.detail.clone())
                 .unwrap_or_else(|| "enable it with PLURNK_MCP_ENABLED".into())
@@ -358,8 +361,8 @@ where
     };
     let code = match snapshot.admit(server, None) {
         Err(Refusal::UnknownServer) => fail(format!(
-            "server \"{server}\" is not configured: set {}",
-            plurnk_mcp::config::target_variable(server)
+            "server \"{quoted}\" is not configured: set {}",
+            plurnk_mcp::config::shorten(&plurnk_mcp::config::target_variable(server))
         )),
         Err(Refusal::Disabled { problem }) => unready(ServerState::Disabled, problem),
         Err(Refusal::NotReady { state, problem }) => unready(state, problem),
@@ -375,7 +378,8 @@ where
 fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
         Ok(text) => {
-            outln!("{text}");
+            // What servers wrote is in it: format characters escaped as JSON allows.
+            outln!("{}", plurnk_mcp::text::escape_json_unshown(&text));
             ExitCode::SUCCESS
         }
         Err(error) => fail(error),

@@ -7,6 +7,7 @@
 //! One binary, a module per surface; this file holds the setup they share.
 //! - `sources`: a model's values for a CLI adapter, and a script's header and path.
 //! - `import`: a client's file read into definitions, and what `add` keeps.
+//! - `text`: names a caller gives and text a server writes, as they come back.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,11 +23,16 @@ use serde_json::Value;
 mod calls;
 #[path = "../support/env.rs"]
 mod env;
+#[path = "../support/http.rs"]
+mod http;
+#[path = "../support/served.rs"]
+mod served;
 #[path = "../support/wait.rs"]
 mod wait;
 
 mod import;
 mod sources;
+mod text;
 
 use env::EXE;
 
