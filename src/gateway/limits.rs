@@ -17,6 +17,12 @@ pub struct ClientLimits {
     /// longest (no request in flight) is closed to make room; when every one has a request in
     /// flight, the new one is answered `503` with `Retry-After` and closed.
     pub max_connections: usize,
+    /// Client connections open at once from one client address
+    /// (`--max-connections-per-client`). Past it that client's connection idle longest is
+    /// closed to make room; when every one of its own has a request in flight, the new one is
+    /// answered `429` with `Retry-After` and closed. So one client's slow requests (trickled
+    /// bodies, each in flight) never take every place.
+    pub max_connections_per_client: usize,
     /// Time a connection has to send a whole request head, counted from its opening or from
     /// the end of its previous answer (`--header-timeout-ms`): an idle keep-alive connection
     /// is closed after it too.
@@ -46,6 +52,7 @@ pub struct ClientLimits {
 
 setters!(ClientLimits {
     with_max_connections => max_connections: usize,
+    with_max_connections_per_client => max_connections_per_client: usize,
     with_header_timeout => header_timeout: Duration,
     with_body_timeout => body_timeout: Duration,
     with_max_body_bytes => max_body_bytes: usize,
@@ -61,6 +68,7 @@ impl Default for ClientLimits {
     fn default() -> Self {
         Self {
             max_connections: 512,
+            max_connections_per_client: 128,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             max_body_bytes: 4 << 20,
@@ -98,6 +106,10 @@ impl ClientLimits {
         let mut faults = Vec::new();
         let counts = [
             ("--max-connections", self.max_connections),
+            (
+                "--max-connections-per-client",
+                self.max_connections_per_client,
+            ),
             ("--max-sessions", self.max_sessions),
             ("--max-sessions-per-client", self.max_sessions_per_client),
             ("--max-listen-streams", self.max_listen_streams),
@@ -158,6 +170,7 @@ mod tests {
     fn every_setting_out_of_range_is_named_at_once() {
         let limits = ClientLimits {
             max_connections: 0,
+            max_connections_per_client: 0,
             header_timeout: Duration::ZERO,
             body_timeout: Duration::from_secs(2 * 24 * 60 * 60),
             max_body_bytes: 10,
@@ -174,6 +187,7 @@ mod tests {
             flags,
             [
                 "--max-connections",
+                "--max-connections-per-client",
                 "--max-sessions",
                 "--max-sessions-per-client",
                 "--max-listen-streams",
@@ -186,7 +200,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            faults[6].to_string(),
+            faults[7].to_string(),
             "--body-timeout-ms is 172800000 ms: give between 1 and 86400000 milliseconds (a day)"
         );
         assert_eq!(

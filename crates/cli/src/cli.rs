@@ -84,10 +84,14 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Serves the Prometheus endpoint `--metrics` asks for, on the command's runtime. For port 0
-/// the address picked goes to stderr (stdout carries only the command's output).
-pub(crate) fn serve_metrics(address: std::net::SocketAddr) -> Result<(), ExitCode> {
-    let bound = plurnk_mcp::prometheus::serve(address).map_err(fail)?;
+/// Serves the Prometheus endpoint `--metrics` asks for, on the command's runtime, to scrapes
+/// that name a loopback host, an address or one of `allowed_hosts`. For port 0 the address
+/// picked goes to stderr (stdout carries only the command's output).
+pub(crate) fn serve_metrics(
+    address: std::net::SocketAddr,
+    allowed_hosts: Vec<String>,
+) -> Result<(), ExitCode> {
+    let bound = plurnk_mcp::prometheus::serve_allowing(address, allowed_hosts).map_err(fail)?;
     if address.port() == 0 {
         errln!("metrics: http://{bound}/metrics");
     }

@@ -25,6 +25,10 @@ struct Cli {
     /// (IP:PORT; port 0 picks a free port and prints the URL to stderr).
     #[arg(long, global = true, value_name = "ADDRESS")]
     metrics: Option<std::net::SocketAddr>,
+    /// A Host name (or name:port) a scrape of --metrics may give besides a loopback name
+    /// or an address (repeatable).
+    #[arg(long = "metrics-allow-host", global = true, value_name = "HOST")]
+    metrics_allowed_hosts: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
     let global = cli::Global::new(state, cli.workspace, progress);
     let global = &global;
     let metrics = cli.metrics;
+    let metrics_allowed_hosts = cli.metrics_allowed_hosts;
     runtime.block_on(async move {
         // The fixture is a server, not a host: signals keep their ordinary meaning for it
         // (and a hostile mode, which blocks this thread, decides for itself).
@@ -135,7 +140,7 @@ fn main() -> ExitCode {
         }
         // Before the host starts, so its first state changes and commits are counted.
         if let Some(address) = metrics
-            && let Err(code) = cli::serve_metrics(address)
+            && let Err(code) = cli::serve_metrics(address, metrics_allowed_hosts)
         {
             return code;
         }

@@ -85,6 +85,11 @@ pub(crate) struct ServeLimits {
     /// with every one busy, the new one is answered 503 [default: 512]
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
+    /// HTTP: client connections open at once from one client address; past it its own
+    /// connection idle longest is closed, or, with every one of its own busy, the new one is
+    /// answered 429 [default: 128]
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
     /// HTTP: milliseconds a connection has to send a request head (an idle keep-alive
     /// connection is closed after it too) [default: 10000]
     #[arg(long, value_name = "MS")]
@@ -123,6 +128,7 @@ impl ServeLimits {
     fn any(&self) -> bool {
         let counts = [
             self.max_connections,
+            self.max_connections_per_client,
             self.max_body_bytes,
             self.max_sessions,
             self.max_sessions_per_client,
@@ -146,6 +152,10 @@ impl ServeLimits {
             |given: Option<u64>, default: Duration| given.map_or(default, Duration::from_millis);
         plurnk_mcp::gateway::ClientLimits::default()
             .with_max_connections(self.max_connections.unwrap_or(defaults.max_connections))
+            .with_max_connections_per_client(
+                self.max_connections_per_client
+                    .unwrap_or(defaults.max_connections_per_client),
+            )
             .with_header_timeout(ms(self.header_timeout_ms, defaults.header_timeout))
             .with_body_timeout(ms(self.body_timeout_ms, defaults.body_timeout))
             .with_max_body_bytes(self.max_body_bytes.unwrap_or(defaults.max_body_bytes))

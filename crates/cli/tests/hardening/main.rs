@@ -8,6 +8,8 @@
 //! - `sources`: a model's values for a CLI adapter, and a script's header and path.
 //! - `import`: a client's file read into definitions, and what `add` keeps.
 //! - `text`: names a caller gives and text a server writes, as they come back.
+//! - `gateway`: a load balancer's checks, and one client's share of the connections.
+//! - `metrics`: the Prometheus endpoint's listener.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,7 +32,9 @@ mod served;
 #[path = "../support/wait.rs"]
 mod wait;
 
+mod gateway;
 mod import;
+mod metrics;
 mod sources;
 mod text;
 
