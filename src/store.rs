@@ -474,6 +474,22 @@ pub enum StoreError {
         field: String,
     },
 
+    /// The definition is longer than a store keeps: [`MAX_DEFINITION_BYTES`].
+    #[error(
+        "workspace \"{workspace}\", server \"{alias}\": its definition is {bytes} bytes as \
+         JSON, over the {max} a store keeps: keep long values out of it (in a file its server \
+         reads, or a variable); nothing was stored",
+        max = MAX_DEFINITION_BYTES
+    )]
+    DefinitionTooLarge {
+        /// The workspace the write was for.
+        workspace: String,
+        /// The alias the write was for.
+        alias: String,
+        /// Its length as JSON.
+        bytes: usize,
+    },
+
     /// A server being added has a record already: another process added it meanwhile.
     #[error(
         "workspace \"{workspace}\" already stores a server \"{alias}\" (another process added \
@@ -666,11 +682,25 @@ impl fmt::Display for RecordSource {
 /// What `config` writes in place of a value it will not show.
 const REDACTED: &str = "<redacted>";
 
-/// Refuses `record` when any string in it holds a `<redacted>` placeholder (a display form,
-/// named as such first), or when it holds a credential written literally
-/// ([`crate::config::literal_credentials`], the one refusal the actions run before this,
-/// kept here as the last line).
+/// The longest definition a store keeps, as JSON: 4 MiB. A definition is a command, its
+/// arguments, environment and headers, or a tool source's declaration: kilobytes. Bounded so
+/// that every row a store writes is one it can read back (a PostgreSQL store refuses a
+/// message past 8 MiB from its database, `MAX_MESSAGE_BYTES` of `store/postgres/wire.rs`).
+pub const MAX_DEFINITION_BYTES: usize = 4 << 20;
+
+/// Refuses `record` when its definition is longer than [`MAX_DEFINITION_BYTES`], when any
+/// string in it holds a `<redacted>` placeholder (a display form, named as such first), or
+/// when it holds a credential written literally ([`crate::config::literal_credentials`], the
+/// one refusal the actions run before this, kept here as the last line).
 fn check_definition(workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
+    let bytes = record.definition.to_string().len();
+    if bytes > MAX_DEFINITION_BYTES {
+        return Err(StoreError::DefinitionTooLarge {
+            workspace: workspace.to_owned(),
+            alias: record.alias.clone(),
+            bytes,
+        });
+    }
     if let Some(field) = find_redacted(&record.definition, "") {
         return Err(StoreError::Redacted {
             workspace: workspace.to_owned(),
