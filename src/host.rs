@@ -854,6 +854,13 @@ impl Workspace {
         }
     }
 
+    /// The host's durable store, for what the gateway keeps beside workspace state (the
+    /// sessions that ended).
+    #[cfg(feature = "gateway")]
+    pub(crate) fn store(&self) -> Option<Arc<dyn Store>> {
+        self.host.store.clone()
+    }
+
     /// Subscribes to this workspace's snapshots, across restarts of its actor.
     pub fn watch(&self) -> SnapshotWatch {
         SnapshotWatch::new(self.published.clone())

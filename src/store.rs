@@ -185,6 +185,31 @@ pub trait Store: Send + Sync + 'static {
         Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
     }
 
+    /// Records that the gateway session whose id hashes to `key` (hex SHA-256) has ended, until
+    /// `until` (seconds since the Unix epoch, when its id stops opening anyway), and announces
+    /// it to every host that watches ([`Announcement::SessionEnded`]). A store several hosts
+    /// share keeps at most [`MAX_ENDED_SESSIONS`] at once, the ones nearest their end
+    /// forgotten first; a store of one process keeps none (the gateway's own list does).
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be written.
+    fn end_session<'a>(&'a self, key: &'a str, until: u64) -> StoreFuture<'a, ()> {
+        let _ = (key, until);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Whether the gateway session whose id hashes to `key` ended on some host and its
+    /// lifetime has not passed ([`end_session`](Store::end_session)).
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be read.
+    fn session_ended<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        let _ = key;
+        Box::pin(async { Ok(false) })
+    }
+
     /// Drops the server record *and* the enabledness override of `alias` in `workspace`, so
     /// the alias falls back to its service definition and default, or disappears. Removing an
     /// alias the workspace holds nothing for is not an error: deciding whether that is a
@@ -331,7 +356,19 @@ pub enum Announcement {
     Lost(String),
     /// The store is reached again: whatever changed while it was lost must be read again.
     Restored,
+    /// A gateway session ended on some host ([`Store::end_session`]): every host's gateway
+    /// ends its own copy.
+    SessionEnded {
+        /// Its id's hex SHA-256.
+        key: String,
+        /// When its lifetime ends, in seconds since the Unix epoch.
+        until: u64,
+    },
 }
+
+/// The ended gateway sessions a shared store keeps at once ([`Store::end_session`]): 65,536,
+/// about 6 MiB of rows; past it the ones nearest the end of their lifetime are forgotten.
+pub const MAX_ENDED_SESSIONS: usize = 1 << 16;
 
 /// A store named by where it is: a path is a SQLite state file, a `postgres://` or
 /// `postgresql://` URL a PostgreSQL database (with the `postgres` feature; without it the

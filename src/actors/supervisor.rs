@@ -330,6 +330,8 @@ impl SupervisorState {
                 .values()
                 .filter_map(|child| child.actor.as_ref())
                 .collect(),
+            // The gateways follow the store for these themselves.
+            Announcement::SessionEnded { .. } => Vec::new(),
         };
         for actor in concerned {
             let _ = actor.cast(WorkspaceMsg::Announced(announcement.clone()));

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::Gateway;
 use super::admission::{Admission, Sessions, admit};
 use super::limits::{ClientLimits, LimitError};
-use super::sealed::{MIN_SESSION_KEY_BYTES, SealedSessions, Sealer};
+use super::sealed::{Ended, MIN_SESSION_KEY_BYTES, SealedSessions, Sealer};
 use super::status::Status;
 
 /// The shortest bearer token the gateway accepts: 16 bytes of a random token are 128 bits.
@@ -147,7 +147,13 @@ pub async fn serve_http(
     if let Some(key) = &options.session_key {
         crate::redact::register([String::from_utf8_lossy(key).into_owned()]);
     }
-    let sealer = Sealer::new(options.session_key.as_deref());
+    let workspace = gateway.workspace().clone();
+    let sealer = Sealer::new(
+        options.session_key.as_deref(),
+        workspace.name(),
+        limits.session_lifetime,
+    );
+    let ended = Arc::new(Ended::new(workspace.store()));
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(
             LOOPBACK_HOSTS
@@ -164,17 +170,22 @@ pub async fn serve_http(
         .enforce_origin_validation()
         .with_max_request_body_bytes(limits.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
-    // A session this replica does not hold is opened from its id (nothing is stored).
-    config.session_store = Some(Arc::new(SealedSessions(sealer.clone())));
-    let (admission, sessions) = Admission::new(limits, sealer);
-    let workspace = gateway.workspace().clone();
+    // A session this replica does not hold is opened from its id (nothing is stored but the
+    // ids that ended).
+    config.session_store = Some(Arc::new(SealedSessions {
+        sealer: sealer.clone(),
+        ended: ended.clone(),
+    }));
+    let (admission, sessions) = Admission::new(limits, sealer, ended, shutdown.clone());
+    let sessions = Arc::new(sessions);
+    follow_ended(&workspace, sessions.clone(), shutdown.child_token());
     let status_gateway = gateway.clone();
     let expected: Option<Arc<[u8]>> = options
         .bearer
         .as_ref()
         .map(|token| format!("Bearer {token}").into_bytes().into());
     let service: StreamableHttpService<Gateway, Sessions> =
-        StreamableHttpService::new(move || Ok(gateway.clone()), Arc::new(sessions), config);
+        StreamableHttpService::new(move || Ok(gateway.clone()), sessions, config);
     let guard = service.clone();
     let status = Status::new(status_gateway, move |probe| {
         let guard = guard.clone();
@@ -239,6 +250,37 @@ pub async fn serve_http(
         );
     super::listener::serve(listener, router, limits, shutdown).await;
     Ok(())
+}
+
+/// Ends this gateway's copy of every session a shared store announces ended on another
+/// host, until `shutdown`.
+fn follow_ended(
+    workspace: &crate::Workspace,
+    sessions: Arc<Sessions>,
+    shutdown: CancellationToken,
+) {
+    use crate::store::Announcement;
+    use tokio::sync::broadcast::error::RecvError;
+    let Some(mut announcements) = workspace.store().and_then(|store| store.announcements()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        loop {
+            let announced = tokio::select! {
+                announced = announcements.recv() => announced,
+                () = shutdown.cancelled() => return,
+            };
+            match announced {
+                Ok(Announcement::SessionEnded { key, until }) => {
+                    if let Some(key) = Ended::parse_key(&key) {
+                        sessions.ended_elsewhere(key, until).await;
+                    }
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
 }
 
 /// Whether `options` may serve on `address`: a bearer off loopback, one long enough, and

@@ -42,6 +42,11 @@ pub struct ClientLimits {
     /// A legacy session with no request for this long ends, and what it held is freed
     /// (`--session-idle-ms`).
     pub session_idle: Duration,
+    /// How long a legacy session's id opens at most, however active it is
+    /// (`--session-lifetime-ms`): sealed into the id, so every replica agrees; past it the id
+    /// is `404` and the client initializes again. It bounds how long an ended id is kept on
+    /// the list that refuses it.
+    pub session_lifetime: Duration,
     /// Listen streams open at once (`subscriptions/listen` and legacy `GET` streams), every
     /// client together (`--max-listen-streams`).
     pub max_listen_streams: usize,
@@ -60,6 +65,7 @@ setters!(ClientLimits {
     with_max_sessions => max_sessions: usize,
     with_max_sessions_per_client => max_sessions_per_client: usize,
     with_session_idle => session_idle: Duration,
+    with_session_lifetime => session_lifetime: Duration,
     with_max_listen_streams => max_listen_streams: usize,
     with_max_listen_streams_per_client => max_listen_streams_per_client: usize,
 });
@@ -76,6 +82,7 @@ impl Default for ClientLimits {
             max_sessions: 1024,
             max_sessions_per_client: 256,
             session_idle: Duration::from_secs(300),
+            session_lifetime: Duration::from_secs(24 * 60 * 60),
             max_listen_streams: 256,
             max_listen_streams_per_client: 64,
         }
@@ -132,6 +139,7 @@ impl ClientLimits {
             ("--body-timeout-ms", self.body_timeout),
             ("--write-timeout-ms", self.write_timeout),
             ("--session-idle-ms", self.session_idle),
+            ("--session-lifetime-ms", self.session_lifetime),
         ];
         for (flag, timeout) in timeouts {
             if timeout < Duration::from_millis(1) || timeout > LONGEST {
@@ -178,6 +186,7 @@ mod tests {
             max_sessions: 0,
             max_sessions_per_client: 0,
             session_idle: Duration::ZERO,
+            session_lifetime: Duration::ZERO,
             max_listen_streams: 0,
             max_listen_streams_per_client: 0,
         };
@@ -196,6 +205,7 @@ mod tests {
                 "--body-timeout-ms",
                 "--write-timeout-ms",
                 "--session-idle-ms",
+                "--session-lifetime-ms",
                 "--max-body-bytes",
             ]
         );

@@ -38,6 +38,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{AsyncMessage, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+mod sessions;
 mod wire;
 
 use wire::{Arrived, Dialer, Tls};
@@ -49,7 +50,10 @@ use super::{
 
 /// The schema, one step a file, applied in order; step `i` leaves `plurnk_mcp_meta.version =
 /// i`. A schema change is a new file and a new line here, never an edit of a shipped step.
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/postgres/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/postgres/0001_init.sql"),
+    include_str!("../../migrations/postgres/0002_ended_sessions.sql"),
+];
 
 /// What `plurnk_mcp_meta.application` holds in a database of ours.
 const APPLICATION: &str = "plurnk-mcp";
@@ -402,6 +406,14 @@ impl Store for PostgresStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    fn end_session<'a>(&'a self, key: &'a str, until: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move { timed(&self.shown, self.end_session_now(key, until)).await? })
+    }
+
+    fn session_ended<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { timed(&self.shown, self.session_ended_now(key)).await? })
     }
 }
 
@@ -761,19 +773,32 @@ async fn relay(
     }
 }
 
-/// A notification's payload as the write made it.
+/// A notification's payload as the write made it: a change, or a gateway session that ended.
 fn announced(payload: &str) -> Option<Announcement> {
     #[derive(serde::Deserialize)]
-    struct Payload {
-        workspace: String,
-        alias: String,
-        version: Version,
+    #[serde(untagged)]
+    enum Payload {
+        Changed {
+            workspace: String,
+            alias: String,
+            version: Version,
+        },
+        Ended {
+            ended: String,
+            until: u64,
+        },
     }
-    let payload: Payload = serde_json::from_str(payload).ok()?;
-    Some(Announcement::Changed {
-        workspace: payload.workspace,
-        alias: payload.alias,
-        version: payload.version,
+    Some(match serde_json::from_str(payload).ok()? {
+        Payload::Changed {
+            workspace,
+            alias,
+            version,
+        } => Announcement::Changed {
+            workspace,
+            alias,
+            version,
+        },
+        Payload::Ended { ended, until } => Announcement::SessionEnded { key: ended, until },
     })
 }
 
@@ -901,6 +926,13 @@ mod tests {
                 workspace: "w".into(),
                 alias: "a".into(),
                 version: 3
+            })
+        );
+        assert_eq!(
+            announced(r#"{"ended":"ab12","until":9}"#),
+            Some(Announcement::SessionEnded {
+                key: "ab12".into(),
+                until: 9
             })
         );
         assert_eq!(announced("not json"), None);

@@ -114,6 +114,11 @@ pub(crate) struct ServeLimits {
     /// [default: 300000]
     #[arg(long, value_name = "MS")]
     session_idle_ms: Option<u64>,
+    /// HTTP: milliseconds a 2025-11-25 session's id opens at most, however active (sealed
+    /// into the id, so every replica agrees); past it the client initializes again
+    /// [default: 86400000]
+    #[arg(long, value_name = "MS")]
+    session_lifetime_ms: Option<u64>,
     /// HTTP: listen streams (subscriptions/listen, GET) open at once, all clients together
     /// [default: 256]
     #[arg(long, value_name = "N")]
@@ -140,6 +145,7 @@ impl ServeLimits {
             self.body_timeout_ms,
             self.write_timeout_ms,
             self.session_idle_ms,
+            self.session_lifetime_ms,
         ];
         counts.iter().any(Option::is_some) || times.iter().any(Option::is_some)
     }
@@ -166,6 +172,7 @@ impl ServeLimits {
                     .unwrap_or(defaults.max_sessions_per_client),
             )
             .with_session_idle(ms(self.session_idle_ms, defaults.session_idle))
+            .with_session_lifetime(ms(self.session_lifetime_ms, defaults.session_lifetime))
             .with_max_listen_streams(
                 self.max_listen_streams
                     .unwrap_or(defaults.max_listen_streams),

@@ -5,7 +5,10 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::served::{ask, connect, modern_request, raw_request, read_reply, served_fixture};
+use crate::served::{
+    Served, ask, connect, initialize_request, mcp_request, modern_request, raw_request, read_reply,
+    served_fixture,
+};
 use crate::wait::{self, BOUND};
 
 #[test]
@@ -101,5 +104,123 @@ fn one_client_trickling_bodies_holds_its_own_connections_and_another_is_answered
             == 200),
         "a freed place takes the client again: {}",
         served.stderr()
+    );
+}
+
+/// The key the gateways of one test share.
+const SESSION_KEY: &str = "hardening-tests-share-this-session-key-0123";
+
+/// A fixture workspace served by `plurnk-mcp serve` under [`SESSION_KEY`], with `extra`
+/// flags; its `host:port`, and its metrics' when `--metrics` is among them.
+fn served_sessions(extra: &[&str]) -> (Served, String, Option<String>) {
+    let mut env = crate::env::fixture("fx", &[]);
+    env.push(("PLURNK_MCP_ENABLED".into(), json!(["fx"]).to_string()));
+    env.push(("KEY".into(), SESSION_KEY.into()));
+    let mut args = vec!["--transport", "http", "--session-key-env", "KEY"];
+    args.extend_from_slice(extra);
+    let served = Served::start(&args, &env, true);
+    let authority_of = |suffix: &str| {
+        wait::until_blocking(BOUND, || served.stderr().contains(suffix));
+        served
+            .stderr()
+            .split_whitespace()
+            .filter_map(|word| word.strip_prefix("http://"))
+            .find_map(|rest| rest.strip_suffix(suffix).map(str::to_owned))
+    };
+    let authority = authority_of("/mcp").expect("the gateway's URL");
+    let metrics = extra
+        .contains(&"--metrics")
+        .then(|| authority_of("/metrics").expect("the metrics URL"));
+    (served, authority, metrics)
+}
+
+/// A legacy request of `method` in session `id`.
+fn in_session(authority: &str, id: &str, method: &str) -> Vec<u8> {
+    let body = if method.starts_with("notifications/") {
+        json!({"jsonrpc": "2.0", "method": method})
+    } else {
+        json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {}})
+    };
+    mcp_request(
+        authority,
+        &body,
+        &[
+            ("Mcp-Session-Id", id),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+    )
+}
+
+/// A new legacy session at `authority`, initialized; its id.
+fn session(authority: &str) -> String {
+    let reply = ask(authority, None, &initialize_request(authority));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let id = reply
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_owned();
+    let initialized = ask(
+        authority,
+        None,
+        &in_session(authority, &id, "notifications/initialized"),
+    );
+    assert_eq!(initialized.status, 202, "{initialized:?}");
+    id
+}
+
+/// The status `tools/list` in session `id` gets at `authority`.
+fn listed_in(authority: &str, id: &str) -> u16 {
+    ask(authority, None, &in_session(authority, id, "tools/list")).status
+}
+
+/// The value of a gauge in a scrape of `metrics`.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    let (_, body) = raw_request(metrics, "GET", "/metrics", &[]);
+    body.lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+}
+
+#[test]
+fn a_session_that_ended_is_404_after_delete_idle_or_lifetime_and_in_another_workspace() {
+    let (served, authority, metrics) =
+        served_sessions(&["--session-idle-ms", "1000", "--metrics", "127.0.0.1:0"]);
+    let metrics = metrics.expect("metrics");
+    // Ended by its client: the id opens again nowhere (rmcp would restore it from the id).
+    let deleted = session(&authority);
+    assert_eq!(listed_in(&authority, &deleted), 200);
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {authority}\r\nMcp-Session-Id: {deleted}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: 0\r\n\r\n"
+    );
+    assert_eq!(ask(&authority, None, delete.as_bytes()).status, 202);
+    assert_eq!(listed_in(&authority, &deleted), 404, "served after DELETE");
+    // Ended by idling past the bound: once the gateway holds no session, the id is 404.
+    let idled = session(&authority);
+    assert!(
+        wait::until_blocking(BOUND, || {
+            gauge(&metrics, "plurnk_mcp_gateway_sessions") == Some(0.0)
+        }),
+        "the session never idled out: {}",
+        served.stderr()
+    );
+    assert_eq!(
+        listed_in(&authority, &idled),
+        404,
+        "served after idle expiry"
+    );
+    // Another workspace under the same key: the id is not a session there.
+    let live = session(&authority);
+    let (_other, elsewhere, _) = served_sessions(&["--workspace", "other"]);
+    assert_eq!(
+        listed_in(&elsewhere, &live),
+        404,
+        "opened in another workspace"
+    );
+    // A live session's lifetime ends it, however busy it is.
+    let (_short, brief, _) = served_sessions(&["--session-lifetime-ms", "3000"]);
+    let busy = session(&brief);
+    assert!(
+        wait::until_blocking(BOUND, || listed_in(&brief, &busy) == 404),
+        "served past its lifetime"
     );
 }
