@@ -10,6 +10,7 @@
 //! - `text`: names a caller gives and text a server writes, as they come back.
 //! - `gateway`: a load balancer's checks, and one client's share of the connections.
 //! - `metrics`: the Prometheus endpoint's listener.
+//! - `proxy`: the address rule behind the proxy the environment names.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ mod wait;
 mod gateway;
 mod import;
 mod metrics;
+mod proxy;
 mod sources;
 mod text;
 
