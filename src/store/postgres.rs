@@ -23,7 +23,9 @@
 //!   `Lost` is announced, and it connects again with backoff; once it listens again, `Restored`
 //!   tells every workspace to read its state again, so a change made meanwhile is not missed.
 //! - **Secrets.** The URL's password is registered with the redactor before anything can
-//!   fail, and the store is named everywhere (errors, `Debug`, the `503`) without it.
+//!   fail, and the store is named everywhere (errors, `Debug`, the `503`) without it. A URL
+//!   without a password takes it from PostgreSQL's password file (`PGPASSFILE`, else
+//!   `~/.pgpass`, as libpq reads it: `pgpass.rs`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -38,6 +40,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{AsyncMessage, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+mod pgpass;
 mod sessions;
 mod wire;
 
@@ -100,10 +103,27 @@ impl PostgresStore {
     /// [`StoreError::Database`] when a migration fails (the database stays as it was).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let Parsed {
-            config,
+            mut config,
             rootcert,
             tls_by_default,
         } = parse(url)?;
+        if config.get_password().is_none() {
+            // PostgreSQL's password file, as libpq reads it: a password need not be in the
+            // URL (nor, through --state, in the process list).
+            let vars = |name: &str| std::env::var(name).ok();
+            match pgpass::password(&config, &vars) {
+                Ok(Some(password)) => {
+                    config.password(password);
+                }
+                Ok(None) => {}
+                Err(reason) => {
+                    return Err(StoreError::Refused {
+                        store: shown(&config),
+                        reason,
+                    });
+                }
+            }
+        }
         if let Some(password) = config.get_password() {
             crate::redact::register([String::from_utf8_lossy(password).into_owned()]);
         }

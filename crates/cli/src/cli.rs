@@ -98,6 +98,37 @@ pub(crate) fn serve_metrics(
     Ok(())
 }
 
+/// Whether `state` is a PostgreSQL URL with a password in it: after the user
+/// (`postgres://user:password@host`) or as a `password` parameter.
+pub(crate) fn password_in_url(state: &str) -> bool {
+    if !plurnk_mcp::store::is_postgres_url(state) {
+        return false;
+    }
+    let rest = state.split_once("://").map_or("", |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let in_userinfo = authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.split_once(':').is_some_and(|(_, p)| !p.is_empty()));
+    let in_query = rest.split_once('?').is_some_and(|(_, query)| {
+        query.split('&').any(|pair| {
+            pair.split_once('=')
+                .is_some_and(|(key, _)| key == "password")
+        })
+    });
+    in_userinfo || in_query
+}
+
+/// Warns that `--state` shows the database's password to every local user, and where to keep
+/// it instead.
+pub(crate) fn warn_password_in_argv() {
+    errln!(
+        "plurnk-mcp: warning: --state carries the database's password, which every local user \
+         can read in the process list (ps): give the URL in PLURNK_MCP_STATE instead, or leave \
+         the password out of it and keep it in PostgreSQL's password file (~/.pgpass, or the \
+         file PGPASSFILE names, mode 0600)"
+    );
+}
+
 /// Options every command shares: where workspace state lives, and which workspace.
 pub(crate) struct Global {
     /// The SQLite state file's path, or a `postgres://` URL.

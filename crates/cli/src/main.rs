@@ -120,6 +120,11 @@ fn main() -> ExitCode {
         Command::Demo => cli::init_logging("error"),
         _ => cli::init_logging("warn"),
     }
+    if let Some(state) = &cli.state
+        && cli::password_in_url(state)
+    {
+        cli::warn_password_in_argv();
+    }
     // The state from the environment when the flag does not name it: replicas of one
     // deployment are started alike, with the database URL (and its password) out of argv.
     let state = cli.state.or_else(|| {

@@ -11,6 +11,7 @@
 //! - `gateway`: a load balancer's checks, and one client's share of the connections.
 //! - `metrics`: the Prometheus endpoint's listener.
 //! - `proxy`: the address rule behind the proxy the environment names.
+//! - `state`: where workspace state lives, as the command line is given it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ mod import;
 mod metrics;
 mod proxy;
 mod sources;
+mod state;
 mod text;
 
 use env::EXE;
