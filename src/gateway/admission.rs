@@ -38,6 +38,7 @@ use rmcp::transport::streamable_http_server::{
 
 use tokio_util::sync::CancellationToken;
 
+use super::bytes::{Charged, Ledger};
 use super::limits::ClientLimits;
 use super::listener::{ClientAddr, WithGuard};
 use super::sealed::{Ended, Key, Sealer, key_of, now};
@@ -69,6 +70,17 @@ struct Book {
 pub(super) struct Refusal {
     status: StatusCode,
     message: String,
+}
+
+impl Refusal {
+    pub(super) fn new(status: StatusCode, message: String) -> Self {
+        Self { status, message }
+    }
+
+    #[cfg(test)]
+    pub(super) fn status(&self) -> StatusCode {
+        self.status
+    }
 }
 
 impl IntoResponse for Refusal {
@@ -194,6 +206,8 @@ impl Drop for Place {
 pub(super) struct Admission {
     limits: ClientLimits,
     listens: Arc<Mutex<Book>>,
+    /// The bytes requests and their answers hold.
+    bytes: Arc<Ledger>,
 }
 
 impl Admission {
@@ -224,6 +238,10 @@ impl Admission {
             Self {
                 limits,
                 listens: Arc::new(Mutex::new(listens)),
+                bytes: Arc::new(Ledger::new(
+                    limits.max_bytes_in_flight,
+                    limits.max_bytes_in_flight_per_client,
+                )),
             },
             Sessions {
                 inner: local,
@@ -280,6 +298,10 @@ pub(super) async fn admit(
             return response;
         }
     };
+    let charge = match admission.bytes.charge(client, body.len()) {
+        Ok(charge) => charge,
+        Err(refusal) => return refusal.into_response(),
+    };
     let listens = parts.method == axum::http::Method::GET
         || parts
             .headers
@@ -312,6 +334,7 @@ pub(super) async fn admit(
     {
         return refusal.into_response();
     }
+    let response = response.map(|body| Body::new(Charged::new(body, charge)));
     match place {
         Some(place) => response.map(|body| Body::new(WithGuard::new(body, place))),
         None => response,

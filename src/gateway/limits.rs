@@ -35,6 +35,12 @@ pub struct ClientLimits {
     /// Time a client may leave an answer unread, the socket full, before its connection is
     /// closed and the answer dropped (`--write-timeout-ms`).
     pub write_timeout: Duration,
+    /// Bytes the requests in flight and their answers hold at once, every client together
+    /// (`--max-bytes-in-flight`): each request's body from its admission, and its answer's
+    /// frame in flight, until the answer is dropped. Past it a request is refused `503`.
+    pub max_bytes_in_flight: usize,
+    /// The same, of one client address (`--max-bytes-in-flight-per-client`); past it, `429`.
+    pub max_bytes_in_flight_per_client: usize,
     /// Legacy (2025-11-25) sessions at once, every client together (`--max-sessions`).
     pub max_sessions: usize,
     /// Legacy sessions at once from one client address (`--max-sessions-per-client`).
@@ -62,6 +68,8 @@ setters!(ClientLimits {
     with_body_timeout => body_timeout: Duration,
     with_max_body_bytes => max_body_bytes: usize,
     with_write_timeout => write_timeout: Duration,
+    with_max_bytes_in_flight => max_bytes_in_flight: usize,
+    with_max_bytes_in_flight_per_client => max_bytes_in_flight_per_client: usize,
     with_max_sessions => max_sessions: usize,
     with_max_sessions_per_client => max_sessions_per_client: usize,
     with_session_idle => session_idle: Duration,
@@ -79,6 +87,8 @@ impl Default for ClientLimits {
             body_timeout: Duration::from_secs(10),
             max_body_bytes: 4 << 20,
             write_timeout: Duration::from_secs(10),
+            max_bytes_in_flight: 256 << 20,
+            max_bytes_in_flight_per_client: 64 << 20,
             max_sessions: 1024,
             max_sessions_per_client: 256,
             session_idle: Duration::from_secs(300),
@@ -157,6 +167,22 @@ impl ClientLimits {
                 fix: "give 1024 or more (an initialize request alone takes hundreds of bytes)",
             });
         }
+        // Every body the gateway takes must fit what one client may hold, and that what all
+        // may: a smaller bound would refuse requests it admits by size.
+        if self.max_bytes_in_flight_per_client < self.max_body_bytes {
+            faults.push(LimitError {
+                flag: "--max-bytes-in-flight-per-client",
+                given: self.max_bytes_in_flight_per_client.to_string(),
+                fix: "give at least --max-body-bytes (a request's body is charged whole)",
+            });
+        }
+        if self.max_bytes_in_flight < self.max_bytes_in_flight_per_client {
+            faults.push(LimitError {
+                flag: "--max-bytes-in-flight",
+                given: self.max_bytes_in_flight.to_string(),
+                fix: "give at least --max-bytes-in-flight-per-client",
+            });
+        }
         if faults.is_empty() {
             Ok(())
         } else {
@@ -183,6 +209,8 @@ mod tests {
             body_timeout: Duration::from_secs(2 * 24 * 60 * 60),
             max_body_bytes: 10,
             write_timeout: Duration::ZERO,
+            max_bytes_in_flight: 0,
+            max_bytes_in_flight_per_client: 0,
             max_sessions: 0,
             max_sessions_per_client: 0,
             session_idle: Duration::ZERO,
@@ -207,6 +235,7 @@ mod tests {
                 "--session-idle-ms",
                 "--session-lifetime-ms",
                 "--max-body-bytes",
+                "--max-bytes-in-flight-per-client",
             ]
         );
         assert_eq!(

@@ -104,6 +104,13 @@ pub(crate) struct ServeLimits {
     /// [default: 10000]
     #[arg(long, value_name = "MS")]
     write_timeout_ms: Option<u64>,
+    /// HTTP: bytes the requests in flight and their answers hold at once, all clients
+    /// together; past it, 503 [default: 268435456]
+    #[arg(long, value_name = "BYTES")]
+    max_bytes_in_flight: Option<usize>,
+    /// HTTP: the same of one client address; past it, 429 [default: 67108864]
+    #[arg(long, value_name = "BYTES")]
+    max_bytes_in_flight_per_client: Option<usize>,
     /// HTTP: 2025-11-25 sessions at once, all clients together [default: 1024]
     #[arg(long, value_name = "N")]
     max_sessions: Option<usize>,
@@ -135,6 +142,8 @@ impl ServeLimits {
             self.max_connections,
             self.max_connections_per_client,
             self.max_body_bytes,
+            self.max_bytes_in_flight,
+            self.max_bytes_in_flight_per_client,
             self.max_sessions,
             self.max_sessions_per_client,
             self.max_listen_streams,
@@ -166,6 +175,14 @@ impl ServeLimits {
             .with_body_timeout(ms(self.body_timeout_ms, defaults.body_timeout))
             .with_max_body_bytes(self.max_body_bytes.unwrap_or(defaults.max_body_bytes))
             .with_write_timeout(ms(self.write_timeout_ms, defaults.write_timeout))
+            .with_max_bytes_in_flight(
+                self.max_bytes_in_flight
+                    .unwrap_or(defaults.max_bytes_in_flight),
+            )
+            .with_max_bytes_in_flight_per_client(
+                self.max_bytes_in_flight_per_client
+                    .unwrap_or(defaults.max_bytes_in_flight_per_client),
+            )
             .with_max_sessions(self.max_sessions.unwrap_or(defaults.max_sessions))
             .with_max_sessions_per_client(
                 self.max_sessions_per_client

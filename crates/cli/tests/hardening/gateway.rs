@@ -1,13 +1,13 @@
 //! The HTTP gateway against a client that is not the one it expects: a foreign `Host` at the
-//! checks, one address holding every connection.
+//! checks, one address holding every connection, sessions that ended, answers left unread.
 
 use std::io::Write;
 
 use serde_json::json;
 
 use crate::served::{
-    Served, ask, connect, initialize_request, mcp_request, modern_request, raw_request, read_reply,
-    served_fixture,
+    Served, ask, connect, initialize_request, mcp_request, memory_kib, modern_request, raw_request,
+    read_reply, served_fixture,
 };
 use crate::wait::{self, BOUND};
 
@@ -223,4 +223,65 @@ fn a_session_that_ended_is_404_after_delete_idle_or_lifetime_and_in_another_work
         wait::until_blocking(BOUND, || listed_in(&brief, &busy) == 404),
         "served past its lifetime"
     );
+}
+
+#[test]
+fn answers_left_unread_are_bounded_in_bytes_and_a_client_past_its_share_is_refused() {
+    use std::io::BufRead;
+    const READERS: usize = 24;
+    const TEXT: usize = 1_000_000;
+    let (served, authority) = served_fixture(
+        &[
+            "--max-bytes-in-flight",
+            "16777216",
+            "--max-bytes-in-flight-per-client",
+            "8388608",
+        ],
+        None,
+    );
+    let pid = served.child.id();
+    let idle = memory_kib(pid, "VmRSS");
+    let echo = modern_request(
+        &authority,
+        "tools/call",
+        json!({"name": "fx_echo", "arguments": {"text": "x".repeat(TEXT)}}),
+    );
+    // Each reader sends a megabyte to echo and reads no more than the answer's status line:
+    // its answer stays in the gateway until the write timeout cuts it off.
+    let mut admitted = Vec::new();
+    let mut refused = Vec::new();
+    for _ in 0..READERS {
+        let mut stream = connect(&authority, None, true);
+        stream.write_all(&echo).expect("send");
+        let mut line = String::new();
+        let mut reader = std::io::BufReader::with_capacity(64, &stream);
+        reader.read_line(&mut line).expect("a status line");
+        if line.contains(" 200 ") {
+            admitted.push(stream);
+        } else {
+            refused.push(line);
+        }
+    }
+    // A client's share is 8 MiB: a request (1 MB) and its answer held are about 2 MB each.
+    assert!(
+        !refused.is_empty() && refused.iter().all(|line| line.contains(" 429 ")),
+        "{} admitted, refused: {refused:?}",
+        admitted.len()
+    );
+    assert!(admitted.len() <= 8, "{} admitted", admitted.len());
+    let reply = ask(&authority, Some([127, 0, 0, 2]), &echo);
+    assert_eq!(reply.status, 200, "another client has a share of its own");
+    let peak = memory_kib(pid, "VmHWM");
+    eprintln!(
+        "{READERS} unread answers of {TEXT} bytes: {} admitted, {} refused; {idle} KiB idle, \
+         peak {peak} KiB",
+        admitted.len(),
+        refused.len()
+    );
+    // Unbounded, the 24 answers took the gateway 71 MiB over idle on this machine; bounded, 23.
+    assert!(
+        peak < idle + 48 * 1024,
+        "{peak} KiB at the peak, {idle} KiB idle"
+    );
+    drop(admitted);
 }
