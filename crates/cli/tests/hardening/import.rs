@@ -141,3 +141,105 @@ fn add_keeps_no_session_access_key_or_webhook_url_written_literally() {
         assert!(!stored.contains(value), "{value} was stored");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_entry_is_let_go_once_checked_and_stays_enabled() {
+    use crate::processes::marked;
+    use plurnk_mcp_fixture::probe::Probe;
+    const ENTRIES: usize = 3;
+    let probe = Probe::start().await;
+    let mark = format!("import-release-{}", std::process::id());
+    // Each entry a fixture held listing until the test releases it, marked by a variable the
+    // operator hands over (a reference, carried as written).
+    let servers: serde_json::Map<String, serde_json::Value> = (0..ENTRIES)
+        .map(|n| {
+            let args = json!([
+                "fixture",
+                "--name",
+                format!("s{n}"),
+                "--probe",
+                probe.address(),
+                "--hold-lists"
+            ]);
+            let env = json!({"TEST_MARK": format!("${{MARK_{n}}}")});
+            (
+                format!("s{n}"),
+                json!({"command": crate::env::EXE, "args": args, "env": env}),
+            )
+        })
+        .collect();
+    let dir = scratch("import-release");
+    let file = dir.join("claude_desktop_config.json");
+    std::fs::write(&file, json!({"mcpServers": servers}).to_string()).expect("the file");
+    let state = dir.join("state.sqlite").display().to_string();
+    let mut vars: BTreeMap<String, String> = (0..ENTRIES)
+        .map(|n| (format!("MARK_{n}"), format!("{mark}-s{n}")))
+        .collect();
+    let names: Vec<String> = (0..ENTRIES).map(|n| format!("MARK_{n}")).collect();
+    vars.insert("PLURNK_MCP_WORKSPACE_ENV".into(), json!(names).to_string());
+    vars.insert("PLURNK_MCP_ALLOW_ADD".into(), "true".into());
+    let importing = {
+        let (file, state, vars) = (file.display().to_string(), state.clone(), vars.clone());
+        tokio::task::spawn_blocking(move || {
+            run(
+                &["--state", &state, "import", &file, "--concurrency", "1"],
+                &vars,
+            )
+        })
+    };
+    let listed = |events: &[plurnk_mcp_fixture::probe::Event]| {
+        events.iter().filter(|e| e.event == "tools/list").count()
+    };
+    for n in 0..ENTRIES {
+        assert!(
+            probe
+                .until(std::time::Duration::from_secs(20), |events| listed(events)
+                    > n)
+                .await,
+            "entry {n} never listed: {:?}",
+            probe.count("tools/list")
+        );
+        // While entry n is held listing, every entry before it was checked and let go: its
+        // process is gone, not kept until the import ends.
+        for before in 0..n {
+            let gone = crate::wait::until_async(crate::wait::BOUND, || {
+                let prefix = format!("{mark}-s{before}");
+                async move { marked(&prefix).is_empty() }
+            })
+            .await;
+            assert!(gone, "s{before} still runs while s{n} is checked");
+        }
+        probe.release_all().await;
+    }
+    let output = importing.await.expect("the import ran");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    // Every entry stays enabled: the next command connects each (held listing, then let go).
+    vars.remove("PLURNK_MCP_ALLOW_ADD");
+    let listing = {
+        let (state, vars) = (state.clone(), vars.clone());
+        tokio::task::spawn_blocking(move || run(&["--state", &state, "list", "--json"], &vars))
+    };
+    for _ in 0..ENTRIES {
+        if listing.is_finished() {
+            break;
+        }
+        let _ = probe
+            .until(std::time::Duration::from_secs(5), |events| {
+                listed(events) > ENTRIES
+            })
+            .await;
+        probe.release_all().await;
+    }
+    let listed_out = listing.await.expect("list ran");
+    let said = text(&listed_out.stdout);
+    for n in 0..ENTRIES {
+        assert!(said.contains(&format!("\"s{n}\"")), "{said}");
+    }
+    assert!(!said.contains("\"enabled\": false"), "{said}");
+    assert_eq!(said.matches("\"enabled\": true").count(), ENTRIES, "{said}");
+}

@@ -29,6 +29,8 @@ mod calls;
 mod env;
 #[path = "../support/http.rs"]
 mod http;
+#[path = "../support/processes.rs"]
+mod processes;
 #[path = "../support/served.rs"]
 mod served;
 #[path = "../support/wait.rs"]
