@@ -226,7 +226,7 @@ async fn a_newer_schema_is_refused_and_untouched(bench: Arc<Bench>) {
             error,
             StoreError::NewerDatabase {
                 found: 99,
-                supported: 1,
+                supported: 2,
                 ..
             }
         ),
@@ -257,7 +257,7 @@ async fn hosts_starting_at_once_migrate_once(bench: Arc<Bench>) {
             .pg
             .sql(&name, "SELECT count(*), max(version) FROM plurnk_mcp_meta")
             .trim(),
-        "1|1"
+        "1|2"
     );
 }
 
@@ -1302,13 +1302,25 @@ async fn gateway_replicas_behind_haproxy_survive_a_kill(bench: Arc<Bench>) {
         assert!(after_kill > 0, "{client} made no call after the kill");
     }
 
-    // A forged or tampered id is refused by every replica; a real one is served by any.
-    let real = report["sessions"]
+    // A forged or tampered id is refused by every replica, and so is a client's that ended
+    // (the SDK's client ends its session when it closes); a live one is served by any.
+    let ended = report["sessions"]
         .as_object()
         .and_then(|sessions| sessions.values().next())
         .and_then(|ids| ids[0].as_str())
         .expect("a legacy session id")
         .to_owned();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "replicas", "version": "1"}}});
+    let (status, real) = legacy(&http, ports[0], None, initialize).await;
+    assert_eq!(status, 200);
+    let real = real.expect("a live session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        legacy(&http, ports[0], Some(&real), initialized).await.0,
+        202
+    );
     let mut tampered = real.clone().into_bytes();
     tampered[4] = if tampered[4] == b'A' { b'B' } else { b'A' };
     let tampered = String::from_utf8(tampered).expect("ASCII");
@@ -1323,7 +1335,7 @@ async fn gateway_replicas_behind_haproxy_survive_a_kill(bench: Arc<Bench>) {
                 .json(&list)
                 .send()
         };
-        for forged in ["forged.session", &tampered] {
+        for forged in ["forged.session", &tampered, &ended] {
             let answer = ask(forged.to_owned()).await.expect("an answer");
             assert_eq!(answer.status(), 404, "replica {port} took session {forged}");
         }
