@@ -458,23 +458,17 @@ fn formats_are_named_and_detected() {
 fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
     const PAT: &str = "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o";
     const SHAPED: &str = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx";
-    const HOOK: &str =
-        "https://hooks.slack.com/services/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";
-    const HEX: &str = "3f9a0c4e1b7d2a6f8e5c9b0d4a1f7e3c2b6d8a90";
     let text = format!(
         r#"{{"mcpServers": {{
         "gh": {{
             "command": "npx",
-            "args": ["-y", "@modelcontextprotocol/server-github", "--api-key", "k3y-V4lue-1", "--token=t0k-V4lue-2",
-                     "{HOOK}"],
+            "args": ["-y", "@modelcontextprotocol/server-github", "--api-key", "k3y-V4lue-1", "--token=t0k-V4lue-2"],
             "env": {{"GH_PAT": "{PAT}", "DATABASE_URL": "postgres://app:pa55-W0rd-3@db:5432/app",
-                     "SETTINGS": "{SHAPED}", "DB_PASSWORD": "pa$$w0rd", "LOG_LEVEL": "debug",
-                     "SESSION": "s3ss-V4lue-7", "NOTIFY": "{HOOK}"}}
+                     "SETTINGS": "{SHAPED}", "DB_PASSWORD": "pa$$w0rd", "LOG_LEVEL": "debug"}}
         }},
         "web": {{
             "url": "https://user:url-Pa55-4@mcp.example.test/mcp?api_key=q-K3y-5&v=1",
-            "headers": {{"X-Auth": "hdr-Au7h-6", "X-Trace": "on", "X-Session": "s3ss-V4lue-8",
-                         "X-Access": "{HEX}"}}
+            "headers": {{"X-Auth": "hdr-Au7h-6", "X-Trace": "on"}}
         }}
     }}}}"#
     );
@@ -491,8 +485,7 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
             "@modelcontextprotocol/server-github",
             "--api-key",
             "${GH_API_KEY}",
-            "--token=${GH_TOKEN}",
-            "${GH_URL}"
+            "--token=${GH_TOKEN}"
         ]
     );
     // Every literal value of the environment is moved whole, whatever its name or shape.
@@ -502,8 +495,6 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
     // A `$` that starts no reference is part of the secret, not a reference.
     assert_eq!(stdio.env["DB_PASSWORD"], "${DB_PASSWORD}");
     assert_eq!(stdio.env["LOG_LEVEL"], "${LOG_LEVEL}");
-    assert_eq!(stdio.env["SESSION"], "${SESSION}");
-    assert_eq!(stdio.env["NOTIFY"], "${NOTIFY}");
     let from = |server: &Planned| -> Vec<(String, String)> {
         server
             .introduced
@@ -523,15 +514,9 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
             ("DB_PASSWORD", "env DB_PASSWORD"),
             ("GH_PAT", "env GH_PAT"),
             ("LOG_LEVEL", "env LOG_LEVEL"),
-            ("NOTIFY", "env NOTIFY"),
-            ("SESSION", "env SESSION"),
             ("SETTINGS", "env SETTINGS"),
             ("GH_API_KEY", "args[3] (the value of --api-key)"),
             ("GH_TOKEN", "args[4] (the value of --token)"),
-            (
-                "GH_URL",
-                "args[5] (a webhook URL, whose path is its secret)"
-            ),
         ])
     );
     let web = planned(&plan, "web");
@@ -544,13 +529,10 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
     );
     assert_eq!(http.headers["X-Auth"], "${WEB_X_AUTH}");
     assert_eq!(http.headers["X-Trace"], "${WEB_X_TRACE}");
-    assert_eq!(http.headers["X-Access"], "${WEB_X_ACCESS}");
     assert_eq!(
         from(web),
         pairs(&[
-            ("WEB_X_ACCESS", "header X-Access"),
             ("WEB_X_AUTH", "header X-Auth"),
-            ("WEB_X_SESSION", "header X-Session"),
             ("WEB_X_TRACE", "header X-Trace"),
             ("WEB_PASSWORD", "url (its password)"),
             ("WEB_API_KEY", "url (its query value \"api_key\")"),
@@ -579,10 +561,6 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
         "url-Pa55-4",
         "q-K3y-5",
         "hdr-Au7h-6",
-        "s3ss-V4lue-7",
-        "s3ss-V4lue-8",
-        HOOK,
-        HEX,
     ] {
         assert!(!shown.contains(value), "{value} is kept:\n{shown}");
     }
@@ -667,6 +645,62 @@ fn names_and_fields_from_the_file_are_echoed_cut() {
 
 fn json_value(text: &str) -> serde_json::Value {
     serde_json::from_str(text).expect("JSON")
+}
+
+#[test]
+fn every_literal_env_and_header_value_is_moved_whatever_its_name_or_shape() {
+    const HOOK: &str =
+        "https://hooks.slack.com/services/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";
+    const HEX: &str = "3f9a0c4e1b7d2a6f8e5c9b0d4a1f7e3c2b6d8a90";
+    let text = format!(
+        r#"{{"mcpServers": {{
+        "gh": {{ "command": "npx", "args": ["notify", "{HOOK}"],
+                 "env": {{"SESSION": "s3ss-V4lue-7", "NOTIFY": "{HOOK}"}} }},
+        "web": {{ "url": "https://mcp.example.test/mcp",
+                  "headers": {{"X-Session": "s3ss-V4lue-8", "X-Access": "{HEX}"}} }}
+    }}}}"#
+    );
+    let plan = plan(&text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
+    let McpServerDefinition::Stdio(gh) = wire(planned(&plan, "gh")) else {
+        panic!("stdio");
+    };
+    assert_eq!(gh.env["SESSION"], "${SESSION}");
+    assert_eq!(gh.env["NOTIFY"], "${NOTIFY}");
+    // A webhook URL in an argument is moved by its shape.
+    assert_eq!(gh.args, ["notify", "${GH_URL}"]);
+    let McpServerDefinition::Http(web) = wire(planned(&plan, "web")) else {
+        panic!("http");
+    };
+    assert_eq!(web.headers["X-Session"], "${WEB_X_SESSION}");
+    assert_eq!(web.headers["X-Access"], "${WEB_X_ACCESS}");
+    let moved: Vec<(String, String)> = plan
+        .servers
+        .iter()
+        .flat_map(|server| server.introduced.iter())
+        .map(|introduced| (introduced.variable.clone(), introduced.from.clone()))
+        .collect();
+    assert!(
+        moved.contains(&(
+            "GH_URL".to_owned(),
+            "args[1] (a webhook URL, whose path is its secret)".to_owned()
+        )),
+        "{moved:?}"
+    );
+    for server in &plan.servers {
+        assert_eq!(
+            server.definition.literal_credentials(),
+            Vec::<String>::new()
+        );
+    }
+    let shown = format!("{plan:?}")
+        + &plan
+            .servers
+            .iter()
+            .map(|server| serde_json::to_string(&wire(server)).expect("JSON"))
+            .collect::<String>();
+    for value in ["s3ss-V4lue-7", "s3ss-V4lue-8", HOOK, HEX] {
+        assert!(!shown.contains(value), "{value} is kept:\n{shown}");
+    }
 }
 
 #[test]
