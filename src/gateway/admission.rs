@@ -38,7 +38,7 @@ use rmcp::transport::streamable_http_server::{
 
 use tokio_util::sync::CancellationToken;
 
-use super::bytes::{Charged, Ledger};
+use super::bytes::{Charged, Ledger, Over};
 use super::limits::ClientLimits;
 use super::listener::{ClientAddr, WithGuard};
 use super::sealed::{Ended, Key, Sealer, key_of, now};
@@ -67,19 +67,17 @@ struct Book {
 
 /// A refusal: its status and what it says.
 #[derive(Debug, Clone)]
-pub(super) struct Refusal {
+struct Refusal {
     status: StatusCode,
     message: String,
 }
 
-impl Refusal {
-    pub(super) fn new(status: StatusCode, message: String) -> Self {
-        Self { status, message }
-    }
-
-    #[cfg(test)]
-    pub(super) fn status(&self) -> StatusCode {
-        self.status
+impl From<Over> for Refusal {
+    fn from(over: Over) -> Self {
+        Self {
+            status: over.status,
+            message: over.message,
+        }
     }
 }
 
@@ -300,7 +298,7 @@ pub(super) async fn admit(
     };
     let charge = match admission.bytes.charge(client, body.len()) {
         Ok(charge) => charge,
-        Err(refusal) => return refusal.into_response(),
+        Err(over) => return Refusal::from(over).into_response(),
     };
     let listens = parts.method == axum::http::Method::GET
         || parts

@@ -18,7 +18,12 @@ use std::task::{Context, Poll};
 use axum::http::StatusCode;
 use hyper::body::Buf;
 
-use super::admission::Refusal;
+/// Why a request cannot be held: the status it is refused with, and why, naming the flag.
+#[derive(Debug)]
+pub(super) struct Over {
+    pub(super) status: StatusCode,
+    pub(super) message: String,
+}
 
 /// The bytes held, per client address and in total, against their bounds.
 pub(super) struct Ledger {
@@ -54,37 +59,37 @@ impl Ledger {
         self: &Arc<Self>,
         client: Option<IpAddr>,
         bytes: usize,
-    ) -> Result<Charge, Refusal> {
+    ) -> Result<Charge, Over> {
         let Ok(mut held) = self.held.lock() else {
-            return Err(Refusal::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the gateway's ledger of bytes in flight is unusable".into(),
-            ));
+            return Err(Over {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                message: "the gateway's ledger of bytes in flight is unusable".into(),
+            });
         };
         if let Some(client) = client {
             let mine = held.per_client.get(&client).copied().unwrap_or(0);
             if mine.saturating_add(bytes) > self.max_per_client {
-                return Err(Refusal::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    format!(
+                return Err(Over {
+                    status: StatusCode::TOO_MANY_REQUESTS,
+                    message: format!(
                         "client {client} has {mine} bytes of requests and answers in flight, \
                          and this request's {bytes} would pass its {} (plurnk-mcp serve \
                          --max-bytes-in-flight-per-client): read the answers, then retry",
                         self.max_per_client
                     ),
-                ));
+                });
             }
         }
         if held.total.saturating_add(bytes) > self.max {
-            return Err(Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
+            return Err(Over {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: format!(
                     "the gateway has {} bytes of requests and answers in flight, and this \
                      request's {bytes} would pass its {} (plurnk-mcp serve \
                      --max-bytes-in-flight): retry shortly",
                     held.total, self.max
                 ),
-            ));
+            });
         }
         held.total += bytes;
         if let Some(client) = client {
@@ -185,12 +190,12 @@ mod tests {
         let two = Some(IpAddr::from([127, 0, 0, 2]));
         let first = ledger.charge(one, 4).expect("within");
         let refused = ledger.charge(one, 3).err().expect("past its share");
-        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
         let theirs = ledger.charge(two, 6).expect("another client's share");
         let refused = ledger.charge(two, 0).map(drop);
         assert!(refused.is_ok(), "nothing more");
         let refused = ledger.charge(None, 1).err().expect("past the total");
-        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
         drop(first);
         assert!(ledger.charge(one, 4).is_ok(), "given back");
         drop(theirs);
