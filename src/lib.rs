@@ -19,6 +19,8 @@
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
+//! - [`text`]: the characters of a peer's or a caller's text that are shown only escaped
+//!   (control characters, bidirectional overrides and other format characters).
 //! - `memory`: freed memory given back to the system after a burst (gateway sessions, a
 //!   hydration's connection attempts).
 //! - [`telemetry`]: what the host tells about each request it sends or serves, by the
@@ -90,6 +92,7 @@ pub mod redact;
 pub mod sources;
 pub mod store;
 pub mod telemetry;
+pub mod text;
 
 /// Internal rules the fuzz targets (`fuzz/`) drive directly; not part of the API.
 #[doc(hidden)]

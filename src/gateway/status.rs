@@ -288,6 +288,22 @@ impl Status {
         });
     }
 
+    /// The refusal `/mcp` would give a request of this head for its `Host` or `Origin`, if
+    /// any: rmcp checks them before anything else and answers a method it does not serve
+    /// `405`; any other answer is its refusal, passed on as it is.
+    pub(super) async fn refusal(
+        &self,
+        uri: &axum::http::Uri,
+        headers: &axum::http::HeaderMap,
+    ) -> Option<Response> {
+        let mut probe = Request::new(Body::empty());
+        *probe.method_mut() = Method::OPTIONS;
+        *probe.uri_mut() = uri.clone();
+        *probe.headers_mut() = headers.clone();
+        let verdict = (self.guard)(probe).await;
+        (verdict.status() != StatusCode::METHOD_NOT_ALLOWED).then_some(verdict)
+    }
+
     /// Answers `GET /status` or `GET /status.json` (`json`), once the request passes the
     /// `Host` and `Origin` rules of `/mcp`.
     pub(super) async fn answer(&self, request: Request, json: bool) -> Response {
@@ -302,16 +318,9 @@ impl Status {
                 .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
             return refused;
         }
-        // rmcp checks `Host` and `Origin` before anything else and answers a method it does
-        // not serve 405; any other answer is its refusal, passed on as it is.
         let (parts, _) = request.into_parts();
-        let mut probe = Request::new(Body::empty());
-        *probe.method_mut() = Method::OPTIONS;
-        *probe.uri_mut() = parts.uri.clone();
-        *probe.headers_mut() = parts.headers.clone();
-        let verdict = (self.guard)(probe).await;
-        if verdict.status() != StatusCode::METHOD_NOT_ALLOWED {
-            return verdict;
+        if let Some(refused) = self.refusal(&parts.uri, &parts.headers).await {
+            return refused;
         }
         let report = self
             .gateway
@@ -367,8 +376,9 @@ fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // A control character has no business on a page (and a NUL none in HTML).
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            // A control character has no business on a page (and a NUL none in HTML), nor
+            // has a bidirectional override, which would make a row read otherwise.
+            c if crate::text::is_unshown(c) && c != '\n' && c != '\t' => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }

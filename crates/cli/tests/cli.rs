@@ -1376,7 +1376,12 @@ fn import_of_a_claude_desktop_file_connects_its_servers() {
     let mut import = Import::new(
         "Claude/claude_desktop_config.json",
         &serde_json::to_string_pretty(&file).expect("JSON"),
-        &[("API_KEY", ENV_SECRET), ("REMOTE_TOKEN", BEARER)],
+        &[
+            ("API_KEY", ENV_SECRET),
+            ("REMOTE_TOKEN", BEARER),
+            ("LOG_LEVEL", "debug"),
+            ("REMOTE_X_CLIENT", "claude"),
+        ],
     );
     let plan = import.dry_run();
     assert!(plan.contains("read as claude-desktop"), "{plan}");
@@ -1413,7 +1418,7 @@ fn import_of_a_claude_desktop_file_connects_its_servers() {
         &list["local-files"]["definition"]["env"],
         &["API_KEY", "LOG_LEVEL"],
     );
-    import.assert_stored(&[r#""API_KEY":"${API_KEY}""#, r#""LOG_LEVEL":"debug""#]);
+    import.assert_stored(&[r#""API_KEY":"${API_KEY}""#, r#""LOG_LEVEL":"${LOG_LEVEL}""#]);
     assert_eq!(
         list["remote"]["definition"]["authorization"],
         json!({"type": "bearer", "token": "${REMOTE_TOKEN}"})
@@ -1457,6 +1462,7 @@ fn import_of_a_cursor_file_keeps_disabled_entries_disabled() {
             ("GITHUB_TOKEN", ENV_SECRET),
             ("CURSOR_WEB_TOKEN", BEARER),
             ("WEB_X_API_KEY", HEADER),
+            ("WEB_X_REGION", "eu"),
         ],
     );
     let plan = import.dry_run();
@@ -1525,7 +1531,11 @@ fn import_of_a_vscode_file_reports_inputs_and_env_files() {
     let mut import = Import::new(
         ".vscode/mcp.json",
         &file,
-        &[("SERVICE_PASSWORD", ENV_SECRET), ("WEB_TOKEN", BEARER)],
+        &[
+            ("SERVICE_PASSWORD", ENV_SECRET),
+            ("WEB_TOKEN", BEARER),
+            ("MODE", "fast"),
+        ],
     );
     let plan = import.dry_run();
     assert!(plan.contains("read as vscode"), "{plan}");
@@ -1598,6 +1608,7 @@ scopes = ["read"]
             ("DEPLOY_TOKEN", ENV_SECRET),
             ("CODEX_WEB_TOKEN", BEARER),
             ("WEB_X_API_KEY", HEADER),
+            ("WEB_X_REGION", "eu"),
         ],
     );
     let plan = import.dry_run();
@@ -1624,7 +1635,7 @@ scopes = ["read"]
     import.assert_stored(&[
         r#""DEPLOY_TOKEN":"${DEPLOY_TOKEN}""#,
         r#""X-Api-Key":"${WEB_X_API_KEY}""#,
-        r#""X-Region":"eu""#,
+        r#""X-Region":"${WEB_X_REGION}""#,
         r#""token":"${CODEX_WEB_TOKEN}""#,
     ]);
     import.assert_secrets_stayed_out(&[ENV_SECRET, BEARER, HEADER]);
@@ -1707,11 +1718,14 @@ fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
         TOKEN_2,
         X_AUTH,
     ];
+    let database_url = format!("postgres://app:{DB_PASSWORD}@db.internal:5432/app");
     let handed = [
         ("GH_PAT", PAT),
-        ("DATABASE_URL_PASSWORD", DB_PASSWORD),
+        ("DATABASE_URL", database_url.as_str()),
         ("SETTINGS", SHAPED),
         ("DB_PASS", DOLLARS),
+        ("LOG_LEVEL", "debug"),
+        ("WEB_X_CLIENT", "claude"),
         ("GH_API_KEY", API_KEY),
         ("GH_TOKEN", TOKEN),
         ("OTHER_API_KEY", API_KEY_2),
@@ -1729,15 +1743,11 @@ fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
     // The variables to set, each with where its value was, never the value.
     for (variable, from) in [
         ("GH_PAT", "moved out of gh's env GH_PAT"),
-        (
-            "DATABASE_URL_PASSWORD",
-            "moved out of gh's env DATABASE_URL (its password)",
-        ),
-        (
-            "SETTINGS",
-            "moved out of gh's env SETTINGS (a token-shaped value)",
-        ),
+        ("DATABASE_URL", "moved out of gh's env DATABASE_URL"),
+        ("SETTINGS", "moved out of gh's env SETTINGS"),
         ("DB_PASS", "moved out of gh's env DB_PASS"),
+        ("LOG_LEVEL", "moved out of gh's env LOG_LEVEL"),
+        ("WEB_X_CLIENT", "moved out of web's header X-Client"),
         (
             "GH_API_KEY",
             "moved out of gh's args[4] (the value of --api-key)",
@@ -1769,7 +1779,7 @@ fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
     }
     import.assert_stored(&[
         r#""GH_PAT":"${GH_PAT}""#,
-        "postgres://app:${DATABASE_URL_PASSWORD}@db.internal:5432/app",
+        r#""DATABASE_URL":"${DATABASE_URL}""#,
         r#""--api-key","${GH_API_KEY}""#,
         "--token=${GH_TOKEN}",
         "--api-key=${OTHER_API_KEY}",

@@ -525,10 +525,11 @@ async fn a_child_gets_the_default_the_declared_and_the_allowed_environment_and_n
     let declare = |name: &str, declaration: serde_json::Value| {
         std::fs::write(sources.join(name), declaration.to_string()).expect("declaration");
     };
+    // The script lives beside the declarations' folder, as the declaration says.
     declare(
         "script.json",
         json!({"kind": "script", "name": "printed", "path": script, "runtime": "bash",
-               "env": {"DECLARED_VAR": "declared-by-the-script"}}),
+               "outsideFolder": true, "env": {"DECLARED_VAR": "declared-by-the-script"}}),
     );
     declare(
         "cli.json",

@@ -77,7 +77,10 @@ impl Zoo {
             .stderr(Stdio::inherit())
             .output()
             .expect("scripts/install-chromium.sh runs");
-        assert!(chromium.status.success(), "scripts/install-chromium.sh failed");
+        assert!(
+            chromium.status.success(),
+            "scripts/install-chromium.sh failed"
+        );
         let chromium = String::from_utf8_lossy(&chromium.stdout).trim().to_owned();
         peers.insert("CHROMIUM".into(), chromium);
         let _ = std::fs::remove_dir_all(&dir);
