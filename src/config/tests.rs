@@ -1380,6 +1380,7 @@ fn a_definition_needing_a_feature_the_build_left_out_is_refused_naming_the_featu
         http: false,
         sources: false,
         oauth: false,
+        sandbox: false,
     };
     let mut oauth = HttpDefinition::new("https://mcp.example/mcp");
     oauth.authorization = Some(Authorization::OAuth(OAuthAuthorization::new(
@@ -1432,6 +1433,7 @@ fn a_definition_needing_a_feature_the_build_left_out_is_refused_naming_the_featu
             http: true,
             sources: true,
             oauth: true,
+            sandbox: true,
         });
         checker.transport(&transport);
         assert!(
