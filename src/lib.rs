@@ -83,6 +83,7 @@ pub mod projection;
 pub mod prometheus;
 mod protocol;
 pub mod redact;
+pub mod sandbox;
 #[cfg(feature = "sources")]
 pub mod sources;
 pub mod store;

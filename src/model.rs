@@ -18,6 +18,7 @@ mod call;
 mod catalog;
 mod event;
 mod problem;
+mod sandbox;
 mod snapshot;
 
 pub use action::*;
@@ -26,6 +27,7 @@ pub use call::*;
 pub use catalog::*;
 pub use event::*;
 pub use problem::*;
+pub use sandbox::*;
 pub use snapshot::*;
 
 /// What a server may make the host hold and do: every bound the host keeps against a server

@@ -448,13 +448,14 @@ impl AttachmentState {
             })
             .flatten();
         // Only a ready server publishes anything: all of it, or nothing.
-        let (negotiated, tools, catalog) = match &self.lifecycle {
+        let (negotiated, tools, catalog, sandbox) = match &self.lifecycle {
             Lifecycle::Ready(live) => (
                 Some(live.negotiated.clone()),
                 live.tools.clone(),
                 live.catalog.clone(),
+                live.connection.sandbox(),
             ),
-            _ => (None, Arc::from([]), Catalog::default()),
+            _ => (None, Arc::from([]), Catalog::default(), None),
         };
         ServerSnapshot {
             alias: self.args.alias.clone(),
@@ -467,6 +468,7 @@ impl AttachmentState {
             generation: self.generation,
             authored: self.authored.clone(),
             authorization,
+            sandbox,
         }
     }
 

@@ -740,6 +740,7 @@ impl SupervisorState {
                         generation: server.generation,
                         authored: server.authored.clone(),
                         authorization: None,
+                        sandbox: None,
                     })
                 }
             })

@@ -400,6 +400,7 @@ impl WorkspaceState {
                 })
                 .unwrap_or_default(),
             authorization: None,
+            sandbox: None,
         }
     }
 

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::authorization::Authorization;
 use super::environment::{Environment, is_single_reference};
 use super::error::ConfigError;
-use super::sandbox::SandboxPolicy;
 use super::keys::{NAMESPACE_ALIASES, RESERVED_ALIASES, Suffix, is_alias_syntax, target_variable};
+use super::sandbox::SandboxPolicy;
 use super::target::TransportKind;
 use super::target::{self, TargetFault};
 

@@ -883,6 +883,7 @@ fn prepare_expands_every_field() {
                 ("API_KEY".into(), "ENVSECRET".into()),
                 ("T".into(), "EXPANDEDTOKEN".into()),
             ],
+            sandbox: None,
         }
     );
 

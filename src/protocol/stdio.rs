@@ -20,6 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::close::CloseFault;
 
 use super::reaper::Reaper;
+use crate::config::SandboxPolicy;
+use crate::model::SandboxReport;
+use crate::sandbox::{Confinement, Leader, Program, Refusal, Sandboxing, TempDir};
 
 /// How many stderr lines, and how many bytes of them, a server keeps for its Problem.
 const STDERR_LINES: usize = 20;
@@ -113,23 +116,82 @@ impl std::fmt::Debug for Inherited {
     }
 }
 
-/// What every child process of a host starts with: the environment it inherits, and the
-/// reaper that marks it and kills it if the host dies. Cheap to clone.
+/// What every child process of a host starts with: the environment it inherits, the
+/// reaper that marks it and kills it if the host dies, and the host's sandboxing. Cheap to
+/// clone.
 #[derive(Clone)]
 pub(crate) struct Children {
     pub reaper: Arc<Reaper>,
     pub inherited: Arc<Inherited>,
+    pub sandbox: Arc<Sandboxing>,
 }
 
 impl Children {
-    /// A reaper of their own, and `inherited`.
+    /// A reaper of their own, `inherited`, and no sandbox.
     #[cfg(test)]
     pub(crate) fn new(inherited: Inherited) -> Self {
         Self {
             reaper: Reaper::new(),
             inherited: Arc::new(inherited),
+            sandbox: Arc::new(Sandboxing::new(
+                Some(&crate::config::SandboxPolicy {
+                    mode: Some(crate::config::SandboxMode::Off),
+                    ..Default::default()
+                }),
+                &crate::sandbox::SandboxOptions::default(),
+            )),
         }
     }
+
+    /// The confinement of `command` under `policy` (over the host's), or why it may not run.
+    pub(crate) fn confine(
+        &self,
+        policy: Option<&SandboxPolicy>,
+        command: &OsStr,
+        args: &[String],
+        cwd: Option<&Path>,
+        env: &[(String, String)],
+    ) -> Result<Confinement, Refusal> {
+        confine(
+            &self.sandbox,
+            &self.reaper,
+            &self.inherited,
+            policy,
+            command,
+            args,
+            cwd,
+            env,
+        )
+    }
+}
+
+/// The confinement of one program: its `PATH` is the definition's, else the inherited one.
+#[allow(clippy::too_many_arguments)]
+fn confine(
+    sandbox: &Sandboxing,
+    reaper: &Reaper,
+    inherited: &Inherited,
+    policy: Option<&SandboxPolicy>,
+    command: &OsStr,
+    args: &[String],
+    cwd: Option<&Path>,
+    env: &[(String, String)],
+) -> Result<Confinement, Refusal> {
+    let path_var = env
+        .iter()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| OsStr::new(value))
+        .or_else(|| inherited.get("PATH"));
+    sandbox.confine(
+        policy,
+        &Program {
+            command,
+            args,
+            cwd,
+            path_var,
+            owner: reaper.mark().1,
+        },
+    )
 }
 
 /// What to spawn: already expanded, never shown.
@@ -142,6 +204,9 @@ pub(crate) struct StdioSpawn<'a> {
     pub env: &'a [(String, String)],
     /// The host's reaper: it marks the server and kills its group if the host dies.
     pub reaper: &'a Arc<Reaper>,
+    /// The host's sandboxing, and the server's own policy over it.
+    pub sandbox: &'a Sandboxing,
+    pub policy: Option<&'a SandboxPolicy>,
     /// Cancelled when the leader exits (by the task that reaps it: no watcher of its own).
     pub exited: CancellationToken,
 }
@@ -276,9 +341,16 @@ pub(crate) fn group_command(
 
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
+    /// Its process group: the spawned child's pid.
     pgid: i32,
+    /// The server's pid: the spawned child's, or the leader's of its PID namespace.
+    server: i32,
     reaper: Arc<Reaper>,
     reported: Arc<Reported>,
+    /// What its sandbox holds.
+    sandbox: Arc<SandboxReport>,
+    /// Its private temporary directory, removed once it is gone.
+    _tmp: Option<TempDir>,
 }
 
 impl ChildProcess {
@@ -286,6 +358,17 @@ impl ChildProcess {
     pub(crate) fn spawn(
         spec: &StdioSpawn<'_>,
     ) -> std::io::Result<(ChildProcess, ChildStdout, ChildStdin)> {
+        let mut confinement = confine(
+            spec.sandbox,
+            spec.reaper,
+            spec.inherited,
+            spec.policy,
+            OsStr::new(spec.command),
+            spec.args,
+            spec.cwd.map(PathBuf::as_path),
+            spec.env,
+        )
+        .map_err(|refusal| std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal))?;
         let mut command = group_command(
             spec.command,
             spec.args,
@@ -295,17 +378,36 @@ impl ChildProcess {
             Some(&**spec.reaper),
         );
         command.stdin(Stdio::piped());
-        let mut child = command.spawn()?;
+        confinement.install(&mut command);
+        let spawned = command.spawn();
+        // The hook (and its end of the report pipe) goes with the command.
+        drop(command);
+        let child = spawned.map_err(|error| confinement.explain(error))?;
         let pid = child
             .id()
             .ok_or_else(|| std::io::Error::other("the child exited before it could be watched"))?;
+        // The spawned child leads the process group, whether it runs the server or forked
+        // the leader of the server's PID namespace into it.
         let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
         spec.reaper.watch(pgid);
-        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        let (leader, tmp) = confinement.keep();
+        let mut child = Leader::new(child, leader);
+        let server = child
+            .pid()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .unwrap_or(pgid);
+        let limits = confinement.limits().clone();
+        let sandboxed = !crate::sandbox::is_off(&limits);
+        let spawned = child.spawned();
+        let (Some(stdout), Some(stdin)) = (spawned.stdout.take(), spawned.stdin.take()) else {
             return Err(std::io::Error::other("the child's pipes were not set up"));
         };
         let reported = Arc::new(Reported::default());
-        let (pipe, report, exited) = (child.stderr.take(), reported.clone(), spec.exited.clone());
+        let (pipe, report, exited) = (
+            child.spawned().stderr.take(),
+            reported.clone(),
+            spec.exited.clone(),
+        );
         // One task per server, which owns the `Child`: it drains stderr into the tail and
         // reaps the leader, reporting each as it happens (the leader may exit long before a
         // descendant lets go of stderr).
@@ -318,6 +420,21 @@ impl ChildProcess {
             };
             let reap = async {
                 let status = match child.wait().await {
+                    Ok(status) if sandboxed => {
+                        // Its last words say which limit ended it, if one did: they come
+                        // at once, since its namespace ends with it.
+                        report
+                            .wait_until(Duration::from_millis(150), |ended| ended.stderr_done)
+                            .await;
+                        let said = report.stderr.text();
+                        match crate::sandbox::ending(&limits, status, said.as_deref()) {
+                            Some((cause, words)) => {
+                                crate::sandbox::count_kill(cause);
+                                format!("{} ({words})", describe_exit(status))
+                            }
+                            None => describe_exit(status),
+                        }
+                    }
                     Ok(status) => describe_exit(status),
                     Err(error) => format!("could not be waited for: {error}"),
                 };
@@ -329,17 +446,25 @@ impl ChildProcess {
         Ok((
             ChildProcess {
                 pgid,
+                server,
                 reaper: spec.reaper.clone(),
                 reported,
+                sandbox: Arc::new(confinement.report().clone()),
+                _tmp: tmp,
             },
             stdout,
             stdin,
         ))
     }
 
-    /// The process id of the group leader.
+    /// The server's process id.
     pub(crate) fn pid(&self) -> u32 {
-        self.pgid.unsigned_abs()
+        self.server.unsigned_abs()
+    }
+
+    /// What its sandbox holds.
+    pub(crate) fn sandbox(&self) -> &Arc<SandboxReport> {
+        &self.sandbox
     }
 
     /// The captured stderr tail.

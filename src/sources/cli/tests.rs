@@ -778,6 +778,7 @@ fn the_fields_parse_reads_are_the_fields_serde_knows() {
         args: vec!["a".into()],
         env: [("K".to_owned(), "v".to_owned())].into(),
         cwd: Some("/".into()),
+        sandbox: Some(crate::config::SandboxPolicy::default()),
         timeout_ms: 1,
         max_output_bytes: 1,
         version: Some("v".into()),
