@@ -108,8 +108,8 @@ pub use model::{
     Elicitation, ElicitationAnswer, InProcessConnector, Interaction, InteractionHandler, Limits,
     Negotiated, Operation, PendingAuthorization, Problem, Progress, ProgressSink,
     PromptArgumentInfo, PromptInfo, ProtectedResource, Refusal, ResourceInfo, ResourceTemplateInfo,
-    ServerSnapshot, ServerState, Servers, TelemetryEvent, ToolInfo, ToolResult, TransportKind,
-    WorkspaceSnapshot,
+    SandboxPart, SandboxPartReport, SandboxReport, SandboxState, ServerSnapshot, ServerState,
+    Servers, TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
 };
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusError;

@@ -52,6 +52,9 @@ pub struct SandboxOptions {
     /// Paths no sandboxed process may read or write, however its policy names them: the
     /// host's own state.
     pub protected: Vec<PathBuf>,
+    /// The home whose credentials (`.ssh`, `.aws`, `.config`, …) no policy may grant; the
+    /// host process's `HOME` when `None`.
+    pub home: Option<PathBuf>,
     /// Parts taken as missing from this machine whatever it has: how the tests see a machine
     /// without them.
     #[cfg(feature = "test-hooks")]
@@ -61,6 +64,7 @@ pub struct SandboxOptions {
 setters!(SandboxOptions {
     with_policy => policy: Option<SandboxPolicy>,
     with_protected => protected: Vec<PathBuf>,
+    with_home => home: Option<PathBuf>,
 });
 
 #[cfg(feature = "test-hooks")]
@@ -82,6 +86,8 @@ pub(crate) struct Program<'a> {
     pub path_var: Option<&'a OsStr>,
     /// The host's mark, which names its temporary directories.
     pub owner: &'a str,
+    /// Its definition sets `HOME` itself (else its home is its private directory).
+    pub own_home: bool,
 }
 
 /// Why a process was not started: its policy requires what this machine cannot enforce, or

@@ -190,6 +190,7 @@ fn confine(
             cwd,
             path_var,
             owner: reaper.mark().1,
+            own_home: env.iter().any(|(name, _)| name == "HOME"),
         },
     )
 }

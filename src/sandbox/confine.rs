@@ -55,7 +55,10 @@ impl std::fmt::Debug for Confinement {
 impl Sandboxing {
     /// The host-wide policy is the embedder's, else the configuration's, else the default.
     pub(crate) fn new(configured: Option<&SandboxPolicy>, options: &SandboxOptions) -> Self {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let home = options
+            .home
+            .clone()
+            .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
         Self {
             policy: options
                 .policy
@@ -171,7 +174,14 @@ impl Sandboxing {
                     .map_err(|error| Refusal(format!("its seccomp filter: {error}")))?,
             );
         }
-        let env = vec![("TMPDIR".to_owned(), tmp.path().display().to_string())];
+        // Its private directory is its home too: what a program keeps in its home (settings,
+        // caches) starts empty and goes with it, and a program that reads the user's
+        // configuration there (git's ~/.gitconfig) finds none rather than a refusal.
+        let private = tmp.path().display().to_string();
+        let mut env = vec![("TMPDIR".to_owned(), private.clone())];
+        if !program.own_home {
+            env.push(("HOME".to_owned(), private));
+        }
         Ok(Confinement {
             hook: Some(hook),
             env,
@@ -439,8 +449,10 @@ impl Plan {
         let counted = processes;
         let pid_max = pid.clone().and(machine.pid_max.clone());
         if pid_max.is_ok() {
-            // pid_max is one more than the highest pid, and no less than the kernel's 301.
-            self.pid_max = Some(counted.saturating_add(1).max(301));
+            // pid_max is one more than the highest pid; once pids wrap around the kernel hands
+            // out those from 300 up again, so the namespace holds `counted` processes then,
+            // and up to 300 more before.
+            self.pid_max = Some(counted.saturating_add(301));
         }
         if user.is_ok() {
             self.limits
@@ -454,9 +466,9 @@ impl Plan {
             (true, _, Ok(())) => (
                 Ok(()),
                 format!(
-                    "{} processes and threads below it (its PID namespace's pid_max; the kernel \
-                     exempts root from RLIMIT_NPROC)",
-                    counted.max(300)
+                    "{counted} to {} processes and threads below it (its PID namespace's \
+                     pid_max; the kernel exempts root from RLIMIT_NPROC)",
+                    counted.saturating_add(300)
                 ),
             ),
             (false, Err(why), _) => (Err(why.clone()), String::new()),
