@@ -34,6 +34,7 @@ pub(crate) mod fixture;
 pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod progress;
+pub(crate) mod sandbox;
 pub(crate) mod serve;
 pub(crate) mod source;
 pub(crate) mod watch;
