@@ -7,9 +7,9 @@
 //! own user and group, brings its loopback up when asked and sets its limits. Only a process
 //! forked after `unshare` is inside the new PID namespace (and a process outside it may not
 //! start threads there), so with one the child forks the *leader* with `CLONE_PARENT`: the
-//! leader is the host's own child, the first process of the namespace, in the child's process
-//! group; it confines itself and goes on to `exec` the server, while the child tells the host
-//! the leader's pid and exits. When the leader ends, the kernel kills every process left in
+//! leader is the host's own child, the first process of the namespace, the leader of a process
+//! group of its own; it confines itself and goes on to `exec` the server, while the child tells
+//! the host the leader's pid and exits. When the leader ends, the kernel kills every process left in
 //! its namespace, so nothing the server started outlives it, whatever session, group or
 //! environment it moved to.
 
@@ -130,6 +130,9 @@ impl Hook {
             let flags = (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong;
             let pid = libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize);
             if pid == 0 {
+                // The leader leads a process group of its own too, so that its group is its
+                // pid, as an unsandboxed server's is.
+                libc::setpgid(0, 0);
                 if let Some(pid_max) = &self.pid_max
                     && write_file(c"/proc/sys/kernel/pid_max", pid_max) < 0
                 {

@@ -221,9 +221,11 @@ impl Protected {
             .flat_map(|home| HOME_SECRETS.iter().map(move |secret| home.join(secret)))
             .map(|path| path.canonicalize().unwrap_or(path))
             .collect();
+        // A path that is not absolute would hold, or be held by, anything: it is no state.
         let state = state
             .iter()
             .map(|path| path.canonicalize().unwrap_or_else(|_| path.clone()))
+            .filter(|path| path.is_absolute())
             .collect();
         Self { credentials, state }
     }
@@ -353,6 +355,11 @@ fn installation_root(path: &Path) -> Option<PathBuf> {
         return Some(modules.to_owned());
     }
     let bin = path.parent()?;
+    // A version manager's shim (pyenv, rbenv, nodenv, asdf) runs the manager, which runs one
+    // of the versions it installed: its whole root.
+    if bin.file_name()? == "shims" {
+        return bin.parent().map(Path::to_owned);
+    }
     if bin.file_name()? != "bin" {
         return None;
     }

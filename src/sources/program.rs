@@ -297,16 +297,16 @@ pub(crate) async fn exec(mut spec: Exec<'_>) -> Result<Exited, SourceError> {
         let error = spec.confinement.explain(error);
         SourceError::Unavailable(format!("{name} could not be started: {error}"))
     })?;
+    // Its temporary directory lives as long as the run; in a PID namespace of its own, the
+    // program is the leader the spawned child forked, and leads the group.
+    let (leader, _tmp) = spec.confinement.keep();
+    let mut child = Leader::new(child, leader);
     let pgid = child
-        .id()
+        .pid()
         .and_then(|pid| i32::try_from(pid).ok())
         .ok_or_else(|| {
             SourceError::Unavailable(format!("{name} exited before it could be watched"))
         })?;
-    // Its temporary directory lives as long as the run; in a PID namespace of its own, the
-    // program is the leader the spawned child forked.
-    let (leader, _tmp) = spec.confinement.keep();
-    let mut child = Leader::new(child, leader);
     let group = Group {
         pgid,
         mark,

@@ -146,9 +146,17 @@ async fn start(global: &Global) -> Result<(Host, Workspace), ExitCode> {
     })?;
     let store = plurnk_mcp::store::open(&global.state).await.map_err(fail)?;
     let hydration = progress::Hydration::default();
+    // The state file's folder is the host's own: no sandboxed process may reach it.
+    let protected = (!global.state.starts_with("postgres"))
+        .then(|| std::path::absolute(&global.state).ok())
+        .flatten()
+        .and_then(|state| state.parent().map(Into::into))
+        .into_iter()
+        .collect();
     let options = HostOptions::default()
         .with_store(Some(store))
-        .with_on_open(global.progress.then(|| hydration.on_open()));
+        .with_on_open(global.progress.then(|| hydration.on_open()))
+        .with_sandbox(plurnk_mcp::sandbox::SandboxOptions::default().with_protected(protected));
     let started = Host::start_with(config, options).await;
     let host = started.inspect_err(|_| hydration.finish()).map_err(fail)?;
     running(&host);

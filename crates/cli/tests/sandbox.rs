@@ -56,6 +56,13 @@ fn trespass_and_good(alias: &str, policy: Option<Value>) -> BTreeMap<String, Str
     map
 }
 
+/// The configuration of `map` with no sandbox policy but the built-in default's (the rest of
+/// the suite runs under a policy that also opens the repository to its servers).
+fn default_policy(map: BTreeMap<String, String>) -> plurnk_mcp::HostConfig {
+    assert!(!map.contains_key("PLURNK_MCP_SANDBOX"));
+    plurnk_mcp::HostConfig::from_env(map).unwrap_or_else(|errors| panic!("{errors}"))
+}
+
 /// What `try` answers for `attempt`.
 async fn attempt(workspace: &Workspace, alias: &str, attempt: Value) -> String {
     let result = workspace
@@ -119,7 +126,7 @@ async fn a_hostile_server_under_the_default_policy_fails_at_every_trespass_while
     let address = listener.local_addr().expect("its address").to_string();
 
     // Every member the default's but the network, which the loopback attempt needs none of.
-    let config = env::checked(trespass_and_good(
+    let config = default_policy(trespass_and_good(
         "hostile",
         Some(json!({"network": "none"})),
     ));
@@ -231,7 +238,7 @@ async fn a_hostile_server_under_the_default_policy_fails_at_every_trespass_while
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grandchild_that_left_its_session_and_environment_ends_with_its_server() {
     let seconds = format!("600.{}1", std::process::id());
-    let config = env::checked(trespass_and_good("hostile", None));
+    let config = default_policy(trespass_and_good("hostile", None));
     let host = Host::start(config).await.expect("host starts");
     let ws = host.default_workspace();
     carried_on(&ws, "hostile", "the start").await;
@@ -325,7 +332,7 @@ async fn require_refuses_what_the_machine_lacks_and_best_effort_says_what_holds(
     // A machine without network namespaces, as far as this host can tell.
     let options = HostOptions::default()
         .with_sandbox(SandboxOptions::default().pretending_missing(vec![SandboxPart::Network]));
-    let host = Host::start_with(env::checked(map), options)
+    let host = Host::start_with(default_policy(map), options)
         .await
         .expect("host starts");
     let ws = host.default_workspace();
@@ -460,7 +467,7 @@ async fn the_servers_people_install_work_under_the_default_policy() {
         .to_string(),
     );
     map.insert("PLURNK_MCP_CONNECT_TIMEOUT".into(), "60000".into());
-    let host = Host::start(env::checked(map)).await.expect("host starts");
+    let host = Host::start(default_policy(map)).await.expect("host starts");
     let ws = host.default_workspace();
     let snapshot = ws.snapshot();
     for (alias, server) in snapshot.servers.iter() {

@@ -502,6 +502,8 @@ fn beyond(seen: &BTreeMap<String, String>, also: &[&str]) -> Vec<String> {
             !INHERITED_BY_DEFAULT.contains(&name.as_str())
                 && !also.contains(&name.as_str())
                 && !name.starts_with("_PLURNK_MCP_")
+                // The sandbox's private temporary directory.
+                && name != "TMPDIR"
         })
         .cloned()
         .collect()
