@@ -342,10 +342,9 @@ pub(crate) fn group_command(
 
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
-    /// Its process group: the spawned child's pid.
+    /// The server's pid, which is its process group's: the spawned child's, or that of the
+    /// leader of its PID namespace.
     pgid: i32,
-    /// The server's pid: the spawned child's, or the leader's of its PID namespace.
-    server: i32,
     reaper: Arc<Reaper>,
     reported: Arc<Reported>,
     /// What its sandbox holds.
@@ -384,19 +383,15 @@ impl ChildProcess {
         // The hook (and its end of the report pipe) goes with the command.
         drop(command);
         let child = spawned.map_err(|error| confinement.explain(error))?;
-        let pid = child
-            .id()
-            .ok_or_else(|| std::io::Error::other("the child exited before it could be watched"))?;
-        // The spawned child leads the process group, whether it runs the server or forked
-        // the leader of the server's PID namespace into it.
-        let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
-        spec.reaper.watch(pgid);
+        // The server leads its process group: the spawned child, or the leader of the
+        // server's PID namespace that child forked.
         let (leader, tmp) = confinement.keep();
         let mut child = Leader::new(child, leader);
-        let server = child
+        let pid = child
             .pid()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .unwrap_or(pgid);
+            .ok_or_else(|| std::io::Error::other("the child exited before it could be watched"))?;
+        let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+        spec.reaper.watch(pgid);
         let limits = confinement.limits().clone();
         let sandboxed = !crate::sandbox::is_off(&limits);
         let spawned = child.spawned();
@@ -447,7 +442,6 @@ impl ChildProcess {
         Ok((
             ChildProcess {
                 pgid,
-                server,
                 reaper: spec.reaper.clone(),
                 reported,
                 sandbox: Arc::new(confinement.report().clone()),
@@ -460,7 +454,7 @@ impl ChildProcess {
 
     /// The server's process id.
     pub(crate) fn pid(&self) -> u32 {
-        self.server.unsigned_abs()
+        self.pgid.unsigned_abs()
     }
 
     /// What its sandbox holds.

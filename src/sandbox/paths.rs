@@ -261,8 +261,8 @@ impl Protected {
     }
 }
 
-/// A program's installation: the paths it needs to run, found from its command and (for an
-/// interpreter) its script. A `node_modules` tree or a Python environment is taken whole;
+/// A program's installation: the paths it needs to run, found from its command, (for an
+/// interpreter) its script, and any executable its arguments name. A `node_modules` tree or a Python environment is taken whole;
 /// an interpreter named in a `#!` line is followed once; a lone program is itself.
 #[derive(Debug, Default)]
 pub(crate) struct Installation {
@@ -301,6 +301,18 @@ impl Installation {
             };
             if script.is_file() {
                 found.add_program(&script, path_var, protected, 0);
+            }
+        }
+        // A program named among the arguments runs too (`sh -c 'exec "$0" …' /opt/x/bin/x`,
+        // `env`, a launcher): an executable file's installation is taken as well.
+        for arg in args.iter().filter(|arg| arg.starts_with('/')) {
+            let path = Path::new(arg);
+            let executable = std::fs::metadata(path).is_ok_and(|meta| {
+                use std::os::unix::fs::PermissionsExt;
+                meta.is_file() && meta.permissions().mode() & 0o111 != 0
+            });
+            if executable {
+                found.add_program(path, path_var, protected, 1);
             }
         }
         found
