@@ -554,6 +554,35 @@ mod tests {
     }
 
     #[test]
+    fn every_sandbox_fault_of_a_configuration_is_reported_at_once_naming_the_member() {
+        let errors = crate::config::HostConfig::from_env([
+            ("PLURNK_MCP_WEB", "https://example.com/mcp"),
+            ("PLURNK_MCP_WEB_SANDBOX", r#"{"network": "none"}"#),
+            ("PLURNK_MCP_FILES", "/bin/true"),
+            (
+                "PLURNK_MCP_FILES_SANDBOX",
+                r#"{"memory": "1MiB", "write": ["/no/such/dir"]}"#,
+            ),
+            (
+                "PLURNK_MCP_SANDBOX",
+                r#"{"read": ["relative/path"], "cpu": "soon"}"#,
+            ),
+        ])
+        .expect_err("faulty");
+        let text = errors.to_string();
+        for needle in [
+            "PLURNK_MCP_WEB_SANDBOX applies only to stdio servers",
+            "PLURNK_MCP_FILES_SANDBOX.memory is 1 MiB, below the 64 MiB any runtime needs",
+            "PLURNK_MCP_FILES_SANDBOX.write element 1 names a path that does not exist",
+            "PLURNK_MCP_SANDBOX.read element 1 is not an absolute path",
+            "PLURNK_MCP_SANDBOX.cpu cannot be read as a limit",
+        ] {
+            assert!(text.contains(needle), "{needle} not in:\n{text}");
+        }
+        assert_eq!(errors.errors().len(), 5, "{text}");
+    }
+
+    #[test]
     fn bytes_are_shown_in_their_largest_whole_unit() {
         assert_eq!(show_bytes(512 << 20), "512 MiB");
         assert_eq!(show_bytes(1 << 30), "1 GiB");

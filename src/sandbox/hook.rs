@@ -192,18 +192,31 @@ impl Hook {
         // SAFETY: `setrlimit` reads a struct on the stack.
         unsafe {
             for (resource, limit) in &self.limits {
+                // Never above what the process already has: a limit may only come down
+                // (raising the hard one needs a privilege the child does not have).
+                let mut held = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: libc::RLIM_INFINITY,
+                };
+                libc::getrlimit(*resource, &mut held);
+                let limit = (*limit).min(held.rlim_max);
                 let value = libc::rlimit {
-                    rlim_cur: *limit,
-                    rlim_max: *limit,
+                    rlim_cur: limit,
+                    rlim_max: limit,
                 };
                 if libc::setrlimit(*resource, &value) != 0 {
                     return -1;
                 }
             }
             if let Some(cpu) = self.cpu {
+                let mut held = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: libc::RLIM_INFINITY,
+                };
+                libc::getrlimit(libc::RLIMIT_CPU, &mut held);
                 let value = libc::rlimit {
-                    rlim_cur: cpu,
-                    rlim_max: cpu.saturating_add(1),
+                    rlim_cur: cpu.min(held.rlim_max),
+                    rlim_max: cpu.saturating_add(1).min(held.rlim_max),
                 };
                 if libc::setrlimit(libc::RLIMIT_CPU, &value) != 0 {
                     return -1;
