@@ -620,7 +620,7 @@ impl Wired {
         self,
         spec: &StdioSpawn<'_>,
     ) -> Result<(Service, bool, ChildProcess), Failure> {
-        let (child, stdout, stdin) = ChildProcess::spawn(spec).map_err(Failure::Spawn)?;
+        let (child, stdout, stdin) = ChildProcess::spawn(spec).await.map_err(Failure::Spawn)?;
         let stdout = LineLimit::new(stdout, self.max_message, self.cut.clone());
         // A line transport would drop an oversized line and keep going (the request behind
         // it then waits out its deadline); the host's bound comes first and says why.

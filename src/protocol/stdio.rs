@@ -201,12 +201,12 @@ pub(crate) struct StdioSpawn<'a> {
     pub args: &'a [String],
     pub cwd: Option<&'a PathBuf>,
     /// What the server starts from, before `env`.
-    pub inherited: &'a Inherited,
+    pub inherited: &'a Arc<Inherited>,
     pub env: &'a [(String, String)],
     /// The host's reaper: it marks the server and kills its group if the host dies.
     pub reaper: &'a Arc<Reaper>,
     /// The host's sandboxing, and the server's own policy over it.
-    pub sandbox: &'a Sandboxing,
+    pub sandbox: &'a Arc<Sandboxing>,
     pub policy: Option<&'a SandboxPolicy>,
     /// Cancelled when the leader exits (by the task that reaps it: no watcher of its own).
     pub exited: CancellationToken,
@@ -340,6 +340,50 @@ pub(crate) fn group_command(
     command
 }
 
+/// What starting one server needs, owned, for a blocking thread.
+struct Start {
+    command: String,
+    args: Vec<String>,
+    cwd: Option<PathBuf>,
+    inherited: Arc<Inherited>,
+    env: Vec<(String, String)>,
+    reaper: Arc<Reaper>,
+    sandbox: Arc<Sandboxing>,
+    policy: Option<SandboxPolicy>,
+}
+
+impl Start {
+    /// Spawns the child in its sandbox; the confinement it was given, kept.
+    fn spawn(self) -> std::io::Result<(tokio::process::Child, Confinement)> {
+        let mut confinement = confine(
+            &self.sandbox,
+            &self.reaper,
+            &self.inherited,
+            self.policy.as_ref(),
+            OsStr::new(&self.command),
+            &self.args,
+            self.cwd.as_deref(),
+            &self.env,
+        )
+        .map_err(|refusal| std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal))?;
+        let mut command = group_command(
+            &self.command,
+            &self.args,
+            self.cwd.as_deref(),
+            &self.inherited,
+            &self.env,
+            Some(&self.reaper),
+        );
+        command.stdin(Stdio::piped());
+        confinement.install(&mut command);
+        let spawned = command.spawn();
+        // The hook (and its end of the report pipe) goes with the command.
+        drop(command);
+        let child = spawned.map_err(|error| confinement.explain(error))?;
+        Ok((child, confinement))
+    }
+}
+
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
     /// The server's pid, which is its process group's: the spawned child's, or that of the
@@ -355,34 +399,24 @@ pub(crate) struct ChildProcess {
 
 impl ChildProcess {
     /// Spawns the server and returns it with the two pipes the transport speaks over.
-    pub(crate) fn spawn(
+    pub(crate) async fn spawn(
         spec: &StdioSpawn<'_>,
     ) -> std::io::Result<(ChildProcess, ChildStdout, ChildStdin)> {
-        let mut confinement = confine(
-            spec.sandbox,
-            spec.reaper,
-            spec.inherited,
-            spec.policy,
-            OsStr::new(spec.command),
-            spec.args,
-            spec.cwd.map(PathBuf::as_path),
-            spec.env,
-        )
-        .map_err(|refusal| std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal))?;
-        let mut command = group_command(
-            spec.command,
-            spec.args,
-            spec.cwd.map(PathBuf::as_path),
-            spec.inherited,
-            spec.env,
-            Some(&**spec.reaper),
-        );
-        command.stdin(Stdio::piped());
-        confinement.install(&mut command);
-        let spawned = command.spawn();
-        // The hook (and its end of the report pipe) goes with the command.
-        drop(command);
-        let child = spawned.map_err(|error| confinement.explain(error))?;
+        let start = Start {
+            command: spec.command.to_owned(),
+            args: spec.args.to_vec(),
+            cwd: spec.cwd.cloned(),
+            inherited: spec.inherited.clone(),
+            env: spec.env.to_vec(),
+            reaper: spec.reaper.clone(),
+            sandbox: spec.sandbox.clone(),
+            policy: spec.policy.cloned(),
+        };
+        // `spawn` returns once the child has exec'd: a sandboxed child sets up its namespaces
+        // and its confinement first, and that wait is spent off the runtime's workers.
+        let (child, mut confinement) = tokio::task::spawn_blocking(move || start.spawn())
+            .await
+            .map_err(std::io::Error::other)??;
         // The server leads its process group: the spawned child, or the leader of the
         // server's PID namespace that child forked.
         let (leader, tmp) = confinement.keep();

@@ -3,6 +3,7 @@
 //! directory, the paths its policy declares; never the user's credentials or the host's
 //! state. Made into a Landlock ruleset in the parent, before the child exists.
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -104,14 +105,10 @@ impl Grants {
         write: &[PathBuf],
         protected: &Protected,
     ) -> Result<Self, Refused> {
+        // The system's paths are the same for every process: opened once (`Base`).
         let mut grants = Self::default();
-        for path in SYSTEM {
-            grants.read.push(PathBuf::from(path));
-        }
-        grants.read.extend(etc_entries());
         grants.read.extend(program.paths.iter().cloned());
         grants.installation = program.paths.len();
-        grants.write.extend(DEVICES.iter().map(PathBuf::from));
         grants.write.push(tmp.to_owned());
         for (declared, list, count) in [
             (read, &mut grants.read, &mut grants.declared_read),
@@ -149,25 +146,66 @@ impl Grants {
                 .map_err(failed)?;
         }
         let mut created = ruleset.create().map_err(failed)?;
+        for (fd, rights) in &Base::get().rules {
+            created = created
+                .add_rule(PathBeneath::new(fd.as_fd(), *rights))
+                .map_err(failed)?;
+        }
         for (paths, rights) in [(&self.read, read_rights()), (&self.write, write_rights())] {
             for path in paths {
-                let Ok(fd) = PathFd::new(path) else {
-                    // A system directory this machine does not have.
+                let Some(rule) = opened(path, rights) else {
                     continue;
                 };
-                let is_dir = std::fs::metadata(path).is_ok_and(|meta| meta.is_dir());
-                let rights = if is_dir {
-                    rights
-                } else {
-                    rights & AccessFs::from_file(ABI_ASKED)
-                };
                 created = created
-                    .add_rule(PathBeneath::new(fd, rights))
+                    .add_rule(PathBeneath::new(rule.0, rule.1))
                     .map_err(failed)?;
             }
         }
         Option::<std::os::fd::OwnedFd>::from(created)
             .ok_or_else(|| "this kernel has no Landlock".to_owned())
+    }
+}
+
+/// `path` opened for a rule (`O_PATH`), with `rights` cut to a file's when it is no folder;
+/// `None` when it is not there (a system folder this machine does not have).
+fn opened(
+    path: &Path,
+    rights: landlock::BitFlags<AccessFs>,
+) -> Option<(PathFd, landlock::BitFlags<AccessFs>)> {
+    let fd = PathFd::new(path).ok()?;
+    let is_dir = std::fs::metadata(path).is_ok_and(|meta| meta.is_dir());
+    let rights = if is_dir {
+        rights
+    } else {
+        rights & AccessFs::from_file(ABI_ASKED)
+    };
+    Some((fd, rights))
+}
+
+/// The rules every sandboxed process gets, opened once per process: the system's folders,
+/// `/etc` but its secrets, the devices. Adding a rule by an open descriptor is one system
+/// call; finding and opening these hundreds of paths for every process was most of what a
+/// sandbox cost to start.
+struct Base {
+    rules: Vec<(PathFd, landlock::BitFlags<AccessFs>)>,
+}
+
+impl Base {
+    fn get() -> &'static Self {
+        static BASE: std::sync::OnceLock<Base> = std::sync::OnceLock::new();
+        BASE.get_or_init(|| {
+            let read = SYSTEM
+                .iter()
+                .map(PathBuf::from)
+                .chain(etc_entries())
+                .filter_map(|path| opened(&path, read_rights()));
+            let write = DEVICES
+                .iter()
+                .filter_map(|path| opened(Path::new(path), write_rights()));
+            Base {
+                rules: read.chain(write).collect(),
+            }
+        })
     }
 }
 
