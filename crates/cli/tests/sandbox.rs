@@ -154,6 +154,12 @@ async fn a_hostile_server_under_the_default_policy_fails_at_every_trespass_while
         );
     };
     let attempts = [
+        // A child of its own, which only seccomp keeps it from tracing, and the host.
+        ("ptrace", json!({"attempt": "ptrace", "pid": 0})),
+        (
+            "ptrace",
+            json!({"attempt": "ptrace", "pid": std::process::id()}),
+        ),
         ("read", json!({"attempt": "read", "path": key})),
         ("read", json!({"attempt": "read", "path": state_file})),
         ("write", json!({"attempt": "write", "path": outside})),
@@ -164,10 +170,6 @@ async fn a_hostile_server_under_the_default_policy_fails_at_every_trespass_while
             json!({"attempt": "processes", "count": 10_000}),
         ),
         ("memory", json!({"attempt": "memory", "bytes": 8u64 << 30})),
-        (
-            "ptrace",
-            json!({"attempt": "ptrace", "pid": std::process::id()}),
-        ),
     ];
     for (what, arguments) in attempts {
         let said = attempt(&ws, "hostile", arguments.clone()).await;
