@@ -198,7 +198,7 @@ impl Measure {
 /// Bytes in the largest binary unit that divides them: `512 MiB`, `1 GiB`.
 pub fn show_bytes(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

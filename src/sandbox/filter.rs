@@ -56,7 +56,7 @@ fn arch() -> Result<TargetArch, String> {
 pub(crate) fn program() -> Result<BpfProgram, String> {
     let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = refused()
         .into_iter()
-        .map(|call| (i64::from(call), Vec::new()))
+        .map(|call| (call, Vec::new()))
         .collect();
     let filter = SeccompFilter::new(
         rules,

@@ -503,7 +503,7 @@ fn beyond(seen: &BTreeMap<String, String>, also: &[&str]) -> Vec<String> {
                 && !also.contains(&name.as_str())
                 && !name.starts_with("_PLURNK_MCP_")
                 // The sandbox's private temporary directory.
-                && name != "TMPDIR"
+                && name.as_str() != "TMPDIR"
         })
         .cloned()
         .collect()
