@@ -517,7 +517,9 @@ async fn a_child_gets_the_default_the_declared_and_the_allowed_environment_and_n
     let _ = std::fs::remove_dir_all(&dir);
     let sources = dir.join("sources");
     std::fs::create_dir_all(&sources).expect("sources dir");
-    // A script and a program that print exactly the environment they were started with.
+    // A script and a program that print exactly the environment they were started with. The
+    // script reads its own `/proc/$$/environ`, and in a sandbox's PID namespace `$$` is 1: it
+    // runs unsandboxed.
     let script = dir.join("environment.sh");
     std::fs::write(
         &script,
@@ -530,7 +532,7 @@ async fn a_child_gets_the_default_the_declared_and_the_allowed_environment_and_n
     declare(
         "script.json",
         json!({"kind": "script", "name": "printed", "path": script, "runtime": "bash",
-               "env": {"DECLARED_VAR": "declared-by-the-script"}}),
+               "env": {"DECLARED_VAR": "declared-by-the-script"}, "sandbox": {"mode": "off"}}),
     );
     declare(
         "cli.json",
