@@ -77,7 +77,9 @@ impl SandboxOptions {
     }
 }
 
-/// One program to start: as its definition names it, expanded.
+/// One program to start: as its definition names it, expanded. (A build without the feature
+/// confines nothing and reads none of it.)
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 pub(crate) struct Program<'a> {
     pub command: &'a OsStr,
     pub args: &'a [String],
@@ -159,6 +161,7 @@ pub(crate) fn ending(
 
 /// The policy a process runs under: its own members over the host's, over the built-in
 /// default, paths as given.
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 pub(crate) fn effective(own: Option<&SandboxPolicy>, host: &SandboxPolicy) -> ResolvedSandbox {
     own.map_or_else(|| host.clone(), |own| own.over(host))
         .resolve()
@@ -187,6 +190,7 @@ pub(crate) struct TempDir {
     path: PathBuf,
 }
 
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 impl TempDir {
     /// A fresh directory `plurnk-mcp-sandbox-<owner>-<n>`.
     pub(crate) fn new(owner: &str) -> std::io::Result<Self> {
@@ -215,6 +219,7 @@ impl Drop for TempDir {
 
 /// How every sandboxed process's temporary directory begins (the reaper removes a dead
 /// host's by it).
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 pub(crate) const TEMP_PREFIX: &str = "plurnk-mcp-sandbox-";
 
 /// The process that is the server: the spawned child itself, or the leader that child forked
