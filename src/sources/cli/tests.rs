@@ -756,8 +756,8 @@ fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
     assert_eq!(
         faults[0].to_string(),
         "/etc/plurnk/sources/git.json: colour: is not a field of this declaration; remove it, \
-         or use one of: name, command, args, env, cwd, timeoutMs, maxOutputBytes, version, \
-         versionArgs, tools"
+         or use one of: name, command, args, env, cwd, sandbox, timeoutMs, maxOutputBytes, \
+         version, versionArgs, tools"
     );
     // Not an object at all, and an object without its required fields.
     let faults = CliDeclaration::parse(&json!([]), "x.json").expect_err("faults");
