@@ -536,3 +536,37 @@ async fn the_servers_people_install_work_under_the_default_policy() {
     assert!(echoed.contains("zoo"), "{echoed}");
     let _ = host.shutdown().await;
 }
+
+#[test]
+fn sandbox_check_says_what_this_machine_can_enforce_and_why_not() {
+    let output = std::process::Command::new(EXE)
+        .args(["sandbox", "check", "--json"])
+        .output()
+        .expect("plurnk-mcp runs");
+    let findings: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON");
+    let features: Vec<&str> = findings
+        .iter()
+        .filter_map(|finding| finding["feature"].as_str())
+        .collect();
+    for part in [
+        "landlock",
+        "seccomp",
+        "user namespaces",
+        "PID namespaces",
+        "network namespaces",
+        "resource limits",
+    ] {
+        assert!(features.contains(&part), "{part} not in {features:?}");
+    }
+    for finding in &findings {
+        assert!(
+            finding["detail"]
+                .as_str()
+                .is_some_and(|detail| !detail.is_empty()),
+            "{finding}"
+        );
+    }
+    // Exit 0 only when every part is there: a missing one is said, with why.
+    let all = findings.iter().all(|finding| finding["available"] == true);
+    assert_eq!(output.status.success(), all, "{findings:#?}");
+}
