@@ -457,6 +457,10 @@ fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
             limits: options.limits,
             reaper: crate::protocol::Reaper::new(),
             inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
+            sandbox: Arc::new(crate::sandbox::Sandboxing::new(
+                config.sandbox(),
+                &options.sandbox,
+            )),
             oauth: Arc::default(),
         },
         request_timeout: config.request_timeout(),

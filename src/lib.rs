@@ -88,6 +88,7 @@ pub mod projection;
 pub mod prometheus;
 mod protocol;
 pub mod redact;
+pub mod sandbox;
 #[cfg(feature = "sources")]
 pub mod sources;
 pub mod store;
@@ -114,8 +115,9 @@ pub use model::{
     DeviceAuthorization, DevicePoll, Effect, Elicitation, ElicitationAnswer, InProcessConnector,
     Interaction, InteractionHandler, Limits, Negotiated, Operation, PendingAuthorization,
     PhaseTimes, Problem, Progress, ProgressSink, PromptArgumentInfo, PromptInfo, ProtectedResource,
-    Recovered, Refusal, ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, Servers,
-    TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
+    Recovered, Refusal, ResourceInfo, ResourceTemplateInfo, SandboxPart, SandboxPartReport,
+    SandboxReport, SandboxState, ServerSnapshot, ServerState, Servers, TelemetryEvent, ToolInfo,
+    ToolResult, TransportKind, WorkspaceSnapshot,
 };
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusError;

@@ -19,6 +19,7 @@
 //! | `plurnk_mcp_workspace_failures_total` | counter | | workspace actors that failed |
 //! | `plurnk_mcp_notifications_dropped_total` | counter | | server notifications dropped by the flood guard |
 //! | `plurnk_mcp_server_requests_dropped_total` | counter | | server requests dropped past their bound |
+//! | `plurnk_mcp_sandbox_kills_total` | counter | `cause` | sandboxed processes ended by a limit: `memory`, `processes`, `files`, `cpu` |
 //! | `plurnk_mcp_gateway_connections` | gauge | | connections open to the process's gateways |
 //! | `plurnk_mcp_gateway_sessions` | gauge | | 2025-11-25 sessions open on them |
 //! | `plurnk_mcp_gateway_listen_streams` | gauge | | listen streams (`subscriptions/listen`, `GET`) open on them |
@@ -186,7 +187,7 @@ enum Kind {
 }
 
 /// Every metric the host records: the module's table, in code.
-const METRICS: [Described; 18] = [
+const METRICS: [Described; 19] = [
     Described {
         name: "plurnk_mcp_calls_total",
         labels: &["outcome"],
@@ -263,6 +264,13 @@ const METRICS: [Described; 18] = [
         kind: Kind::Counter,
         unit: None,
         help: "server requests dropped past the bound on unanswered ones",
+    },
+    Described {
+        name: "plurnk_mcp_sandbox_kills_total",
+        labels: &["cause"],
+        kind: Kind::Counter,
+        unit: None,
+        help: "sandboxed processes ended by a limit, by the limit",
     },
     Described {
         name: "plurnk_mcp_gateway_connections",
@@ -343,6 +351,16 @@ fn served_at_zero() {
             Kind::Gauge => metrics::gauge!(metric.name).increment(0.0),
             Kind::Histogram => {}
         }
+    }
+    // Its causes are few and fixed: each served from the first scrape, like the counters
+    // without labels.
+    for cause in [
+        crate::model::LimitCause::Memory,
+        crate::model::LimitCause::Processes,
+        crate::model::LimitCause::Files,
+        crate::model::LimitCause::Cpu,
+    ] {
+        metrics::counter!("plurnk_mcp_sandbox_kills_total", "cause" => cause.label()).increment(0);
     }
 }
 

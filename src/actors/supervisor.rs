@@ -746,6 +746,7 @@ impl SupervisorState {
                         generation: server.generation,
                         authored: server.authored.clone(),
                         authorization: None,
+                        sandbox: None,
                     })
                 }
             })

@@ -892,6 +892,7 @@ fn prepare_expands_every_field() {
                 ("API_KEY".into(), "ENVSECRET".into()),
                 ("T".into(), "EXPANDEDTOKEN".into()),
             ],
+            sandbox: None,
         }
     );
 
@@ -1441,6 +1442,7 @@ fn a_definition_needing_a_feature_the_build_left_out_is_refused_naming_the_featu
         http: false,
         sources: false,
         oauth: false,
+        sandbox: false,
     };
     let mut oauth = HttpDefinition::new("https://mcp.example/mcp");
     oauth.authorization = Some(Authorization::OAuth(OAuthAuthorization::new(
@@ -1493,6 +1495,7 @@ fn a_definition_needing_a_feature_the_build_left_out_is_refused_naming_the_featu
             http: true,
             sources: true,
             oauth: true,
+            sandbox: true,
         });
         checker.transport(&transport);
         assert!(

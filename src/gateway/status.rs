@@ -168,6 +168,7 @@ impl StatusBook {
                     calls: tally.calls,
                     errors: tally.errors,
                     last_problem,
+                    sandbox: server.sandbox.clone(),
                 }
             })
             .collect();
@@ -213,6 +214,9 @@ struct ServerStatus {
     calls: u64,
     errors: u64,
     last_problem: Option<LastProblem>,
+    /// What its sandbox holds (a ready stdio server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<std::sync::Arc<crate::model::SandboxReport>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -423,8 +427,8 @@ fn page(report: &Report) -> String {
     );
     html.push_str(
         "<table>\n<thead><tr><th>server</th><th>transport</th><th>state</th><th>revision</th>\
-         <th>tools</th><th>calls</th><th>errors</th><th>description</th><th>last problem</th>\
-         </tr></thead>\n<tbody>\n",
+         <th>tools</th><th>calls</th><th>errors</th><th>sandbox</th><th>description</th>\
+         <th>last problem</th></tr></thead>\n<tbody>\n",
     );
     for server in &report.servers {
         let state = server.state.as_str();
@@ -450,6 +454,7 @@ fn page(report: &Report) -> String {
             "<tr id=\"server-{alias}\"><td class=\"alias\">{alias}</td><td>{transport}</td>\
              <td class=\"state {state}\">{state}</td><td>{revision}</td><td class=\"n\">{tools}</td>\
              <td class=\"n\">{calls}</td><td class=\"n\">{errors}</td>\
+             <td class=\"sandbox\">{sandbox}</td>\
              <td class=\"description\">{description}</td><td class=\"problem\">{problem}</td></tr>",
             alias = escape(&server.alias),
             transport = escape(&server.transport),
@@ -457,6 +462,12 @@ fn page(report: &Report) -> String {
             tools = server.tools.map_or("-".to_owned(), |n| n.to_string()),
             calls = server.calls,
             errors = server.errors,
+            sandbox = escape(
+                &server
+                    .sandbox
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |sandbox| sandbox.line())
+            ),
             description = escape(server.description.as_deref().unwrap_or("")),
         );
     }

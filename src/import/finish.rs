@@ -217,6 +217,7 @@ fn stdio_definition(alias: &str, draft: &mut Draft, moved: &mut Moved) -> McpSer
         args,
         cwd: draft.cwd.clone(),
         env,
+        sandbox: None,
         tools: draft.tools.clone(),
         read: Vec::new(),
         summary: None,

@@ -87,6 +87,9 @@ pub struct CliDeclaration {
     /// The working directory (absolute); the host's when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// The sandbox every call's program runs in; the host-wide policy where absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::config::SandboxPolicy>,
     /// How long one call may run before its process group is killed.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
@@ -201,6 +204,7 @@ const DECLARATION_FIELDS: &[&str] = &[
     "args",
     "env",
     "cwd",
+    "sandbox",
     "timeoutMs",
     "maxOutputBytes",
     "version",
@@ -298,6 +302,7 @@ impl CliDeclaration {
         let args = faults.strings(object, "", "args");
         let env = faults.env(object, "");
         let cwd = faults.cwd(object, "");
+        let sandbox = faults.sandbox(object, "");
         let timeout_ms = faults.timeout(object, "").unwrap_or(DEFAULT_TIMEOUT_MS);
         let max_output_bytes = faults
             .max_output(object, "")
@@ -354,6 +359,7 @@ impl CliDeclaration {
             args,
             env,
             cwd,
+            sandbox,
             timeout_ms,
             max_output_bytes,
             version,
@@ -374,7 +380,7 @@ impl CliDeclaration {
     ) -> Result<CliSource, Vec<DeclarationError>> {
         Ok(CliSource {
             declaration: self.clone(),
-            launcher: Launcher::open(&self.env, origin, expand, children)?,
+            launcher: Launcher::open(&self.env, self.sandbox.as_ref(), origin, expand, children)?,
         })
     }
 

@@ -82,6 +82,9 @@ pub struct ScriptDeclaration {
     /// The working directory (absolute); the host's when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// The sandbox every run of the script runs in; the host-wide policy where absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::config::SandboxPolicy>,
     /// The trimmed `--version` output of the runtime (for `shebang`, of the interpreter the
     /// `#!` line names) the script was written against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,6 +156,7 @@ const DECLARATION_FIELDS: &[&str] = &[
     "maxOutputBytes",
     "env",
     "cwd",
+    "sandbox",
     "version",
     "outsideFolder",
 ];
@@ -472,6 +476,7 @@ impl ScriptDeclaration {
             .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
         let env = faults.env(object, "");
         let cwd = faults.cwd(object, "");
+        let sandbox = faults.sandbox(object, "");
         let version = faults.version(object, "");
         let outside_folder = faults
             .take::<bool>(object, "", "outsideFolder", "true or false")
@@ -487,6 +492,7 @@ impl ScriptDeclaration {
             max_output_bytes,
             env,
             cwd,
+            sandbox,
             version,
             outside_folder,
         })
@@ -551,7 +557,7 @@ impl ScriptDeclaration {
             )]);
         }
         let header = ScriptHeader::parse(&text, self.runtime, &shown);
-        let launcher = Launcher::open(&self.env, origin, expand, children);
+        let launcher = Launcher::open(&self.env, self.sandbox.as_ref(), origin, expand, children);
         let (header, launcher) = match (header, launcher) {
             (Ok(header), Ok(launcher)) => (header, launcher),
             (header, launcher) => {

@@ -34,6 +34,7 @@ pub(crate) mod fixture;
 pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod progress;
+pub(crate) mod sandbox;
 pub(crate) mod serve;
 pub(crate) mod source;
 pub(crate) mod watch;
@@ -258,11 +259,19 @@ async fn start_as(
         Needs::All => None,
         Needs::One(server) => Some([server.to_owned()].into()),
     };
+    // The state file's folder is the host's own: no sandboxed process may reach it.
+    let protected = (!global.state.starts_with("postgres"))
+        .then(|| std::path::absolute(&global.state).ok())
+        .flatten()
+        .and_then(|state| state.parent().map(Into::into))
+        .into_iter()
+        .collect();
     let options = HostOptions::default()
         .with_store(Some(store))
         .with_only(only)
         .with_elicitation(elicitation)
-        .with_on_open(global.progress.then(|| hydration.on_open()));
+        .with_on_open(global.progress.then(|| hydration.on_open()))
+        .with_sandbox(plurnk_mcp::sandbox::SandboxOptions::default().with_protected(protected));
     let started = Host::start_with(config, options).await;
     let host = started.inspect_err(|_| hydration.finish()).map_err(fail)?;
     running(&host);

@@ -63,6 +63,7 @@ enum Command {
     Docs(cli::inspect::DocsArgs),
     Survey(cli::inspect::SurveyArgs),
     Source(cli::source::SourceArgs),
+    Sandbox(cli::sandbox::SandboxArgs),
     /// Serve the workspace's enabled servers as one MCP server: every tool and prompt as
     /// <server>_<name>, resources under their own URIs. Over stdio until stdin closes, or
     /// Streamable HTTP at http://ADDRESS/mcp until a signal.
@@ -87,6 +88,7 @@ impl Command {
             Self::Resources(args) => args.json,
             Self::Prompts(args) => args.json,
             Self::Source(args) => args.json(),
+            Self::Sandbox(args) => args.json(),
             _ => false,
         }
     }
@@ -196,6 +198,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
         Command::Docs(args) => args.run(global).await,
         Command::Survey(args) => args.run(global).await,
         Command::Source(args) => args.run(global).await,
+        Command::Sandbox(args) => args.run().await,
         Command::Serve(args) => args.run(global).await,
         Command::Fixture(args) => args.run().await,
     }

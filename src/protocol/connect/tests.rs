@@ -29,6 +29,13 @@ fn options() -> ConnectOptions {
         inherited: Arc::default(),
         sources: None,
         oauth: Arc::default(),
+        sandbox: Arc::new(crate::sandbox::Sandboxing::new(
+            Some(&crate::config::SandboxPolicy {
+                mode: Some(crate::config::SandboxMode::Off),
+                ..Default::default()
+            }),
+            &crate::sandbox::SandboxOptions::default(),
+        )),
     }
 }
 

@@ -820,8 +820,8 @@ fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
     assert_eq!(
         faults[0].to_string(),
         "/etc/plurnk/sources/git.json: colour: is not a field of this declaration; remove it, \
-         or use one of: name, command, args, env, cwd, timeoutMs, maxOutputBytes, version, \
-         versionArgs, tools"
+         or use one of: name, command, args, env, cwd, sandbox, timeoutMs, maxOutputBytes, \
+         version, versionArgs, tools"
     );
     // Not an object at all, and an object without its required fields.
     let faults = CliDeclaration::parse(&json!([]), "x.json").expect_err("faults");
@@ -842,6 +842,7 @@ fn the_fields_parse_reads_are_the_fields_serde_knows() {
         args: vec!["a".into()],
         env: [("K".to_owned(), "v".to_owned())].into(),
         cwd: Some("/".into()),
+        sandbox: Some(crate::config::SandboxPolicy::default()),
         timeout_ms: 1,
         max_output_bytes: 1,
         version: Some("v".into()),
