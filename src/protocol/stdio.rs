@@ -306,9 +306,14 @@ impl Reported {
     }
 }
 
-/// A command whose child leads a process group of its own, so that closing the group
-/// reaches every descendant that stayed in it. The child starts from `inherited`, then `env`,
-/// and carries `reaper`'s mark, which every descendant inherits whatever group or session it
+/// A command whose child leads a session, and so a process group, of its own: closing the
+/// group reaches every descendant that stayed in it, and the child has no controlling terminal
+/// (it can neither read the daemon's terminal nor be sent its signals). A session of its own
+/// is also how the scheduler shares the processors fairly: with autogroup scheduling (Linux's
+/// default) the processes of one session share one slice, so servers left in the daemon's
+/// session would together get what one program gets on a busy machine. The official Python
+/// SDK starts its servers the same way. The child starts from `inherited`, then `env`, and
+/// carries `reaper`'s mark, which every descendant inherits whatever group or session it
 /// moves to. Standard output and error are piped; standard input is the caller's to set.
 /// Nothing is killed on drop: the caller owns the group and ends it.
 pub(crate) fn group_command(
@@ -324,8 +329,17 @@ pub(crate) fn group_command(
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(false);
+    // SAFETY: setsid(2) between fork and exec touches no memory of the parent. It runs before
+    // any hook added later (a sandbox's), whose leader then leads a group within this session.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     if let Some(cwd) = cwd {
         command.current_dir(cwd);
     }

@@ -84,7 +84,7 @@ impl Zoo {
         let chromium = String::from_utf8_lossy(&chromium.stdout).trim().to_owned();
         peers.insert("CHROMIUM".into(), chromium);
         let _ = std::fs::remove_dir_all(&dir);
-        for folder in ["root", "repo", "xl", "starts", "work"] {
+        for folder in ["root", "repo", "xl", "starts", "work", "memory", "db"] {
             std::fs::create_dir_all(dir.join(folder)).expect("the zoo's folders");
         }
         std::fs::write(dir.join("root/planted.txt"), format!("{PLANTED}\n")).expect("plant");
@@ -139,6 +139,25 @@ impl Zoo {
         format!("http://{}/", self.page)
     }
 
+    /// What each stdio server writes, declared in its sandbox as a user would (the default
+    /// lets a server read its own installation and the system's folders and write only its
+    /// private temporary directory): the folder it serves, its memory file's, its repository,
+    /// its database's, its working directory.
+    fn writes(&self, alias: &str) -> Vec<String> {
+        let mut writes: Vec<String> = match alias {
+            "filesystem" => vec![self.path("root")],
+            "memory" => vec![self.path("memory")],
+            "git" => vec![self.path("repo")],
+            "sqlite" => vec![self.path("db")],
+            "playwright" => vec![self.path("work")],
+            _ => vec![],
+        };
+        if self.counted {
+            writes.push(self.path("starts"));
+        }
+        writes
+    }
+
     /// Every stdio server's command and arguments, and its own environment, by alias.
     fn commands(&self) -> Vec<(&'static str, String, Vec<String>, Option<Value>)> {
         let npm = |bin: &str| format!("{}/node_modules/.bin/{bin}", self.peer("ZOO_NPM"));
@@ -172,7 +191,7 @@ impl Zoo {
                 "memory",
                 npm("mcp-server-memory"),
                 vec![],
-                Some(json!({"MEMORY_FILE_PATH": self.path("memory.jsonl")})),
+                Some(json!({"MEMORY_FILE_PATH": self.path("memory/memory.jsonl")})),
             ),
             (
                 "playwright",
@@ -192,7 +211,7 @@ impl Zoo {
             (
                 "sqlite",
                 format!("{}/bin/mcp-server-sqlite", self.peer("ZOO_SQLITE")),
-                vec!["--db-path".into(), self.path("db.sqlite")],
+                vec!["--db-path".into(), self.path("db/zoo.sqlite")],
                 None,
             ),
             (
@@ -227,6 +246,13 @@ impl Zoo {
             env.insert(format!("{key}_ARGS"), json!(args).to_string());
             // Playwright writes its snapshots under its working directory.
             env.insert(format!("{key}_CWD"), self.path("work"));
+            let writes = self.writes(alias);
+            if !writes.is_empty() {
+                env.insert(
+                    format!("{key}_SANDBOX"),
+                    json!({"write": writes}).to_string(),
+                );
+            }
             if let Some(own) = own {
                 env.insert(format!("{key}_ENV"), own.to_string());
             }
