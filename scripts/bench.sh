@@ -16,6 +16,9 @@
 #                                         # OTLP receiver and on to a collector that is down
 #   scripts/bench.sh --instructions       # instructions per call, counted (valgrind): a table,
 #                                         # and target/bench/instructions.json
+#   scripts/bench.sh --sandbox [ARGS]     # the sandbox's cost: 200 stdio servers to all-ready
+#                                         # under the default policy and with it off, side by
+#                                         # side (examples/sandbox.rs; target/bench/sandbox.json)
 #
 # 1. scripts/install-peers.sh: Node 22 (and the test peers) into .cache/
 # 2. the official TypeScript v2 client, @modelcontextprotocol/client, into .cache/bench-npm
@@ -91,6 +94,8 @@ if [[ "${1:-}" == "--instructions" ]]; then
 fi
 gateway=0
 if [[ "${1:-}" == "--gateway" ]]; then gateway=1; shift; fi
+sandbox=0
+if [[ "${1:-}" == "--sandbox" ]]; then sandbox=1; shift; fi
 
 bash scripts/install-peers.sh
 
@@ -133,6 +138,10 @@ cargo build "${profile[@]}" -p plurnk-mcp-fixture
 target_dir="$(cargo metadata --format-version 1 --no-deps | "$NODE22" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')"
 export PLURNK_BENCH_FIXTURE="$target_dir/$dir/plurnk-mcp-fixture"
 [[ -x "$PLURNK_BENCH_FIXTURE" ]] || { log "the fixture was not built at $PLURNK_BENCH_FIXTURE"; exit 1; }
+if [[ $sandbox -eq 1 ]]; then
+  exec cargo run "${profile[@]}" --features sandbox --example sandbox -- \
+    --fixture "$PLURNK_BENCH_FIXTURE" "$@"
+fi
 if [[ $gateway -eq 1 ]]; then
   GATEWAYS_NPM="$CACHE/bench-gateways"
   supergateway="$GATEWAYS_NPM/node_modules/supergateway/dist/index.js"

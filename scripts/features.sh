@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Every feature of the library but the default set's name itself.
-FEATURES=(stdio http sqlite postgres oauth gateway sources exec import prometheus test-hooks otel)
+FEATURES=(stdio http sqlite postgres oauth gateway sources exec import prometheus sandbox test-hooks otel)
 [[ $# -gt 0 ]] && FEATURES=("$@")
 
 log() { echo "features: $*" >&2; }

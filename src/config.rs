@@ -27,6 +27,8 @@
 //! | `PLURNK_MCP_CONNECT_TIMEOUT` | Positive whole milliseconds, default 60000: a server's start and negotiation (its answer to `server/discover`, and a legacy server's `initialize`) |
 //! | `PLURNK_MCP_REQUEST_TIMEOUT` | Positive whole milliseconds, default 60000: every request, and listing a new connection's catalog |
 //! | `PLURNK_MCP_DISCOVER_TIMEOUT` | No longer read, and refused: the host waits for a server's answer to `server/discover` within `PLURNK_MCP_CONNECT_TIMEOUT` |
+//! | `PLURNK_MCP_<server>_SANDBOX` | stdio: its sandbox policy ([`SandboxPolicy`]) as a JSON object; members left out take `PLURNK_MCP_SANDBOX`'s |
+//! | `PLURNK_MCP_SANDBOX` | The host-wide sandbox policy of every process the host starts, as a JSON object; the built-in default where it is unset |
 //! | `PLURNK_MCP_INHERIT_ENV` | JSON array of the variable names every child process inherits beyond the default few (`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`, the locale); none by default |
 //!
 //! `${NAME}` references are expanded (only while preparing a connection) in the
@@ -145,6 +147,7 @@ mod keys;
 mod literal;
 mod load;
 mod prepared;
+mod sandbox;
 mod secret;
 mod shape;
 mod source;
@@ -186,6 +189,10 @@ pub use literal::{LiteralCredentials, literal_credentials, looks_like_token};
 #[cfg(feature = "import")]
 pub(crate) use literal::{LiteralKind, credential_flag, literals_in};
 pub use prepared::{PreparedServer, PreparedTransport};
+pub use sandbox::{
+    Resolved as ResolvedSandbox, SandboxAmount, SandboxMode, SandboxNetwork, SandboxPolicy,
+    show_bytes,
+};
 pub use secret::Secret;
 pub use source::DeclarationError;
 pub(crate) use source::{anchor, each_string, each_string_mut};
@@ -231,6 +238,9 @@ pub struct HostConfig {
     /// `PLURNK_MCP_INHERIT_ENV`: the variables every child process inherits beyond the
     /// default few.
     inherit_env: BTreeSet<String>,
+    /// `PLURNK_MCP_SANDBOX`: the sandbox policy of every process the host starts whose own
+    /// definition leaves a member out.
+    sandbox: Option<SandboxPolicy>,
     /// Kept whole for `${NAME}` expansion at connection time; it holds secrets,
     /// so its `Debug` shows only a count.
     env: Environment,
@@ -312,6 +322,11 @@ impl HostConfig {
             .filter_map(|name| Some((name.as_str(), self.env.get(name)?)))
     }
 
+    /// The host-wide sandbox policy (`PLURNK_MCP_SANDBOX`), if the operator set one.
+    pub fn sandbox(&self) -> Option<&SandboxPolicy> {
+        self.sandbox.as_ref()
+    }
+
     /// How long to wait for one request's response, and for a new connection's catalog to
     /// be listed.
     pub fn request_timeout(&self) -> Duration {
@@ -336,6 +351,7 @@ impl Default for HostConfig {
             allow_add: false,
             workspace_env: BTreeSet::new(),
             inherit_env: BTreeSet::new(),
+            sandbox: None,
             env: Environment::default(),
         }
     }

@@ -27,6 +27,7 @@
 //! pass through in both revisions.
 
 mod admission;
+mod bytes;
 mod http;
 mod limits;
 mod listener;

@@ -216,7 +216,8 @@ impl Host {
         }
         if !crate::config::valid_workspace_name(name) {
             return Err(Problem::invalid_definition(format!(
-                "workspace name {name:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'"
+                "workspace name {:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'",
+                crate::config::shorten(name)
             )));
         }
         // The supervisor opens it once, from the store and the service configuration; a
@@ -456,6 +457,10 @@ fn settings(config: &HostConfig, options: &HostOptions) -> Arc<Settings> {
             limits: options.limits,
             reaper: crate::protocol::Reaper::new(),
             inherited: Arc::new(crate::protocol::Inherited::new(config.inherited())),
+            sandbox: Arc::new(crate::sandbox::Sandboxing::new(
+                config.sandbox(),
+                &options.sandbox,
+            )),
             oauth: Arc::default(),
         },
         request_timeout: config.request_timeout(),
@@ -859,6 +864,13 @@ impl Workspace {
             Some(why) => Err(why),
             None => Ok(()),
         }
+    }
+
+    /// The host's durable store, for what the gateway keeps beside workspace state (the
+    /// sessions that ended).
+    #[cfg(feature = "gateway")]
+    pub(crate) fn store(&self) -> Option<Arc<dyn Store>> {
+        self.host.store.clone()
     }
 
     /// Subscribes to this workspace's snapshots, across restarts of its actor.

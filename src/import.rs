@@ -15,24 +15,30 @@
 //!   valid alias ([`is_valid_alias`](crate::config::is_valid_alias)), or that folds to the
 //!   same alias as another entry's, is skipped with the reason; colliding entries are all
 //!   skipped, never one chosen.
-//! - **Literal secrets are moved out**, by the host's own tests of what a credential is
-//!   (`config::literal_credentials`, the refusal every kept definition meets). An
-//!   environment entry whose name says credential (`key`, `token`, `secret`, `password`,
-//!   `pat`, `auth`, ...) and whose value is literal becomes `${NAME}`, `NAME` being the
+//! - **Every literal environment and header value is moved out**, whatever its name: a
+//!   server's environment and headers are where credentials go, and no test of names or
+//!   shapes finds every one (a `SESSION`, an `X-Access` key in hexadecimal, a webhook URL).
+//!   An environment entry whose value is literal becomes `${NAME}`, `NAME` being the
 //!   entry's own name (`GH_PAT` → `${GH_PAT}`); a literal holds no `${` at all, so
 //!   `pa$$w0rd` is moved like any other. A literal `Authorization: Bearer <token>` header
 //!   becomes the server's bearer authorization, `${<ALIAS>_TOKEN}` holding the token; any
-//!   other credential-named header `H` becomes `${<ALIAS>_<H>}` holding the whole value
-//!   (`X-Auth` of `web` → `${WEB_X_AUTH}`). The value of a credential flag in the arguments
-//!   (`--api-key X`, `--token=X`) becomes `${<ALIAS>_<FLAG>}`. Inside any other value, a
-//!   URL's password becomes `${<NAME>_PASSWORD}` (`DATABASE_URL` → `DATABASE_URL_PASSWORD`;
-//!   `<ALIAS>_PASSWORD` in the endpoint or an argument), a credential-named query value
-//!   `${<ALIAS>_<PARAMETER>}`, and a token-shaped word (`ghp_…`, a JWT, a long random
-//!   word) `${NAME}` of its entry (`${<ALIAS>_TOKEN}` in an argument). A derived name never
-//!   collides: one the file refers to itself, or another entry's with a different value,
-//!   is prefixed with the alias (and numbered). A credential mixed with references, which
-//!   cannot be moved whole, skips its entry. The values never leave [`plan`]: the plan
-//!   holds only the references and what each was moved from.
+//!   other header `H` becomes `${<ALIAS>_<H>}` holding the whole value (`X-Auth` of `web` →
+//!   `${WEB_X_AUTH}`). Elsewhere the host's own tests of what a credential is decide
+//!   (`config::literal_credentials`, the refusal every kept definition meets): the value of
+//!   a credential flag in the arguments (`--api-key X`, `--token=X`) becomes
+//!   `${<ALIAS>_<FLAG>}`; inside an argument, the endpoint or a value mixed with references,
+//!   a URL's password becomes `${<NAME>_PASSWORD}` (`<ALIAS>_PASSWORD` in the endpoint or
+//!   an argument), a credential-named query value `${<ALIAS>_<PARAMETER>}`, a webhook URL
+//!   (Slack's, Discord's) `${<ALIAS>_URL}`, and a token-shaped word (`ghp_…`, a JWT, a long
+//!   random word) `${NAME}` of its entry (`${<ALIAS>_TOKEN}` in an argument).
+//! - **A moved literal's variable is fresh**: never one the file refers to itself, another
+//!   entry's with a different value, or one the operator's environment holds with a
+//!   different value (an entry named `github` would otherwise be handed the operator's own
+//!   `GITHUB_TOKEN`); such a name is prefixed with the alias (and numbered). A variable the
+//!   environment holds with this very value is reused: the operator set it after a plan
+//!   named it. A credential mixed with references, which cannot be moved whole, skips its
+//!   entry. The values never leave [`plan`]: the plan holds only the references and what
+//!   each was moved from.
 //! - **References** already written are carried: `${NAME}`, and `${env:NAME}` of VS Code
 //!   and Cursor as `${NAME}`; `${userHome}` becomes `${HOME}`, `${/}` and
 //!   `${pathSeparator}` a `/`. `${input:...}` (asked of the user by VS Code) and editor
@@ -51,7 +57,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::config::{ConfigErrors, ServerDefinition, TransportKind, redact_url};
+use crate::config::{ConfigErrors, Environment, ServerDefinition, TransportKind, redact_url};
 
 /// The client whose configuration file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -487,13 +493,14 @@ pub fn read(path: &std::path::Path, shown: &str, max_bytes: u64) -> Result<Strin
 }
 
 /// Reads `text` as `format` into a plan: every entry either planned or skipped with its
-/// reason.
+/// reason. A literal moved out of the file gets a variable `environment` (the operator's)
+/// does not hold with another value, so no entry is handed a credential of the operator's.
 ///
 /// # Errors
 ///
 /// Text that does not parse (with the line and column the parser gives), or no server list
 /// where the format keeps it.
-pub fn plan(text: &str, format: Format) -> Result<Plan, ImportError> {
+pub fn plan(text: &str, format: Format, environment: &Environment) -> Result<Plan, ImportError> {
     let document = parse(text, format)?;
     let servers = match format {
         Format::VsCode => vscode_servers(&document),
@@ -513,7 +520,7 @@ pub fn plan(text: &str, format: Format) -> Result<Plan, ImportError> {
     let aliases = fold_all(servers.keys().map(String::as_str));
     // The literal values moved out so far, by the variable that now holds each: only to
     // tell one value from another, never kept beyond this function.
-    let mut moved = Moved::new(&document);
+    let mut moved = Moved::new(&document, environment);
     for (source, value) in servers {
         let skip = |reason| Skipped {
             source: source.clone(),

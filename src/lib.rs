@@ -19,6 +19,8 @@
 //! - [`model`]: the domain types the API speaks: snapshots, states, Problems, results.
 //! - [`redact`]: the secret registry; every credential value is scrubbed, in any spelling,
 //!   from whatever leaves the host (Problems, call errors and results, log lines).
+//! - [`text`]: the characters of a peer's or a caller's text that are shown only escaped
+//!   (control characters, bidirectional overrides and other format characters).
 //! - `memory`: freed memory given back to the system after a burst (gateway sessions, a
 //!   hydration's connection attempts).
 //! - [`telemetry`]: what the host tells about each request it sends or serves, by the
@@ -86,10 +88,12 @@ pub mod projection;
 pub mod prometheus;
 mod protocol;
 pub mod redact;
+pub mod sandbox;
 #[cfg(feature = "sources")]
 pub mod sources;
 pub mod store;
 pub mod telemetry;
+pub mod text;
 
 /// Internal rules the fuzz targets (`fuzz/`) drive directly; not part of the API.
 #[doc(hidden)]
@@ -111,8 +115,9 @@ pub use model::{
     DeviceAuthorization, DevicePoll, Effect, Elicitation, ElicitationAnswer, InProcessConnector,
     Interaction, InteractionHandler, Limits, Negotiated, Operation, PendingAuthorization,
     PhaseTimes, Problem, Progress, ProgressSink, PromptArgumentInfo, PromptInfo, ProtectedResource,
-    Recovered, Refusal, ResourceInfo, ResourceTemplateInfo, ServerSnapshot, ServerState, Servers,
-    TelemetryEvent, ToolInfo, ToolResult, TransportKind, WorkspaceSnapshot,
+    Recovered, Refusal, ResourceInfo, ResourceTemplateInfo, SandboxPart, SandboxPartReport,
+    SandboxReport, SandboxState, ServerSnapshot, ServerState, Servers, TelemetryEvent, ToolInfo,
+    ToolResult, TransportKind, WorkspaceSnapshot,
 };
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusError;

@@ -19,6 +19,7 @@ mod catalog;
 mod connecting;
 mod event;
 mod problem;
+mod sandbox;
 mod snapshot;
 
 pub use action::*;
@@ -28,6 +29,7 @@ pub use catalog::*;
 pub use connecting::*;
 pub use event::*;
 pub use problem::*;
+pub use sandbox::*;
 pub use snapshot::*;
 
 /// What a server may make the host hold and do: every bound the host keeps against a server

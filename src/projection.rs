@@ -789,11 +789,16 @@ fn quoted(name: &str) -> String {
 }
 
 /// Whitespace collapsed to single spaces and other control characters (a server's escape
-/// sequences) dropped; `None` when nothing is left.
+/// sequences) and format characters (a bidirectional override) dropped; `None` when nothing
+/// is left.
 fn normalized(text: &str) -> Option<String> {
     let joined = text
         .split_whitespace()
-        .map(|word| word.chars().filter(|c| !c.is_control()).collect::<String>())
+        .map(|word| {
+            word.chars()
+                .filter(|c| !crate::text::is_unshown(*c))
+                .collect::<String>()
+        })
         .filter(|word| !word.is_empty())
         .collect::<Vec<_>>()
         .join(" ");

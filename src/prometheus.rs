@@ -19,6 +19,7 @@
 //! | `plurnk_mcp_workspace_failures_total` | counter | | workspace actors that failed |
 //! | `plurnk_mcp_notifications_dropped_total` | counter | | server notifications dropped by the flood guard |
 //! | `plurnk_mcp_server_requests_dropped_total` | counter | | server requests dropped past their bound |
+//! | `plurnk_mcp_sandbox_kills_total` | counter | `cause` | sandboxed processes ended by a limit: `memory`, `processes`, `files`, `cpu` |
 //! | `plurnk_mcp_gateway_connections` | gauge | | connections open to the process's gateways |
 //! | `plurnk_mcp_gateway_sessions` | gauge | | 2025-11-25 sessions open on them |
 //! | `plurnk_mcp_gateway_listen_streams` | gauge | | listen streams (`subscriptions/listen`, `GET`) open on them |
@@ -32,14 +33,11 @@
 //! are bounded (see [`crate::telemetry`]), never a tool's name.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use metrics::{KeyName, SharedString, Unit};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+mod listener;
 
 /// Why the endpoint is not served.
 #[derive(Debug, thiserror::Error)]
@@ -75,24 +73,14 @@ const CALL_SECONDS_BUCKETS: &[f64] = &[
     60.0, 300.0,
 ];
 
-/// How long one scrape may take, its request and its answer together.
-const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The longest request head read; a scraper's is a few hundred bytes.
-const MAX_HEAD: usize = 8 * 1024;
-
-/// Scrapes answered at once; a connection beyond them is closed unanswered.
-const MAX_CONNECTIONS: usize = 16;
-
-/// How often histogram samples are folded into their buckets between scrapes: until then
-/// each sample is held, so a host that is never scraped would hold every call's.
-const UPKEEP: Duration = Duration::from_secs(5);
-
 /// Installs the global `metrics` recorder and serves `GET /metrics` on `address`; returns
 /// the address it listens on (port 0 asks for any free port, and this is the one given).
 ///
 /// Inside a Tokio runtime the endpoint runs as a task of that runtime; outside one, on a
-/// thread of its own. It runs as long as its runtime (or the process).
+/// thread of its own. It runs as long as its runtime (or the process). A scrape's `Host`
+/// must be a loopback name or an address ([`serve_allowing`] names more hosts); a request
+/// head has 5 s to arrive, and past 16 connections at once the one that has waited longest
+/// for its head is closed to make room (`prometheus/listener.rs`).
 ///
 /// # Errors
 ///
@@ -100,6 +88,19 @@ const UPKEEP: Duration = Duration::from_secs(5);
 /// [`PrometheusError::AlreadyInstalled`] if the process has a recorder already; nothing is
 /// installed in either case.
 pub fn serve(address: SocketAddr) -> Result<SocketAddr, PrometheusError> {
+    serve_allowing(address, Vec::new())
+}
+
+/// As [`serve`], with `Host` names (or `host:port`) a scrape may also give: the names a
+/// Prometheus server reaches this host by, when it does not scrape an address.
+///
+/// # Errors
+///
+/// As [`serve`].
+pub fn serve_allowing(
+    address: SocketAddr,
+    allowed_hosts: Vec<String>,
+) -> Result<SocketAddr, PrometheusError> {
     // Listening first: a failure here leaves the process without a recorder, free to try
     // another address; the recorder, once installed, cannot be taken back.
     let bind = |source| PrometheusError::Bind { address, source };
@@ -121,7 +122,7 @@ pub fn serve(address: SocketAddr) -> Result<SocketAddr, PrometheusError> {
         .map_err(|_| PrometheusError::AlreadyInstalled)?;
     describe();
     served_at_zero();
-    let endpoint = run(listener, handle);
+    let endpoint = listener::run(listener, handle, allowed_hosts);
     match runtime {
         Runtime::Caller(handle) => drop(handle.spawn(endpoint)),
         Runtime::Own(runtime) => {
@@ -186,7 +187,7 @@ enum Kind {
 }
 
 /// Every metric the host records: the module's table, in code.
-const METRICS: [Described; 18] = [
+const METRICS: [Described; 19] = [
     Described {
         name: "plurnk_mcp_calls_total",
         labels: &["outcome"],
@@ -263,6 +264,13 @@ const METRICS: [Described; 18] = [
         kind: Kind::Counter,
         unit: None,
         help: "server requests dropped past the bound on unanswered ones",
+    },
+    Described {
+        name: "plurnk_mcp_sandbox_kills_total",
+        labels: &["cause"],
+        kind: Kind::Counter,
+        unit: None,
+        help: "sandboxed processes ended by a limit, by the limit",
     },
     Described {
         name: "plurnk_mcp_gateway_connections",
@@ -344,144 +352,16 @@ fn served_at_zero() {
             Kind::Histogram => {}
         }
     }
-}
-
-/// Accepts scrapes until the runtime ends, and keeps the histograms folded meanwhile.
-async fn run(listener: std::net::TcpListener, handle: PrometheusHandle) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(%error, "the metrics endpoint cannot accept connections");
-            return;
-        }
-    };
-    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut upkeep = tokio::time::interval(UPKEEP);
-    loop {
-        let stream = tokio::select! {
-            _ = upkeep.tick() => {
-                handle.run_upkeep();
-                continue;
-            }
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of descriptors, most likely: pause rather than spin.
-                    tracing::warn!(%error, "the metrics endpoint could not accept a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        // Beyond the bound the connection is dropped, which closes it.
-        let Ok(place) = Arc::clone(&places).try_acquire_owned() else {
-            continue;
-        };
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            let _place = place;
-            let _ = tokio::time::timeout(EXCHANGE_TIMEOUT, answer(stream, &handle)).await;
-        });
+    // Its causes are few and fixed: each served from the first scrape, like the counters
+    // without labels.
+    for cause in [
+        crate::model::LimitCause::Memory,
+        crate::model::LimitCause::Processes,
+        crate::model::LimitCause::Files,
+        crate::model::LimitCause::Cpu,
+    ] {
+        metrics::counter!("plurnk_mcp_sandbox_kills_total", "cause" => cause.label()).increment(0);
     }
-}
-
-/// Reads one request head and answers it; the connection closes after the answer.
-async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0_u8; 1024];
-    // The whole head is read before answering: a socket closed with unread bytes is reset,
-    // and the scraper could lose the answer to the reset.
-    while memchr::memmem::find(&head, b"\r\n\r\n").is_none() {
-        if head.len() > MAX_HEAD {
-            return respond(&mut stream, Response::too_large()).await;
-        }
-        let read = stream.read(&mut chunk).await?;
-        if read == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&chunk[..read]);
-    }
-    let line = head.split(|&byte| byte == b'\r').next().unwrap_or_default();
-    let line = std::str::from_utf8(line).unwrap_or_default();
-    let mut words = line.split(' ');
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let response = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => Response::metrics(handle.render(), method == "HEAD"),
-        (_, "/metrics") => Response::not_allowed(),
-        _ => Response::not_found(),
-    };
-    respond(&mut stream, response).await
-}
-
-/// An answer to a scrape.
-struct Response {
-    status: &'static str,
-    content_type: &'static str,
-    /// `Allow` for a method other than GET and HEAD.
-    allow: bool,
-    body: String,
-    /// A HEAD request: the headers only.
-    head_only: bool,
-}
-
-impl Response {
-    fn metrics(body: String, head_only: bool) -> Self {
-        Self {
-            status: "200 OK",
-            content_type: "text/plain; version=0.0.4; charset=utf-8",
-            allow: false,
-            body,
-            head_only,
-        }
-    }
-
-    fn not_found() -> Self {
-        Self::text("404 Not Found", "not found: the metrics are at /metrics\n")
-    }
-
-    fn not_allowed() -> Self {
-        Self {
-            allow: true,
-            ..Self::text("405 Method Not Allowed", "use GET for /metrics\n")
-        }
-    }
-
-    fn too_large() -> Self {
-        Self::text(
-            "431 Request Header Fields Too Large",
-            "the request head is too large\n",
-        )
-    }
-
-    fn text(status: &'static str, body: &str) -> Self {
-        Self {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            allow: false,
-            body: body.to_owned(),
-            head_only: false,
-        }
-    }
-}
-
-async fn respond(stream: &mut TcpStream, response: Response) -> std::io::Result<()> {
-    let mut message = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
-        response.status,
-        response.content_type,
-        response.body.len(),
-        if response.allow {
-            "Allow: GET, HEAD\r\n"
-        } else {
-            ""
-        },
-    );
-    if !response.head_only {
-        message.push_str(&response.body);
-    }
-    stream.write_all(message.as_bytes()).await?;
-    stream.shutdown().await
 }
 
 #[cfg(test)]

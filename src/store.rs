@@ -185,6 +185,31 @@ pub trait Store: Send + Sync + 'static {
         Box::pin(async move { self.write(workspace, &change, Expect::Any).await.map(drop) })
     }
 
+    /// Records that the gateway session whose id hashes to `key` (hex SHA-256) has ended, until
+    /// `until` (seconds since the Unix epoch, when its id stops opening anyway), and announces
+    /// it to every host that watches ([`Announcement::SessionEnded`]). A store several hosts
+    /// share keeps at most [`MAX_ENDED_SESSIONS`] at once, the ones nearest their end
+    /// forgotten first; a store of one process keeps none (the gateway's own list does).
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be written.
+    fn end_session<'a>(&'a self, key: &'a str, until: u64) -> StoreFuture<'a, ()> {
+        let _ = (key, until);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Whether the gateway session whose id hashes to `key` ended on some host and its
+    /// lifetime has not passed ([`end_session`](Store::end_session)).
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be read.
+    fn session_ended<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        let _ = key;
+        Box::pin(async { Ok(false) })
+    }
+
     /// Drops the server record *and* the enabledness override of `alias` in `workspace`, so
     /// the alias falls back to its service definition and default, or disappears. Removing an
     /// alias the workspace holds nothing for is not an error: deciding whether that is a
@@ -331,7 +356,19 @@ pub enum Announcement {
     Lost(String),
     /// The store is reached again: whatever changed while it was lost must be read again.
     Restored,
+    /// A gateway session ended on some host ([`Store::end_session`]): every host's gateway
+    /// ends its own copy.
+    SessionEnded {
+        /// Its id's hex SHA-256.
+        key: String,
+        /// When its lifetime ends, in seconds since the Unix epoch.
+        until: u64,
+    },
 }
+
+/// The ended gateway sessions a shared store keeps at once ([`Store::end_session`]): 65,536,
+/// about 6 MiB of rows; past it the ones nearest the end of their lifetime are forgotten.
+pub const MAX_ENDED_SESSIONS: usize = 1 << 16;
 
 /// A store named by where it is: a path is a SQLite state file, a `postgres://` or
 /// `postgresql://` URL a PostgreSQL database (with the `postgres` feature; without it the
@@ -472,6 +509,22 @@ pub enum StoreError {
         alias: String,
         /// Where the placeholder is, such as `headers.X-Key` or `args[2]`.
         field: String,
+    },
+
+    /// The definition is longer than a store keeps: [`MAX_DEFINITION_BYTES`].
+    #[error(
+        "workspace \"{workspace}\", server \"{alias}\": its definition is {bytes} bytes as \
+         JSON, over the {max} a store keeps: keep long values out of it (in a file its server \
+         reads, or a variable); nothing was stored",
+        max = MAX_DEFINITION_BYTES
+    )]
+    DefinitionTooLarge {
+        /// The workspace the write was for.
+        workspace: String,
+        /// The alias the write was for.
+        alias: String,
+        /// Its length as JSON.
+        bytes: usize,
     },
 
     /// A server being added has a record already: another process added it meanwhile.
@@ -666,11 +719,25 @@ impl fmt::Display for RecordSource {
 /// What `config` writes in place of a value it will not show.
 const REDACTED: &str = "<redacted>";
 
-/// Refuses `record` when any string in it holds a `<redacted>` placeholder (a display form,
-/// named as such first), or when it holds a credential written literally
-/// ([`crate::config::literal_credentials`], the one refusal the actions run before this,
-/// kept here as the last line).
+/// The longest definition a store keeps, as JSON: 4 MiB. A definition is a command, its
+/// arguments, environment and headers, or a tool source's declaration: kilobytes. Bounded so
+/// that every row a store writes is one it can read back (a PostgreSQL store refuses a
+/// message past 8 MiB from its database, `MAX_MESSAGE_BYTES` of `store/postgres/wire.rs`).
+pub const MAX_DEFINITION_BYTES: usize = 4 << 20;
+
+/// Refuses `record` when its definition is longer than [`MAX_DEFINITION_BYTES`], when any
+/// string in it holds a `<redacted>` placeholder (a display form, named as such first), or
+/// when it holds a credential written literally ([`crate::config::literal_credentials`], the
+/// one refusal the actions run before this, kept here as the last line).
 fn check_definition(workspace: &str, record: &ServerRecord) -> Result<(), StoreError> {
+    let bytes = record.definition.to_string().len();
+    if bytes > MAX_DEFINITION_BYTES {
+        return Err(StoreError::DefinitionTooLarge {
+            workspace: workspace.to_owned(),
+            alias: record.alias.clone(),
+            bytes,
+        });
+    }
     if let Some(field) = find_redacted(&record.definition, "") {
         return Err(StoreError::Redacted {
             workspace: workspace.to_owned(),

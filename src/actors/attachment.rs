@@ -507,13 +507,14 @@ impl AttachmentState {
             })
             .flatten();
         // Only a ready server publishes anything: all of it, or nothing.
-        let (negotiated, tools, catalog) = match &self.lifecycle {
+        let (negotiated, tools, catalog, sandbox) = match &self.lifecycle {
             Lifecycle::Ready(live) => (
                 Some(live.negotiated.clone()),
                 live.tools.clone(),
                 live.catalog.clone(),
+                live.connection.sandbox(),
             ),
-            _ => (None, Arc::from([]), Catalog::default()),
+            _ => (None, Arc::from([]), Catalog::default(), None),
         };
         let connecting = match self.lifecycle {
             Lifecycle::Connecting => self.attempt,
@@ -537,6 +538,7 @@ impl AttachmentState {
             generation: self.generation,
             authored: self.authored.clone(),
             authorization,
+            sandbox,
         }
     }
 

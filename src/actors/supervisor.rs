@@ -330,6 +330,8 @@ impl SupervisorState {
                 .values()
                 .filter_map(|child| child.actor.as_ref())
                 .collect(),
+            // The gateways follow the store for these themselves.
+            Announcement::SessionEnded { .. } => Vec::new(),
         };
         for actor in concerned {
             let _ = actor.cast(WorkspaceMsg::Announced(announcement.clone()));
@@ -467,7 +469,8 @@ impl SupervisorState {
         if !self.workspaces.contains_key(name) {
             if !crate::config::valid_workspace_name(name) {
                 return Err(Problem::invalid_definition(format!(
-                    "workspace name {name:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'"
+                    "workspace name {:?} is not valid: use 1 to 128 characters of letters, digits, '.', '_' and '-'",
+                    crate::config::shorten(name)
                 )));
             }
             self.open(myself, name, None).await?;
@@ -743,6 +746,7 @@ impl SupervisorState {
                         generation: server.generation,
                         authored: server.authored.clone(),
                         authorization: None,
+                        sandbox: None,
                     })
                 }
             })

@@ -417,6 +417,7 @@ impl WorkspaceState {
                 })
                 .unwrap_or_default(),
             authorization: None,
+            sandbox: None,
         }
     }
 

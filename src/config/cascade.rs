@@ -27,6 +27,7 @@ use super::json;
 use super::keys::{PREFIX, RESERVED_ALIASES, Suffix, target_variable, tool_summary_key};
 use super::literal::literal_authorization;
 use super::load;
+use super::sandbox::SandboxPolicy;
 use super::target::TransportKind;
 use super::transport::{RedactedValues, Transport};
 use super::wire::{McpAuthorization, McpServerOptions, OPTIONS};
@@ -53,6 +54,7 @@ struct Patch {
     args: Option<Set<Vec<String>>>,
     cwd: Option<Set<String>>,
     env: Option<Set<BTreeMap<String, String>>>,
+    sandbox: Option<Set<SandboxPolicy>>,
     headers: Option<Set<BTreeMap<String, String>>>,
     /// `true` when named by a `_BEARER` variable, else by a wire path.
     authorization: Option<(Set<Authorization>, bool)>,
@@ -81,6 +83,10 @@ impl Patch {
             args: options.args.clone().map(|v| Set::new(name("args"), v)),
             cwd: options.cwd.clone().map(|v| Set::new(name("cwd"), v)),
             env: options.env.clone().map(|v| Set::new(name("env"), v)),
+            sandbox: options
+                .sandbox
+                .clone()
+                .map(|v| Set::new(name("sandbox"), v)),
             headers: options
                 .headers
                 .clone()
@@ -99,6 +105,7 @@ impl Patch {
             self.args.as_ref().map(|s| s.name.as_str()),
             self.cwd.as_ref().map(|s| s.name.as_str()),
             self.env.as_ref().map(|s| s.name.as_str()),
+            self.sandbox.as_ref().map(|s| s.name.as_str()),
             self.headers.as_ref().map(|s| s.name.as_str()),
             self.authorization.as_ref().map(|(s, _)| s.name.as_str()),
             self.tools.as_ref().map(|s| s.name.as_str()),
@@ -141,6 +148,7 @@ impl Patch {
                     self.args.as_ref().map(|s| &s.name),
                     self.cwd.as_ref().map(|s| &s.name),
                     self.env.as_ref().map(|s| &s.name),
+                    self.sandbox.as_ref().map(|s| &s.name),
                 ];
                 for name in stdio_only.into_iter().flatten() {
                     wrong_transport.push(wrong(name, TransportKind::Stdio));
@@ -151,6 +159,7 @@ impl Patch {
                     self.args.as_ref().map(|s| &s.name),
                     self.cwd.as_ref().map(|s| &s.name),
                     self.env.as_ref().map(|s| &s.name),
+                    self.sandbox.as_ref().map(|s| &s.name),
                     self.headers.as_ref().map(|s| &s.name),
                     self.authorization.as_ref().map(|(s, _)| &s.name),
                 ];
@@ -179,6 +188,10 @@ impl Patch {
                 if let Some(set) = &self.env {
                     stdio.env.clone_from(&set.value);
                     names.set_companion(Suffix::Env, &set.name);
+                }
+                if let Some(set) = &self.sandbox {
+                    stdio.sandbox = Some(set.value.clone());
+                    names.set_companion(Suffix::Sandbox, &set.name);
                 }
             }
             Transport::Http(http) => {
@@ -269,6 +282,7 @@ enum LooseValue {
     List(Vec<String>),
     Map(BTreeMap<String, String>),
     Authorization(Authorization),
+    Sandbox(SandboxPolicy),
 }
 
 /// One server's entry in an [`Overlay`].
@@ -463,6 +477,9 @@ fn set_loose(patch: &mut Patch, l: &Loose) {
         (LooseValue::List(v), Suffix::Args) => patch.args = Some(Set::new(name, v.clone())),
         (LooseValue::Text(v), Suffix::Cwd) => patch.cwd = Some(Set::new(name, v.clone())),
         (LooseValue::Map(v), Suffix::Env) => patch.env = Some(Set::new(name, v.clone())),
+        (LooseValue::Sandbox(v), Suffix::Sandbox) => {
+            patch.sandbox = Some(Set::new(name, v.clone()));
+        }
         (LooseValue::Map(v), Suffix::Headers) => patch.headers = Some(Set::new(name, v.clone())),
         (LooseValue::Text(v), Suffix::Bearer) => {
             patch.authorization = Some((Set::new(name, Authorization::bearer(v.clone())), true));
@@ -545,6 +562,7 @@ fn read_loose(
             checker.summaries(Some(raw), &BTreeMap::new());
             LooseValue::Text(raw.to_owned())
         }
+        Suffix::Sandbox => LooseValue::Sandbox(SandboxPolicy::from_variable(key, raw, faults)?),
     };
     // A literal client secret is also not a reference: one fault, not two.
     checker.faults.retain(|fault| !literal.contains(fault));

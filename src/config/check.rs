@@ -7,6 +7,7 @@ use super::authorization::Authorization;
 use super::environment::{Environment, is_single_reference};
 use super::error::ConfigError;
 use super::keys::{NAMESPACE_ALIASES, RESERVED_ALIASES, Suffix, is_alias_syntax, target_variable};
+use super::sandbox::SandboxPolicy;
 use super::target::TransportKind;
 use super::target::{self, TargetFault};
 
@@ -159,6 +160,7 @@ fn wire_field(suffix: Suffix) -> &'static str {
         Suffix::Tools => "tools",
         Suffix::Read => "read",
         Suffix::Summary => "summary",
+        Suffix::Sandbox => "sandbox",
     }
 }
 
@@ -263,6 +265,7 @@ pub(crate) struct Built {
     pub http: bool,
     pub sources: bool,
     pub oauth: bool,
+    pub sandbox: bool,
 }
 
 impl Built {
@@ -272,7 +275,20 @@ impl Built {
         http: cfg!(feature = "http"),
         sources: cfg!(feature = "sources"),
         oauth: cfg!(feature = "oauth"),
+        sandbox: cfg!(feature = "sandbox"),
     };
+}
+
+/// A sandbox policy that asks for a sandbox in a build without the `sandbox` feature is
+/// refused naming the feature; `off` asks for nothing and is accepted.
+pub(crate) fn sandbox_built(variable: &str, policy: &SandboxPolicy, faults: &mut Vec<ConfigError>) {
+    if !Built::THIS.sandbox && !policy.is_off() {
+        faults.push(ConfigError::FeatureOff {
+            variable: variable.to_owned(),
+            what: "asks for a sandbox",
+            feature: "sandbox",
+        });
+    }
 }
 
 /// Collects the faults of one server's fields. With an environment it also
@@ -434,6 +450,17 @@ impl<'a> Checker<'a> {
             self.cwd(cwd);
         }
         self.env(&stdio.env);
+        if let Some(policy) = &stdio.sandbox {
+            let variable = self.names.companion(Suffix::Sandbox);
+            policy.check(&variable, &mut self.faults);
+            if !self.built.sandbox && !policy.is_off() {
+                self.faults.push(ConfigError::FeatureOff {
+                    variable,
+                    what: "asks for a sandbox",
+                    feature: "sandbox",
+                });
+            }
+        }
     }
 
     pub(crate) fn args(&mut self, args: &[String]) {

@@ -547,6 +547,19 @@ pub enum ConfigError {
         feature: &'static str,
     },
 
+    /// A sandbox policy member that cannot be held as written: a path that is not absolute
+    /// or does not exist, a limit that cannot be read or is below what any runtime needs, a
+    /// policy on a server the host does not start.
+    #[error("{variable} {problem}: {fix}")]
+    InvalidSandbox {
+        /// The member, `<variable>.<member>`.
+        variable: String,
+        /// What is wrong, never quoting a value.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+
     /// A cascade layer without a target, over no lower definition.
     #[error(
         "{variable} specializes server \"{server}\", which has no definition below it to \
@@ -637,6 +650,7 @@ impl ConfigError {
             | Self::UrlAsCommand { variable }
             | Self::CommandLine { variable, .. }
             | Self::FeatureOff { variable, .. }
+            | Self::InvalidSandbox { variable, .. }
             | Self::NothingToSpecialize { variable, .. }
             | Self::AliasMismatch { variable, .. }
             | Self::NoDefinition { variable } => variable,

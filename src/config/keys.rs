@@ -21,6 +21,7 @@ pub const RESERVED_ALIASES: &[&str] = &[
     "sources",
     "inherit-env",
     "state",
+    "sandbox",
 ];
 
 /// Names a server cannot take because the executor and the URI authorities of what the
@@ -53,10 +54,12 @@ pub(crate) enum Global {
     /// The command line's state (a file or a `postgres://` URL); read there, reserved here
     /// so it is never a server.
     State,
+    /// The host-wide sandbox policy of every process the host starts.
+    Sandbox,
 }
 
 impl Global {
-    const ALL: [Self; 11] = [
+    const ALL: [Self; 12] = [
         Self::Enabled,
         Self::Expanded,
         Self::ConnectTimeout,
@@ -68,6 +71,7 @@ impl Global {
         Self::Sources,
         Self::InheritEnv,
         Self::State,
+        Self::Sandbox,
     ];
 
     /// The global a folded key names, if any.
@@ -89,6 +93,7 @@ impl Global {
             Self::Sources => "sources",
             Self::InheritEnv => "inherit-env",
             Self::State => "state",
+            Self::Sandbox => "sandbox",
         }
     }
 
@@ -106,6 +111,7 @@ impl Global {
             Self::Sources => "PLURNK_MCP_SOURCES",
             Self::InheritEnv => "PLURNK_MCP_INHERIT_ENV",
             Self::State => "PLURNK_MCP_STATE",
+            Self::Sandbox => "PLURNK_MCP_SANDBOX",
         }
     }
 }
@@ -123,10 +129,12 @@ pub(crate) enum Suffix {
     Tools,
     Read,
     Summary,
+    /// stdio: the server's sandbox policy as JSON.
+    Sandbox,
 }
 
 impl Suffix {
-    pub(crate) const ALL: [Self; 9] = [
+    pub(crate) const ALL: [Self; 10] = [
         Self::Args,
         Self::Cwd,
         Self::Env,
@@ -136,6 +144,7 @@ impl Suffix {
         Self::Tools,
         Self::Read,
         Self::Summary,
+        Self::Sandbox,
     ];
 
     /// The word as it ends a folded key.
@@ -150,6 +159,7 @@ impl Suffix {
             Self::Tools => "tools",
             Self::Read => "read",
             Self::Summary => "summary",
+            Self::Sandbox => "sandbox",
         }
     }
 
@@ -165,13 +175,14 @@ impl Suffix {
             Self::Tools => "_TOOLS",
             Self::Read => "_READ",
             Self::Summary => "_SUMMARY",
+            Self::Sandbox => "_SANDBOX",
         }
     }
 
     /// The one transport this companion belongs to, or `None` when it fits both.
     pub(crate) fn applies_to(self) -> Option<TransportKind> {
         match self {
-            Self::Args | Self::Cwd | Self::Env => Some(TransportKind::Stdio),
+            Self::Args | Self::Cwd | Self::Env | Self::Sandbox => Some(TransportKind::Stdio),
             Self::Bearer | Self::Headers | Self::Authorization => Some(TransportKind::Http),
             Self::Tools | Self::Read | Self::Summary => None,
         }

@@ -10,8 +10,12 @@
 //!   `bearer`;
 //! - an `env` or `headers` entry whose name says credential ([`is_credential_name`]); an
 //!   optional scheme word may precede the reference (`Bearer ${TOKEN}`);
-//! - a URL's password, or a credential-named query value (`?api_key=...`), wherever a URL
-//!   is written (the endpoint, an argument, an environment value);
+//! - an `env` or `headers` value that is a long hexadecimal token (`X-Access: 3f9a…`, 32
+//!   hexadecimal digits or more, in one case: an API key as many services issue them);
+//! - a URL's password, a credential-named query value (`?api_key=...`), a token-shaped path
+//!   segment, or a whole webhook URL whose path is its secret (Slack's
+//!   `hooks.slack.com/services/…`, Discord's `/api/webhooks/…`), wherever a URL is written
+//!   (the endpoint, an argument, an environment value);
 //! - the value of a credential flag in an argument array: `--token X`, `--api-key=X`
 //!   ([`credential_flag`]);
 //! - a token-shaped word anywhere ([`looks_like_token`]): a well-known token prefix, a JWT,
@@ -109,9 +113,27 @@ pub(crate) enum LiteralKind {
     Password,
     /// The value of a credential-named query parameter.
     Query(String),
-    /// A token-shaped word.
+    /// A token-shaped word (a URL's path segment included).
     Token,
+    /// A whole webhook URL, whose path is its secret.
+    Webhook,
 }
+
+/// Hosts whose webhook URLs carry their secret in the path: anyone who has the URL can post
+/// as the hook (`hooks.slack.com/services/T…/B…/…`, `discord.com/api/webhooks/ID/TOKEN`).
+const WEBHOOKS: &[(&str, &str)] = &[
+    ("hooks.slack.com", "/services/"),
+    ("hooks.slack.com", "/workflows/"),
+    ("hooks.slack.com", "/triggers/"),
+    ("discord.com", "/api/webhooks/"),
+    ("discordapp.com", "/api/webhooks/"),
+    ("ptb.discord.com", "/api/webhooks/"),
+    ("canary.discord.com", "/api/webhooks/"),
+];
+
+/// A hexadecimal value of at least this many digits in an `env` or `headers` entry is taken
+/// for a token: 128 bits, what services that issue hexadecimal keys give at least.
+const MIN_HEX_TOKEN_LEN: usize = 32;
 
 /// A credential written into a string: where, and what it is. Never the value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,8 +172,10 @@ pub struct LiteralCredentials {
 /// Whether a header, environment variable, query parameter or flag name says it holds a
 /// credential: `authorization`, `cookie`, anything holding `key`, `token`, `secret`,
 /// `password`, `passwd`, `credential` or `bearer`, a word (between `-`, `_` or `.`) `pat`,
-/// `pass`, `passphrase` or `pwd` (not `PWD` alone, the working directory), or `auth` as the
-/// last word (`X-Auth`, `BASIC_AUTH`, but not `AUTH_URL`).
+/// `pass`, `passphrase` or `pwd` (not `PWD` alone, the working directory), `auth`,
+/// `session`, `sid` or `access` as the last word (`X-Auth`, `BASIC_AUTH`, `SESSION`,
+/// `X-Session`, `X-Access`, but not `AUTH_URL` or `ACCESS_LOG`), or `session` before `id`
+/// (`SESSION_ID`).
 pub(crate) fn is_credential_name(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     if name == "authorization" || name == "proxy-authorization" || name == "cookie" {
@@ -179,7 +203,23 @@ pub(crate) fn is_credential_name(name: &str) -> bool {
         .iter()
         .any(|word| matches!(*word, "pat" | "pass" | "passphrase" | "cookie"))
         || (words.len() > 1 && words.contains(&"pwd"))
-        || words.last() == Some(&"auth")
+        || words
+            .last()
+            .is_some_and(|last| matches!(*last, "auth" | "session" | "sid" | "access"))
+        || words.windows(2).any(|pair| pair == ["session", "id"])
+        || words.contains(&"sessionid")
+}
+
+/// Whether `value` is a long hexadecimal token: [`MIN_HEX_TOKEN_LEN`] hexadecimal digits or
+/// more, in one case, with at least one letter and one digit (so a run of one digit is not).
+pub(crate) fn is_hex_token(value: &str) -> bool {
+    let digits = value.trim();
+    digits.len() >= MIN_HEX_TOKEN_LEN
+        && digits.bytes().all(|b| b.is_ascii_hexdigit())
+        && (digits.bytes().all(|b| !b.is_ascii_uppercase())
+            || digits.bytes().all(|b| !b.is_ascii_lowercase()))
+        && digits.bytes().any(|b| b.is_ascii_digit())
+        && digits.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 /// Whether `arg` is a flag whose value is a credential (`--token`, `--api-key=X`,
@@ -331,7 +371,8 @@ pub(crate) fn literals_in(s: &str) -> Vec<Literal> {
     found
 }
 
-/// A URL's password and credential-named query values that are not one reference each.
+/// A URL's password, credential-named query values and token-shaped path segments that are
+/// not one reference each; a webhook URL whose path is its secret, whole.
 fn url_literals(url: &str) -> Vec<Literal> {
     let mut found = Vec::new();
     let Some(scheme_end) = url.find("://") else {
@@ -341,6 +382,40 @@ fn url_literals(url: &str) -> Vec<Literal> {
     let rest = &url[authority_start..];
     let authority_end = authority_start + rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let authority = &url[authority_start..authority_end];
+    let path_end = url[authority_end..]
+        .find(['?', '#'])
+        .map_or(url.len(), |end| authority_end + end);
+    let path = &url[authority_end..path_end];
+    let host = authority
+        .rsplit('@')
+        .next()
+        .unwrap_or_default()
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if !url.contains("${")
+        && WEBHOOKS.iter().any(|(hook, prefix)| {
+            host == *hook && path.len() > prefix.len() && path.starts_with(prefix)
+        })
+    {
+        found.push(Literal {
+            range: 0..url.len(),
+            kind: LiteralKind::Webhook,
+        });
+        return found;
+    }
+    let mut at = authority_end;
+    for segment in path.split('/') {
+        let start = at;
+        at += segment.len() + 1;
+        if !segment.contains("${") && looks_like_token(segment) {
+            found.push(Literal {
+                range: start..start + segment.len(),
+                kind: LiteralKind::Token,
+            });
+        }
+    }
     if let Some(at) = authority.rfind('@')
         && let Some(colon) = authority[..at].find(':')
     {
@@ -533,6 +608,10 @@ fn walk(value: &Value, path: &str, parent: Option<&str>, found: &mut Vec<Found>)
                     }
                     continue;
                 }
+                if entries && item.as_str().is_some_and(is_hex_token) {
+                    found.push(Found::part(at, LiteralKind::Token.to_string()));
+                    continue;
+                }
                 walk(item, &at, (!entries).then_some(key.as_str()), found);
             }
         }
@@ -587,6 +666,7 @@ impl fmt::Display for LiteralKind {
             Self::Password => f.write_str("its password"),
             Self::Query(name) => write!(f, "its query value {name:?}"),
             Self::Token => f.write_str("a token-shaped value"),
+            Self::Webhook => f.write_str("a webhook URL, whose path is its secret"),
         }
     }
 }

@@ -16,6 +16,7 @@ use super::keys::{
     tool_summary_key,
 };
 use super::literal::literal_authorization;
+use super::sandbox::SandboxPolicy;
 use super::target;
 use super::target::TransportKind;
 use super::transport::{HttpDefinition, StdioDefinition, Transport};
@@ -356,6 +357,12 @@ fn finish(
         .get(&Global::InheritEnv)
         .map(|key| super::inherit::read(key, env.get(key).unwrap_or_default(), &mut faults))
         .unwrap_or_default();
+    let sandbox = globals.get(&Global::Sandbox).and_then(|key| {
+        let policy =
+            SandboxPolicy::from_variable(key, env.get(key).unwrap_or_default(), &mut faults)?;
+        super::check::sandbox_built(key, &policy, &mut faults);
+        Some(policy)
+    });
 
     // Sorting by variable groups each variable's faults together; the sort is
     // stable, so within a variable they keep the order they were found in.
@@ -370,6 +377,7 @@ fn finish(
         allow_add,
         workspace_env,
         inherit_env,
+        sandbox,
         env,
     })
 }
@@ -453,6 +461,7 @@ fn load_server(
     let args = reader.array(Suffix::Args);
     let cwd = reader.string(Suffix::Cwd);
     let vars = reader.map(Suffix::Env);
+    let sandbox = reader.sandbox();
     let bearer = reader.string(Suffix::Bearer);
     let headers = reader.map(Suffix::Headers);
     let declared = reader.authorization();
@@ -501,6 +510,7 @@ fn load_server(
             args: args.unwrap_or_default(),
             cwd,
             env: vars.unwrap_or_default(),
+            sandbox,
         })),
         Some(TransportKind::Http) => Some(Transport::Http(HttpDefinition {
             url: target.to_owned(),
@@ -630,6 +640,12 @@ impl<'a> Reader<'a, '_> {
     fn map(&mut self, suffix: Suffix) -> Option<BTreeMap<String, String>> {
         let (variable, raw) = self.raw(suffix)?;
         json::string_map(variable, raw, self.faults)
+    }
+
+    /// `_SANDBOX`: a sandbox policy, read by its own reader.
+    fn sandbox(&mut self) -> Option<SandboxPolicy> {
+        let (variable, raw) = self.raw(Suffix::Sandbox)?;
+        SandboxPolicy::from_variable(variable, raw, self.faults)
     }
 
     /// `_AUTHORIZATION`: the wire's union, read by its own reader.

@@ -62,6 +62,8 @@ pub enum PreparedTransport {
         cwd: Option<PathBuf>,
         /// Variables added to its environment.
         env: Vec<(String, String)>,
+        /// Its own sandbox policy, paths expanded; the host-wide policy where `None`.
+        sandbox: Option<super::SandboxPolicy>,
     },
     /// POST to `url` with `headers` on every request.
     Http {
@@ -175,11 +177,21 @@ fn prepare_stdio(
             Ok((name.clone(), expanded))
         })
         .collect::<Result<_, ConfigError>>()?;
+    let sandbox = stdio
+        .sandbox
+        .as_ref()
+        .map(|policy| {
+            policy.expand(&names.companion(Suffix::Sandbox), &|name, path| {
+                env.expand_setting(name, path)
+            })
+        })
+        .transpose()?;
     Ok(PreparedTransport::Stdio {
         command,
         args,
         cwd,
         env: vars,
+        sandbox,
     })
 }
 
@@ -518,6 +530,7 @@ impl fmt::Debug for PreparedTransport {
                 args,
                 cwd,
                 env,
+                sandbox,
             } => {
                 let names: Vec<&String> = env.iter().map(|(name, _)| name).collect();
                 f.debug_struct("Stdio")
@@ -525,6 +538,7 @@ impl fmt::Debug for PreparedTransport {
                     .field("args", &Bare(&format!("<{} redacted>", args.len())))
                     .field("cwd", &cwd.as_ref().map(|_| Bare("<redacted>")))
                     .field("env", &RedactedValues(&names))
+                    .field("sandbox", &sandbox.is_some())
                     .finish()
             }
             Self::Http { url, headers } => {

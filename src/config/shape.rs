@@ -21,6 +21,8 @@ enum Kind {
     Authorization,
     /// A JSON object whose own reader checks it (a tool source's declaration).
     Object,
+    /// A sandbox policy, read by its own reader.
+    Sandbox,
 }
 
 impl Kind {
@@ -31,6 +33,7 @@ impl Kind {
             Self::Map => STRING_MAP,
             Self::Authorization => AUTHORIZATION,
             Self::Object => "a JSON object (the source's declaration)",
+            Self::Sandbox => "a JSON object (a sandbox policy)",
         }
     }
 }
@@ -85,12 +88,13 @@ const fn only(transport: TransportKind, field: Field) -> Field {
 use TransportKind::{Http, Stdio};
 
 /// `McpServerDefinition`, after `transport` (which is checked on its own).
-const DEFINITION: [Field; 15] = [
+const DEFINITION: [Field; 16] = [
     required("name", Kind::Text),
     only(Stdio, required("command", Kind::Text)),
     only(Stdio, field("args", Kind::List)),
     only(Stdio, nullable("cwd", Kind::Text)),
     only(Stdio, field("env", Kind::Map)),
+    only(Stdio, nullable("sandbox", Kind::Sandbox)),
     only(Http, required("url", Kind::Text)),
     only(Http, field("headers", Kind::Map)),
     only(Http, nullable("authorization", Kind::Authorization)),
@@ -107,10 +111,11 @@ const DEFINITION: [Field; 15] = [
 ];
 
 /// `McpServerOptions`.
-const OPTIONS: [Field; 7] = [
+const OPTIONS: [Field; 8] = [
     nullable("args", Kind::List),
     nullable("cwd", Kind::Text),
     nullable("env", Kind::Map),
+    nullable("sandbox", Kind::Sandbox),
     nullable("headers", Kind::Map),
     nullable("authorization", Kind::Authorization),
     nullable("tools", Kind::List),
@@ -340,6 +345,9 @@ fn check_value(variable: &str, field: &Field, value: &Value, faults: &mut Vec<Co
         }
         (Kind::Authorization, Value::Object(object)) => authorization(variable, object, faults),
         (Kind::Object, Value::Object(_)) => {}
+        (Kind::Sandbox, value) => {
+            super::sandbox::SandboxPolicy::from_value(variable, value, faults);
+        }
         (_, other) => faults.push(shape(format!("it is {}", json::kind(other)))),
     }
 }

@@ -892,6 +892,7 @@ fn prepare_expands_every_field() {
                 ("API_KEY".into(), "ENVSECRET".into()),
                 ("T".into(), "EXPANDEDTOKEN".into()),
             ],
+            sandbox: None,
         }
     );
 
@@ -1363,6 +1364,58 @@ fn a_kept_definition_is_refused_for_each_literal_credential_at_once() {
 }
 
 #[test]
+fn sessions_access_keys_hexadecimal_tokens_and_webhook_urls_are_literal_credentials() {
+    const HOOK: &str =
+        "https://hooks.slack.com/services/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";
+    const HEX: &str = "3f9a0c4e1b7d2a6f8e5c9b0d4a1f7e3c2b6d8a90";
+    let stdio = serde_json::json!({
+        "name": "web", "transport": "stdio", "command": "/bin/x",
+        "args": ["--notify", HOOK, "--rev", HEX,
+                 "https://discord.com/api/webhooks/1234567890/AbCdEfGhIjKlMnOpQr-StUvWx"],
+        "env": {"SESSION": "s3ss", "SESSION_ID": "abc", "NOTIFY_URL": HOOK, "BUILD": HEX,
+                "ACCESS_LOG": "/var/log/x", "GIT_SHA": "v1", "LOG": "debug"}
+    });
+    assert_eq!(
+        literal_credentials(&stdio),
+        [
+            "args[1] (a webhook URL, whose path is its secret)",
+            "args[4] (a webhook URL, whose path is its secret)",
+            "env.\"BUILD\" (a token-shaped value)",
+            "env.\"NOTIFY_URL\" (a webhook URL, whose path is its secret)",
+            "env.\"SESSION\"",
+            "env.\"SESSION_ID\"",
+        ]
+    );
+    let http = serde_json::json!({
+        "name": "web", "transport": "http", "url": "https://mcp.example/mcp",
+        "headers": {"X-Session": "abc", "X-Access": HEX, "X-Sid": "s",
+                    "X-Trace": "on", "X-Branch": "main"}
+    });
+    assert_eq!(
+        literal_credentials(&http),
+        [
+            "headers.\"X-Access\"",
+            "headers.\"X-Session\"",
+            "headers.\"X-Sid\"",
+        ]
+    );
+    // A token in a URL's path, beside its password.
+    let pathed = serde_json::json!({
+        "name": "web", "transport": "http",
+        "url": "https://mcp.example/t/ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o/mcp"
+    });
+    assert_eq!(literal_credentials(&pathed), ["url (a token-shaped value)"]);
+    for plain in [
+        "https://hooks.slack.com/services/",
+        "https://hooks.slack.com/services/${SLACK_PATH}",
+        "https://discord.com/channels/1/2",
+    ] {
+        let value = serde_json::json!({"name": "w", "transport": "http", "url": plain});
+        assert_eq!(literal_credentials(&value), Vec::<String>::new(), "{plain}");
+    }
+}
+
+#[test]
 fn declined_authorizations_are_refused_with_the_reason() {
     for (kind, what) in [
         (
@@ -1389,6 +1442,7 @@ fn a_definition_needing_a_feature_the_build_left_out_is_refused_naming_the_featu
         http: false,
         sources: false,
         oauth: false,
+        sandbox: false,
     };
     let mut oauth = HttpDefinition::new("https://mcp.example/mcp");
     oauth.authorization = Some(Authorization::OAuth(OAuthAuthorization::new(
@@ -1441,6 +1495,7 @@ fn a_definition_needing_a_feature_the_build_left_out_is_refused_naming_the_featu
             http: true,
             sources: true,
             oauth: true,
+            sandbox: true,
         });
         checker.transport(&transport);
         assert!(

@@ -479,7 +479,7 @@ fn options_cannot_repeat_alias_target_or_transport() {
         McpServerOptions::from_json(r#"{"tools": ["a"], "bogus": 1, "env": ["x"]}"#).unwrap_err();
     assert_eq!(variables(&errors), ["options", "options.env"]);
     assert!(errors.to_string().contains(
-        "options has no field \"bogus\": use only args, cwd, env, headers, authorization, tools, read"
+        "options has no field \"bogus\": use only args, cwd, env, sandbox, headers, authorization, tools, read"
     ));
     assert!(McpServerOptions::from_json("{}").unwrap().is_empty());
 }
@@ -1086,6 +1086,7 @@ fn schemas_are_closed_unions() {
             "env",
             "headers",
             "read",
+            "sandbox",
             "tools"
         ]
     );

@@ -30,6 +30,10 @@ pub struct StdioDefinition {
         serialize_with = "serialize_redacted_values"
     )]
     pub env: BTreeMap<String, String>,
+    /// The sandbox it runs in; `None` takes the host-wide policy (`PLURNK_MCP_SANDBOX`) or
+    /// the built-in default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<super::sandbox::SandboxPolicy>,
 }
 
 impl StdioDefinition {
@@ -152,6 +156,7 @@ impl fmt::Debug for StdioDefinition {
             .field("args", &self.args)
             .field("cwd", &self.cwd)
             .field("env", &RedactedValues(&env_keys))
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }

@@ -27,6 +27,7 @@ use super::definition::{DefinitionParts, ServerDefinition};
 use super::environment::is_single_reference;
 use super::error::{ConfigError, ConfigErrors};
 use super::json;
+use super::sandbox::SandboxPolicy;
 use super::secret::{Bare, Secret};
 use super::shape;
 use super::target;
@@ -104,6 +105,9 @@ pub struct McpStdioDefinition {
     /// Variables added to the child's environment.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The sandbox it runs in; absent takes the host-wide policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxPolicy>,
     /// The exact tool names enabled; absent enables every listed tool, `[]` none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
@@ -226,6 +230,9 @@ pub struct McpServerOptions {
     /// stdio: variables added to the child's environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<BTreeMap<String, String>>,
+    /// stdio: the sandbox it runs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxPolicy>,
     /// http: supplementary request headers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
@@ -477,6 +484,7 @@ impl TryFrom<&ServerDefinition> for McpServerDefinition {
                 args: stdio.args.clone(),
                 cwd: stdio.cwd.clone(),
                 env: stdio.env.clone(),
+                sandbox: stdio.sandbox.clone(),
                 tools: parts.tools.clone(),
                 read: parts.read.clone(),
                 summary: parts.summary.clone(),
@@ -533,6 +541,7 @@ impl TryFrom<McpServerDefinition> for ServerDefinition {
                     args: stdio.args,
                     cwd: stdio.cwd,
                     env: stdio.env,
+                    sandbox: stdio.sandbox,
                 }),
                 stdio.tools,
                 stdio.read,
@@ -661,6 +670,7 @@ impl fmt::Debug for McpStdioDefinition {
             .field("args", &self.args)
             .field("cwd", &self.cwd)
             .field("env", &RedactedValues(&env))
+            .field("sandbox", &self.sandbox)
             .field("tools", &self.tools)
             .field("read", &self.read)
             .field("summary", &self.summary)
@@ -747,6 +757,7 @@ impl fmt::Debug for McpServerOptions {
             .field("env", &env.as_deref().map(RedactedValues))
             .field("headers", &headers.as_deref().map(RedactedValues))
             .field("authorization", &self.authorization)
+            .field("sandbox", &self.sandbox)
             .field("tools", &self.tools)
             .field("read", &self.read)
             .finish()

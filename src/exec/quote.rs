@@ -12,12 +12,13 @@ const SNIPPET_CHARS: usize = 40;
 /// when none is close to the one asked for, or the enabled servers.
 pub(super) const LISTED_TOOLS: usize = 20;
 
-/// A name as an error shows it: control characters as `?`, cut at [`NAME_CHARS`].
+/// A name as an error shows it: control and format characters as `?`, cut at
+/// [`NAME_CHARS`].
 pub(super) fn name(text: &str) -> String {
     let mut out: String = text
         .chars()
         .take(NAME_CHARS)
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| if crate::text::is_unshown(c) { '?' } else { c })
         .collect();
     if text.chars().nth(NAME_CHARS).is_some() {
         out.push('…');

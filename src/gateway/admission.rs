@@ -36,9 +36,12 @@ use rmcp::transport::streamable_http_server::{
     },
 };
 
+use tokio_util::sync::CancellationToken;
+
+use super::bytes::{Charged, Ledger, Over};
 use super::limits::ClientLimits;
 use super::listener::{ClientAddr, WithGuard};
-use super::sealed::Sealer;
+use super::sealed::{Ended, Key, Sealer, key_of, now};
 
 /// The header a 2026-07-28 request names its method in (SEP-2243; rmcp refuses a request
 /// whose header and body disagree).
@@ -64,9 +67,18 @@ struct Book {
 
 /// A refusal: its status and what it says.
 #[derive(Debug, Clone)]
-pub(super) struct Refusal {
+struct Refusal {
     status: StatusCode,
     message: String,
+}
+
+impl From<Over> for Refusal {
+    fn from(over: Over) -> Self {
+        Self {
+            status: over.status,
+            message: over.message,
+        }
+    }
 }
 
 impl IntoResponse for Refusal {
@@ -192,12 +204,20 @@ impl Drop for Place {
 pub(super) struct Admission {
     limits: ClientLimits,
     listens: Arc<Mutex<Book>>,
+    /// The bytes requests and their answers hold.
+    bytes: Arc<Ledger>,
 }
 
 impl Admission {
     /// The middleware's state and the session manager rmcp is to use, both from `limits`;
-    /// every session's id sealed by `sealer`.
-    pub(super) fn new(limits: ClientLimits, sealer: Sealer) -> (Self, Sessions) {
+    /// every session's id sealed by `sealer`, and put on `ended` once it ends for good (not
+    /// when `shutdown` ends it: the session goes on through other replicas).
+    pub(super) fn new(
+        limits: ClientLimits,
+        sealer: Sealer,
+        ended: Arc<Ended>,
+        shutdown: CancellationToken,
+    ) -> (Self, Sessions) {
         let listens = Book::new(
             "listen streams",
             ("--max-listen-streams", "--max-listen-streams-per-client"),
@@ -216,12 +236,18 @@ impl Admission {
             Self {
                 limits,
                 listens: Arc::new(Mutex::new(listens)),
+                bytes: Arc::new(Ledger::new(
+                    limits.max_bytes_in_flight,
+                    limits.max_bytes_in_flight_per_client,
+                )),
             },
             Sessions {
                 inner: local,
                 book: Arc::new(Mutex::new(sessions)),
                 places: Mutex::new(HashMap::new()),
                 sealer,
+                ended,
+                shutdown,
             },
         )
     }
@@ -270,6 +296,10 @@ pub(super) async fn admit(
             return response;
         }
     };
+    let charge = match admission.bytes.charge(client, body.len()) {
+        Ok(charge) => charge,
+        Err(over) => return Refusal::from(over).into_response(),
+    };
     let listens = parts.method == axum::http::Method::GET
         || parts
             .headers
@@ -302,6 +332,7 @@ pub(super) async fn admit(
     {
         return refusal.into_response();
     }
+    let response = response.map(|body| Body::new(Charged::new(body, charge)));
     match place {
         Some(place) => response.map(|body| Body::new(WithGuard::new(body, place))),
         None => response,
@@ -371,13 +402,27 @@ async fn read_body(
 /// rmcp's in-memory session manager with a place in the session book for every session:
 /// past a bound `initialize` is refused (the middleware answers the refusal), and a session's
 /// place is given back when it ends (closed, deleted, or idle past
-/// [`ClientLimits::session_idle`], which rmcp's worker enforces).
+/// [`ClientLimits::session_idle`], which rmcp's worker enforces). A session that ends for
+/// good goes on the ended list, so its id never opens again; one past its sealed lifetime
+/// ends at its next request.
 pub(super) struct Sessions {
     inner: LocalSessionManager,
     book: Arc<Mutex<Book>>,
-    places: Mutex<HashMap<SessionId, Place>>,
+    places: Mutex<HashMap<SessionId, Held>>,
     /// Seals every new session's id, so any replica can serve it.
     sealer: Sealer,
+    /// The sessions that ended, here and (through the store) on every replica.
+    ended: Arc<Ended>,
+    /// Cancelled when the gateway shuts down: the sessions it then closes have not ended.
+    shutdown: CancellationToken,
+}
+
+/// What a session held here takes and is: its place in the book, when its lifetime ends,
+/// and its id's key on the ended list.
+struct Held {
+    _place: Place,
+    until: u64,
+    key: Key,
 }
 
 /// Why a session could not be had.
@@ -392,6 +437,40 @@ pub(super) enum SessionsError {
 }
 
 impl Sessions {
+    /// Keeps `place` for the session `id` holds here, with its lifetime from its id (a
+    /// session made under an id of another form lives as long as the gateway's bound says).
+    fn hold(&self, id: &SessionId, place: Place) {
+        let until = self.sealer.open(id).map_or_else(
+            || now().saturating_add(self.sealer.lifetime_secs()),
+            |o| o.until,
+        );
+        if let Ok(mut places) = self.places.lock() {
+            places.insert(
+                id.clone(),
+                Held {
+                    _place: place,
+                    until,
+                    key: key_of(id),
+                },
+            );
+        }
+    }
+
+    /// Ends this gateway's copy of the session whose id's key is `key`, which ended on
+    /// another host: put on the list first, so closing it records nothing again.
+    pub(super) async fn ended_elsewhere(&self, key: Key, until: u64) {
+        self.ended.note(key, until);
+        let id = self.places.lock().ok().and_then(|places| {
+            places
+                .iter()
+                .find(|(_, held)| held.key == key)
+                .map(|(id, _)| id.clone())
+        });
+        if let Some(id) = id {
+            let _ = self.close_session(&id).await;
+        }
+    }
+
     /// A place in the session book for the client `asking` lends, or the refusal (kept for
     /// the middleware to answer in its words).
     fn place(&self, asking: Option<&Asking>) -> Result<Place, SessionsError> {
@@ -428,9 +507,7 @@ impl SessionManager for Sessions {
             },
             None => self.inner.create_session().await?,
         };
-        if let Ok(mut places) = self.places.lock() {
-            places.insert(id.clone(), place);
-        }
+        self.hold(&id, place);
         Ok((id, transport))
     }
 
@@ -443,10 +520,8 @@ impl SessionManager for Sessions {
         let asking = ASKING.try_with(Arc::clone).ok();
         let place = self.place(asking.as_deref())?;
         let outcome = self.inner.restore_session(id.clone()).await?;
-        if matches!(outcome, RestoreOutcome::Restored(_))
-            && let Ok(mut places) = self.places.lock()
-        {
-            places.insert(id, place);
+        if matches!(outcome, RestoreOutcome::Restored(_)) {
+            self.hold(&id, place);
         }
         Ok(outcome)
     }
@@ -460,18 +535,42 @@ impl SessionManager for Sessions {
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        // Past its lifetime a session ends at its next request, which then finds none (and
+        // its id no longer opens).
+        let lived = self
+            .places
+            .lock()
+            .ok()
+            .and_then(|places| places.get(id).map(|held| held.until <= now()))
+            .unwrap_or(false);
+        if lived {
+            self.close_session(id).await?;
+            return Ok(false);
+        }
         Ok(self.inner.has_session(id).await?)
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        let place = self
+        let held = self
             .places
             .lock()
             .ok()
             .and_then(|mut places| places.remove(id));
         let closed = self.inner.close_session(id).await;
-        if place.is_some() {
-            drop(place);
+        // Closed for good (deleted, idle, failed) unless the gateway is shutting down: its id
+        // must open nowhere until its lifetime passes. An id that does not open here (forged,
+        // another workspace's, past its lifetime) has nothing to end.
+        if !self.shutdown.is_cancelled() {
+            let until = match &held {
+                Some(held) => Some(held.until),
+                None => self.sealer.open(id).map(|opened| opened.until),
+            };
+            if let Some(until) = until.filter(|until| *until > now()) {
+                self.ended.end(id, until).await;
+            }
+        }
+        if held.is_some() {
+            drop(held);
             crate::memory::give_back();
         }
         Ok(closed?)

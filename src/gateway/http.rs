@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::Gateway;
 use super::admission::{Admission, Sessions, admit};
 use super::limits::{ClientLimits, LimitError};
-use super::sealed::{MIN_SESSION_KEY_BYTES, SealedSessions, Sealer};
+use super::sealed::{Ended, MIN_SESSION_KEY_BYTES, SealedSessions, Sealer};
 use super::status::Status;
 
 /// The shortest bearer token the gateway accepts: 16 bytes of a random token are 128 bits.
@@ -122,8 +122,11 @@ const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*",
 
 /// Serves `gateway` on `listener` at `/mcp` until `shutdown` is cancelled, with a load
 /// balancer's checks beside it: `GET /healthz` (the process answers) and `GET /readyz` (its
-/// workspace can serve: [`crate::Workspace::readiness`]; `503` with the reason when not). The
-/// checks need no bearer token and say nothing a client could use.
+/// workspace can serve: [`crate::Workspace::readiness`]; `503` when not). The checks meet the
+/// `Host` and `Origin` rules of `/mcp` (a balancer sends `Host: localhost`, or a name the
+/// operator allows) and need no bearer token; why a gateway is not ready (which names its
+/// store: its user, host, port and database) is said only to a request that carries the
+/// bearer, anyone else is told `not ready` alone.
 ///
 /// ```no_run
 /// # async fn run(host: plurnk_mcp::Host) -> Result<(), Box<dyn std::error::Error>> {
@@ -145,7 +148,13 @@ pub async fn serve_http(
     if let Some(key) = &options.session_key {
         crate::redact::register([String::from_utf8_lossy(key).into_owned()]);
     }
-    let sealer = Sealer::new(options.session_key.as_deref());
+    let workspace = gateway.workspace().clone();
+    let sealer = Sealer::new(
+        options.session_key.as_deref(),
+        workspace.name(),
+        limits.session_lifetime,
+    );
+    let ended = Arc::new(Ended::new(workspace.store()));
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(
             LOOPBACK_HOSTS
@@ -164,13 +173,22 @@ pub async fn serve_http(
         // A 2026-07-28 answer goes out as JSON unless a message comes before it (`reply.rs`).
         .with_json_response(true)
         .with_cancellation_token(shutdown.child_token());
-    // A session this replica does not hold is opened from its id (nothing is stored).
-    config.session_store = Some(Arc::new(SealedSessions(sealer.clone())));
-    let (admission, sessions) = Admission::new(limits, sealer.clone());
-    let workspace = gateway.workspace().clone();
+    // A session this replica does not hold is opened from its id (nothing is stored but the
+    // ids that ended).
+    config.session_store = Some(Arc::new(SealedSessions {
+        sealer: sealer.clone(),
+        ended: ended.clone(),
+    }));
+    let (admission, sessions) = Admission::new(limits, sealer.clone(), ended, shutdown.clone());
+    let sessions = Arc::new(sessions);
+    follow_ended(&workspace, sessions.clone(), shutdown.child_token());
     let status_gateway = gateway.clone();
+    let expected: Option<Arc<[u8]>> = options
+        .bearer
+        .as_ref()
+        .map(|token| format!("Bearer {token}").into_bytes().into());
     let service: StreamableHttpService<Gateway, Sessions> =
-        StreamableHttpService::new(move || Ok(gateway.clone()), Arc::new(sessions), config);
+        StreamableHttpService::new(move || Ok(gateway.clone()), sessions, config);
     let guard = service.clone();
     let status = Status::new(status_gateway, move |probe| {
         let guard = guard.clone();
@@ -178,6 +196,11 @@ pub async fn serve_http(
     });
     status.follow(shutdown.child_token());
     let page = status.clone();
+    let probes = Probes {
+        status: status.clone(),
+        workspace,
+        bearer: expected.clone(),
+    };
     // The status page is not an MCP exchange: no body to admit, no session, no listen
     // stream; only the bearer (below) and the `Host`/`Origin` rules (asked of `service`).
     let pages = axum::Router::new()
@@ -204,9 +227,8 @@ pub async fn serve_http(
         .layer(axum::middleware::from_fn(super::verbatim::swap_http))
         .layer(axum::middleware::from_fn_with_state(admission, admit))
         .merge(pages);
-    if let Some(token) = options.bearer {
-        crate::redact::register([token.clone()]);
-        let expected: Arc<[u8]> = format!("Bearer {token}").into_bytes().into();
+    if let (Some(token), Some(expected)) = (options.bearer, expected) {
+        crate::redact::register([token]);
         router = router.layer(axum::middleware::from_fn(
             move |request: Request, next: Next| {
                 let expected = expected.clone();
@@ -215,29 +237,57 @@ pub async fn serve_http(
         ));
     }
     // The bearer is checked first (the outermost layer): nothing of a request without it
-    // is read beyond its head. The checks are routed after the layers, so none applies.
+    // is read beyond its head. The checks are routed after the layers, so the bearer does not
+    // apply to them; the `Host` and `Origin` rules do (`Probes`).
+    let ready = probes.clone();
     let router = router
         .route(
             "/healthz",
-            axum::routing::get(|| async { (StatusCode::OK, "ok\n") }),
+            axum::routing::get(move |request: Request| {
+                let probes = probes.clone();
+                async move { probes.healthz(request).await }
+            }),
         )
         .route(
             "/readyz",
-            axum::routing::get(move || {
-                let workspace = workspace.clone();
-                async move {
-                    match workspace.readiness() {
-                        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
-                        Err(why) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!("not ready: {}\n", crate::redact::scrub(&why)),
-                        ),
-                    }
-                }
+            axum::routing::get(move |request: Request| {
+                let probes = ready.clone();
+                async move { probes.readyz(request).await }
             }),
         );
     super::listener::serve(listener, router, limits, shutdown).await;
     Ok(())
+}
+
+/// Ends this gateway's copy of every session a shared store announces ended on another
+/// host, until `shutdown`.
+fn follow_ended(
+    workspace: &crate::Workspace,
+    sessions: Arc<Sessions>,
+    shutdown: CancellationToken,
+) {
+    use crate::store::Announcement;
+    use tokio::sync::broadcast::error::RecvError;
+    let Some(mut announcements) = workspace.store().and_then(|store| store.announcements()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        loop {
+            let announced = tokio::select! {
+                announced = announcements.recv() => announced,
+                () = shutdown.cancelled() => return,
+            };
+            match announced {
+                Ok(Announcement::SessionEnded { key, until }) => {
+                    if let Some(key) = Ended::parse_key(&key) {
+                        sessions.ended_elsewhere(key, until).await;
+                    }
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
 }
 
 /// Whether `options` may serve on `address`: a bearer off loopback, one long enough, and
@@ -257,6 +307,52 @@ fn admissible(options: &HttpOptions, address: SocketAddr) -> Result<(), ServeErr
         return Err(ServeError::SessionKeyTooShort { bytes: key.len() });
     }
     options.limits.check().map_err(ServeError::Limits)
+}
+
+/// A load balancer's checks: behind the `Host` and `Origin` rules, the bearer only needed
+/// to hear why the gateway is not ready.
+#[derive(Clone)]
+struct Probes {
+    status: Status,
+    workspace: crate::Workspace,
+    /// `Bearer <token>`, when the gateway has one.
+    bearer: Option<Arc<[u8]>>,
+}
+
+impl Probes {
+    /// `GET /healthz`: the process answers.
+    async fn healthz(&self, request: Request) -> Response {
+        if let Some(refused) = self.status.refusal(request.uri(), request.headers()).await {
+            return refused;
+        }
+        (StatusCode::OK, "ok\n").into_response()
+    }
+
+    /// `GET /readyz`: the workspace can serve; why not, only to a request with the bearer
+    /// (it names the store), the same fixed words to anyone else.
+    async fn readyz(&self, request: Request) -> Response {
+        if let Some(refused) = self.status.refusal(request.uri(), request.headers()).await {
+            return refused;
+        }
+        let Err(why) = self.workspace.readiness() else {
+            return (StatusCode::OK, "ready\n").into_response();
+        };
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|value| value.as_bytes())
+            .unwrap_or_default();
+        let told = self
+            .bearer
+            .as_deref()
+            .is_some_and(|expected| same(given, expected));
+        let body = if told {
+            format!("not ready: {}\n", crate::redact::scrub(&why))
+        } else {
+            "not ready\n".to_owned()
+        };
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
 }
 
 async fn require_bearer(expected: &[u8], request: Request, next: Next) -> Response {

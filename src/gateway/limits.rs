@@ -17,6 +17,12 @@ pub struct ClientLimits {
     /// longest (no request in flight) is closed to make room; when every one has a request in
     /// flight, the new one is answered `503` with `Retry-After` and closed.
     pub max_connections: usize,
+    /// Client connections open at once from one client address
+    /// (`--max-connections-per-client`). Past it that client's connection idle longest is
+    /// closed to make room; when every one of its own has a request in flight, the new one is
+    /// answered `429` with `Retry-After` and closed. So one client's slow requests (trickled
+    /// bodies, each in flight) never take every place.
+    pub max_connections_per_client: usize,
     /// Time a connection has to send a whole request head, counted from its opening or from
     /// the end of its previous answer (`--header-timeout-ms`): an idle keep-alive connection
     /// is closed after it too.
@@ -29,6 +35,12 @@ pub struct ClientLimits {
     /// Time a client may leave an answer unread, the socket full, before its connection is
     /// closed and the answer dropped (`--write-timeout-ms`).
     pub write_timeout: Duration,
+    /// Bytes the requests in flight and their answers hold at once, every client together
+    /// (`--max-bytes-in-flight`): each request's body from its admission, and its answer's
+    /// frame in flight, until the answer is dropped. Past it a request is refused `503`.
+    pub max_bytes_in_flight: usize,
+    /// The same, of one client address (`--max-bytes-in-flight-per-client`); past it, `429`.
+    pub max_bytes_in_flight_per_client: usize,
     /// Legacy (2025-11-25) sessions at once, every client together (`--max-sessions`).
     pub max_sessions: usize,
     /// Legacy sessions at once from one client address (`--max-sessions-per-client`).
@@ -36,6 +48,11 @@ pub struct ClientLimits {
     /// A legacy session with no request for this long ends, and what it held is freed
     /// (`--session-idle-ms`).
     pub session_idle: Duration,
+    /// How long a legacy session's id opens at most, however active it is
+    /// (`--session-lifetime-ms`): sealed into the id, so every replica agrees; past it the id
+    /// is `404` and the client initializes again. It bounds how long an ended id is kept on
+    /// the list that refuses it.
+    pub session_lifetime: Duration,
     /// Listen streams open at once (`subscriptions/listen` and legacy `GET` streams), every
     /// client together (`--max-listen-streams`).
     pub max_listen_streams: usize,
@@ -46,13 +63,17 @@ pub struct ClientLimits {
 
 setters!(ClientLimits {
     with_max_connections => max_connections: usize,
+    with_max_connections_per_client => max_connections_per_client: usize,
     with_header_timeout => header_timeout: Duration,
     with_body_timeout => body_timeout: Duration,
     with_max_body_bytes => max_body_bytes: usize,
     with_write_timeout => write_timeout: Duration,
+    with_max_bytes_in_flight => max_bytes_in_flight: usize,
+    with_max_bytes_in_flight_per_client => max_bytes_in_flight_per_client: usize,
     with_max_sessions => max_sessions: usize,
     with_max_sessions_per_client => max_sessions_per_client: usize,
     with_session_idle => session_idle: Duration,
+    with_session_lifetime => session_lifetime: Duration,
     with_max_listen_streams => max_listen_streams: usize,
     with_max_listen_streams_per_client => max_listen_streams_per_client: usize,
 });
@@ -61,13 +82,17 @@ impl Default for ClientLimits {
     fn default() -> Self {
         Self {
             max_connections: 512,
+            max_connections_per_client: 128,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             max_body_bytes: 4 << 20,
             write_timeout: Duration::from_secs(10),
+            max_bytes_in_flight: 256 << 20,
+            max_bytes_in_flight_per_client: 64 << 20,
             max_sessions: 1024,
             max_sessions_per_client: 256,
             session_idle: Duration::from_secs(300),
+            session_lifetime: Duration::from_secs(24 * 60 * 60),
             max_listen_streams: 256,
             max_listen_streams_per_client: 64,
         }
@@ -98,6 +123,10 @@ impl ClientLimits {
         let mut faults = Vec::new();
         let counts = [
             ("--max-connections", self.max_connections),
+            (
+                "--max-connections-per-client",
+                self.max_connections_per_client,
+            ),
             ("--max-sessions", self.max_sessions),
             ("--max-sessions-per-client", self.max_sessions_per_client),
             ("--max-listen-streams", self.max_listen_streams),
@@ -120,6 +149,7 @@ impl ClientLimits {
             ("--body-timeout-ms", self.body_timeout),
             ("--write-timeout-ms", self.write_timeout),
             ("--session-idle-ms", self.session_idle),
+            ("--session-lifetime-ms", self.session_lifetime),
         ];
         for (flag, timeout) in timeouts {
             if timeout < Duration::from_millis(1) || timeout > LONGEST {
@@ -135,6 +165,22 @@ impl ClientLimits {
                 flag: "--max-body-bytes",
                 given: self.max_body_bytes.to_string(),
                 fix: "give 1024 or more (an initialize request alone takes hundreds of bytes)",
+            });
+        }
+        // Every body the gateway takes must fit what one client may hold, and that what all
+        // may: a smaller bound would refuse requests it admits by size.
+        if self.max_bytes_in_flight_per_client < self.max_body_bytes {
+            faults.push(LimitError {
+                flag: "--max-bytes-in-flight-per-client",
+                given: self.max_bytes_in_flight_per_client.to_string(),
+                fix: "give at least --max-body-bytes (a request's body is charged whole)",
+            });
+        }
+        if self.max_bytes_in_flight < self.max_bytes_in_flight_per_client {
+            faults.push(LimitError {
+                flag: "--max-bytes-in-flight",
+                given: self.max_bytes_in_flight.to_string(),
+                fix: "give at least --max-bytes-in-flight-per-client",
             });
         }
         if faults.is_empty() {
@@ -158,13 +204,17 @@ mod tests {
     fn every_setting_out_of_range_is_named_at_once() {
         let limits = ClientLimits {
             max_connections: 0,
+            max_connections_per_client: 0,
             header_timeout: Duration::ZERO,
             body_timeout: Duration::from_secs(2 * 24 * 60 * 60),
             max_body_bytes: 10,
             write_timeout: Duration::ZERO,
+            max_bytes_in_flight: 0,
+            max_bytes_in_flight_per_client: 0,
             max_sessions: 0,
             max_sessions_per_client: 0,
             session_idle: Duration::ZERO,
+            session_lifetime: Duration::ZERO,
             max_listen_streams: 0,
             max_listen_streams_per_client: 0,
         };
@@ -174,6 +224,7 @@ mod tests {
             flags,
             [
                 "--max-connections",
+                "--max-connections-per-client",
                 "--max-sessions",
                 "--max-sessions-per-client",
                 "--max-listen-streams",
@@ -182,11 +233,13 @@ mod tests {
                 "--body-timeout-ms",
                 "--write-timeout-ms",
                 "--session-idle-ms",
+                "--session-lifetime-ms",
                 "--max-body-bytes",
+                "--max-bytes-in-flight-per-client",
             ]
         );
         assert_eq!(
-            faults[6].to_string(),
+            faults[7].to_string(),
             "--body-timeout-ms is 172800000 ms: give between 1 and 86400000 milliseconds (a day)"
         );
         assert_eq!(

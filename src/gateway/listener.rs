@@ -6,10 +6,14 @@
 //! gateway answering anyone. Here:
 //! - a connection has [`ClientLimits::header_timeout`] to deliver each request head (hyper's
 //!   own timer, which also ends an idle keep-alive connection);
-//! - at most [`ClientLimits::max_connections`] are open. Past it the connection idle longest
-//!   (no request in flight: waiting for a head) is closed to make room, so connections that
-//!   send nothing never lock a client out; when every connection has a request in flight the
-//!   new one is answered `503` with `Retry-After` and closed;
+//! - at most [`ClientLimits::max_connections`] are open, and at most
+//!   [`ClientLimits::max_connections_per_client`] of one client address. Past a client's own
+//!   bound its connection idle longest is closed to make room, and with all of its own busy
+//!   the new one is answered `429`; past the total, the connection idle longest (no request
+//!   in flight: waiting for a head) is closed, so connections that send nothing never lock a
+//!   client out, and when every connection has a request in flight the new one is answered
+//!   `503`; either refusal with `Retry-After`, and the connection closed. So one client's
+//!   trickled bodies, each a request in flight, hold its own share and never every place;
 //! - an `accept` that fails for want of file descriptors closes the connection idle longest,
 //!   or backs off when none is idle, and the loop goes on;
 //! - an answer the client leaves unread, its socket full, for [`ClientLimits::write_timeout`]
@@ -71,7 +75,10 @@ pub(super) async fn serve(
     limits: ClientLimits,
     shutdown: CancellationToken,
 ) {
-    let slots = Arc::new(Slots::new(limits.max_connections));
+    let slots = Arc::new(Slots::new(
+        limits.max_connections,
+        limits.max_connections_per_client,
+    ));
     let refusals = Arc::new(tokio::sync::Semaphore::new(REFUSALS));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -115,19 +122,22 @@ pub(super) async fn serve(
         };
         // Without it an answer streamed in chunks waits on the client's delayed ACK.
         let _ = stream.set_nodelay(true);
-        let Some(slot) = slots.admit() else {
-            if let Ok(permit) = refusals.clone().try_acquire_owned() {
-                let max = limits.max_connections;
-                tracker.spawn(async move {
-                    refuse(stream, max).await;
-                    drop(permit);
-                });
+        let client = ClientAddr(peer.ip().to_canonical());
+        let slot = match slots.admit(client.0) {
+            Ok(slot) => slot,
+            Err(full) => {
+                if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                    tracker.spawn(async move {
+                        refuse(stream, full).await;
+                        drop(permit);
+                    });
+                }
+                continue;
             }
-            continue;
         };
         let connection = Connection {
             stream,
-            client: ClientAddr(peer.ip().to_canonical()),
+            client,
             slot,
         };
         tracker.spawn(connection.serve(
@@ -151,14 +161,37 @@ fn is_connection_error(error: &io::Error) -> bool {
     )
 }
 
-/// Answers a connection over the cap with a `503` that says why, then closes it.
-async fn refuse(mut stream: TcpStream, max: usize) {
-    let body = format!(
-        "the gateway has its {max} connections open, each with a request in flight \
-         (plurnk-mcp serve --max-connections): retry shortly\n"
-    );
+/// Which bound a connection found full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Full {
+    /// Every connection of the gateway has a request in flight.
+    All(usize),
+    /// Every connection of this client address has a request in flight.
+    Client(usize),
+}
+
+/// Answers a connection over a cap with a `503` (every client's) or `429` (its own) that
+/// says why, then closes it.
+async fn refuse(mut stream: TcpStream, full: Full) {
+    let (status, body) = match full {
+        Full::All(max) => (
+            "503 Service Unavailable",
+            format!(
+                "the gateway has its {max} connections open, each with a request in flight \
+                 (plurnk-mcp serve --max-connections): retry shortly\n"
+            ),
+        ),
+        Full::Client(max) => (
+            "429 Too Many Requests",
+            format!(
+                "this client address has {max} connections open, each with a request in \
+                 flight (plurnk-mcp serve --max-connections-per-client): finish one, then \
+                 retry\n"
+            ),
+        ),
+    };
     let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n\
+        "HTTP/1.1 {status}\r\nRetry-After: 1\r\n\
          Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",
         body.len()
@@ -183,17 +216,62 @@ async fn refuse(mut stream: TcpStream, max: usize) {
 
 // === Slots ===
 
-/// The open connections, each in a slot, at most `max` of them.
+/// The open connections, each in a slot, at most `max` of them and `max_per_client` of one
+/// client address.
 struct Slots {
     max: usize,
+    max_per_client: usize,
     /// What `idle_since` counts from.
     epoch: Instant,
     next: AtomicU64,
-    open: Mutex<HashMap<u64, Arc<Slot>>>,
+    open: Mutex<Open>,
+}
+
+/// The slots taken, and how many of them each client address holds.
+#[derive(Default)]
+struct Open {
+    slots: HashMap<u64, Arc<Slot>>,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+impl Open {
+    fn insert(&mut self, id: u64, slot: Arc<Slot>) {
+        *self.per_client.entry(slot.client).or_default() += 1;
+        self.slots.insert(id, slot);
+        opened();
+    }
+
+    /// Frees `id`'s slot, once: whoever removes it counts it closed.
+    fn remove(&mut self, id: u64) {
+        let Some(slot) = self.slots.remove(&id) else {
+            return;
+        };
+        if let Some(count) = self.per_client.get_mut(&slot.client) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_client.remove(&slot.client);
+            }
+        }
+        closed();
+    }
+
+    /// Closes the connection idle longest among those `mine` picks, if one is idle.
+    fn close_idle(&mut self, mine: impl Fn(&Slot) -> bool) -> bool {
+        match longest_idle(&self.slots, mine) {
+            Some((id, idle)) => {
+                idle.close.cancel();
+                self.remove(id);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// One connection's place: whether it has a request in flight, and how to close it.
 struct Slot {
+    /// The client address it came from.
+    client: IpAddr,
     /// Requests whose answer has not been dropped yet; at zero the connection is idle (waiting
     /// for a head) and may be closed to make room.
     busy: AtomicUsize,
@@ -211,10 +289,8 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Ok(mut open) = self.slots.open.lock()
-            && open.remove(&self.id).is_some()
-        {
-            closed();
+        if let Ok(mut open) = self.slots.open.lock() {
+            open.remove(self.id);
         }
     }
 }
@@ -230,12 +306,13 @@ fn closed() {
 }
 
 impl Slots {
-    fn new(max: usize) -> Self {
+    fn new(max: usize, max_per_client: usize) -> Self {
         Self {
             max,
+            max_per_client,
             epoch: Instant::now(),
             next: AtomicU64::new(0),
-            open: Mutex::new(HashMap::new()),
+            open: Mutex::new(Open::default()),
         }
     }
 
@@ -243,26 +320,29 @@ impl Slots {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// A slot for a new connection: a free one, else the one of the connection idle longest
-    /// (which is closed), else none.
-    fn admit(self: &Arc<Self>) -> Option<Held> {
-        let mut open = self.open.lock().ok()?;
-        if open.len() >= self.max {
-            let (id, idle) = longest_idle(&open)?;
-            idle.close.cancel();
-            if open.remove(&id).is_some() {
-                closed();
-            }
+    /// A slot for a new connection from `client`: past the client's own bound, the slot of
+    /// its connection idle longest (which is closed); past the total, the one of any
+    /// connection idle longest; else the bound that is full.
+    fn admit(self: &Arc<Self>, client: IpAddr) -> Result<Held, Full> {
+        let Ok(mut open) = self.open.lock() else {
+            return Err(Full::All(self.max));
+        };
+        let mine = open.per_client.get(&client).copied().unwrap_or(0);
+        if mine >= self.max_per_client && !open.close_idle(|slot| slot.client == client) {
+            return Err(Full::Client(self.max_per_client));
+        }
+        if open.slots.len() >= self.max && !open.close_idle(|_| true) {
+            return Err(Full::All(self.max));
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
+            client,
             busy: AtomicUsize::new(0),
             idle_since: AtomicU64::new(self.now()),
             close: CancellationToken::new(),
         });
         open.insert(id, slot.clone());
-        opened();
-        Some(Held {
+        Ok(Held {
             slots: self.clone(),
             id,
             slot,
@@ -271,23 +351,19 @@ impl Slots {
 
     /// Closes the connection idle longest, if one is; whether one was.
     fn shed(&self) -> bool {
-        let Ok(mut open) = self.open.lock() else {
-            return false;
-        };
-        let Some((id, idle)) = longest_idle(&open) else {
-            return false;
-        };
-        idle.close.cancel();
-        if open.remove(&id).is_some() {
-            closed();
-        }
-        true
+        self.open
+            .lock()
+            .is_ok_and(|mut open| open.close_idle(|_| true))
     }
 }
 
-fn longest_idle(open: &HashMap<u64, Arc<Slot>>) -> Option<(u64, Arc<Slot>)> {
+/// The connection idle longest among the ones `mine` picks.
+fn longest_idle(
+    open: &HashMap<u64, Arc<Slot>>,
+    mine: impl Fn(&Slot) -> bool,
+) -> Option<(u64, Arc<Slot>)> {
     open.iter()
-        .filter(|(_, slot)| slot.busy.load(Ordering::Acquire) == 0)
+        .filter(|(_, slot)| mine(slot) && slot.busy.load(Ordering::Acquire) == 0)
         .min_by_key(|(id, slot)| (slot.idle_since.load(Ordering::Relaxed), **id))
         .map(|(id, slot)| (*id, slot.clone()))
 }
@@ -560,19 +636,21 @@ impl AsyncWrite for Unread {
 mod tests {
     use super::*;
 
+    const HERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     #[test]
     fn a_full_set_makes_room_by_closing_the_connection_idle_longest_and_only_an_idle_one() {
-        let slots = Arc::new(Slots::new(2));
-        let first = slots.admit().expect("a free slot");
-        let second = slots.admit().expect("a free slot");
+        let slots = Arc::new(Slots::new(2, 2));
+        let first = slots.admit(HERE).expect("a free slot");
+        let second = slots.admit(HERE).expect("a free slot");
         // The first is busy: the second, idle, is the one closed.
         let busy = Busy::start(slots.clone(), first.slot.clone());
-        let third = slots.admit().expect("room made");
+        let third = slots.admit(HERE).expect("room made");
         assert!(second.slot.close.is_cancelled());
         assert!(!first.slot.close.is_cancelled());
         // Both open ones busy: no room.
         let _also_busy = Busy::start(slots.clone(), third.slot.clone());
-        assert!(slots.admit().is_none());
+        assert_eq!(slots.admit(HERE).err(), Some(Full::Client(2)));
         assert!(!slots.shed());
         // The first goes idle again: it is shed next.
         drop(busy);
@@ -583,13 +661,33 @@ mod tests {
 
     #[test]
     fn an_ended_connection_frees_its_slot() {
-        let slots = Arc::new(Slots::new(1));
-        let only = slots.admit().expect("a free slot");
+        let slots = Arc::new(Slots::new(1, 1));
+        let only = slots.admit(HERE).expect("a free slot");
         let _busy = Busy::start(slots.clone(), only.slot.clone());
-        assert!(slots.admit().is_none());
+        assert!(slots.admit(HERE).is_err());
         drop(_busy);
         drop(only);
-        let again = slots.admit().expect("freed");
+        let again = slots.admit(HERE).expect("freed");
         assert!(!again.slot.close.is_cancelled());
+    }
+
+    #[test]
+    fn one_client_holds_its_own_share_and_others_find_room() {
+        let other = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+        let slots = Arc::new(Slots::new(4, 2));
+        // Two busy connections of one client: its third is refused, not another's.
+        let mine: Vec<Held> = (0..2).map(|_| slots.admit(HERE).expect("room")).collect();
+        let _busy: Vec<Busy> = mine
+            .iter()
+            .map(|held| Busy::start(slots.clone(), held.slot.clone()))
+            .collect();
+        assert_eq!(slots.admit(HERE).err(), Some(Full::Client(2)));
+        let theirs = slots.admit(other).expect("another client finds room");
+        let _theirs_busy = Busy::start(slots.clone(), theirs.slot.clone());
+        // An idle connection of its own makes room for the client's next one.
+        let idle = slots.admit(other).expect("room");
+        let next = slots.admit(other).expect("its own idle one closed");
+        assert!(idle.slot.close.is_cancelled());
+        assert!(!theirs.slot.close.is_cancelled() && !next.slot.close.is_cancelled());
     }
 }

@@ -119,7 +119,7 @@ pub(super) async fn shape(State(sealer): State<Sealer>, request: Request, next: 
     };
     let asks = sealer
         .open(&session)
-        .is_some_and(|params| params.capabilities.elicitation.is_some());
+        .is_some_and(|opened| opened.params.capabilities.elicitation.is_some());
     let reply = Reply::of(&body, asks);
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
     if reply == Reply::Stream {

@@ -168,6 +168,7 @@ impl StatusBook {
                     calls: tally.calls,
                     errors: tally.errors,
                     last_problem,
+                    sandbox: server.sandbox.clone(),
                 }
             })
             .collect();
@@ -213,6 +214,9 @@ struct ServerStatus {
     calls: u64,
     errors: u64,
     last_problem: Option<LastProblem>,
+    /// What its sandbox holds (a ready stdio server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<std::sync::Arc<crate::model::SandboxReport>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -288,6 +292,22 @@ impl Status {
         });
     }
 
+    /// The refusal `/mcp` would give a request of this head for its `Host` or `Origin`, if
+    /// any: rmcp checks them before anything else and answers a method it does not serve
+    /// `405`; any other answer is its refusal, passed on as it is.
+    pub(super) async fn refusal(
+        &self,
+        uri: &axum::http::Uri,
+        headers: &axum::http::HeaderMap,
+    ) -> Option<Response> {
+        let mut probe = Request::new(Body::empty());
+        *probe.method_mut() = Method::OPTIONS;
+        *probe.uri_mut() = uri.clone();
+        *probe.headers_mut() = headers.clone();
+        let verdict = (self.guard)(probe).await;
+        (verdict.status() != StatusCode::METHOD_NOT_ALLOWED).then_some(verdict)
+    }
+
     /// Answers `GET /status` or `GET /status.json` (`json`), once the request passes the
     /// `Host` and `Origin` rules of `/mcp`.
     pub(super) async fn answer(&self, request: Request, json: bool) -> Response {
@@ -302,16 +322,9 @@ impl Status {
                 .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
             return refused;
         }
-        // rmcp checks `Host` and `Origin` before anything else and answers a method it does
-        // not serve 405; any other answer is its refusal, passed on as it is.
         let (parts, _) = request.into_parts();
-        let mut probe = Request::new(Body::empty());
-        *probe.method_mut() = Method::OPTIONS;
-        *probe.uri_mut() = parts.uri.clone();
-        *probe.headers_mut() = parts.headers.clone();
-        let verdict = (self.guard)(probe).await;
-        if verdict.status() != StatusCode::METHOD_NOT_ALLOWED {
-            return verdict;
+        if let Some(refused) = self.refusal(&parts.uri, &parts.headers).await {
+            return refused;
         }
         let report = self
             .gateway
@@ -367,8 +380,9 @@ fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // A control character has no business on a page (and a NUL none in HTML).
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            // A control character has no business on a page (and a NUL none in HTML), nor
+            // has a bidirectional override, which would make a row read otherwise.
+            c if crate::text::is_unshown(c) && c != '\n' && c != '\t' => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
@@ -413,8 +427,8 @@ fn page(report: &Report) -> String {
     );
     html.push_str(
         "<table>\n<thead><tr><th>server</th><th>transport</th><th>state</th><th>revision</th>\
-         <th>tools</th><th>calls</th><th>errors</th><th>description</th><th>last problem</th>\
-         </tr></thead>\n<tbody>\n",
+         <th>tools</th><th>calls</th><th>errors</th><th>sandbox</th><th>description</th>\
+         <th>last problem</th></tr></thead>\n<tbody>\n",
     );
     for server in &report.servers {
         let state = server.state.as_str();
@@ -440,6 +454,7 @@ fn page(report: &Report) -> String {
             "<tr id=\"server-{alias}\"><td class=\"alias\">{alias}</td><td>{transport}</td>\
              <td class=\"state {state}\">{state}</td><td>{revision}</td><td class=\"n\">{tools}</td>\
              <td class=\"n\">{calls}</td><td class=\"n\">{errors}</td>\
+             <td class=\"sandbox\">{sandbox}</td>\
              <td class=\"description\">{description}</td><td class=\"problem\">{problem}</td></tr>",
             alias = escape(&server.alias),
             transport = escape(&server.transport),
@@ -447,6 +462,12 @@ fn page(report: &Report) -> String {
             tools = server.tools.map_or("-".to_owned(), |n| n.to_string()),
             calls = server.calls,
             errors = server.errors,
+            sandbox = escape(
+                &server
+                    .sandbox
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |sandbox| sandbox.line())
+            ),
             description = escape(server.description.as_deref().unwrap_or("")),
         );
     }

@@ -13,6 +13,7 @@ use crate::actors::restart::{RestartPolicy, WorkspaceRestart};
 use crate::model::{
     CloseFailure, InProcessConnector, InputRelay, InteractionHandler, Limits, ProgressSink,
 };
+use crate::sandbox::SandboxOptions;
 use crate::store::Store;
 
 /// Options of one call.
@@ -123,6 +124,10 @@ pub struct HostOptions {
     /// [`Host::start`]: crate::Host::start
     /// [`Host::workspace`]: crate::Host::workspace
     pub on_open: Option<OnOpen>,
+    /// How the processes the host starts are sandboxed beyond the configuration: the
+    /// host-wide policy (over `PLURNK_MCP_SANDBOX`) and the paths none may reach. Without the
+    /// `sandbox` feature no process is sandboxed.
+    pub sandbox: SandboxOptions,
 }
 
 setters!(HostOptions {
@@ -138,6 +143,7 @@ setters!(HostOptions {
     with_parent => parent: Option<ractor::ActorCell>,
     with_workspace_restart => workspace_restart: WorkspaceRestart,
     with_on_open => on_open: Option<OnOpen>,
+    with_sandbox => sandbox: SandboxOptions,
 });
 
 setters!(CallOptions {
@@ -181,6 +187,7 @@ impl std::fmt::Debug for HostOptions {
             )
             .field("workspace_restart", &self.workspace_restart)
             .field("on_open", &self.on_open.is_some())
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -200,6 +207,7 @@ impl Default for HostOptions {
             parent: None,
             workspace_restart: WorkspaceRestart::default(),
             on_open: None,
+            sandbox: SandboxOptions::default(),
         }
     }
 }

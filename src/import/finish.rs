@@ -72,6 +72,7 @@ fn http_definition(alias: &str, draft: &mut Draft, moved: &mut Moved) -> McpServ
             LiteralKind::Password => variable_name(&[alias, "PASSWORD"]),
             LiteralKind::Query(query) => variable_name(&[alias, query]),
             LiteralKind::Token => variable_name(&[alias, "TOKEN"]),
+            LiteralKind::Webhook => variable_name(&[alias, "URL"]),
         },
     );
     McpServerDefinition::Http(McpHttpDefinition {
@@ -118,7 +119,9 @@ fn http_headers(alias: &str, draft: &mut Draft, moved: &mut Moved) -> BTreeMap<S
 }
 
 /// One header's value with its secrets moved out, or `None` when its literal bearer token
-/// became the draft's bearer.
+/// became the draft's bearer. A literal value is moved whole, whatever the header's name: a
+/// header's value is where a credential goes, and no test of names or shapes finds every one
+/// (`X-Access` with a hexadecimal key, a session id).
 fn moved_header(
     alias: &str,
     name: &str,
@@ -126,7 +129,10 @@ fn moved_header(
     draft: &mut Draft,
     moved: &mut Moved,
 ) -> Option<String> {
-    if !is_credential_name(name) {
+    if !is_literal(&value) || value.is_empty() {
+        if is_credential_name(name) {
+            return Some(value);
+        }
         let mut out = Outward {
             alias,
             moved,
@@ -136,12 +142,9 @@ fn moved_header(
             out.literals_in(&value, &format!("header {name}"), |kind| match kind {
                 LiteralKind::Password => variable_name(&[alias, name, "PASSWORD"]),
                 LiteralKind::Query(query) => variable_name(&[alias, query]),
-                LiteralKind::Token => variable_name(&[alias, name]),
+                LiteralKind::Token | LiteralKind::Webhook => variable_name(&[alias, name]),
             }),
         );
-    }
-    if !is_literal(&value) || value.is_empty() {
-        return Some(value);
     }
     let scheme_and_token = if name.eq_ignore_ascii_case("authorization") {
         value.split_once(' ')
@@ -174,9 +177,19 @@ fn moved_header(
 /// the draft's environment.
 fn stdio_definition(alias: &str, draft: &mut Draft, moved: &mut Moved) -> McpServerDefinition {
     let mut env = BTreeMap::new();
+    // A literal value is moved whole, whatever the variable's name: the environment is where
+    // a credential goes, and no test of names or shapes finds every one (`SESSION`, a
+    // webhook URL). One mixed with references has the credentials written into it moved.
     for (name, value) in std::mem::take(&mut draft.env) {
         let from = format!("env {name}");
-        let value = if !is_credential_name(&name) {
+        let value = if is_literal(&value) && !value.is_empty() {
+            let variable = moved.variable(variable_name(&[&name]), alias, &value);
+            draft.introduced.push(Introduced {
+                variable: variable.clone(),
+                from,
+            });
+            format!("${{{variable}}}")
+        } else if !is_credential_name(&name) {
             let mut out = Outward {
                 alias,
                 moved,
@@ -185,15 +198,8 @@ fn stdio_definition(alias: &str, draft: &mut Draft, moved: &mut Moved) -> McpSer
             out.literals_in(&value, &from, |kind| match kind {
                 LiteralKind::Password => variable_name(&[&name, "PASSWORD"]),
                 LiteralKind::Query(query) => variable_name(&[&name, query]),
-                LiteralKind::Token => variable_name(&[&name]),
+                LiteralKind::Token | LiteralKind::Webhook => variable_name(&[&name]),
             })
-        } else if is_literal(&value) && !value.is_empty() {
-            let variable = moved.variable(variable_name(&[&name]), alias, &value);
-            draft.introduced.push(Introduced {
-                variable: variable.clone(),
-                from,
-            });
-            format!("${{{variable}}}")
         } else {
             value
         };
@@ -211,6 +217,7 @@ fn stdio_definition(alias: &str, draft: &mut Draft, moved: &mut Moved) -> McpSer
         args,
         cwd: draft.cwd.clone(),
         env,
+        sandbox: None,
         tools: draft.tools.clone(),
         read: Vec::new(),
         summary: None,

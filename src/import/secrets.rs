@@ -8,30 +8,36 @@ use serde_json::Value;
 
 use super::names::variable_name;
 use super::{Introduced, NotCarried};
-use crate::config::{LiteralKind, credential_flag, literals_in, shorten};
+use crate::config::{Environment, LiteralKind, credential_flag, literals_in, shorten};
 
-/// The literal values moved out of the file so far, by the variable that holds each, and the
-/// names the file refers to itself (which hold values of their own).
-#[derive(Default)]
+/// The literal values moved out of the file so far, by the variable that holds each, the
+/// names the file refers to itself (which hold values of their own), and the operator's
+/// environment (whose variables hold theirs).
 pub(super) struct Moved {
     values: BTreeMap<String, String>,
     referred: BTreeSet<String>,
+    environment: Environment,
 }
 
 impl Moved {
-    /// Nothing moved yet; `document`'s own references are taken.
-    pub(super) fn new(document: &Value) -> Self {
+    /// Nothing moved yet; `document`'s own references are taken, and so is every variable of
+    /// `environment` that holds another value.
+    pub(super) fn new(document: &Value, environment: &Environment) -> Self {
         let mut referred = BTreeSet::new();
         referred_names(document, None, &mut referred);
         Self {
             values: BTreeMap::new(),
             referred,
+            environment: environment.clone(),
         }
     }
 
     /// The variable that will hold `value`: `preferred`, unless the file refers to that name
-    /// itself or another entry already moved a different value there; then
-    /// `<ALIAS>_<preferred>` (numbered if that is taken too).
+    /// itself, another entry already moved a different value there, or the operator's
+    /// environment holds it with another value (an entry named `github` would otherwise be
+    /// handed the operator's own `GITHUB_TOKEN`); then `<ALIAS>_<preferred>` (numbered if
+    /// that is taken too). A variable the environment holds with this very value is this
+    /// value's: the operator set it for the entry, after a plan named it.
     pub(super) fn variable(&mut self, preferred: String, alias: &str, value: &str) -> String {
         let prefix = variable_name(&[alias]);
         let prefixed = if preferred.starts_with(&format!("{prefix}_")) {
@@ -46,6 +52,10 @@ impl Moved {
                 Some(held) if held != value => {}
                 Some(_) => return candidate,
                 None if self.referred.contains(&candidate) => {}
+                None if self
+                    .environment
+                    .get(&candidate)
+                    .is_some_and(|held| held != value) => {}
                 None => {
                     self.values.insert(candidate.clone(), value.to_owned());
                     return candidate;
@@ -185,6 +195,7 @@ impl Outward<'_> {
                 LiteralKind::Password => variable_name(&[alias, "PASSWORD"]),
                 LiteralKind::Query(query) => variable_name(&[alias, query]),
                 LiteralKind::Token => variable_name(&[alias, "TOKEN"]),
+                LiteralKind::Webhook => variable_name(&[alias, "URL"]),
             }));
         }
         out

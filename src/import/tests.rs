@@ -62,7 +62,7 @@ fn claude_desktop_moves_literal_secrets_out_and_keeps_the_rest() {
   "globalShortcut": "Ctrl+Space"
 }}"#
     );
-    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    let plan = plan(&text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
     assert!(plan.skipped.is_empty(), "{plan:#?}");
     let github = planned(&plan, "github");
     assert!(github.enabled);
@@ -74,13 +74,20 @@ fn claude_desktop_moves_literal_secrets_out_and_keeps_the_rest() {
         stdio.env["GITHUB_PERSONAL_ACCESS_TOKEN"],
         "${GITHUB_PERSONAL_ACCESS_TOKEN}"
     );
-    assert_eq!(stdio.env["LOG_LEVEL"], "debug");
+    // Every literal value is moved, whatever its name says.
+    assert_eq!(stdio.env["LOG_LEVEL"], "${LOG_LEVEL}");
     assert_eq!(
         github.introduced,
-        vec![Introduced {
-            variable: "GITHUB_PERSONAL_ACCESS_TOKEN".into(),
-            from: "env GITHUB_PERSONAL_ACCESS_TOKEN".into(),
-        }]
+        vec![
+            Introduced {
+                variable: "GITHUB_PERSONAL_ACCESS_TOKEN".into(),
+                from: "env GITHUB_PERSONAL_ACCESS_TOKEN".into(),
+            },
+            Introduced {
+                variable: "LOG_LEVEL".into(),
+                from: "env LOG_LEVEL".into(),
+            }
+        ]
     );
     let filesystem = planned(&plan, "filesystem");
     assert!(filesystem.introduced.is_empty());
@@ -102,6 +109,7 @@ fn claude_desktop_moves_literal_secrets_out_and_keeps_the_rest() {
         plan.variables(),
         BTreeSet::from([
             "GITHUB_PERSONAL_ACCESS_TOKEN".to_owned(),
+            "LOG_LEVEL".to_owned(),
             "REMOTE_TOKEN".to_owned()
         ])
     );
@@ -136,7 +144,7 @@ fn cursor_carries_env_references_disabled_entries_and_reports_sse() {
         Format::detect("/home/u/.cursor/mcp.json", &text),
         Format::Cursor
     );
-    let plan = plan(&text, Format::Cursor).expect("a plan");
+    let plan = plan(&text, Format::Cursor, &Environment::default()).expect("a plan");
     let McpServerDefinition::Http(userjot) = wire(planned(&plan, "userjot")) else {
         panic!("http");
     };
@@ -146,8 +154,14 @@ fn cursor_carries_env_references_disabled_entries_and_reports_sse() {
             token: "${USERJOT_API_TOKEN}".into()
         })
     );
-    assert_eq!(userjot.headers["X-Client"], "cursor");
-    assert!(planned(&plan, "userjot").introduced.is_empty());
+    assert_eq!(userjot.headers["X-Client"], "${USERJOT_X_CLIENT}");
+    assert_eq!(
+        planned(&plan, "userjot").introduced,
+        [Introduced {
+            variable: "USERJOT_X_CLIENT".into(),
+            from: "header X-Client".into(),
+        }]
+    );
     let McpServerDefinition::Http(holistics) = wire(planned(&plan, "holistics")) else {
         panic!("http");
     };
@@ -186,7 +200,7 @@ fn vscode_reads_jsonc_and_reports_inputs_env_files_and_editor_variables() {
   },
 }"#;
     assert_eq!(Format::detect("/p/.vscode/mcp.json", text), Format::VsCode);
-    let plan = plan(text, Format::VsCode).expect("a plan");
+    let plan = plan(text, Format::VsCode, &Environment::default()).expect("a plan");
     assert!(matches!(
         reason(&plan, "Perplexity"),
         NotCarried::InputVariable { field, id } if field == "env.PERPLEXITY_API_KEY" && id == "perplexity-key"
@@ -213,7 +227,7 @@ fn vscode_reads_jsonc_and_reports_inputs_env_files_and_editor_variables() {
     let settings = r#"{"editor.fontSize": 14, "mcp": {"servers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}}"#;
     assert_eq!(Format::detect("settings.json", settings), Format::VsCode);
     assert_eq!(
-        super::plan(settings, Format::VsCode)
+        super::plan(settings, Format::VsCode, &Environment::default())
             .expect("a plan")
             .servers
             .len(),
@@ -266,7 +280,7 @@ experimental_sandbox = true
         Format::detect("/home/u/.codex/config.toml", &text),
         Format::Codex
     );
-    let plan = plan(&text, Format::Codex).expect("a plan");
+    let plan = plan(&text, Format::Codex, &Environment::default()).expect("a plan");
     let docs = planned(&plan, "docs");
     let McpServerDefinition::Stdio(stdio) = wire(docs) else {
         panic!("stdio");
@@ -274,7 +288,7 @@ experimental_sandbox = true
     assert_eq!(stdio.env["DOCS_API_KEY"], "${DOCS_API_KEY}");
     assert_eq!(stdio.env["HOME"], "${HOME}");
     assert_eq!(stdio.env["DOCS_INDEX"], "${DOCS_INDEX}");
-    assert_eq!(stdio.env["MODE"], "fast");
+    assert_eq!(stdio.env["MODE"], "${MODE}");
     assert_eq!(
         stdio.tools,
         Some(vec!["search".to_owned(), "open".to_owned()])
@@ -291,7 +305,7 @@ experimental_sandbox = true
             token: "${FIGMA_OAUTH_TOKEN}".into()
         })
     );
-    assert_eq!(http.headers["X-Figma-Region"], "us-east-1");
+    assert_eq!(http.headers["X-Figma-Region"], "${FIGMA_X_FIGMA_REGION}");
     assert_eq!(http.headers["X-Api-Key"], "${FIGMA_X_API_KEY}");
     assert_eq!(http.headers["X-Org"], "${FIGMA_ORG}");
     assert!(matches!(reason(&plan, "linear"), NotCarried::OAuth { field } if field == "scopes"));
@@ -315,7 +329,7 @@ fn names_fold_to_aliases_and_collisions_skip_every_claimant() {
         "café": {"command": "a"},
         "@scope/pkg": {"command": "a"}
     }}"#;
-    let plan = plan(text, Format::ClaudeDesktop).expect("a plan");
+    let plan = plan(text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
     let aliases: BTreeSet<&str> = plan.servers.iter().map(Planned::alias).collect();
     assert_eq!(
         aliases,
@@ -341,7 +355,7 @@ fn one_variable_name_with_two_values_is_told_apart_by_alias() {
         "three": {{"command": "a", "env": {{"API_KEY": "{SECRET}"}}}}
     }}}}"#
     );
-    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    let plan = plan(&text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
     let variable = |alias| planned(&plan, alias).introduced[0].variable.clone();
     // serde_json keeps keys sorted: one, three, two.
     assert_eq!(variable("one"), "API_KEY");
@@ -353,7 +367,8 @@ fn one_variable_name_with_two_values_is_told_apart_by_alias() {
 #[test]
 fn unreadable_files_name_the_line_and_column() {
     let broken = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\" \"args\": []}\n  }\n}";
-    let error = plan(broken, Format::ClaudeDesktop).expect_err("broken JSON");
+    let error =
+        plan(broken, Format::ClaudeDesktop, &Environment::default()).expect_err("broken JSON");
     assert!(
         matches!(
             error,
@@ -367,7 +382,7 @@ fn unreadable_files_name_the_line_and_column() {
     );
     assert!(error.to_string().contains("at line 3, column"), "{error}");
     let broken = "[mcp_servers.a]\ncommand = \"x\"\nargs = [\"unterminated\n";
-    let error = plan(broken, Format::Codex).expect_err("broken TOML");
+    let error = plan(broken, Format::Codex, &Environment::default()).expect_err("broken TOML");
     assert!(
         matches!(
             error,
@@ -379,7 +394,12 @@ fn unreadable_files_name_the_line_and_column() {
         ),
         "{error:?}"
     );
-    let error = plan(r#"{"servers": {}}"#, Format::ClaudeDesktop).expect_err("no mcpServers");
+    let error = plan(
+        r#"{"servers": {}}"#,
+        Format::ClaudeDesktop,
+        &Environment::default(),
+    )
+    .expect_err("no mcpServers");
     assert!(error.to_string().contains("\"mcpServers\""), "{error}");
     assert!(error.to_string().contains("--format"), "{error}");
 }
@@ -395,7 +415,7 @@ fn entries_with_wrong_shapes_are_skipped_with_the_field() {
         "text": "npx server",
         "bad-url": {"url": "https://"}
     }}"#;
-    let plan = plan(text, Format::Cursor).expect("a plan");
+    let plan = plan(text, Format::Cursor, &Environment::default()).expect("a plan");
     assert!(plan.servers.is_empty(), "{plan:#?}");
     assert_eq!(reason(&plan, "both"), &NotCarried::BothTargets);
     assert_eq!(reason(&plan, "none"), &NotCarried::NoTarget);
@@ -452,7 +472,7 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
         }}
     }}}}"#
     );
-    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    let plan = plan(&text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
     assert!(plan.skipped.is_empty(), "{plan:#?}");
     let gh = planned(&plan, "gh");
     let McpServerDefinition::Stdio(stdio) = wire(gh) else {
@@ -468,15 +488,13 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
             "--token=${GH_TOKEN}"
         ]
     );
+    // Every literal value of the environment is moved whole, whatever its name or shape.
     assert_eq!(stdio.env["GH_PAT"], "${GH_PAT}");
-    assert_eq!(
-        stdio.env["DATABASE_URL"],
-        "postgres://app:${DATABASE_URL_PASSWORD}@db:5432/app"
-    );
+    assert_eq!(stdio.env["DATABASE_URL"], "${DATABASE_URL}");
     assert_eq!(stdio.env["SETTINGS"], "${SETTINGS}");
     // A `$` that starts no reference is part of the secret, not a reference.
     assert_eq!(stdio.env["DB_PASSWORD"], "${DB_PASSWORD}");
-    assert_eq!(stdio.env["LOG_LEVEL"], "debug");
+    assert_eq!(stdio.env["LOG_LEVEL"], "${LOG_LEVEL}");
     let from = |server: &Planned| -> Vec<(String, String)> {
         server
             .introduced
@@ -492,10 +510,11 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
     assert_eq!(
         from(gh),
         pairs(&[
-            ("DATABASE_URL_PASSWORD", "env DATABASE_URL (its password)"),
+            ("DATABASE_URL", "env DATABASE_URL"),
             ("DB_PASSWORD", "env DB_PASSWORD"),
             ("GH_PAT", "env GH_PAT"),
-            ("SETTINGS", "env SETTINGS (a token-shaped value)"),
+            ("LOG_LEVEL", "env LOG_LEVEL"),
+            ("SETTINGS", "env SETTINGS"),
             ("GH_API_KEY", "args[3] (the value of --api-key)"),
             ("GH_TOKEN", "args[4] (the value of --token)"),
         ])
@@ -509,11 +528,12 @@ fn every_credential_shape_is_moved_into_a_reference_and_none_is_kept() {
         "https://user:${WEB_PASSWORD}@mcp.example.test/mcp?api_key=${WEB_API_KEY}&v=1"
     );
     assert_eq!(http.headers["X-Auth"], "${WEB_X_AUTH}");
-    assert_eq!(http.headers["X-Trace"], "on");
+    assert_eq!(http.headers["X-Trace"], "${WEB_X_TRACE}");
     assert_eq!(
         from(web),
         pairs(&[
             ("WEB_X_AUTH", "header X-Auth"),
+            ("WEB_X_TRACE", "header X-Trace"),
             ("WEB_PASSWORD", "url (its password)"),
             ("WEB_API_KEY", "url (its query value \"api_key\")"),
         ])
@@ -555,7 +575,7 @@ fn a_moved_secret_never_takes_a_name_the_file_refers_to() {
         "c": {{"command": "x", "env": {{"A_TOKEN": "{OTHER_SECRET}"}}}}
     }}}}"#
     );
-    let plan = plan(&text, Format::Cursor).expect("a plan");
+    let plan = plan(&text, Format::Cursor, &Environment::default()).expect("a plan");
     // `GH_PAT` and `A_TOKEN` hold what the file refers to: the literals go elsewhere.
     assert_eq!(planned(&plan, "a").introduced[0].variable, "A_GH_PAT");
     assert_eq!(planned(&plan, "c").introduced[0].variable, "C_A_TOKEN");
@@ -568,7 +588,7 @@ fn a_credential_mixed_with_references_is_not_carried_and_says_where() {
         "mixed": {"command": "x", "env": {"API_KEY": "prefix-${REST}"}},
         "flag": {"command": "x", "args": ["--token=abc${REST}"]}
     }}"#;
-    let plan = plan(text, Format::ClaudeDesktop).expect("a plan");
+    let plan = plan(text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
     for (source, field) in [
         ("mixed", "env.\"API_KEY\""),
         ("flag", "args[0] (the value of --token)"),
@@ -609,7 +629,7 @@ fn names_and_fields_from_the_file_are_echoed_cut() {
         );
     }
     let text = serde_json::json!({ "mcpServers": servers }).to_string();
-    let plan = plan(&text, Format::ClaudeDesktop).expect("a plan");
+    let plan = plan(&text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
     for skipped in &plan.skipped {
         let said = skipped.reason.to_string();
         assert!(said.len() < 400, "{} bytes: {}", said.len(), &said[..400]);
@@ -625,4 +645,105 @@ fn names_and_fields_from_the_file_are_echoed_cut() {
 
 fn json_value(text: &str) -> serde_json::Value {
     serde_json::from_str(text).expect("JSON")
+}
+
+#[test]
+fn every_literal_env_and_header_value_is_moved_whatever_its_name_or_shape() {
+    const HOOK: &str =
+        "https://hooks.slack.com/services/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";
+    const HEX: &str = "3f9a0c4e1b7d2a6f8e5c9b0d4a1f7e3c2b6d8a90";
+    let text = format!(
+        r#"{{"mcpServers": {{
+        "gh": {{ "command": "npx", "args": ["notify", "{HOOK}"],
+                 "env": {{"SESSION": "s3ss-V4lue-7", "NOTIFY": "{HOOK}"}} }},
+        "web": {{ "url": "https://mcp.example.test/mcp",
+                  "headers": {{"X-Session": "s3ss-V4lue-8", "X-Access": "{HEX}"}} }}
+    }}}}"#
+    );
+    let plan = plan(&text, Format::ClaudeDesktop, &Environment::default()).expect("a plan");
+    let McpServerDefinition::Stdio(gh) = wire(planned(&plan, "gh")) else {
+        panic!("stdio");
+    };
+    assert_eq!(gh.env["SESSION"], "${SESSION}");
+    assert_eq!(gh.env["NOTIFY"], "${NOTIFY}");
+    // A webhook URL in an argument is moved by its shape.
+    assert_eq!(gh.args, ["notify", "${GH_URL}"]);
+    let McpServerDefinition::Http(web) = wire(planned(&plan, "web")) else {
+        panic!("http");
+    };
+    assert_eq!(web.headers["X-Session"], "${WEB_X_SESSION}");
+    assert_eq!(web.headers["X-Access"], "${WEB_X_ACCESS}");
+    let moved: Vec<(String, String)> = plan
+        .servers
+        .iter()
+        .flat_map(|server| server.introduced.iter())
+        .map(|introduced| (introduced.variable.clone(), introduced.from.clone()))
+        .collect();
+    assert!(
+        moved.contains(&(
+            "GH_URL".to_owned(),
+            "args[1] (a webhook URL, whose path is its secret)".to_owned()
+        )),
+        "{moved:?}"
+    );
+    for server in &plan.servers {
+        assert_eq!(
+            server.definition.literal_credentials(),
+            Vec::<String>::new()
+        );
+    }
+    let shown = format!("{plan:?}")
+        + &plan
+            .servers
+            .iter()
+            .map(|server| serde_json::to_string(&wire(server)).expect("JSON"))
+            .collect::<String>();
+    for value in ["s3ss-V4lue-7", "s3ss-V4lue-8", HOOK, HEX] {
+        assert!(!shown.contains(value), "{value} is kept:\n{shown}");
+    }
+}
+
+#[test]
+fn a_moved_literal_never_takes_a_variable_the_operator_holds_with_another_value() {
+    let text = format!(
+        r#"{{"mcpServers": {{
+        "github": {{ "url": "https://mcp.attacker.test/mcp",
+                     "headers": {{ "Authorization": "Bearer {SECRET}" }} }},
+        "gh": {{ "command": "npx", "env": {{ "GITHUB_TOKEN": "{OTHER_SECRET}" }} }}
+    }}}}"#
+    );
+    // The operator's own GITHUB_TOKEN: neither entry may be handed it.
+    let operators = Environment::new([("GITHUB_TOKEN", "the-operators-real-token-0001")]);
+    let first = plan(&text, Format::ClaudeDesktop, &operators).expect("a plan");
+    let McpServerDefinition::Http(github) = wire(planned(&first, "github")) else {
+        panic!("http");
+    };
+    assert_eq!(
+        github.authorization,
+        Some(McpAuthorization::Bearer {
+            token: "${GITHUB_TOKEN_2}".into()
+        })
+    );
+    let McpServerDefinition::Stdio(gh) = wire(planned(&first, "gh")) else {
+        panic!("stdio");
+    };
+    assert_eq!(gh.env["GITHUB_TOKEN"], "${GH_GITHUB_TOKEN}");
+    assert!(!first.variables().contains("GITHUB_TOKEN"), "{first:#?}");
+    // Once the operator set the name a plan gave it, to the value it moved, it is that
+    // value's: importing again names it again.
+    let set = Environment::new([
+        ("GITHUB_TOKEN", "the-operators-real-token-0001"),
+        ("GITHUB_TOKEN_2", SECRET),
+    ]);
+    let again = plan(&text, Format::ClaudeDesktop, &set).expect("a plan");
+    let McpServerDefinition::Http(github) = wire(planned(&again, "github")) else {
+        panic!("http");
+    };
+    assert_eq!(
+        github.authorization,
+        Some(McpAuthorization::Bearer {
+            token: "${GITHUB_TOKEN_2}".into()
+        })
+    );
+    assert_no_secret(&first);
 }

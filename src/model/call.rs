@@ -332,15 +332,20 @@ impl Operation {
         }
     }
 
-    /// A short name for messages: the tool name, or the method and its subject.
+    /// A short name for messages: the tool name, or the method and its subject (the
+    /// caller's, so cut as every caller-given name is quoted: `config::shorten`).
     pub fn label(&self) -> std::borrow::Cow<'_, str> {
         // Borrowed for a tool call, the common case: most calls never need it (only their
-        // errors do), so it costs them nothing.
+        // errors do), so it costs them nothing. A called tool is one the server lists, at
+        // most 128 characters.
+        use crate::config::shorten;
         match self {
             Self::CallTool { name, .. } => name.as_str().into(),
-            Self::ReadResource { uri } => format!("resources/read {uri}").into(),
-            Self::GetPrompt { name, .. } => format!("prompts/get {name}").into(),
-            Self::Complete { argument, .. } => format!("completion/complete {argument}").into(),
+            Self::ReadResource { uri } => format!("resources/read {}", shorten(uri)).into(),
+            Self::GetPrompt { name, .. } => format!("prompts/get {}", shorten(name)).into(),
+            Self::Complete { argument, .. } => {
+                format!("completion/complete {}", shorten(argument)).into()
+            }
         }
     }
 }

@@ -187,6 +187,9 @@ pub struct ServerSnapshot {
     /// { authorization: { url } }`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authorization: Option<PendingAuthorization>,
+    /// What its sandbox holds (a ready stdio server): held, partly or off, part by part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Arc<super::SandboxReport>>,
 }
 
 /// What the operator authored for a server's orientation: the `PLURNK_MCP_<server>_SUMMARY`

@@ -57,6 +57,7 @@ fn a_published_snapshot_shows_no_secret_a_server_reported() {
             expanded: false,
         }),
         authorization: None,
+        sandbox: None,
     };
     snapshot.scrub();
     let shown = format!(
@@ -104,6 +105,7 @@ fn the_route_rule_admits_only_a_ready_server_that_lists_the_tool() {
         generation: 1,
         authored: Arc::new(Authored::default()),
         authorization: None,
+        sandbox: None,
     };
     let down = Problem::server_unavailable("it exited");
     let snapshot = WorkspaceSnapshot {
@@ -174,6 +176,7 @@ fn bare_server(alias: &str, state: ServerState) -> ServerSnapshot {
         generation: 0,
         authored: Arc::default(),
         authorization: None,
+        sandbox: None,
     }
 }
 

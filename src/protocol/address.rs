@@ -8,6 +8,12 @@
 //! its own OAuth client; OAuth requests (`auth/dpop.rs`) and tool sources (`crate::sources`) get
 //! it here, as the resolver of their clients plus a check of URLs that name an address
 //! themselves, which never go through a resolver.
+//!
+//! Behind a proxy the environment names (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`) the client
+//! resolves only the proxy: the target's name goes to the proxy unresolved, and the proxy,
+//! which may well reach `localhost` or a private network, would connect wherever it points.
+//! So while a proxy is named every target is judged before the request is made
+//! ([`AddressRule::judge`]): its name resolved here, and every address it has must be allowed.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -133,7 +139,62 @@ impl AddressRule {
     pub(crate) fn allows_url(&self, url: &reqwest::Url) -> bool {
         literal(url).is_none_or(|ip| self.allows(ip))
     }
+
+    /// Whether the environment names a proxy, which would resolve targets' names itself.
+    pub(crate) fn proxied(&self) -> bool {
+        !self.proxies.is_empty()
+    }
+
+    /// Whether a request to `url` may be made, judged before it can reach a proxy: an address
+    /// it names must be allowed; while a proxy is named, its host name is resolved here and
+    /// every address it has must be allowed (the proxy resolves it again and may pick any).
+    /// Without a proxy a name is judged by the resolver as the client connects.
+    ///
+    /// # Errors
+    ///
+    /// Why the target may not be reached, naming its host (a URL a remote party chose holds
+    /// no credential of ours).
+    pub(crate) async fn judge(&self, url: &reqwest::Url) -> Result<(), String> {
+        if let Some(ip) = literal(url) {
+            return if self.allows(ip) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "`{ip}` is not an address requests may reach: {WHY}"
+                ))
+            };
+        }
+        if !self.proxied() {
+            return Ok(());
+        }
+        let Some(host) = url.host_str() else {
+            return Err("the URL names no host".to_owned());
+        };
+        if self.proxies.contains(&host.to_ascii_lowercase()) {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(443);
+        let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|error| {
+                format!("`{host}` cannot be resolved to be judged before it goes to the proxy ({error}): a target behind a proxy must resolve here too")
+            })?
+            .collect();
+        match resolved.iter().find(|address| !self.allows(address.ip())) {
+            None if !resolved.is_empty() => Ok(()),
+            None => Err(format!("`{host}` has no address")),
+            Some(refused) => Err(format!(
+                "`{host}` resolves to {}, which requests may not reach, proxy or not: {WHY}",
+                refused.ip()
+            )),
+        }
+    }
 }
+
+/// Why an address is refused, as the errors say it.
+const WHY: &str = "a name a remote party chose may reach a loopback or private address only \
+                   when the configured URL is of that class, and never a link-local or reserved \
+                   one";
 
 /// The address `url` names itself, if it names one rather than a host name.
 fn literal(url: &reqwest::Url) -> Option<IpAddr> {
@@ -160,7 +221,7 @@ impl Resolve for AddressRule {
                 .filter(|address| rule.allows(address.ip()))
                 .collect();
             if allowed.is_empty() {
-                return Err(format!("no address of `{host}` is allowed: a name may resolve to a loopback or private address only when the configured URL is of that class, and never to a link-local or reserved one").into());
+                return Err(format!("no address of `{host}` is allowed: {WHY}").into());
             }
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
@@ -219,5 +280,38 @@ mod tests {
         let mut proxied = rule("https://mcp.example/mcp");
         proxied.proxies = vec!["localhost".into()];
         assert!(proxied.resolve(name("localhost")).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn behind_a_proxy_a_target_is_judged_before_the_request_is_made() {
+        let url = |text: &str| reqwest::Url::parse(text).expect("a URL");
+        let mut rule = AddressRule::of(&url("https://mcp.example/mcp"));
+        // Without a proxy a name is the resolver's to judge; an address is judged at once.
+        assert_eq!(rule.judge(&url("http://localhost:9/x")).await, Ok(()));
+        assert!(rule.judge(&url("http://127.0.0.1:9/x")).await.is_err());
+        // With one, a name that resolves to loopback never reaches it.
+        rule.proxies = vec!["proxy.internal".into()];
+        let refused = rule
+            .judge(&url("http://localhost:9/x"))
+            .await
+            .expect_err("loopback behind a proxy");
+        assert!(refused.contains("`localhost` resolves to"), "{refused}");
+        assert!(
+            rule.judge(&url("http://proxy.internal:3128/"))
+                .await
+                .is_ok()
+        );
+        let unresolvable = rule
+            .judge(&url("http://no-such-host.invalid/x"))
+            .await
+            .expect_err("judged or refused");
+        assert!(
+            unresolvable.contains("cannot be resolved"),
+            "{unresolvable}"
+        );
+        // From a loopback URL, loopback is fine either way.
+        let mut local = AddressRule::of(&url("http://127.0.0.1:8080/mcp"));
+        local.proxies = vec!["proxy.internal".into()];
+        assert_eq!(local.judge(&url("http://localhost:9/x")).await, Ok(()));
     }
 }

@@ -57,6 +57,7 @@ pub(crate) enum Target {
         args: Vec<String>,
         cwd: Option<PathBuf>,
         env: Vec<(String, String)>,
+        sandbox: Option<crate::config::SandboxPolicy>,
     },
     /// Streamable HTTP; `headers` include `Authorization` for a bearer; `oauth` attaches
     /// (and refreshes) an OAuth access token.
@@ -122,6 +123,8 @@ pub(crate) struct ConnectOptions {
     pub reaper: Arc<super::reaper::Reaper>,
     /// What of the daemon's environment every child starts from.
     pub inherited: Arc<super::stdio::Inherited>,
+    /// How every child is sandboxed.
+    pub sandbox: Arc<crate::sandbox::Sandboxing>,
     /// Opens a tool source's declaration into an in-process server (the host gives
     /// [`crate::sources`]'s); `None` refuses every source.
     pub sources: Option<SourceOpener>,
@@ -496,6 +499,7 @@ async fn attempt(
             args,
             cwd,
             env,
+            sandbox,
         } => {
             let spec = StdioSpawn {
                 command,
@@ -504,6 +508,8 @@ async fn attempt(
                 inherited: &options.inherited,
                 env,
                 reaper: &options.reaper,
+                sandbox: &options.sandbox,
+                policy: sandbox.as_ref(),
                 // The server's exit is its connection's loss, even when a process it
                 // started still holds its stdout open (no end of file would ever come).
                 exited: lost.clone(),
@@ -577,7 +583,7 @@ impl Wired<'_> {
         self,
         spec: &StdioSpawn<'_>,
     ) -> Result<(Service, bool, ChildProcess), Failure> {
-        let (child, stdout, stdin) = ChildProcess::spawn(spec).map_err(Failure::Spawn)?;
+        let (child, stdout, stdin) = ChildProcess::spawn(spec).await.map_err(Failure::Spawn)?;
         let stdout = LineLimit::new(stdout, self.max_message, self.cut.clone());
         // A line transport would drop an oversized line and keep going (the request behind
         // it then waits out its deadline); the host's bound comes first and says why.
@@ -674,6 +680,7 @@ async fn open_source(
         super::stdio::Children {
             reaper: options.reaper.clone(),
             inherited: options.inherited.clone(),
+            sandbox: options.sandbox.clone(),
         },
     )
     .await
@@ -734,6 +741,11 @@ impl Connection {
     /// The server process id, for stdio servers.
     pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(ChildProcess::pid)
+    }
+
+    /// What a stdio server's sandbox holds.
+    pub(crate) fn sandbox(&self) -> Option<Arc<crate::model::SandboxReport>> {
+        self.child.as_ref().map(|child| child.sandbox().clone())
     }
 
     /// A cheap handle that runs calls concurrently on this connection.

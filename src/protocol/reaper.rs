@@ -7,7 +7,10 @@
 //! `SIGTERM` and `SIGHUP`, that reads "+ PGID" and "- PGID" lines from a pipe the host holds.
 //! When the pipe ends — the host shut down, or died of anything — it kills every group still
 //! listed, then every process that carries this host's mark in its environment
-//! (`_PLURNK_MCP_HOST`, which each server and its descendants inherit, sessions or not).
+//! (`_PLURNK_MCP_HOST`, which each server and its descendants inherit, sessions or not), and
+//! removes the private temporary directories of its sandboxed processes. A sandboxed server
+//! leads a PID namespace of its own, so killing it ends every descendant it has, whatever
+//! its group, session or environment.
 //!
 //! `PR_SET_PDEATHSIG` is not used: it fires when the *thread* that spawned the child exits,
 //! and tokio retires idle blocking threads, which would kill healthy servers.
@@ -40,6 +43,7 @@ for file in $(grep -l -s -z -x -F "_PLURNK_MCP_HOST=$owner" /proc/[0-9]*/environ
   pid=${file#/proc/}; pid=${pid%/environ}
   kill -KILL "$pid" 2>/dev/null
 done
+rm -rf "${TMPDIR:-/tmp}/plurnk-mcp-sandbox-$owner-"*
 "#;
 
 /// One host's reaper, started on first use.

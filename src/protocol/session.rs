@@ -350,11 +350,13 @@ fn target(
             args,
             cwd,
             env,
+            sandbox,
         } => Target::Stdio {
             command,
             args,
             cwd,
             env,
+            sandbox,
         },
         PreparedTransport::Http { url, headers } => Target::Http {
             url,

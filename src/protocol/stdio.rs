@@ -20,6 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::close::CloseFault;
 
 use super::reaper::Reaper;
+use crate::config::SandboxPolicy;
+use crate::model::SandboxReport;
+use crate::sandbox::{Confinement, Leader, Program, Refusal, Sandboxing, TempDir};
 
 /// How many stderr lines, and how many bytes of them, a server keeps for its Problem.
 const STDERR_LINES: usize = 20;
@@ -113,23 +116,83 @@ impl std::fmt::Debug for Inherited {
     }
 }
 
-/// What every child process of a host starts with: the environment it inherits, and the
-/// reaper that marks it and kills it if the host dies. Cheap to clone.
+/// What every child process of a host starts with: the environment it inherits, the
+/// reaper that marks it and kills it if the host dies, and the host's sandboxing. Cheap to
+/// clone.
 #[derive(Clone)]
 pub(crate) struct Children {
     pub reaper: Arc<Reaper>,
     pub inherited: Arc<Inherited>,
+    pub sandbox: Arc<Sandboxing>,
 }
 
 impl Children {
-    /// A reaper of their own, and `inherited`.
+    /// A reaper of their own, `inherited`, and no sandbox.
     #[cfg(test)]
     pub(crate) fn new(inherited: Inherited) -> Self {
         Self {
             reaper: Reaper::new(),
             inherited: Arc::new(inherited),
+            sandbox: Arc::new(Sandboxing::new(
+                Some(&crate::config::SandboxPolicy {
+                    mode: Some(crate::config::SandboxMode::Off),
+                    ..Default::default()
+                }),
+                &crate::sandbox::SandboxOptions::default(),
+            )),
         }
     }
+
+    /// The confinement of `command` under `policy` (over the host's), or why it may not run.
+    pub(crate) fn confine(
+        &self,
+        policy: Option<&SandboxPolicy>,
+        command: &OsStr,
+        args: &[String],
+        cwd: Option<&Path>,
+        env: &[(String, String)],
+    ) -> Result<Confinement, Refusal> {
+        confine(
+            &self.sandbox,
+            &self.reaper,
+            &self.inherited,
+            policy,
+            command,
+            args,
+            cwd,
+            env,
+        )
+    }
+}
+
+/// The confinement of one program: its `PATH` is the definition's, else the inherited one.
+#[allow(clippy::too_many_arguments)]
+fn confine(
+    sandbox: &Sandboxing,
+    reaper: &Reaper,
+    inherited: &Inherited,
+    policy: Option<&SandboxPolicy>,
+    command: &OsStr,
+    args: &[String],
+    cwd: Option<&Path>,
+    env: &[(String, String)],
+) -> Result<Confinement, Refusal> {
+    let path_var = env
+        .iter()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| OsStr::new(value))
+        .or_else(|| inherited.get("PATH"));
+    sandbox.confine(
+        policy,
+        &Program {
+            command,
+            args,
+            cwd,
+            path_var,
+            owner: reaper.mark().1,
+            own_home: env.iter().any(|(name, _)| name == "HOME"),
+        },
+    )
 }
 
 /// What to spawn: already expanded, never shown.
@@ -138,10 +201,13 @@ pub(crate) struct StdioSpawn<'a> {
     pub args: &'a [String],
     pub cwd: Option<&'a PathBuf>,
     /// What the server starts from, before `env`.
-    pub inherited: &'a Inherited,
+    pub inherited: &'a Arc<Inherited>,
     pub env: &'a [(String, String)],
     /// The host's reaper: it marks the server and kills its group if the host dies.
     pub reaper: &'a Arc<Reaper>,
+    /// The host's sandboxing, and the server's own policy over it.
+    pub sandbox: &'a Arc<Sandboxing>,
+    pub policy: Option<&'a SandboxPolicy>,
     /// Cancelled when the leader exits (by the task that reaps it: no watcher of its own).
     pub exited: CancellationToken,
 }
@@ -240,9 +306,14 @@ impl Reported {
     }
 }
 
-/// A command whose child leads a process group of its own, so that closing the group
-/// reaches every descendant that stayed in it. The child starts from `inherited`, then `env`,
-/// and carries `reaper`'s mark, which every descendant inherits whatever group or session it
+/// A command whose child leads a session, and so a process group, of its own: closing the
+/// group reaches every descendant that stayed in it, and the child has no controlling terminal
+/// (it can neither read the daemon's terminal nor be sent its signals). A session of its own
+/// is also how the scheduler shares the processors fairly: with autogroup scheduling (Linux's
+/// default) the processes of one session share one slice, so servers left in the daemon's
+/// session would together get what one program gets on a busy machine. The official Python
+/// SDK starts its servers the same way. The child starts from `inherited`, then `env`, and
+/// carries `reaper`'s mark, which every descendant inherits whatever group or session it
 /// moves to. Standard output and error are piped; standard input is the caller's to set.
 /// Nothing is killed on drop: the caller owns the group and ends it.
 pub(crate) fn group_command(
@@ -258,8 +329,17 @@ pub(crate) fn group_command(
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(false);
+    // SAFETY: setsid(2) between fork and exec touches no memory of the parent. It runs before
+    // any hook added later (a sandbox's), whose leader then leads a group within this session.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     if let Some(cwd) = cwd {
         command.current_dir(cwd);
     }
@@ -274,38 +354,104 @@ pub(crate) fn group_command(
     command
 }
 
+/// What starting one server needs, owned, for a blocking thread.
+struct Start {
+    command: String,
+    args: Vec<String>,
+    cwd: Option<PathBuf>,
+    inherited: Arc<Inherited>,
+    env: Vec<(String, String)>,
+    reaper: Arc<Reaper>,
+    sandbox: Arc<Sandboxing>,
+    policy: Option<SandboxPolicy>,
+}
+
+impl Start {
+    /// Spawns the child in its sandbox; the confinement it was given, kept.
+    fn spawn(self) -> std::io::Result<(tokio::process::Child, Confinement)> {
+        let mut confinement = confine(
+            &self.sandbox,
+            &self.reaper,
+            &self.inherited,
+            self.policy.as_ref(),
+            OsStr::new(&self.command),
+            &self.args,
+            self.cwd.as_deref(),
+            &self.env,
+        )
+        .map_err(|refusal| std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal))?;
+        let mut command = group_command(
+            &self.command,
+            &self.args,
+            self.cwd.as_deref(),
+            &self.inherited,
+            &self.env,
+            Some(&self.reaper),
+        );
+        command.stdin(Stdio::piped());
+        confinement.install(&mut command);
+        let spawned = command.spawn();
+        // The hook (and its end of the report pipe) goes with the command.
+        drop(command);
+        let child = spawned.map_err(|error| confinement.explain(error))?;
+        Ok((child, confinement))
+    }
+}
+
 /// A running (or exited) server process and its group.
 pub(crate) struct ChildProcess {
+    /// The server's pid, which is its process group's: the spawned child's, or that of the
+    /// leader of its PID namespace.
     pgid: i32,
     reaper: Arc<Reaper>,
     reported: Arc<Reported>,
+    /// What its sandbox holds.
+    sandbox: Arc<SandboxReport>,
+    /// Its private temporary directory, removed once it is gone.
+    _tmp: Option<TempDir>,
 }
 
 impl ChildProcess {
     /// Spawns the server and returns it with the two pipes the transport speaks over.
-    pub(crate) fn spawn(
+    pub(crate) async fn spawn(
         spec: &StdioSpawn<'_>,
     ) -> std::io::Result<(ChildProcess, ChildStdout, ChildStdin)> {
-        let mut command = group_command(
-            spec.command,
-            spec.args,
-            spec.cwd.map(PathBuf::as_path),
-            spec.inherited,
-            spec.env,
-            Some(&**spec.reaper),
-        );
-        command.stdin(Stdio::piped());
-        let mut child = command.spawn()?;
+        let start = Start {
+            command: spec.command.to_owned(),
+            args: spec.args.to_vec(),
+            cwd: spec.cwd.cloned(),
+            inherited: spec.inherited.clone(),
+            env: spec.env.to_vec(),
+            reaper: spec.reaper.clone(),
+            sandbox: spec.sandbox.clone(),
+            policy: spec.policy.cloned(),
+        };
+        // `spawn` returns once the child has exec'd: a sandboxed child sets up its namespaces
+        // and its confinement first, and that wait is spent off the runtime's workers.
+        let (child, mut confinement) = tokio::task::spawn_blocking(move || start.spawn())
+            .await
+            .map_err(std::io::Error::other)??;
+        // The server leads its process group: the spawned child, or the leader of the
+        // server's PID namespace that child forked.
+        let (leader, tmp) = confinement.keep();
+        let mut child = Leader::new(child, leader);
         let pid = child
-            .id()
+            .pid()
             .ok_or_else(|| std::io::Error::other("the child exited before it could be watched"))?;
         let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
         spec.reaper.watch(pgid);
-        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        let limits = confinement.limits().clone();
+        let sandboxed = !crate::sandbox::is_off(&limits);
+        let spawned = child.spawned();
+        let (Some(stdout), Some(stdin)) = (spawned.stdout.take(), spawned.stdin.take()) else {
             return Err(std::io::Error::other("the child's pipes were not set up"));
         };
         let reported = Arc::new(Reported::default());
-        let (pipe, report, exited) = (child.stderr.take(), reported.clone(), spec.exited.clone());
+        let (pipe, report, exited) = (
+            child.spawned().stderr.take(),
+            reported.clone(),
+            spec.exited.clone(),
+        );
         // One task per server, which owns the `Child`: it drains stderr into the tail and
         // reaps the leader, reporting each as it happens (the leader may exit long before a
         // descendant lets go of stderr).
@@ -318,6 +464,21 @@ impl ChildProcess {
             };
             let reap = async {
                 let status = match child.wait().await {
+                    Ok(status) if sandboxed => {
+                        // Its last words say which limit ended it, if one did: they come
+                        // at once, since its namespace ends with it.
+                        report
+                            .wait_until(Duration::from_millis(150), |ended| ended.stderr_done)
+                            .await;
+                        let said = report.stderr.text();
+                        match crate::sandbox::ending(&limits, status, said.as_deref()) {
+                            Some((cause, words)) => {
+                                crate::sandbox::count_kill(cause);
+                                format!("{} ({words})", describe_exit(status))
+                            }
+                            None => describe_exit(status),
+                        }
+                    }
                     Ok(status) => describe_exit(status),
                     Err(error) => format!("could not be waited for: {error}"),
                 };
@@ -331,15 +492,22 @@ impl ChildProcess {
                 pgid,
                 reaper: spec.reaper.clone(),
                 reported,
+                sandbox: Arc::new(confinement.report().clone()),
+                _tmp: tmp,
             },
             stdout,
             stdin,
         ))
     }
 
-    /// The process id of the group leader.
+    /// The server's process id.
     pub(crate) fn pid(&self) -> u32 {
         self.pgid.unsigned_abs()
+    }
+
+    /// What its sandbox holds.
+    pub(crate) fn sandbox(&self) -> &Arc<SandboxReport> {
+        &self.sandbox
     }
 
     /// The captured stderr tail.

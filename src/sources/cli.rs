@@ -20,8 +20,11 @@
 //! - No value that starts with `-` reaches argv — every item of every parameter, flag values
 //!   included — unless its parameter declares `allowDash`, or it is a positional of a tool
 //!   that declares `endOfOptions`, which puts `--` before the positionals (for a program
-//!   that reads `--` as the end of its options). A declaration whose `enum` or `default`
-//!   starts with `-` must say `allowDash` too.
+//!   that reads `--` as the end of its options). Nor does one that starts with `@`, which
+//!   gcc, javac and every program built on libiberty or picocli read as a response file of
+//!   options (`@notes.txt` could carry gcc's `-wrapper`), even after `--`: only `allowDash`
+//!   lets it through. A declaration whose `enum` or `default` starts with `-` or `@` must say
+//!   `allowDash` too.
 //! - An absent optional parameter with a `default` is passed as that default.
 //!
 //! So a model chooses values, never options: what reaches the program is exactly the
@@ -54,7 +57,7 @@ pub use super::faults::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, MAX_OUTPUT_CEILING, MAX_TIMEOUT_MS,
 };
 use super::faults::{Faults, join};
-use super::params::{self, Declared, Kind, Wording};
+use super::params::{self, Declared, Kind, Leading, Wording};
 use super::program::{Launcher, Limits, outcome, probe_version, resolve_program};
 use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, ToolSource};
 use crate::config::ConfigError;
@@ -84,6 +87,9 @@ pub struct CliDeclaration {
     /// The working directory (absolute); the host's when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// The sandbox every call's program runs in; the host-wide policy where absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::config::SandboxPolicy>,
     /// How long one call may run before its process group is killed.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
@@ -155,8 +161,8 @@ pub struct CliParam {
     /// Written to the program's standard input instead of argv.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
-    /// Its values may start with `-`: only for a parameter the program reads as a value
-    /// whatever it starts with (a flag that takes a negative number).
+    /// Its values may start with `-` or `@`: only for a parameter the program reads as a
+    /// value whatever it starts with (a flag that takes a negative number, an address).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_dash: bool,
 }
@@ -198,6 +204,7 @@ const DECLARATION_FIELDS: &[&str] = &[
     "args",
     "env",
     "cwd",
+    "sandbox",
     "timeoutMs",
     "maxOutputBytes",
     "version",
@@ -295,6 +302,7 @@ impl CliDeclaration {
         let args = faults.strings(object, "", "args");
         let env = faults.env(object, "");
         let cwd = faults.cwd(object, "");
+        let sandbox = faults.sandbox(object, "");
         let timeout_ms = faults.timeout(object, "").unwrap_or(DEFAULT_TIMEOUT_MS);
         let max_output_bytes = faults
             .max_output(object, "")
@@ -351,6 +359,7 @@ impl CliDeclaration {
             args,
             env,
             cwd,
+            sandbox,
             timeout_ms,
             max_output_bytes,
             version,
@@ -371,7 +380,7 @@ impl CliDeclaration {
     ) -> Result<CliSource, Vec<DeclarationError>> {
         Ok(CliSource {
             declaration: self.clone(),
-            launcher: Launcher::open(&self.env, origin, expand, children)?,
+            launcher: Launcher::open(&self.env, self.sandbox.as_ref(), origin, expand, children)?,
         })
     }
 
@@ -561,16 +570,28 @@ fn passing_faults(faults: &mut Faults, path: &str, param: &CliParam) {
     }
 }
 
-/// The declared values (`enum`, `default`) that start with `-`, which a program would read
-/// as options, for a parameter without `allowDash`.
+/// The declared values (`enum`, `default`) that start with `-` or `@`, which a program would
+/// read as options, for a parameter without `allowDash`.
 fn dash_faults(faults: &mut Faults, path: &str, param: &CliParam) {
-    let dashed = |value: &Value| Kind::from(param.kind).dash_item(value).is_some();
+    // What a program makes of the value, when it reads it as options.
+    let read = |value: &Value| {
+        Kind::from(param.kind)
+            .option_item(value, Leading::DashOrAt)
+            .map(|(_, item)| {
+                if item.starts_with('@') {
+                    "starts with '@', which a program that reads response files reads as a \
+                     file of options"
+                } else {
+                    "starts with '-', which a program reads as an option"
+                }
+            })
+    };
     if let Some(allowed) = &param.allowed {
         for (i, value) in allowed.iter().enumerate() {
-            if dashed(value) {
+            if let Some(read) = read(value) {
                 faults.add(
                     format!("{path}.enum[{i}]"),
-                    format!("{value} starts with '-', which a program reads as an option"),
+                    format!("{value} {read}"),
                     "add \"allowDash\": true if the program reads it as a value, or drop it",
                 );
             }
@@ -578,11 +599,11 @@ fn dash_faults(faults: &mut Faults, path: &str, param: &CliParam) {
     }
     if let Some(default) = &param.default
         && !param.stdin
-        && dashed(default)
+        && let Some(read) = read(default)
     {
         faults.add(
             join(path, "default"),
-            format!("{default} starts with '-', which a program reads as an option"),
+            format!("{default} {read}"),
             "add \"allowDash\": true if the program reads it as a value, or change it",
         );
     }
@@ -801,10 +822,15 @@ fn bind(tool: &CliTool, arguments: Map<String, Value>) -> Result<Bound, SourceEr
             stdin = Some(params::argv_text(value).into_bytes());
             continue;
         }
-        // After `--` nothing is an option.
+        // After `--` nothing is an option, but a response file is still read.
         let after_end = tool.end_of_options && param.positional();
-        if !param.allow_dash && !after_end {
-            params::no_dash(param, value, &WORDING)?;
+        if !param.allow_dash {
+            let leading = if after_end {
+                Leading::At
+            } else {
+                Leading::DashOrAt
+            };
+            params::no_options(param, value, leading, &WORDING)?;
         }
         match &param.flag {
             Some(flag) if param.kind == ParamType::Boolean => {

@@ -255,6 +255,33 @@ impl Faults {
         env
     }
 
+    /// `sandbox`: a sandbox policy, each of its faults named `sandbox.<member>`.
+    pub(crate) fn sandbox(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+    ) -> Option<crate::config::SandboxPolicy> {
+        let value = object.get("sandbox")?;
+        let field = join(path, "sandbox");
+        let mut found = Vec::new();
+        let policy = crate::config::SandboxPolicy::from_value(&field, value, &mut found);
+        for fault in found {
+            match fault {
+                crate::config::ConfigError::InvalidSandbox {
+                    variable,
+                    problem,
+                    fix,
+                } => self.add(variable, problem, fix),
+                other => self.add(
+                    other.variable().to_owned(),
+                    other.to_string(),
+                    "write the policy as the README's Sandbox section shows",
+                ),
+            }
+        }
+        policy
+    }
+
     pub(crate) fn cwd(&mut self, object: &Map<String, Value>, path: &str) -> Option<PathBuf> {
         let cwd: PathBuf = self.take(object, path, "cwd", "a string")?;
         if !cwd.is_absolute() {

@@ -184,6 +184,9 @@ pub struct OpenApiSource {
     operations: BTreeMap<String, Arc<Operation>>,
     /// The client: same-origin redirects only, no deadline of its own (each call has one).
     client: reqwest::Client,
+    /// The address rule requests meet when the document chose the API's origin: judged
+    /// before each request too, since a proxy would resolve the name unjudged.
+    rule: Option<AddressRule>,
 }
 
 // === impl OpenApiDeclaration ===
@@ -464,7 +467,7 @@ impl OpenApiDeclaration {
             },
         )?;
         let (base_url, rule) = self.base_url(server.as_deref(), &location, !headers.is_empty())?;
-        let client = client(rule).map_err(bug)?;
+        let client = client(rule.clone()).map_err(bug)?;
         if self.version.is_some() && self.version != version {
             // Opening still succeeds: the tools are what the document says now; `check` reports it.
             tracing::warn!(source = %self.name, declared = ?self.version, document = ?version, "the OpenAPI document is not the version the declaration was written against");
@@ -482,6 +485,7 @@ impl OpenApiDeclaration {
             max_response_bytes: self.max_response_bytes,
             operations,
             client,
+            rule,
         })
     }
 

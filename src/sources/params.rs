@@ -2,8 +2,9 @@
 //! [`Kind`] (its phrase, the values that fit, its schema, the argv items a value becomes),
 //! the tool's input schema, and the checks a call's arguments meet before any reach argv:
 //! no unknown argument, every required one given, each of its type and among its `enum`,
-//! no NUL, and no item that starts with `-` where the source does not allow one. Where the
-//! items go (flags, positionals, `--name value` pairs, standard input) is each source's own.
+//! no NUL, and no item that starts with `-` (an option) or, for a program, `@` (a response
+//! file of options) where the source does not allow one. Where the items go (flags,
+//! positionals, `--name value` pairs, standard input) is each source's own.
 
 use serde_json::{Map, Value, json};
 
@@ -80,12 +81,45 @@ impl Kind {
     /// The first argv item of `value` that starts with `-`, with its position (from 1) when
     /// `value` is passed as several items.
     pub(crate) fn dash_item(self, value: &Value) -> Option<(Option<usize>, String)> {
+        self.option_item(value, Leading::Dash)
+    }
+
+    /// The first argv item of `value` that a program could read as options `leading`
+    /// names, with its position (from 1) when `value` is passed as several items.
+    pub(crate) fn option_item(
+        self,
+        value: &Value,
+        leading: Leading,
+    ) -> Option<(Option<usize>, String)> {
         let several = self != Self::Json && value.is_array();
         self.items(value)
             .into_iter()
             .enumerate()
-            .find(|(_, item)| item.starts_with('-'))
+            .find(|(_, item)| leading.reads_as_options(item))
             .map(|(i, item)| (several.then_some(i + 1), item))
+    }
+}
+
+/// The leading characters that make an argv item options of the caller's choosing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leading {
+    /// `-`: an option.
+    Dash,
+    /// `@`: a response file, whose contents gcc, clang, javac, the JVM's launcher and every
+    /// program built on libiberty's `expandargv` or picocli read as options, even after
+    /// `--` (so `@notes.txt` can carry `-wrapper` to gcc).
+    At,
+    /// Either.
+    DashOrAt,
+}
+
+impl Leading {
+    fn reads_as_options(self, item: &str) -> bool {
+        match self {
+            Self::Dash => item.starts_with('-'),
+            Self::At => item.starts_with('@'),
+            Self::DashOrAt => item.starts_with(['-', '@']),
+        }
     }
 }
 
@@ -217,18 +251,37 @@ pub(crate) fn no_dash<P: Declared>(
     value: &Value,
     wording: &Wording,
 ) -> Result<(), SourceError> {
-    let Some((position, item)) = param.kind().dash_item(value) else {
+    no_options(param, value, Leading::Dash, wording)
+}
+
+/// Refuses `value` when an item of it starts with what `leading` names: `-`, which the
+/// program would take for an option of the model's choosing, whether alone or after a flag;
+/// `@`, which a program that reads response files takes for a file of options.
+pub(crate) fn no_options<P: Declared>(
+    param: &P,
+    value: &Value,
+    leading: Leading,
+    wording: &Wording,
+) -> Result<(), SourceError> {
+    let Some((position, item)) = param.kind().option_item(value, leading) else {
         return Ok(());
     };
     let which = match position {
         Some(position) => format!("argument \"{}\" item {position}", param.name()),
         None => format!("argument \"{}\"", param.name()),
     };
+    let (first, read) = if item.starts_with('@') {
+        (
+            '@',
+            "a program that reads response files would read the file it names as options",
+        )
+    } else {
+        ('-', wording.as_option)
+    };
     Err(invalid(format!(
-        "{which} is \"{}\", which starts with '-' and {}: pass a value that does not start \
-         with '-'",
+        "{which} is \"{}\", which starts with '{first}' and {read}: pass a value that does \
+         not start with '{first}'",
         shorten(&item),
-        wording.as_option
     )))
 }
 

@@ -21,10 +21,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use super::error::OpenError;
 use super::faults::Faults;
 use super::{DeclarationError, Finding, SourceError, SourceResult};
-use crate::config::ConfigError;
+use crate::config::{ConfigError, SandboxPolicy};
 use crate::protocol::{
     Children, Inherited, Reaper, StderrTail, describe_exit, group_command, kill_group, kill_marked,
 };
+use crate::sandbox::{Confinement, Leader};
 
 /// How long a version probe (`check`) may run, and how much it may print.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -62,6 +63,8 @@ pub(crate) fn expand_env(
 pub(crate) struct Launcher {
     /// The declared environment, expanded: never shown.
     env: Vec<(String, String)>,
+    /// The declared sandbox policy, paths expanded; the host-wide one where `None`.
+    policy: Option<SandboxPolicy>,
     /// What every call's program starts from (the environment it inherits), and the reaper
     /// that marks it, so a host that dies takes it with it.
     children: Children,
@@ -79,14 +82,35 @@ impl Launcher {
     /// Expands a declaration's `env` with `expand` (see [`expand_env`]).
     pub(crate) fn open(
         env: &BTreeMap<String, String>,
+        policy: Option<&SandboxPolicy>,
         origin: &str,
         expand: &dyn Fn(&str) -> Result<String, ConfigError>,
         children: Children,
     ) -> Result<Self, Vec<DeclarationError>> {
-        Ok(Self {
-            env: expand_env(env, origin, expand)?,
-            children,
-        })
+        let env = expand_env(env, origin, expand);
+        let policy = policy
+            .map(|policy| policy.expand("sandbox", &|_, path| expand(path)))
+            .transpose()
+            .map_err(|error| {
+                vec![DeclarationError::new(
+                    origin,
+                    "sandbox",
+                    error.to_string(),
+                    "define the variable it references, or write the path itself",
+                )]
+            });
+        match (env, policy) {
+            (Ok(env), Ok(policy)) => Ok(Self {
+                env,
+                policy,
+                children,
+            }),
+            (env, policy) => {
+                let mut errors = env.err().unwrap_or_default();
+                errors.extend(policy.err().unwrap_or_default());
+                Err(errors)
+            }
+        }
     }
 
     /// The `PATH` the program runs with, which it is looked up on: declared, or inherited.
@@ -112,6 +136,16 @@ impl Launcher {
         stdin: Option<&[u8]>,
         limits: Limits<'_>,
     ) -> Result<Exited, SourceError> {
+        let confinement = self
+            .children
+            .confine(
+                self.policy.as_ref(),
+                program.as_os_str(),
+                args,
+                limits.cwd,
+                &self.env,
+            )
+            .map_err(|refusal| SourceError::Unavailable(refusal.to_string()))?;
         exec(Exec {
             program,
             args,
@@ -122,6 +156,7 @@ impl Launcher {
             timeout: limits.timeout,
             max_output: limits.max_output,
             reaper: Some(&self.children.reaper),
+            confinement,
         })
         .await
     }
@@ -179,6 +214,8 @@ pub(crate) struct Exec<'a> {
     pub max_output: usize,
     /// Marks the group for the host's reaper; `None` only for a short probe (`check`).
     pub reaper: Option<&'a Arc<Reaper>>,
+    /// Its sandbox.
+    pub confinement: Confinement,
 }
 
 /// How a run ended by itself.
@@ -186,6 +223,8 @@ pub(crate) struct Exited {
     pub status: std::process::ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// The sandbox limit that ended it, when one did (`killed: memory limit 1 GiB`).
+    pub limit: Option<String>,
 }
 
 /// The variable that marks every process one run starts, whatever group or session it moves
@@ -231,7 +270,7 @@ impl Drop for Group<'_> {
 /// killed in every case when this returns (or its future is dropped), so nothing a call
 /// starts outlives it — descendants that left the group (`setsid`) included, unless they
 /// also cleared their environment (the reaper's limit too).
-pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
+pub(crate) async fn exec(mut spec: Exec<'_>) -> Result<Exited, SourceError> {
     let mut command = group_command(
         spec.program,
         spec.args,
@@ -249,12 +288,21 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
     if let Some((name, value)) = mark.split_once('=') {
         command.env(name, value);
     }
+    spec.confinement.install(&mut command);
     let name = spec.program.display();
-    let mut child = command.spawn().map_err(|error| {
+    let spawned = command.spawn();
+    // The sandbox's hook, and its end of the report pipe, go with the command.
+    drop(command);
+    let child = spawned.map_err(|error| {
+        let error = spec.confinement.explain(error);
         SourceError::Unavailable(format!("{name} could not be started: {error}"))
     })?;
+    // Its temporary directory lives as long as the run; in a PID namespace of its own, the
+    // program is the leader the spawned child forked, and leads the group.
+    let (leader, _tmp) = spec.confinement.keep();
+    let mut child = Leader::new(child, leader);
     let pgid = child
-        .id()
+        .pid()
         .and_then(|pid| i32::try_from(pid).ok())
         .ok_or_else(|| {
             SourceError::Unavailable(format!("{name} exited before it could be watched"))
@@ -268,7 +316,12 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
     if let Some(reaper) = spec.reaper {
         reaper.watch(pgid);
     }
-    let (stdout, stderr, stdin) = (child.stdout.take(), child.stderr.take(), child.stdin.take());
+    let spawned = child.spawned();
+    let (stdout, stderr, stdin) = (
+        spawned.stdout.take(),
+        spawned.stderr.take(),
+        spawned.stdin.take(),
+    );
     let used = AtomicUsize::new(0);
     let limit = spec.max_output;
     let work = async {
@@ -306,11 +359,21 @@ pub(crate) async fn exec(spec: Exec<'_>) -> Result<Exited, SourceError> {
     match ran {
         Err(_) => Err(SourceError::Timeout { timeout_ms }),
         Ok(Err(error)) => Err(error),
-        Ok(Ok((stdout, stderr, (), status))) => Ok(Exited {
-            status,
-            stdout,
-            stderr,
-        }),
+        Ok(Ok((stdout, stderr, (), status))) => {
+            let said = String::from_utf8_lossy(&stderr);
+            let limit = crate::sandbox::ending(spec.confinement.limits(), status, Some(&said)).map(
+                |(cause, words)| {
+                    crate::sandbox::count_kill(cause);
+                    words
+                },
+            );
+            Ok(Exited {
+                status,
+                stdout,
+                stderr,
+                limit,
+            })
+        }
     }
 }
 
@@ -347,6 +410,9 @@ pub(crate) fn outcome(label: &str, exited: Exited, json: bool) -> SourceResult {
             text.push('\n');
         }
         text.push_str(&format!("[{label} {}", describe_exit(exited.status)));
+        if let Some(limit) = &exited.limit {
+            text.push_str(&format!(" ({limit})"));
+        }
         let tail = StderrTail::default();
         tail.push(&exited.stderr);
         match tail.text() {
@@ -410,6 +476,7 @@ pub(crate) async fn probe_version(program: &Path, args: &[String], declared: &st
         timeout: VERSION_TIMEOUT,
         max_output: VERSION_OUTPUT,
         reaper: None,
+        confinement: Confinement::off(),
     })
     .await;
     let shown = format!("{} {}", program.display(), args.join(" "));

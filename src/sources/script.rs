@@ -34,7 +34,10 @@
 //! (the default) the script itself, which must be executable and start with `#!`.
 //!
 //! The header is read when the source is opened: an edited header takes effect when the
-//! source is opened again.
+//! source is opened again. It is read from the first 64 KiB of the script; a header that
+//! runs past them is refused naming the bound, never cut. A script lives beside the file that
+//! declares it (in its folder or below, symbolic links followed): a `path` that leads
+//! elsewhere is refused unless the declaration says `"outsideFolder": true`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -52,8 +55,8 @@ use super::{CallFuture, DeclarationError, Finding, SourceError, SourceTool, Tool
 use crate::config::ConfigError;
 use crate::protocol::Children;
 
-/// How much of a script is read for its header.
-const HEADER_BYTES: u64 = 64 << 10;
+/// How much of a script is read for its header: 64 KiB. A header is a few dozen lines.
+pub const HEADER_BYTES: u64 = 64 << 10;
 
 /// A script as a tool source of one tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,10 +82,17 @@ pub struct ScriptDeclaration {
     /// The working directory (absolute); the host's when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// The sandbox every run of the script runs in; the host-wide policy where absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::config::SandboxPolicy>,
     /// The trimmed `--version` output of the runtime (for `shebang`, of the interpreter the
     /// `#!` line names) the script was written against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The script lives outside the folder of the file that declares it, and is meant to:
+    /// without it such a `path` is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_folder: bool,
 }
 
 /// What runs a script.
@@ -146,7 +156,9 @@ const DECLARATION_FIELDS: &[&str] = &[
     "maxOutputBytes",
     "env",
     "cwd",
+    "sandbox",
     "version",
+    "outsideFolder",
 ];
 
 /// The type of a header parameter.
@@ -247,16 +259,10 @@ impl ScriptHeader {
         let mut dashed: Vec<(String, String)> = Vec::new();
         for (index, line) in text.lines().enumerate() {
             let field = format!("line {}", index + 1);
-            let trimmed = line.trim();
-            if index == 0 && trimmed.starts_with("#!") || trimmed.is_empty() {
-                continue;
-            }
-            let Some(comment) = runtime
-                .comments()
-                .iter()
-                .find_map(|marker| trimmed.strip_prefix(marker))
-            else {
-                break;
+            let comment = match header_line(index, line, runtime) {
+                HeaderLine::Skipped => continue,
+                HeaderLine::Comment(comment) => comment,
+                HeaderLine::End => break,
             };
             let comment = comment.trim();
             let (word, rest) = comment
@@ -470,7 +476,11 @@ impl ScriptDeclaration {
             .unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
         let env = faults.env(object, "");
         let cwd = faults.cwd(object, "");
+        let sandbox = faults.sandbox(object, "");
         let version = faults.version(object, "");
+        let outside_folder = faults
+            .take::<bool>(object, "", "outsideFolder", "true or false")
+            .unwrap_or(false);
         let (Some(name), Some(path)) = (name, path) else {
             return Err(faults.into_errors());
         };
@@ -482,8 +492,38 @@ impl ScriptDeclaration {
             max_output_bytes,
             env,
             cwd,
+            sandbox,
             version,
+            outside_folder,
         })
+    }
+
+    /// Refuses a script outside the folder of `origin` (the file that declares it, when it
+    /// is one), symbolic links followed, unless the declaration says `outsideFolder`.
+    fn beside_its_declaration(&self, origin: &str) -> Result<(), DeclarationError> {
+        let origin = Path::new(origin);
+        let Some(folder) = origin.is_absolute().then(|| origin.parent()).flatten() else {
+            return Ok(());
+        };
+        if self.outside_folder {
+            return Ok(());
+        }
+        let real = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let (script, folder) = (real(&self.path), real(folder));
+        if script.starts_with(&folder) {
+            return Ok(());
+        }
+        Err(DeclarationError::new(
+            origin.display().to_string(),
+            "path",
+            format!(
+                "{} is outside {}, the folder of the file that declares it",
+                script.display(),
+                folder.display()
+            ),
+            "keep the script beside its declaration, or write \"outsideFolder\": true if it \
+             is meant to run a script from elsewhere",
+        ))
     }
 
     /// Opens the source: reads the script's header and expands `env` (see
@@ -495,7 +535,9 @@ impl ScriptDeclaration {
         children: Children,
     ) -> Result<ScriptSource, Vec<DeclarationError>> {
         let shown = self.path.display().to_string();
-        let text = read_head(&self.path).map_err(|unreadable| {
+        self.beside_its_declaration(origin)
+            .map_err(|outside| vec![outside])?;
+        let (text, longer) = read_head(&self.path).map_err(|unreadable| {
             vec![DeclarationError::new(
                 origin,
                 "path",
@@ -503,8 +545,19 @@ impl ScriptDeclaration {
                 "point path at a readable script",
             )]
         })?;
+        if longer && header_runs_to_the_end(&text, self.runtime) {
+            return Err(vec![DeclarationError::new(
+                &shown,
+                "header",
+                format!(
+                    "runs past the first {} KiB of the script, the most read for a header",
+                    HEADER_BYTES >> 10
+                ),
+                "shorten the header (its @param and @description lines)",
+            )]);
+        }
         let header = ScriptHeader::parse(&text, self.runtime, &shown);
-        let launcher = Launcher::open(&self.env, origin, expand, children);
+        let launcher = Launcher::open(&self.env, self.sandbox.as_ref(), origin, expand, children);
         let (header, launcher) = match (header, launcher) {
             (Ok(header), Ok(launcher)) => (header, launcher),
             (header, launcher) => {
@@ -547,7 +600,7 @@ impl ScriptDeclaration {
                         "script {shown} is not executable: chmod +x it, or set a runtime"
                     ));
                 }
-                let head = read_head(&self.path).unwrap_or_default();
+                let (head, _) = read_head(&self.path).unwrap_or_default();
                 let Some(line) = head.lines().next().and_then(|line| line.strip_prefix("#!"))
                 else {
                     return Finding::Missing(format!(
@@ -578,12 +631,12 @@ impl ScriptDeclaration {
     }
 }
 
-/// The first [`HEADER_BYTES`] of a script, decoded lossily.
+/// The first [`HEADER_BYTES`] of a script, decoded lossily, and whether the script is longer.
 ///
 /// # Errors
 ///
 /// [`OpenError::ScriptUnreadable`]: the file cannot be opened or read.
-fn read_head(path: &Path) -> Result<String, OpenError> {
+fn read_head(path: &Path) -> Result<(String, bool), OpenError> {
     use std::io::Read;
     let unreadable = |source| OpenError::ScriptUnreadable {
         path: path.to_owned(),
@@ -591,10 +644,44 @@ fn read_head(path: &Path) -> Result<String, OpenError> {
     };
     let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut bytes = Vec::new();
-    file.take(HEADER_BYTES)
+    file.take(HEADER_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(unreadable)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    let longer = bytes.len() as u64 > HEADER_BYTES;
+    bytes.truncate(HEADER_BYTES as usize);
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), longer))
+}
+
+/// One line of a script as its header reads it.
+enum HeaderLine<'a> {
+    /// The `#!` line, or a blank one: part of the header, saying nothing.
+    Skipped,
+    /// A comment: what follows its marker.
+    Comment(&'a str),
+    /// Anything else: the header ended before it.
+    End,
+}
+
+/// Line `index` (from 0) of a script `runtime` runs, as its header reads it.
+fn header_line(index: usize, line: &str, runtime: Runtime) -> HeaderLine<'_> {
+    let trimmed = line.trim();
+    if index == 0 && trimmed.starts_with("#!") || trimmed.is_empty() {
+        return HeaderLine::Skipped;
+    }
+    runtime
+        .comments()
+        .iter()
+        .find_map(|marker| trimmed.strip_prefix(marker))
+        .map_or(HeaderLine::End, HeaderLine::Comment)
+}
+
+/// Whether the header of `text` is still going on at its last line: read from a longer
+/// script, the rest of it was not read.
+fn header_runs_to_the_end(text: &str, runtime: Runtime) -> bool {
+    !text
+        .lines()
+        .enumerate()
+        .any(|(index, line)| matches!(header_line(index, line, runtime), HeaderLine::End))
 }
 
 /// An opened [`ScriptDeclaration`]: its one tool, callable.

@@ -4,8 +4,13 @@
 //! - **Driver.** tokio-postgres (async; a notification arrives on its connection as a message)
 //!   with a small deadpool-postgres pool for reads and writes, and one connection of its own
 //!   that `LISTEN`s. TLS (rustls, with the system's roots and the URL's `sslrootcert`) when
-//!   the URL's `sslmode` asks for it (`require`, `verify-ca`, `verify-full`; `prefer` tries it);
-//!   no `sslmode`, or `disable`, is plain TCP. The certificate is always verified.
+//!   the URL's `sslmode` asks for it (`require`, `verify-ca`, `verify-full`; `prefer` tries it),
+//!   and without `sslmode` for any host that is not loopback; `disable`, or no `sslmode` on
+//!   loopback or a Unix socket, is plain. The certificate is always verified.
+//! - **Trust.** Nothing that answers at the address is believed: every connection is dialled
+//!   and read through `wire.rs`, which ends one whose message is longer than
+//!   8 MiB (`wire::MAX_MESSAGE_BYTES`), or which asks for the password in clear or as MD5
+//!   without TLS.
 //! - **Schema.** The numbered steps of `migrations/postgres/`, applied under an advisory lock
 //!   inside one transaction, the version kept in `plurnk_mcp_meta`. A database that holds
 //!   tables but no `plurnk_mcp_meta`, or one whose meta names another application, is another
@@ -18,7 +23,9 @@
 //!   `Lost` is announced, and it connects again with backoff; once it listens again, `Restored`
 //!   tells every workspace to read its state again, so a change made meanwhile is not missed.
 //! - **Secrets.** The URL's password is registered with the redactor before anything can
-//!   fail, and the store is named everywhere (errors, `Debug`, the `503`) without it.
+//!   fail, and the store is named everywhere (errors, `Debug`, the `503`) without it. A URL
+//!   without a password takes it from PostgreSQL's password file (`PGPASSFILE`, else
+//!   `~/.pgpass`, as libpq reads it: `pgpass.rs`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,12 +35,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use futures::StreamExt;
 use tokio::sync::{broadcast, mpsc};
-use tokio_postgres::config::SslMode;
-use tokio_postgres::tls::MakeTlsConnect;
-use tokio_postgres::{AsyncMessage, Config, NoTls, Socket};
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::{AsyncMessage, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+mod pgpass;
+mod sessions;
+mod wire;
+
+use wire::{Arrived, Dialer, Tls};
 
 use super::{
     Announcement, Change, Expect, ServerRecord, Store, StoreError, StoreFuture, Version,
@@ -42,7 +53,10 @@ use super::{
 
 /// The schema, one step a file, applied in order; step `i` leaves `plurnk_mcp_meta.version =
 /// i`. A schema change is a new file and a new line here, never an edit of a shipped step.
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/postgres/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/postgres/0001_init.sql"),
+    include_str!("../../migrations/postgres/0002_ended_sessions.sql"),
+];
 
 /// What `plurnk_mcp_meta.application` holds in a database of ours.
 const APPLICATION: &str = "plurnk-mcp";
@@ -74,13 +88,6 @@ pub struct PostgresStore {
     listener: tokio::task::JoinHandle<()>,
 }
 
-/// How connections are made: plain, or with rustls.
-#[derive(Clone)]
-enum Tls {
-    Plain,
-    Rustls(MakeRustlsConnect),
-}
-
 // === impl PostgresStore ===
 
 impl PostgresStore {
@@ -95,16 +102,38 @@ impl PostgresStore {
     /// wrote (neither is changed); [`StoreError::Unavailable`] when it cannot be reached;
     /// [`StoreError::Database`] when a migration fails (the database stays as it was).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let (config, rootcert) = parse(url)?;
+        let Parsed {
+            mut config,
+            rootcert,
+            tls_by_default,
+        } = parse(url)?;
+        if config.get_password().is_none() {
+            // PostgreSQL's password file, as libpq reads it: a password need not be in the
+            // URL (nor, through --state, in the process list).
+            let vars = |name: &str| std::env::var(name).ok();
+            match pgpass::password(&config, &vars) {
+                Ok(Some(password)) => {
+                    config.password(password);
+                }
+                Ok(None) => {}
+                Err(reason) => {
+                    return Err(StoreError::Refused {
+                        store: shown(&config),
+                        reason,
+                    });
+                }
+            }
+        }
         if let Some(password) = config.get_password() {
             crate::redact::register([String::from_utf8_lossy(password).into_owned()]);
         }
         let shown: Arc<str> = Arc::from(shown(&config).as_str());
-        let tls = tls(&config, rootcert.as_deref(), &shown)?;
-        let manager = match &tls {
-            Tls::Plain => Manager::from_config(config.clone(), NoTls, manager_config()),
-            Tls::Rustls(tls) => Manager::from_config(config.clone(), tls.clone(), manager_config()),
+        let dialer = Dialer {
+            tls: tls(&config, rootcert.as_deref(), &shown)?,
+            config: config.clone(),
+            tls_by_default,
         };
+        let manager = Manager::from_connect(config, dialer.clone(), manager_config());
         let pool = Pool::builder(manager)
             .max_size(4)
             .runtime(Runtime::Tokio1)
@@ -117,14 +146,13 @@ impl PostgresStore {
                 reason: format!("cannot have a connection pool: {error}"),
             })?;
         prepare(&pool, &shown).await?;
-        let first = timed(&shown, listen(&config, &tls))
+        let first = timed(&shown, listen(&dialer))
             .await?
             .map_err(|error| unavailable(&shown, &error))?;
         let (announcements, _) = broadcast::channel(1024);
         let lost = Arc::new(Mutex::new(None));
         let listener = tokio::spawn(follow(
-            config,
-            tls,
+            dialer,
             first,
             announcements.clone(),
             lost.clone(),
@@ -399,6 +427,14 @@ impl Store for PostgresStore {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    fn end_session<'a>(&'a self, key: &'a str, until: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move { timed(&self.shown, self.end_session_now(key, until)).await? })
+    }
+
+    fn session_ended<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { timed(&self.shown, self.session_ended_now(key)).await? })
+    }
 }
 
 impl fmt::Debug for PostgresStore {
@@ -418,10 +454,20 @@ impl Drop for PostgresStore {
 
 // === the URL ===
 
-/// The driver's configuration from `url`, and the `sslrootcert` it names (which the driver
-/// does not read). `verify-ca` and `verify-full` are read as `require`: the certificate is
-/// always verified here.
-fn parse(url: &str) -> Result<(Config, Option<String>), StoreError> {
+/// What a URL says of how to reach the database.
+struct Parsed {
+    config: Config,
+    /// The `sslrootcert` it names (which the driver does not read).
+    rootcert: Option<String>,
+    /// TLS is wanted because it gave no `sslmode` and a host is not loopback.
+    tls_by_default: bool,
+}
+
+/// The driver's configuration from `url`. `verify-ca` and `verify-full` are read as
+/// `require`: the certificate is always verified here. Without `sslmode`, TLS is required
+/// unless every host is loopback (or a Unix socket): what crosses a network is encrypted
+/// unless the URL says `sslmode=disable`.
+fn parse(url: &str) -> Result<Parsed, StoreError> {
     let refused = |reason: &str| StoreError::Refused {
         store: "PostgreSQL (its URL)".into(),
         reason: reason.to_owned(),
@@ -456,18 +502,51 @@ fn parse(url: &str) -> Result<(Config, Option<String>), StoreError> {
              optionally with ?sslmode=require&sslrootcert=/path/ca.pem",
         )
     })?;
-    // Without an sslmode the driver would try TLS first ("prefer"); here the URL decides.
+    // Without an sslmode the driver would try TLS first ("prefer", and on in clear when the
+    // server has none); here the host decides: loopback in clear, anything else TLS.
     let asked = query.is_some_and(|query| {
         form_urlencoded::parse(query.as_bytes()).any(|(key, _)| key == "sslmode")
     });
+    let tls_by_default = !asked && !loopback(&config);
     if !asked {
-        config.ssl_mode(SslMode::Disable);
+        config.ssl_mode(if tls_by_default {
+            SslMode::Require
+        } else {
+            SslMode::Disable
+        });
     }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(5));
     }
     config.application_name("plurnk-mcp");
-    Ok((config, rootcert))
+    Ok(Parsed {
+        config,
+        rootcert,
+        tls_by_default,
+    })
+}
+
+/// Whether every host `config` names is this machine: `localhost`, a loopback address or a
+/// Unix socket (and every `hostaddr` loopback).
+fn loopback(config: &Config) -> bool {
+    let hosts = config.get_hosts().iter().all(|host| match host {
+        Host::Tcp(name) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost"
+                || name.ends_with(".localhost")
+                || name
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|address| address.is_loopback())
+        }
+        Host::Unix(_) => true,
+    });
+    hosts
+        && config
+            .get_hostaddrs()
+            .iter()
+            .all(|address| address.is_loopback())
 }
 
 /// `PostgreSQL postgres://user@host:port/db`: the store as messages name it.
@@ -478,8 +557,8 @@ fn shown(config: &Config) -> String {
         .iter()
         .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
         .map(|(host, port)| match host {
-            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
-            tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+            Host::Tcp(name) => format!("{name}:{port}"),
+            Host::Unix(path) => format!("{}:{port}", path.display()),
         })
         .collect();
     let database = config.get_dbname().unwrap_or(user);
@@ -637,33 +716,14 @@ fn foreign(shown: &str) -> StoreError {
 /// One listening connection: its client (which keeps it open) and what arrives on it.
 struct Listening {
     client: tokio_postgres::Client,
-    messages: mpsc::UnboundedReceiver<Result<AsyncMessage, tokio_postgres::Error>>,
+    messages: mpsc::UnboundedReceiver<Arrived>,
 }
 
-async fn listen(config: &Config, tls: &Tls) -> Result<Listening, tokio_postgres::Error> {
-    match tls {
-        Tls::Plain => listen_with(config, NoTls).await,
-        Tls::Rustls(tls) => listen_with(config, tls.clone()).await,
-    }
-}
-
-async fn listen_with<T>(config: &Config, tls: T) -> Result<Listening, tokio_postgres::Error>
-where
-    T: MakeTlsConnect<Socket>,
-    T::Stream: Send + 'static,
-{
-    let (client, mut connection) = config.connect(tls).await?;
+async fn listen(dialer: &Dialer) -> Result<Listening, tokio_postgres::Error> {
     let (sender, messages) = mpsc::unbounded_channel();
-    // The connection is driven here; it ends when the client is dropped or the server goes.
-    tokio::spawn(async move {
-        let mut stream = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
-        while let Some(message) = stream.next().await {
-            let end = message.is_err();
-            if sender.send(message).is_err() || end {
-                break;
-            }
-        }
-    });
+    // The connection is driven by its own task; it ends when the client is dropped or the
+    // server goes.
+    let (client, _driven) = dialer.open(Some(sender)).await?;
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
     Ok(Listening { client, messages })
 }
@@ -671,8 +731,7 @@ where
 /// Announces what arrives on the listening connection; when it ends, says the store is lost,
 /// listens again with backoff, and announces its return.
 async fn follow(
-    config: Config,
-    tls: Tls,
+    dialer: Dialer,
     mut listening: Listening,
     announcements: broadcast::Sender<Announcement>,
     lost: Arc<Mutex<Option<String>>>,
@@ -687,10 +746,10 @@ async fn follow(
         let mut pause = BACKOFF_FIRST;
         listening = loop {
             tokio::time::sleep(pause).await;
-            match tokio::time::timeout(OPERATION_TIMEOUT, listen(&config, &tls)).await {
+            match tokio::time::timeout(OPERATION_TIMEOUT, listen(&dialer)).await {
                 Ok(Ok(listening)) => break listening,
                 Ok(Err(error)) => {
-                    let error = told(&error.to_string());
+                    let error = told(&chain(&error));
                     tracing::debug!(%error, "the state store is still lost");
                 }
                 Err(_) => tracing::debug!("the state store did not answer"),
@@ -719,14 +778,14 @@ async fn relay(
                     }
                 }
                 Some(Ok(_)) => {}
-                Some(Err(error)) => return error.to_string(),
+                Some(Err(error)) => return chain(&error),
                 None => return "its connection closed".to_owned(),
             },
             _ = heartbeat.tick() => {
                 let asked = tokio::time::timeout(HEARTBEAT, listening.client.simple_query("")).await;
                 match asked {
                     Ok(Ok(_)) => {}
-                    Ok(Err(error)) => return error.to_string(),
+                    Ok(Err(error)) => return chain(&error),
                     Err(_) => return format!("it did not answer within {} s", HEARTBEAT.as_secs()),
                 }
             }
@@ -734,19 +793,32 @@ async fn relay(
     }
 }
 
-/// A notification's payload as the write made it.
+/// A notification's payload as the write made it: a change, or a gateway session that ended.
 fn announced(payload: &str) -> Option<Announcement> {
     #[derive(serde::Deserialize)]
-    struct Payload {
-        workspace: String,
-        alias: String,
-        version: Version,
+    #[serde(untagged)]
+    enum Payload {
+        Changed {
+            workspace: String,
+            alias: String,
+            version: Version,
+        },
+        Ended {
+            ended: String,
+            until: u64,
+        },
     }
-    let payload: Payload = serde_json::from_str(payload).ok()?;
-    Some(Announcement::Changed {
-        workspace: payload.workspace,
-        alias: payload.alias,
-        version: payload.version,
+    Some(match serde_json::from_str(payload).ok()? {
+        Payload::Changed {
+            workspace,
+            alias,
+            version,
+        } => Announcement::Changed {
+            workspace,
+            alias,
+            version,
+        },
+        Payload::Ended { ended, until } => Announcement::SessionEnded { key: ended, until },
     })
 }
 
@@ -776,11 +848,28 @@ fn database_error(shown: &str, action: &str, error: &tokio_postgres::Error) -> S
 }
 
 /// The store cannot be reached: the driver's or the pool's words, told.
-fn unavailable(shown: &str, error: &dyn std::fmt::Display) -> StoreError {
+fn unavailable(shown: &str, error: &dyn std::error::Error) -> StoreError {
     StoreError::Unavailable {
         store: shown.to_owned(),
-        reason: told(&error.to_string()),
+        reason: told(&chain(error)),
     }
+}
+
+/// An error and its causes, each once: the driver words a failure by its kind alone
+/// ("error communicating with the server") and keeps why (a refused connection, a message
+/// past its bound) as the cause.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut said = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let next_said = next.to_string();
+        if !said.contains(&next_said) {
+            said.push_str(": ");
+            said.push_str(&next_said);
+        }
+        cause = next.source();
+    }
+    said
 }
 
 /// What PostgreSQL or its driver said, as it may leave the host (in a Problem, a 503, a log
@@ -795,24 +884,57 @@ mod tests {
 
     #[test]
     fn the_url_is_read_and_shown_without_its_password() {
-        let (config, rootcert) = parse(
+        let parsed = parse(
             "postgres://app:s3cret-pa55@db.example:6543/mcp?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem",
         )
         .expect("a URL");
-        assert_eq!(config.get_ssl_mode(), SslMode::Require);
-        assert_eq!(rootcert.as_deref(), Some("/etc/ca.pem"));
-        let named = shown(&config);
+        assert_eq!(parsed.config.get_ssl_mode(), SslMode::Require);
+        assert!(!parsed.tls_by_default);
+        assert_eq!(parsed.rootcert.as_deref(), Some("/etc/ca.pem"));
+        let named = shown(&parsed.config);
         assert_eq!(named, "PostgreSQL postgres://app@db.example:6543/mcp");
-        // No sslmode: plain TCP, as the URL says nothing of TLS.
-        let (plain, _) = parse("postgres://app@127.0.0.1/mcp").expect("a URL");
-        assert_eq!(plain.get_ssl_mode(), SslMode::Disable);
-        let refused = parse("postgres://app:s3cret-pa55@[bad").expect_err("unreadable");
+        let Err(refused) = parse("postgres://app:s3cret-pa55@[bad") else {
+            panic!("unreadable");
+        };
         assert!(!refused.to_string().contains("s3cret"), "{refused}");
         assert!(
             refused
                 .to_string()
                 .contains("postgres://user:password@host"),
             "{refused}"
+        );
+    }
+
+    #[test]
+    fn without_sslmode_a_host_that_is_not_loopback_is_reached_over_tls() {
+        let mode = |url: &str| {
+            let parsed = parse(url).expect("a URL");
+            (parsed.config.get_ssl_mode(), parsed.tls_by_default)
+        };
+        for url in [
+            "postgres://app@db.example/mcp",
+            "postgres://app@10.0.0.5:5432/mcp",
+            "postgres://app@127.0.0.1,db.example/mcp",
+            "postgres://app@localhost/mcp?hostaddr=10.0.0.5",
+        ] {
+            assert_eq!(mode(url), (SslMode::Require, true), "{url}");
+        }
+        for url in [
+            "postgres://app@127.0.0.1/mcp",
+            "postgres://app@localhost:6543/mcp",
+            "postgres://app@[::1]/mcp",
+            "postgres://app@%2Fvar%2Frun%2Fpostgresql/mcp",
+        ] {
+            assert_eq!(mode(url), (SslMode::Disable, false), "{url}");
+        }
+        // The URL decides when it says.
+        assert_eq!(
+            mode("postgres://app@db.example/mcp?sslmode=disable"),
+            (SslMode::Disable, false)
+        );
+        assert_eq!(
+            mode("postgres://app@127.0.0.1/mcp?sslmode=require"),
+            (SslMode::Require, false)
         );
     }
 
@@ -824,6 +946,13 @@ mod tests {
                 workspace: "w".into(),
                 alias: "a".into(),
                 version: 3
+            })
+        );
+        assert_eq!(
+            announced(r#"{"ended":"ab12","until":9}"#),
+            Some(Announcement::SessionEnded {
+                key: "ab12".into(),
+                until: 9
             })
         );
         assert_eq!(announced("not json"), None);

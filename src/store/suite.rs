@@ -39,6 +39,7 @@ pub const CASES: &[&str] = &[
     "adding_a_taken_alias_is_refused_and_changes_nothing",
     "versions_grow_with_every_write_and_survive_a_removal",
     "a_write_from_a_stale_version_is_refused_and_changes_nothing",
+    "a_definition_past_its_bound_is_refused_and_one_within_reads_back_whole",
 ];
 
 /// Runs the case named `name` against `h`.
@@ -76,6 +77,9 @@ pub async fn run(name: &str, h: &dyn Harness) {
         }
         "versions_grow_with_every_write_and_survive_a_removal" => {
             versions_grow_with_every_write_and_survive_a_removal(h).await
+        }
+        "a_definition_past_its_bound_is_refused_and_one_within_reads_back_whole" => {
+            a_definition_past_its_bound_is_refused_and_one_within_reads_back_whole(h).await
         }
         "a_write_from_a_stale_version_is_refused_and_changes_nothing" => {
             a_write_from_a_stale_version_is_refused_and_changes_nothing(h).await
@@ -427,6 +431,24 @@ pub async fn literal_credentials_are_refused_and_change_nothing(h: &dyn Harness)
             "env.\"SETTINGS\" (a token-shaped value)",
             with_env(json!({"SETTINGS": "ghp_4f9Qz7LmXw2Rt8KpB3nV6yHc1JdS0aEuGi5o"})),
         ),
+        // Shapes the names and the token test once missed.
+        ("env.\"SESSION\"", with_env(json!({"SESSION": "s3ss"}))),
+        (
+            "headers.\"X-Session\"",
+            http(json!({"X-Session": "abc"}), "https://h/"),
+        ),
+        (
+            "headers.\"X-Trace\" (a token-shaped value)",
+            http(
+                json!({"X-Trace": "3f9a0c4e1b7d2a6f8e5c9b0d4a1f7e3c2b6d8a90"}),
+                "https://h/",
+            ),
+        ),
+        (
+            "env.\"NOTIFY\" (a webhook URL, whose path is its secret)",
+            with_env(json!({"NOTIFY":
+                "https://hooks.slack.com/services/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"})),
+        ),
         (
             "args[2] (the value of --api-key)",
             record(
@@ -767,4 +789,44 @@ pub async fn a_write_from_a_stale_version_is_refused_and_changes_nothing(h: &dyn
         loaded(s).await["a"].enabled,
         BTreeMap::from([("local".to_owned(), false), ("other".to_owned(), true)])
     );
+}
+
+/// A definition longer than a store keeps is refused before anything is written, so every row
+/// a store holds is one it reads back (a PostgreSQL store refuses a message past 8 MiB from
+/// its database); one of a mebibyte goes in and comes back whole.
+pub async fn a_definition_past_its_bound_is_refused_and_one_within_reads_back_whole(
+    h: &dyn Harness,
+) {
+    let s = h.store();
+    let with_arg = |length: usize| {
+        record(
+            "big",
+            RecordSource::Added,
+            json!({"name": "big", "transport": "stdio", "command": "/bin/x",
+                "args": ["x".repeat(length)]}),
+        )
+    };
+    let before = h.durable_bytes().await;
+    let refused = s
+        .put_server("a", &with_arg(super::MAX_DEFINITION_BYTES))
+        .await
+        .expect_err("past the bound");
+    assert!(
+        matches!(refused, StoreError::DefinitionTooLarge { .. }),
+        "{refused}"
+    );
+    let said = refused.to_string();
+    assert!(
+        said.contains("server \"big\"") && said.contains("4194304"),
+        "{said}"
+    );
+    assert_eq!(
+        h.durable_bytes().await,
+        before,
+        "a refused write changed nothing"
+    );
+    let within = with_arg(1 << 20);
+    s.put_server("a", &within).await.expect("a mebibyte fits");
+    let loaded = s.load().await.expect("loads");
+    assert_eq!(loaded["a"].servers["big"].definition, within.definition);
 }

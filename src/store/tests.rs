@@ -115,6 +115,7 @@ macro_rules! both_stores {
 }
 
 both_stores!(
+    a_definition_past_its_bound_is_refused_and_one_within_reads_back_whole,
     a_new_store_is_empty,
     put_then_load_round_trips,
     set_enabled_overrides_with_or_without_a_record,

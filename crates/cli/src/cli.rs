@@ -34,6 +34,7 @@ pub(crate) mod fixture;
 pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod progress;
+pub(crate) mod sandbox;
 pub(crate) mod serve;
 pub(crate) mod source;
 pub(crate) mod watch;
@@ -107,17 +108,17 @@ pub(crate) fn flush(telemetry: Telemetry) {
 }
 
 /// A message that may quote a server (its error, its stderr), a file or a caller, made safe
-/// for a terminal: no control character gets through (an escape sequence would drive the
-/// terminal, a carriage return would overwrite the line), and every line break is followed by
-/// an indent, so nothing quoted can start a line of its own and pass for the command's own
-/// words.
+/// for a terminal: no control or format character gets through (an escape sequence would
+/// drive the terminal, a carriage return would overwrite the line, a bidirectional override
+/// would make it read otherwise: `plurnk_mcp::text`), and every line break is followed by an
+/// indent, so nothing quoted can start a line of its own and pass for the command's own words.
 pub(crate) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
             '\n' => out.push_str("\n  "),
             '\t' => out.push(' '),
-            c if c.is_control() => out.push('?'),
+            c if plurnk_mcp::text::is_unshown(c) => out.push('?'),
             c => out.push(c),
         }
     }
@@ -131,14 +132,49 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Serves the Prometheus endpoint `--metrics` asks for, on the command's runtime. For port 0
-/// the address picked goes to stderr (stdout carries only the command's output).
-pub(crate) fn serve_metrics(address: std::net::SocketAddr) -> Result<(), ExitCode> {
-    let bound = plurnk_mcp::prometheus::serve(address).map_err(fail)?;
+/// Serves the Prometheus endpoint `--metrics` asks for, on the command's runtime, to scrapes
+/// that name a loopback host, an address or one of `allowed_hosts`. For port 0 the address
+/// picked goes to stderr (stdout carries only the command's output).
+pub(crate) fn serve_metrics(
+    address: std::net::SocketAddr,
+    allowed_hosts: Vec<String>,
+) -> Result<(), ExitCode> {
+    let bound = plurnk_mcp::prometheus::serve_allowing(address, allowed_hosts).map_err(fail)?;
     if address.port() == 0 {
         errln!("metrics: http://{bound}/metrics");
     }
     Ok(())
+}
+
+/// Whether `state` is a PostgreSQL URL with a password in it: after the user
+/// (`postgres://user:password@host`) or as a `password` parameter.
+pub(crate) fn password_in_url(state: &str) -> bool {
+    if !plurnk_mcp::store::is_postgres_url(state) {
+        return false;
+    }
+    let rest = state.split_once("://").map_or("", |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let in_userinfo = authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.split_once(':').is_some_and(|(_, p)| !p.is_empty()));
+    let in_query = rest.split_once('?').is_some_and(|(_, query)| {
+        query.split('&').any(|pair| {
+            pair.split_once('=')
+                .is_some_and(|(key, _)| key == "password")
+        })
+    });
+    in_userinfo || in_query
+}
+
+/// Warns that `--state` shows the database's password to every local user, and where to keep
+/// it instead.
+pub(crate) fn warn_password_in_argv() {
+    errln!(
+        "plurnk-mcp: warning: --state carries the database's password, which every local user \
+         can read in the process list (ps): give the URL in PLURNK_MCP_STATE instead, or leave \
+         the password out of it and keep it in PostgreSQL's password file (~/.pgpass, or the \
+         file PGPASSFILE names, mode 0600)"
+    );
 }
 
 /// Options every command shares: where workspace state lives, and which workspace.
@@ -223,11 +259,19 @@ async fn start_as(
         Needs::All => None,
         Needs::One(server) => Some([server.to_owned()].into()),
     };
+    // The state file's folder is the host's own: no sandboxed process may reach it.
+    let protected = (!global.state.starts_with("postgres"))
+        .then(|| std::path::absolute(&global.state).ok())
+        .flatten()
+        .and_then(|state| state.parent().map(Into::into))
+        .into_iter()
+        .collect();
     let options = HostOptions::default()
         .with_store(Some(store))
         .with_only(only)
         .with_elicitation(elicitation)
-        .with_on_open(global.progress.then(|| hydration.on_open()));
+        .with_on_open(global.progress.then(|| hydration.on_open()))
+        .with_sandbox(plurnk_mcp::sandbox::SandboxOptions::default().with_protected(protected));
     let started = Host::start_with(config, options).await;
     let host = started.inspect_err(|_| hydration.finish()).map_err(fail)?;
     running(&host);
@@ -322,8 +366,9 @@ async fn finish(host: &Host) {
 const CELL_CHARS: usize = 1000;
 
 /// A table cell as the terminal may safely show it: a server's text can hold escape
-/// sequences (which would drive the terminal) and megabytes; control characters become `?`,
-/// line breaks `; `, and the rest is cut at [`CELL_CHARS`].
+/// sequences (which would drive the terminal), bidirectional overrides and megabytes; control
+/// and format characters become `?`, line breaks `; `, and the rest is cut at
+/// [`CELL_CHARS`].
 fn shown(cell: &str) -> String {
     let mut out = String::with_capacity(cell.len().min(CELL_CHARS * 4));
     let mut count = 0;
@@ -339,7 +384,7 @@ fn shown(cell: &str) -> String {
                 while chars.next_if(|c| c.is_whitespace()).is_some() {}
             }
             '\t' => out.push(' '),
-            c if c.is_control() => out.push('?'),
+            c if plurnk_mcp::text::is_unshown(c) => out.push('?'),
             c => out.push(c),
         }
         count += 1;
@@ -441,21 +486,23 @@ where
         Err(code) => return code,
     };
     let snapshot = workspace.snapshot();
+    // The name is the caller's: quoted cut, as every caller-given name is.
+    let quoted = plurnk_mcp::config::shorten(server);
     let unready = |state: ServerState, problem: Option<&Problem>| {
         let detail = match (problem, snapshot.server(server)) {
             (Some(problem), _) => problem.detail.clone(),
             (None, Some(entry)) if entry.connecting.is_some() => server_note(entry),
             (None, _) if state == ServerState::Disabled => {
-                format!("enable it with `plurnk-mcp enable {server}` or PLURNK_MCP_ENABLED")
+                format!("enable it with `plurnk-mcp enable {quoted}` or PLURNK_MCP_ENABLED")
             }
             (None, _) => state.unready_detail(),
         };
-        fail(format!("server \"{server}\" is {state}: {detail}"))
+        fail(format!("server \"{quoted}\" is {state}: {detail}"))
     };
     let code = match snapshot.admit(server, None) {
         Err(Refusal::UnknownServer) => fail(format!(
-            "server \"{server}\" is not configured: set {}",
-            plurnk_mcp::config::target_variable(server)
+            "server \"{quoted}\" is not configured: set {}",
+            plurnk_mcp::config::shorten(&plurnk_mcp::config::target_variable(server))
         )),
         Err(Refusal::Disabled { problem }) => unready(ServerState::Disabled, problem),
         Err(Refusal::NotReady { state, problem }) => unready(state, problem),
@@ -471,7 +518,8 @@ where
 fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
         Ok(text) => {
-            outln!("{text}");
+            // What servers wrote is in it: format characters escaped as JSON allows.
+            outln!("{}", plurnk_mcp::text::escape_json_unshown(&text));
             ExitCode::SUCCESS
         }
         Err(error) => fail(error),

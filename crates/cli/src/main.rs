@@ -25,6 +25,10 @@ struct Cli {
     /// (IP:PORT; port 0 picks a free port and prints the URL to stderr).
     #[arg(long, global = true, value_name = "ADDRESS")]
     metrics: Option<std::net::SocketAddr>,
+    /// A Host name (or name:port) a scrape of --metrics may give besides a loopback name
+    /// or an address (repeatable).
+    #[arg(long = "metrics-allow-host", global = true, value_name = "HOST")]
+    metrics_allowed_hosts: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -59,6 +63,7 @@ enum Command {
     Docs(cli::inspect::DocsArgs),
     Survey(cli::inspect::SurveyArgs),
     Source(cli::source::SourceArgs),
+    Sandbox(cli::sandbox::SandboxArgs),
     /// Serve the workspace's enabled servers as one MCP server: every tool and prompt as
     /// <server>_<name>, resources under their own URIs. Over stdio until stdin closes, or
     /// Streamable HTTP at http://ADDRESS/mcp until a signal.
@@ -83,6 +88,7 @@ impl Command {
             Self::Resources(args) => args.json,
             Self::Prompts(args) => args.json,
             Self::Source(args) => args.json(),
+            Self::Sandbox(args) => args.json(),
             _ => false,
         }
     }
@@ -127,6 +133,11 @@ fn main() -> ExitCode {
         Command::Serve(_) => cli::init_logging("warn", telemetry.as_ref()),
         _ => cli::init_logging("warn,plurnk_mcp::servers=error", telemetry.as_ref()),
     }
+    if let Some(state) = &cli.state
+        && cli::password_in_url(state)
+    {
+        cli::warn_password_in_argv();
+    }
     // The state from the environment when the flag does not name it: replicas of one
     // deployment are started alike, with the database URL (and its password) out of argv.
     let state = cli.state.or_else(|| {
@@ -138,6 +149,7 @@ fn main() -> ExitCode {
     let global = cli::Global::new(state, cli.workspace, progress);
     let global = &global;
     let metrics = cli.metrics;
+    let metrics_allowed_hosts = cli.metrics_allowed_hosts;
     let code = runtime.block_on(async move {
         // The fixture is a server, not a host: signals keep their ordinary meaning for it
         // (and a hostile mode, which blocks this thread, decides for itself).
@@ -146,7 +158,7 @@ fn main() -> ExitCode {
         }
         // Before the host starts, so its first state changes and commits are counted.
         if let Some(address) = metrics
-            && let Err(code) = cli::serve_metrics(address)
+            && let Err(code) = cli::serve_metrics(address, metrics_allowed_hosts)
         {
             return code;
         }
@@ -197,6 +209,7 @@ async fn run(command: Command, global: &cli::Global) -> ExitCode {
         Command::Docs(args) => args.run(global).await,
         Command::Survey(args) => args.run(global).await,
         Command::Source(args) => args.run(global).await,
+        Command::Sandbox(args) => args.run().await,
         Command::Serve(args) => args.run(global).await,
         Command::Fixture(args) => args.run().await,
     }

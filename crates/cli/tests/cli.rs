@@ -428,6 +428,12 @@ fn third_party_peers_over_stdio() {
     assert_eq!(python["state"], "ready", "{python}");
     assert_eq!(python["negotiated"]["revision"], "2026-07-28");
     assert_eq!(python["negotiated"]["name"], "python-peer");
+    // Every key of the JSON is camelCase, the discover answer's, a tool's and the phases'.
+    let discovery = &python["negotiated"]["discovery"];
+    assert!(discovery["supportedVersions"].is_array(), "{discovery}");
+    assert!(discovery["cacheScope"].is_string(), "{discovery}");
+    assert!(python["tools"][0]["inputSchema"].is_object(), "{python}");
+    assert!(python["phases"]["startingMs"].is_u64(), "{python}");
     let everything = &status["servers"]["everything"];
     assert_eq!(everything["state"], "ready", "{everything}");
     assert_eq!(everything["negotiated"]["revision"], "2025-11-25");
@@ -1169,6 +1175,65 @@ fn a_metrics_address_that_is_none_or_is_taken_is_refused_by_name() {
     assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
 }
 
+#[test]
+fn serve_warns_of_a_failed_connection_and_a_one_shot_command_shows_it_once() {
+    let env = env::map(&[
+        ("PLURNK_MCP_BROKEN", "/nonexistent/mcp-server".into()),
+        ("PLURNK_MCP_ENABLED", json!(["broken"]).to_string()),
+    ]);
+    // Over stdio, `serve` ends when its client closes its input: here at once, after start.
+    let served = run(&["serve"], &env);
+    let stderr = text(&served.stderr);
+    assert!(
+        stderr.lines().any(|line| line.contains("WARN")
+            && line.contains("server \"broken\" (stdio) could not be connected")),
+        "{stderr}"
+    );
+    let status = run(&["status"], &env);
+    let stderr = text(&status.stderr);
+    assert!(
+        !stderr.contains("could not be connected"),
+        "said twice: {stderr}"
+    );
+    assert!(
+        text(&status.stdout).contains("could not be connected"),
+        "{}",
+        text(&status.stdout)
+    );
+}
+
+#[test]
+fn a_dry_run_import_says_each_entry_would_be_refused_while_the_install_gate_is_closed() {
+    let state = scratch_state();
+    let file = std::path::PathBuf::from(format!("{state}.files/claude_desktop_config.json"));
+    std::fs::create_dir_all(file.parent().expect("a folder")).expect("the folder");
+    let servers = json!({"mcpServers": {"files": {"command": "/usr/bin/true", "args": []}}});
+    std::fs::write(&file, servers.to_string()).expect("the file");
+    let path = file.to_string_lossy().into_owned();
+    // No PLURNK_MCP_ALLOW_ADD: the gate is closed, as by default.
+    let output = run(
+        &["--state", &state, "import", &path, "--dry-run"],
+        &BTreeMap::new(),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let plan = text(&output.stdout);
+    assert!(
+        plan.lines().any(|line| line.starts_with("files")
+            && line.contains("would be refused: the install gate is closed")
+            && line.contains("PLURNK_MCP_ALLOW_ADD=true")),
+        "{plan}"
+    );
+    assert!(!plan.contains("would be added"), "{plan}");
+    // Opened, the same plan would add it.
+    let open = env::map(&[("PLURNK_MCP_ALLOW_ADD", "true".into())]);
+    let output = run(&["--state", &state, "import", &path, "--dry-run"], &open);
+    assert!(
+        text(&output.stdout).contains("would be added"),
+        "{}",
+        text(&output.stdout)
+    );
+}
+
 // === import ===
 
 /// One client's file imported into workspace `team` of a fresh state file.
@@ -1378,7 +1443,12 @@ fn import_of_a_claude_desktop_file_connects_its_servers() {
     let mut import = Import::new(
         "Claude/claude_desktop_config.json",
         &serde_json::to_string_pretty(&file).expect("JSON"),
-        &[("API_KEY", ENV_SECRET), ("REMOTE_TOKEN", BEARER)],
+        &[
+            ("API_KEY", ENV_SECRET),
+            ("REMOTE_TOKEN", BEARER),
+            ("LOG_LEVEL", "debug"),
+            ("REMOTE_X_CLIENT", "claude"),
+        ],
     );
     let plan = import.dry_run();
     assert!(plan.contains("read as claude-desktop"), "{plan}");
@@ -1415,7 +1485,7 @@ fn import_of_a_claude_desktop_file_connects_its_servers() {
         &list["local-files"]["definition"]["env"],
         &["API_KEY", "LOG_LEVEL"],
     );
-    import.assert_stored(&[r#""API_KEY":"${API_KEY}""#, r#""LOG_LEVEL":"debug""#]);
+    import.assert_stored(&[r#""API_KEY":"${API_KEY}""#, r#""LOG_LEVEL":"${LOG_LEVEL}""#]);
     assert_eq!(
         list["remote"]["definition"]["authorization"],
         json!({"type": "bearer", "token": "${REMOTE_TOKEN}"})
@@ -1459,6 +1529,7 @@ fn import_of_a_cursor_file_keeps_disabled_entries_disabled() {
             ("GITHUB_TOKEN", ENV_SECRET),
             ("CURSOR_WEB_TOKEN", BEARER),
             ("WEB_X_API_KEY", HEADER),
+            ("WEB_X_REGION", "eu"),
         ],
     );
     let plan = import.dry_run();
@@ -1527,7 +1598,11 @@ fn import_of_a_vscode_file_reports_inputs_and_env_files() {
     let mut import = Import::new(
         ".vscode/mcp.json",
         &file,
-        &[("SERVICE_PASSWORD", ENV_SECRET), ("WEB_TOKEN", BEARER)],
+        &[
+            ("SERVICE_PASSWORD", ENV_SECRET),
+            ("WEB_TOKEN", BEARER),
+            ("MODE", "fast"),
+        ],
     );
     let plan = import.dry_run();
     assert!(plan.contains("read as vscode"), "{plan}");
@@ -1600,6 +1675,7 @@ scopes = ["read"]
             ("DEPLOY_TOKEN", ENV_SECRET),
             ("CODEX_WEB_TOKEN", BEARER),
             ("WEB_X_API_KEY", HEADER),
+            ("WEB_X_REGION", "eu"),
         ],
     );
     let plan = import.dry_run();
@@ -1626,7 +1702,7 @@ scopes = ["read"]
     import.assert_stored(&[
         r#""DEPLOY_TOKEN":"${DEPLOY_TOKEN}""#,
         r#""X-Api-Key":"${WEB_X_API_KEY}""#,
-        r#""X-Region":"eu""#,
+        r#""X-Region":"${WEB_X_REGION}""#,
         r#""token":"${CODEX_WEB_TOKEN}""#,
     ]);
     import.assert_secrets_stayed_out(&[ENV_SECRET, BEARER, HEADER]);
@@ -1709,11 +1785,14 @@ fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
         TOKEN_2,
         X_AUTH,
     ];
+    let database_url = format!("postgres://app:{DB_PASSWORD}@db.internal:5432/app");
     let handed = [
         ("GH_PAT", PAT),
-        ("DATABASE_URL_PASSWORD", DB_PASSWORD),
+        ("DATABASE_URL", database_url.as_str()),
         ("SETTINGS", SHAPED),
         ("DB_PASS", DOLLARS),
+        ("LOG_LEVEL", "debug"),
+        ("WEB_X_CLIENT", "claude"),
         ("GH_API_KEY", API_KEY),
         ("GH_TOKEN", TOKEN),
         ("OTHER_API_KEY", API_KEY_2),
@@ -1731,15 +1810,11 @@ fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
     // The variables to set, each with where its value was, never the value.
     for (variable, from) in [
         ("GH_PAT", "moved out of gh's env GH_PAT"),
-        (
-            "DATABASE_URL_PASSWORD",
-            "moved out of gh's env DATABASE_URL (its password)",
-        ),
-        (
-            "SETTINGS",
-            "moved out of gh's env SETTINGS (a token-shaped value)",
-        ),
+        ("DATABASE_URL", "moved out of gh's env DATABASE_URL"),
+        ("SETTINGS", "moved out of gh's env SETTINGS"),
         ("DB_PASS", "moved out of gh's env DB_PASS"),
+        ("LOG_LEVEL", "moved out of gh's env LOG_LEVEL"),
+        ("WEB_X_CLIENT", "moved out of web's header X-Client"),
         (
             "GH_API_KEY",
             "moved out of gh's args[4] (the value of --api-key)",
@@ -1771,7 +1846,7 @@ fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
     }
     import.assert_stored(&[
         r#""GH_PAT":"${GH_PAT}""#,
-        "postgres://app:${DATABASE_URL_PASSWORD}@db.internal:5432/app",
+        r#""DATABASE_URL":"${DATABASE_URL}""#,
         r#""--api-key","${GH_API_KEY}""#,
         "--token=${GH_TOKEN}",
         "--api-key=${OTHER_API_KEY}",

@@ -318,6 +318,7 @@ fn zoo() -> WorkspaceSnapshot {
             expanded: true,
         }),
         authorization: None,
+        sandbox: None,
     };
     let disabled = ServerSnapshot {
         alias: "off".into(),

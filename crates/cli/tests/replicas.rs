@@ -86,6 +86,9 @@ fn main() -> std::process::ExitCode {
         a_closed_gate_holds_what_another_replica_added,
         benchmark_200_changes_reach_the_other_host,
         postgres_stopped_under_load_loses_no_call_and_nothing_made_meanwhile,
+        a_password_from_the_password_file_reaches_the_store_and_nowhere_else,
+        a_replica_cut_off_from_its_store_tells_only_the_bearer_why,
+        a_session_ended_on_one_replica_is_404_on_every_other,
         gateway_replicas_behind_haproxy_survive_a_kill,
     );
     let chosen: Vec<Case> = cases
@@ -224,7 +227,7 @@ async fn a_newer_schema_is_refused_and_untouched(bench: Arc<Bench>) {
             error,
             StoreError::NewerDatabase {
                 found: 99,
-                supported: 1,
+                supported: 2,
                 ..
             }
         ),
@@ -255,7 +258,7 @@ async fn hosts_starting_at_once_migrate_once(bench: Arc<Bench>) {
             .pg
             .sql(&name, "SELECT count(*), max(version) FROM plurnk_mcp_meta")
             .trim(),
-        "1|1"
+        "1|2"
     );
 }
 
@@ -782,6 +785,217 @@ async fn postgres_stopped_under_load_loses_no_call_and_nothing_made_meanwhile(be
     let _ = b.shutdown().await;
 }
 
+// === what a replica tells, keeps and ends ===
+
+async fn a_password_from_the_password_file_reaches_the_store_and_nowhere_else(bench: Arc<Bench>) {
+    use std::os::unix::fs::PermissionsExt;
+    let url = bench.database();
+    let bare = url.replace(&format!(":{PASSWORD}@"), "@");
+    assert!(!bare.contains(PASSWORD), "{bare}");
+    let name = bare.rsplit('/').next().expect("a database");
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("pgpass-{}-{name}", std::process::id()));
+    std::fs::write(
+        &file,
+        format!(
+            "# the replicas' database\n127.0.0.1:{}:{name}:plurnk:{PASSWORD}\n",
+            bench.pg.port
+        ),
+    )
+    .expect("the password file");
+    let list = |mode: u32| {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        std::process::Command::new(EXE)
+            .args(["--state", &bare, "list"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("PGPASSFILE", &file)
+            .output()
+            .expect("plurnk-mcp runs")
+    };
+    let listed = list(0o600);
+    let said = String::from_utf8_lossy(&listed.stderr).into_owned();
+    assert!(listed.status.success(), "{said}");
+    assert!(!said.contains("warning"), "no password in argv: {said}");
+    // A file others can read is not trusted: refused, saying what to do.
+    let refused = list(0o644);
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success());
+    assert!(said.contains("chmod 600"), "{said}");
+    assert!(!said.contains(PASSWORD), "{said}");
+    let _ = std::fs::remove_file(&file);
+}
+
+async fn a_replica_cut_off_from_its_store_tells_only_the_bearer_why(bench: Arc<Bench>) {
+    const BEARER: &str = "replica-bearer-token-0123456789abcdef";
+    let url = bench.database();
+    let cut = Cut::to(bench.pg.port).await;
+    let through = url.replace(&format!(":{}/", bench.pg.port), &format!(":{}/", cut.port));
+    let port = postgres::free_port();
+    let _replica = Replica::start_with(
+        &through,
+        port,
+        &["--bearer-env", "REPLICA_BEARER"],
+        &[("REPLICA_BEARER", BEARER)],
+    );
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("a client");
+    let readyz = format!("http://127.0.0.1:{port}/readyz");
+    let ask = |bearer: bool, host: Option<&str>| {
+        let mut request = http.get(&readyz);
+        if bearer {
+            request = request.bearer_auth(BEARER);
+        }
+        if let Some(host) = host {
+            request = request.header("Host", host);
+        }
+        async move {
+            match request.send().await {
+                Ok(answer) => (
+                    answer.status().as_u16(),
+                    answer.text().await.unwrap_or_default(),
+                ),
+                Err(_) => (0, String::new()),
+            }
+        }
+    };
+    assert!(
+        wait::until_async(Duration::from_secs(60), || async {
+            ask(false, None).await.0 == 200
+        })
+        .await,
+        "the replica never became ready"
+    );
+    cut.set(false);
+    assert!(
+        wait::until_async(wait::BOUND, || async { ask(false, None).await.0 == 503 }).await,
+        "the replica never noticed its store was gone"
+    );
+    // Anyone: not ready, and nothing of the store.
+    assert_eq!(ask(false, None).await, (503, "not ready\n".to_owned()));
+    // The bearer: why, the store named without its password.
+    let (status, why) = ask(true, None).await;
+    assert_eq!(status, 503, "{why}");
+    assert!(
+        why.contains("not ready: the state store PostgreSQL postgres://plurnk@127.0.0.1"),
+        "{why}"
+    );
+    assert!(!why.contains(PASSWORD), "{why}");
+    // A page rebound to the replica's address: refused before anything is said.
+    assert_eq!(ask(false, Some("evil.example")).await.0, 403);
+    cut.set(true);
+}
+
+/// A 2025-11-25 request in session `id` (none for `initialize`) to the replica on `port`:
+/// its status and the session id it answers with.
+async fn legacy(
+    http: &reqwest::Client,
+    port: u16,
+    id: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, Option<String>) {
+    let mut request = http
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&body);
+    if let Some(id) = id {
+        request = request.header("Mcp-Session-Id", id);
+    }
+    match request.send().await {
+        Ok(answer) => {
+            let id = answer
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|id| id.to_str().ok())
+                .map(str::to_owned);
+            let status = answer.status().as_u16();
+            let _ = answer.bytes().await;
+            (status, id)
+        }
+        Err(_) => (0, None),
+    }
+}
+
+async fn a_session_ended_on_one_replica_is_404_on_every_other(bench: Arc<Bench>) {
+    let url = bench.database();
+    let ports: Vec<u16> = (0..3).map(|_| postgres::free_port()).collect();
+    let _replicas: Vec<Replica> = ports
+        .iter()
+        .map(|port| Replica::start(&url, *port))
+        .collect();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("a client");
+    for port in &ports {
+        let ready = wait::until_async(Duration::from_secs(60), || {
+            let http = http.clone();
+            async move {
+                http.get(format!("http://127.0.0.1:{port}/readyz"))
+                    .send()
+                    .await
+                    .is_ok_and(|answer| answer.status() == 200)
+            }
+        })
+        .await;
+        assert!(ready, "replica on {port} never became ready");
+    }
+    let [a, b, c] = [ports[0], ports[1], ports[2]];
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "replicas", "version": "1"}}});
+    let (status, id) = legacy(&http, a, None, initialize).await;
+    assert_eq!(status, 200);
+    let id = id.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(legacy(&http, a, Some(&id), initialized).await.0, 202);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    // B opens the sealed id and serves the session too.
+    assert_eq!(legacy(&http, b, Some(&id), list.clone()).await.0, 200);
+    // The client ends it on A.
+    let deleted = http
+        .delete(format!("http://127.0.0.1:{a}/mcp"))
+        .header("Mcp-Session-Id", &id)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(deleted.status().as_u16(), 202);
+    assert_eq!(legacy(&http, a, Some(&id), list.clone()).await.0, 404);
+    // B, which held it, ends its copy once the store announces it.
+    assert!(
+        wait::until_async(wait::BOUND, || {
+            let (http, id, list) = (http.clone(), id.clone(), list.clone());
+            async move { legacy(&http, b, Some(&id), list).await.0 == 404 }
+        })
+        .await,
+        "B still serves the session A ended"
+    );
+    // C, which never saw it, does not open it.
+    assert_eq!(legacy(&http, c, Some(&id), list.clone()).await.0, 404);
+    // Nor does a replica started after it ended, which heard no announcement: the store's
+    // list says so.
+    let late = postgres::free_port();
+    let _late = Replica::start(&url, late);
+    assert!(
+        wait::until_async(Duration::from_secs(60), || {
+            let http = http.clone();
+            async move {
+                http.get(format!("http://127.0.0.1:{late}/readyz"))
+                    .send()
+                    .await
+                    .is_ok_and(|answer| answer.status() == 200)
+            }
+        })
+        .await,
+        "the late replica never became ready"
+    );
+    assert_eq!(legacy(&http, late, Some(&id), list).await.0, 404);
+}
+
 // === gateway replicas behind HAProxy ===
 
 /// One `plurnk-mcp serve` replica, killed with its process group on drop.
@@ -791,6 +1005,11 @@ struct Replica {
 
 impl Replica {
     fn start(url: &str, port: u16) -> Self {
+        Self::start_with(url, port, &[], &[])
+    }
+
+    /// A replica with `extra` flags of `serve` and `vars` besides.
+    fn start_with(url: &str, port: u16, extra: &[&str], vars: &[(&str, &str)]) -> Self {
         use std::os::unix::process::CommandExt;
         let mut command = std::process::Command::new(EXE);
         command
@@ -809,6 +1028,8 @@ impl Replica {
                 "--session-key-env",
                 "REPLICA_SESSION_KEY",
             ])
+            .args(extra)
+            .envs(vars.iter().copied())
             .env(
                 "REPLICA_SESSION_KEY",
                 "replicas-share-this-session-key-0123456789",
@@ -1123,13 +1344,25 @@ async fn gateway_replicas_behind_haproxy_survive_a_kill(bench: Arc<Bench>) {
         assert!(after_kill > 0, "{client} made no call after the kill");
     }
 
-    // A forged or tampered id is refused by every replica; a real one is served by any.
-    let real = report["sessions"]
+    // A forged or tampered id is refused by every replica, and so is a client's that ended
+    // (the SDK's client ends its session when it closes); a live one is served by any.
+    let ended = report["sessions"]
         .as_object()
         .and_then(|sessions| sessions.values().next())
         .and_then(|ids| ids[0].as_str())
         .expect("a legacy session id")
         .to_owned();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "replicas", "version": "1"}}});
+    let (status, real) = legacy(&http, ports[0], None, initialize).await;
+    assert_eq!(status, 200);
+    let real = real.expect("a live session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        legacy(&http, ports[0], Some(&real), initialized).await.0,
+        202
+    );
     let mut tampered = real.clone().into_bytes();
     tampered[4] = if tampered[4] == b'A' { b'B' } else { b'A' };
     let tampered = String::from_utf8(tampered).expect("ASCII");
@@ -1144,7 +1377,7 @@ async fn gateway_replicas_behind_haproxy_survive_a_kill(bench: Arc<Bench>) {
                 .json(&list)
                 .send()
         };
-        for forged in ["forged.session", &tampered] {
+        for forged in ["forged.session", &tampered, &ended] {
             let answer = ask(forged.to_owned()).await.expect("an answer");
             assert_eq!(answer.status(), 404, "replica {port} took session {forged}");
         }

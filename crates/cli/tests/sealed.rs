@@ -502,6 +502,8 @@ fn beyond(seen: &BTreeMap<String, String>, also: &[&str]) -> Vec<String> {
             !INHERITED_BY_DEFAULT.contains(&name.as_str())
                 && !also.contains(&name.as_str())
                 && !name.starts_with("_PLURNK_MCP_")
+                // The sandbox's private temporary directory.
+                && name.as_str() != "TMPDIR"
         })
         .cloned()
         .collect()
@@ -515,7 +517,9 @@ async fn a_child_gets_the_default_the_declared_and_the_allowed_environment_and_n
     let _ = std::fs::remove_dir_all(&dir);
     let sources = dir.join("sources");
     std::fs::create_dir_all(&sources).expect("sources dir");
-    // A script and a program that print exactly the environment they were started with.
+    // A script and a program that print exactly the environment they were started with. The
+    // script reads its own `/proc/$$/environ`, and in a sandbox's PID namespace `$$` is 1: it
+    // runs unsandboxed.
     let script = dir.join("environment.sh");
     std::fs::write(
         &script,
@@ -525,10 +529,12 @@ async fn a_child_gets_the_default_the_declared_and_the_allowed_environment_and_n
     let declare = |name: &str, declaration: serde_json::Value| {
         std::fs::write(sources.join(name), declaration.to_string()).expect("declaration");
     };
+    // The script lives beside the declarations' folder, as the declaration says.
     declare(
         "script.json",
         json!({"kind": "script", "name": "printed", "path": script, "runtime": "bash",
-               "env": {"DECLARED_VAR": "declared-by-the-script"}}),
+               "outsideFolder": true, "env": {"DECLARED_VAR": "declared-by-the-script"},
+               "sandbox": {"mode": "off"}}),
     );
     declare(
         "cli.json",

@@ -166,7 +166,9 @@ fn a_one_shot_call_starts_only_the_server_it_names_though_another_is_broken() {
         .chain(["broken"])
         .collect();
     env.insert("PLURNK_MCP_ENABLED".into(), json!(enabled).to_string());
-    let state = zoo.dir.join("state.sqlite");
+    // The host's state folder is its own, which no sandboxed server may reach: beside the
+    // zoo's folders, not above them.
+    let state = zoo.dir.join("state").join("state.sqlite");
     let output = Command::new(EXE)
         .arg("--state")
         .arg(&state)

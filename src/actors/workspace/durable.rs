@@ -318,6 +318,8 @@ impl WorkspaceState {
             Announcement::Lost(why) => {
                 tracing::warn!(workspace = %self.name, %why, "the state store is lost; calls go on from the last snapshot");
             }
+            // A gateway's, not a workspace's.
+            Announcement::SessionEnded { .. } => {}
         }
     }
 

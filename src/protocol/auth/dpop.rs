@@ -379,7 +379,12 @@ impl OAuthHttp {
         let rule = AddressRule::of(&base);
         let follow_rule = rule.clone();
         let follow = reqwest::redirect::Policy::custom(move |attempt| {
-            if !follow_rule.allows_url(attempt.url()) {
+            // Behind a proxy a redirect's name would reach the proxy unjudged: only the host
+            // the request was judged for may be followed.
+            let elsewhere = follow_rule.proxied()
+                && attempt.previous().first().map(reqwest::Url::host_str)
+                    != Some(attempt.url().host_str());
+            if !follow_rule.allows_url(attempt.url()) || elsewhere {
                 attempt.error(AuthError::RedirectRefused)
             } else if attempt.previous().len() > MAX_REDIRECTS {
                 attempt.error(AuthError::TooManyRedirects)
@@ -419,9 +424,10 @@ impl OAuthHttp {
         };
         let (parts, body) = request.into_parts();
         let url = parts.uri.to_string();
-        // An address in the URL itself never goes through the resolver.
+        // An address in the URL itself never goes through the resolver, nor does a name a
+        // proxy resolves: both are judged here, before the request is made.
         if let Ok(parsed) = reqwest::Url::parse(&url)
-            && !self.rule.allows_url(&parsed)
+            && self.rule.judge(&parsed).await.is_err()
         {
             return Err(AuthError::AddressRefused.into());
         }

@@ -145,7 +145,9 @@ where
 
 /// What the server's answer to discover makes of the connection.
 enum Answer {
-    /// A discover result that lists the preferred revision: rmcp's discover lifecycle adopts it.
+    /// A discover result that lists the preferred revision, or a refusal of the version asked
+    /// that lists it as supported (a server may refuse a first request so, expecting it asked
+    /// again): rmcp's discover lifecycle adopts it, and asks again for the second.
     Modern(Box<ServerJsonRpcMessage>),
     /// A legacy peer: `initialize` follows on the same transport. Why it is taken for one.
     Legacy(Cow<'static, str>),
@@ -175,6 +177,12 @@ fn classify(answer: ServerJsonRpcMessage) -> Answer {
             ),
         },
         JsonRpcMessage::Error(error)
+            if error.error.code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+                && lists_preferred(error.error.data.as_ref()) =>
+        {
+            Answer::Modern(Box::new(JsonRpcMessage::Error(error)))
+        }
+        JsonRpcMessage::Error(error)
             if matches!(
                 error.error.code,
                 ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY | ErrorCode::HEADER_MISMATCH
@@ -189,6 +197,18 @@ fn classify(answer: ServerJsonRpcMessage) -> Answer {
             Answer::Legacy("it did not answer discover".into())
         }
     }
+}
+
+/// Whether an unsupported-version refusal's `data.supported` lists the preferred revision.
+fn lists_preferred(data: Option<&serde_json::Value>) -> bool {
+    let preferred = preferred();
+    data.and_then(|data| data.get("supported"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|supported| {
+            supported
+                .iter()
+                .any(|version| version.as_str() == Some(preferred.as_str()))
+        })
 }
 
 /// The transport rmcp's discover lifecycle runs over once the host has the server's answer:
@@ -228,8 +248,10 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Adopted<T> {
             && matches!(request.request, ClientRequest::DiscoverRequest(_))
             && let Some(mut answer) = self.answer.take()
         {
-            if let JsonRpcMessage::Response(response) = &mut answer {
-                response.id = request.id.clone();
+            match &mut answer {
+                JsonRpcMessage::Response(response) => response.id = request.id.clone(),
+                JsonRpcMessage::Error(error) => error.id = Some(request.id.clone()),
+                JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => {}
             }
             self.ready = Some(answer);
             return Either::Left(std::future::ready(Ok(())));

@@ -29,6 +29,13 @@ fn options() -> ConnectOptions {
         inherited: Arc::default(),
         sources: None,
         oauth: Arc::default(),
+        sandbox: Arc::new(crate::sandbox::Sandboxing::new(
+            Some(&crate::config::SandboxPolicy {
+                mode: Some(crate::config::SandboxMode::Off),
+                ..Default::default()
+            }),
+            &crate::sandbox::SandboxOptions::default(),
+        )),
     }
 }
 
@@ -233,5 +240,49 @@ async fn what_a_server_says_before_its_discover_answer_is_read_and_dropped_never
     .await
     .expect("the peer's request is answered");
     assert_eq!(answered["error"]["code"], -32600, "{answered}");
+    let _ = connection.close(Duration::from_millis(200)).await;
+}
+
+/// A peer that refuses its first request as an unsupported version (listing 2026-07-28 as
+/// supported, as the conformance suite's server does) and answers discover after that;
+/// counts the discovers it was asked.
+fn refusing_first_peer(discovers: Arc<AtomicUsize>) -> InProcessConnector {
+    Arc::new(move || {
+        let (host_end, peer_end) = tokio::io::duplex(64 * 1024);
+        let discovers = discovers.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = tokio::io::split(peer_end);
+            let mut lines = BufReader::new(read).lines();
+            let mut refused = false;
+            while let Ok(Some(line)) = lines.next_line().await {
+                let request: Value = serde_json::from_str(&line).unwrap_or_default();
+                if request["method"] != "server/discover" {
+                    continue;
+                }
+                discovers.fetch_add(1, Ordering::SeqCst);
+                let answer = if std::mem::replace(&mut refused, true) {
+                    json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                        "resultType": "complete", "supportedVersions": ["2026-07-28"],
+                        "capabilities": {}, "ttlMs": 0, "cacheScope": "public"}})
+                } else {
+                    json!({"jsonrpc": "2.0", "id": request["id"], "error": {
+                        "code": -32022, "message": "Unsupported protocol version",
+                        "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}})
+                };
+                let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
+            }
+        });
+        host_end
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_that_lists_the_revision_asked_is_asked_again_not_taken_for_a_legacy_server() {
+    let discovers = Arc::new(AtomicUsize::new(0));
+    let phases = Phases::new(None);
+    let connection = connected(refusing_first_peer(discovers.clone()), &phases).await;
+    assert_eq!(connection.negotiated().revision, "2026-07-28");
+    assert!(connection.negotiated().modern);
+    assert_eq!(discovers.load(Ordering::SeqCst), 2, "asked once more");
     let _ = connection.close(Duration::from_millis(200)).await;
 }

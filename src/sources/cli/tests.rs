@@ -628,6 +628,70 @@ fn no_item_of_any_parameter_may_start_with_a_dash_unless_declared() {
 }
 
 #[test]
+fn no_item_may_name_a_response_file_unless_declared_even_after_the_end_of_options() {
+    let tool = json!({
+        "name": "compile",
+        "endOfOptions": true,
+        "params": [
+            { "name": "define", "flag": "-D" },
+            { "name": "address", "flag": "--at", "allowDash": true },
+            { "name": "files", "type": "array" }
+        ]
+    });
+    let refusal = |which: &str, item: &str| {
+        Err(SourceError::InvalidArguments(format!(
+            "{which} is \"{item}\", which starts with '@' and a program that reads response \
+             files would read the file it names as options: pass a value that does not start \
+             with '@'"
+        )))
+    };
+    assert_eq!(
+        bound(&tool, json!({ "define": "@notes.txt" })),
+        refusal("argument \"define\"", "@notes.txt")
+    );
+    // After `--` a '-' is a file name, but gcc still reads `@file` as options.
+    assert_eq!(
+        bound(&tool, json!({ "files": ["-weird.c", "@notes.txt"] })),
+        refusal("argument \"files\" item 2", "@notes.txt")
+    );
+    // The per-parameter opt-in lets it through, and '@' inside a value is no response file.
+    assert_eq!(
+        bound(
+            &tool,
+            json!({ "address": "@home", "define": "X=a@b", "files": ["a.c"] })
+        ),
+        Ok(["-D", "X=a@b", "--at", "@home", "--", "a.c"]
+            .map(String::from)
+            .to_vec())
+    );
+    // A declared value that names one is a fault of the declaration.
+    let faults = CliDeclaration::parse(
+        &json!({
+            "name": "cc",
+            "command": "gcc",
+            "tools": [{"name": "compile", "params": [
+                { "name": "flags", "default": "@defaults.rsp" },
+                { "name": "mode", "enum": ["fast", "@slow"] }
+            ]}]
+        }),
+        "cc.json",
+    )
+    .expect_err("response files declared");
+    let said: Vec<String> = faults.iter().map(ToString::to_string).collect();
+    assert!(
+        said.iter()
+            .any(|fault| fault.contains("tools[0].params[0].default")
+                && fault.contains("starts with '@'")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|fault| fault.contains("tools[0].params[1].enum[1]")),
+        "{said:?}"
+    );
+}
+
+#[test]
 fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
     let faults = CliDeclaration::parse(
         &json!({
@@ -756,8 +820,8 @@ fn every_fault_of_a_declaration_is_reported_with_its_field_and_fix() {
     assert_eq!(
         faults[0].to_string(),
         "/etc/plurnk/sources/git.json: colour: is not a field of this declaration; remove it, \
-         or use one of: name, command, args, env, cwd, timeoutMs, maxOutputBytes, version, \
-         versionArgs, tools"
+         or use one of: name, command, args, env, cwd, sandbox, timeoutMs, maxOutputBytes, \
+         version, versionArgs, tools"
     );
     // Not an object at all, and an object without its required fields.
     let faults = CliDeclaration::parse(&json!([]), "x.json").expect_err("faults");
@@ -778,6 +842,7 @@ fn the_fields_parse_reads_are_the_fields_serde_knows() {
         args: vec!["a".into()],
         env: [("K".to_owned(), "v".to_owned())].into(),
         cwd: Some("/".into()),
+        sandbox: Some(crate::config::SandboxPolicy::default()),
         timeout_ms: 1,
         max_output_bytes: 1,
         version: Some("v".into()),

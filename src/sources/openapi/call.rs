@@ -196,6 +196,11 @@ impl ToolSource for OpenApiSource {
                 .get(tool)
                 .ok_or_else(|| SourceError::UnknownTool(tool.to_owned()))?;
             let request = self.request(operation, arguments)?;
+            if let Some(rule) = &self.rule {
+                rule.judge(&self.base_url).await.map_err(|why| {
+                    SourceError::Unavailable(format!("{}: the API's address: {why}", self.name))
+                })?;
+            }
             let deadline = deadline.min(self.timeout);
             tokio::time::timeout(deadline, self.send(request))
                 .await

@@ -445,3 +445,98 @@ async fn a_script_writing_past_its_output_bound_is_stopped_and_killed() {
     let leader = pid_in(&pidfile).await;
     assert!(gone(leader).await, "yes ({leader}) outlived its call");
 }
+
+/// Opens `declaration` as the file `origin` declares it.
+fn open_from(declaration: &Value, origin: &Path) -> Result<ScriptSource, Vec<DeclarationError>> {
+    let origin = origin.display().to_string();
+    ScriptDeclaration::parse(declaration, &origin)?.open(
+        &origin,
+        &|raw: &str| Ok(raw.to_owned()),
+        crate::protocol::Children::new(crate::protocol::Inherited::defaults()),
+    )
+}
+
+#[test]
+fn a_header_past_its_bound_is_refused_naming_it_and_a_long_script_is_not() {
+    let scratch = Scratch::new("long-header");
+    let origin = scratch.path().join("s.json");
+    // A header of 2,000 parameters: about 70 KiB, past the 64 KiB read.
+    let mut long = String::from("#!/usr/bin/env bash\n# @description Many parameters.\n");
+    for n in 0..2_000 {
+        long.push_str(&format!("# @param p{n}?:string parameter number {n}\n"));
+    }
+    long.push_str("echo done\n");
+    assert!(long.len() as u64 > HEADER_BYTES);
+    let path = write(scratch.path(), "long.sh", &long, false);
+    let refused = open_from(
+        &json!({"name": "long", "path": path, "runtime": "bash"}),
+        &origin,
+    )
+    .expect_err("cut, it would lose parameters");
+    let said = refused
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    assert!(
+        said.contains("header: runs past the first 64 KiB"),
+        "{said}"
+    );
+    // A short header before 100 KiB of script: the header is whole.
+    let mut script = String::from("#!/usr/bin/env bash\n# @param name:string who\n");
+    script.push_str(&"echo filler line of the script body\n".repeat(3_000));
+    let path = write(scratch.path(), "big.sh", &script, false);
+    let opened = open_from(
+        &json!({"name": "big", "path": path, "runtime": "bash"}),
+        &origin,
+    )
+    .expect("a short header in a long script");
+    assert_eq!(opened.header().params.len(), 1);
+}
+
+#[test]
+fn a_script_outside_its_declarations_folder_is_refused_unless_declared() {
+    let scratch = Scratch::new("outside");
+    let sources = scratch.path().join("sources");
+    let elsewhere = scratch.path().join("elsewhere");
+    std::fs::create_dir_all(&sources).expect("a folder");
+    std::fs::create_dir_all(&elsewhere).expect("a folder");
+    let origin = sources.join("s.json");
+    let script = write(&elsewhere, "greet.sh", GREET, false);
+    let said = |errors: Vec<DeclarationError>| {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    // By a relative path that climbs out, by an absolute one, and through a link inside.
+    let link = sources.join("linked.sh");
+    std::os::unix::fs::symlink(&script, &link).expect("a symbolic link");
+    for path in [
+        json!("../elsewhere/greet.sh"),
+        json!(script),
+        json!("linked.sh"),
+    ] {
+        let declaration = json!({"name": "greeter", "path": path, "runtime": "bash"});
+        let refused = said(open_from(&declaration, &origin).expect_err("outside"));
+        assert!(
+            refused.contains("path: ")
+                && refused.contains("is outside")
+                && refused.contains("\"outsideFolder\": true"),
+            "{path}: {refused}"
+        );
+        let mut declared = declaration.clone();
+        declared["outsideFolder"] = json!(true);
+        assert!(open_from(&declared, &origin).is_ok(), "{path} declared");
+    }
+    // Beside its declaration, and below it: fine.
+    let below = sources.join("below");
+    std::fs::create_dir_all(&below).expect("a folder");
+    write(&sources, "greet.sh", GREET, false);
+    write(&below, "greet.sh", GREET, false);
+    for path in ["greet.sh", "below/greet.sh"] {
+        let declaration = json!({"name": "greeter", "path": path, "runtime": "bash"});
+        assert!(open_from(&declaration, &origin).is_ok(), "{path}");
+    }
+}

@@ -168,8 +168,12 @@ fn source_definition(
             }
         }
     }
-    plurnk_mcp::sources::definition(alias, kind, value, &origin)
-        .map_err(|errors| format!("tool source \"{alias}\" cannot be added: {errors}"))
+    plurnk_mcp::sources::definition(alias, kind, value, &origin).map_err(|errors| {
+        format!(
+            "tool source \"{}\" cannot be added: {errors}",
+            plurnk_mcp::config::shorten(alias)
+        )
+    })
 }
 
 fn parse_options(
@@ -214,7 +218,10 @@ async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
             match definition {
                 Ok(definition) => Some(definition),
                 Err(errors) => {
-                    return fail(format!("server \"{alias}\" cannot be added: {errors}"));
+                    return fail(format!(
+                        "server \"{}\" cannot be added: {errors}",
+                        plurnk_mcp::config::shorten(alias)
+                    ));
                 }
             }
         }

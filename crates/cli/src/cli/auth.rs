@@ -92,7 +92,7 @@ async fn authorize_by_browser(
 fn print_accepted(accepted: &plurnk_mcp::Accepted, json: bool, todo: &str, lines: &[String]) {
     if json {
         match serde_json::to_string(accepted) {
-            Ok(text) => outln!("{text}"),
+            Ok(text) => outln!("{}", plurnk_mcp::text::escape_json_unshown(&text)),
             Err(error) => errln!("plurnk-mcp: {error}"),
         }
         errln!("plurnk-mcp: {todo}");

@@ -56,7 +56,8 @@ async fn call(global: &Global, server: &str, tool: &str, arguments: Option<&str>
     let code = match result {
         Ok(result) => match serde_json::to_string_pretty(&result.result) {
             Ok(text) => {
-                outln!("{text}");
+                // A server's text: its format characters escaped as JSON allows.
+                outln!("{}", plurnk_mcp::text::escape_json_unshown(&text));
                 if result.is_error {
                     errln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
                     ExitCode::from(1)
@@ -92,7 +93,7 @@ async fn exec(global: &Global, op: &str) -> ExitCode {
             ..
         }) => match serde_json::to_string_pretty(&result) {
             Ok(text) => {
-                outln!("{text}");
+                outln!("{}", plurnk_mcp::text::escape_json_unshown(&text));
                 errln!("plurnk-mcp: {server}/{tool} reported a tool error (isError)");
                 ExitCode::from(1)
             }

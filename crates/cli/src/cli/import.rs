@@ -55,10 +55,14 @@ enum Imported {
     WouldBeRefused(&'static str),
     /// Added, and enabled or disabled as the file had it.
     Done,
+    /// Added and checked, its connection let go; to be enabled again once the host is gone.
+    Released,
     /// The action's Problem.
     Refused(plurnk_mcp::Problem),
     /// Added, but the disable the file asked for was refused.
     NotDisabled(plurnk_mcp::Problem),
+    /// Added and checked, but left disabled: the store refused to enable it again.
+    NotEnabled(String),
 }
 
 /// The bounds of one `import`: `--max-bytes` and `--concurrency`.
@@ -71,7 +75,9 @@ pub(crate) struct ImportBounds {
 
 /// `plurnk-mcp import <file> [--format F] [--dry-run] [--max-bytes B] [--concurrency N]`:
 /// every server of another client's file added through `Workspace::add`, as `add` adds one,
-/// at most N at once; a disabled entry is disabled right after. Exit 0 when all were
+/// at most N at once, and let go once checked (disabled), so no more than N run at once
+/// whatever the file's length; the ones the file has enabled are enabled again in the store
+/// once the import's host is gone, and the next command connects them. Exit 0 when all were
 /// imported, 1 when some were skipped or refused, 2 when the file cannot be read or the host
 /// cannot start.
 pub(crate) async fn import(
@@ -101,13 +107,15 @@ pub(crate) async fn import(
             }
         },
     };
-    let plan = match plurnk_mcp::import::plan(&text, format) {
+    // Moved literals get variables the operator's environment does not hold otherwise.
+    let environment = plurnk_mcp::config::Environment::new(environment());
+    let plan = match plurnk_mcp::import::plan(&text, format, &environment) {
         Ok(plan) => plan,
         Err(error) => return fail(format!("cannot import {path} as {format}: {error}")),
     };
     let outcomes = if dry_run || plan.servers.is_empty() {
         // The gate the adds would meet: closed, every one would be refused.
-        let gate_closed = HostConfig::from_env(environment())
+        let gate_closed = HostConfig::from_env(super::environment())
             .is_ok_and(|config| !config.allows_runtime_servers());
         let would = if gate_closed {
             Imported::WouldBeRefused(
@@ -123,28 +131,30 @@ pub(crate) async fn import(
             Ok(started) => started,
             Err(code) => return code,
         };
-        // Each add connects its candidate (within the connect timeout), a few at once: a
-        // file of hundreds of entries must not spawn hundreds of servers together.
+        // Each add connects its candidate (within the connect timeout), a few at once, and
+        // its connection is let go once it is checked: a file of hundreds of entries must not
+        // have hundreds of servers running together, during the import or at its end.
         let adds = plan.servers.iter().map(|server| {
             let workspace = workspace.clone();
             async move {
                 if let Err(problem) = workspace.add(server.definition.clone()).await {
                     return Imported::Refused(problem);
                 }
-                if server.enabled {
-                    return Imported::Done;
-                }
-                match workspace.disable(server.alias()).await {
-                    Ok(_) => Imported::Done,
-                    Err(problem) => Imported::NotDisabled(problem),
+                match (workspace.disable(server.alias()).await, server.enabled) {
+                    (Ok(_), true) => Imported::Released,
+                    (Ok(_), false) => Imported::Done,
+                    // Still enabled, and connected until the import ends.
+                    (Err(_), true) => Imported::Done,
+                    (Err(problem), false) => Imported::NotDisabled(problem),
                 }
             }
         });
-        let outcomes: Vec<Imported> = futures::stream::iter(adds)
+        let mut outcomes: Vec<Imported> = futures::stream::iter(adds)
             .buffered(bounds.concurrency.max(1))
             .collect()
             .await;
         finish(&host).await;
+        enable_again(global, &plan, &mut outcomes).await;
         outcomes
     };
     let verb = if dry_run {
@@ -184,7 +194,10 @@ pub(crate) async fn import(
             .filter(|outcome| {
                 matches!(
                     outcome,
-                    Imported::Refused(_) | Imported::NotDisabled(_) | Imported::WouldBeRefused(_)
+                    Imported::Refused(_)
+                        | Imported::NotDisabled(_)
+                        | Imported::NotEnabled(_)
+                        | Imported::WouldBeRefused(_)
                 )
             })
             .count();
@@ -197,6 +210,43 @@ pub(crate) async fn import(
         "plurnk-mcp: {failed} of {total} entries of {path} {was} imported as they are: see the reasons above"
     );
     ExitCode::from(1)
+}
+
+/// Enables again, in the store itself, every entry let go once checked: with the import's host
+/// gone nothing connects it now, and the next command does.
+async fn enable_again(global: &Global, plan: &plurnk_mcp::import::Plan, outcomes: &mut [Imported]) {
+    if !outcomes
+        .iter()
+        .any(|outcome| matches!(outcome, Imported::Released))
+    {
+        return;
+    }
+    let store = match plurnk_mcp::store::open(&global.state).await {
+        Ok(store) => Some(store),
+        Err(error) => {
+            let why = printable(&error.to_string());
+            for outcome in outcomes.iter_mut() {
+                if matches!(outcome, Imported::Released) {
+                    *outcome = Imported::NotEnabled(why.clone());
+                }
+            }
+            None
+        }
+    };
+    let Some(store) = store else {
+        return;
+    };
+    for (server, outcome) in plan.servers.iter().zip(outcomes.iter_mut()) {
+        if matches!(outcome, Imported::Released) {
+            *outcome = match store
+                .set_enabled(&global.workspace, server.alias(), true)
+                .await
+            {
+                Ok(()) => Imported::Done,
+                Err(error) => Imported::NotEnabled(printable(&error.to_string())),
+            };
+        }
+    }
 }
 
 fn import_table(plan: &plurnk_mcp::import::Plan, outcomes: &[Imported]) -> String {
@@ -226,6 +276,12 @@ fn import_table(plan: &plurnk_mcp::import::Plan, outcomes: &[Imported]) -> Strin
             Imported::NotDisabled(problem) => {
                 format!("added, but still enabled: the disable was refused: {problem}")
             }
+            Imported::Released => "added".to_owned(),
+            Imported::NotEnabled(why) => format!(
+                "added and checked, but left disabled: {why}: enable it with `plurnk-mcp \
+                 enable {}`",
+                server.alias()
+            ),
         };
         rows.push([
             server.alias().to_owned(),

@@ -11,10 +11,16 @@ use plurnk_mcp::{CallOptions, ServerState, WorkspaceSnapshot};
 
 /// A document the host rendered (what the model reads), for a terminal: its lines are its
 /// own (the projection puts a server's text on one line), so line breaks stay; no other
-/// control character gets through.
+/// control or format character gets through.
 fn document_text(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() && c != '\n' { '?' } else { c })
+        .map(|c| {
+            if plurnk_mcp::text::is_unshown(c) && c != '\n' {
+                '?'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 
@@ -178,7 +184,7 @@ async fn status(global: &Global, json: bool) -> ExitCode {
     }
     if json {
         match serde_json::to_string_pretty(&*snapshot) {
-            Ok(text) => outln!("{text}"),
+            Ok(text) => outln!("{}", plurnk_mcp::text::escape_json_unshown(&text)),
             Err(error) => {
                 finish(&host).await;
                 return fail(error);
@@ -264,9 +270,11 @@ fn missing_document(
     tool: Option<&str>,
     is_address: bool,
 ) -> String {
+    // Names and addresses are the caller's: quoted cut.
+    let quoted = plurnk_mcp::config::shorten(server);
     if is_address {
         return format!(
-            "no document at {server:?}: addresses are worker://plurnk/tools/<server>.md, worker://plurnk/tools/<server>/<tool>.md, <server>:///resources and <server>:///prompts, of an enabled server"
+            "no document at {quoted:?}: addresses are worker://plurnk/tools/<server>.md, worker://plurnk/tools/<server>/<tool>.md, <server>:///resources and <server>:///prompts, of an enabled server"
         );
     }
     let enabled: Vec<&str> = snapshot
@@ -277,7 +285,7 @@ fn missing_document(
         .collect();
     match (snapshot.server(server), tool) {
         (None, _) => format!(
-            "no server \"{server}\" is configured (enabled: {}): see `plurnk-mcp survey`",
+            "no server \"{quoted}\" is configured (enabled: {}): see `plurnk-mcp survey`",
             if enabled.is_empty() {
                 "none".to_owned()
             } else {
@@ -289,6 +297,7 @@ fn missing_document(
         }
         (Some(entry), Some(tool)) => {
             let tools: Vec<&str> = entry.tools.iter().map(|t| t.name.as_str()).collect();
+            let tool = plurnk_mcp::config::shorten(tool);
             format!(
                 "server \"{server}\" has no enabled tool \"{tool}\" (its tools: {}): see `plurnk-mcp docs {server}`",
                 if tools.is_empty() {

@@ -85,6 +85,11 @@ pub(crate) struct ServeLimits {
     /// with every one busy, the new one is answered 503 [default: 512]
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
+    /// HTTP: client connections open at once from one client address; past it its own
+    /// connection idle longest is closed, or, with every one of its own busy, the new one is
+    /// answered 429 [default: 128]
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
     /// HTTP: milliseconds a connection has to send a request head (an idle keep-alive
     /// connection is closed after it too) [default: 10000]
     #[arg(long, value_name = "MS")]
@@ -99,6 +104,13 @@ pub(crate) struct ServeLimits {
     /// [default: 10000]
     #[arg(long, value_name = "MS")]
     write_timeout_ms: Option<u64>,
+    /// HTTP: bytes the requests in flight and their answers hold at once, all clients
+    /// together; past it, 503 [default: 268435456]
+    #[arg(long, value_name = "BYTES")]
+    max_bytes_in_flight: Option<usize>,
+    /// HTTP: the same of one client address; past it, 429 [default: 67108864]
+    #[arg(long, value_name = "BYTES")]
+    max_bytes_in_flight_per_client: Option<usize>,
     /// HTTP: 2025-11-25 sessions at once, all clients together [default: 1024]
     #[arg(long, value_name = "N")]
     max_sessions: Option<usize>,
@@ -109,6 +121,11 @@ pub(crate) struct ServeLimits {
     /// [default: 300000]
     #[arg(long, value_name = "MS")]
     session_idle_ms: Option<u64>,
+    /// HTTP: milliseconds a 2025-11-25 session's id opens at most, however active (sealed
+    /// into the id, so every replica agrees); past it the client initializes again
+    /// [default: 86400000]
+    #[arg(long, value_name = "MS")]
+    session_lifetime_ms: Option<u64>,
     /// HTTP: listen streams (subscriptions/listen, GET) open at once, all clients together
     /// [default: 256]
     #[arg(long, value_name = "N")]
@@ -123,7 +140,10 @@ impl ServeLimits {
     fn any(&self) -> bool {
         let counts = [
             self.max_connections,
+            self.max_connections_per_client,
             self.max_body_bytes,
+            self.max_bytes_in_flight,
+            self.max_bytes_in_flight_per_client,
             self.max_sessions,
             self.max_sessions_per_client,
             self.max_listen_streams,
@@ -134,6 +154,7 @@ impl ServeLimits {
             self.body_timeout_ms,
             self.write_timeout_ms,
             self.session_idle_ms,
+            self.session_lifetime_ms,
         ];
         counts.iter().any(Option::is_some) || times.iter().any(Option::is_some)
     }
@@ -146,16 +167,29 @@ impl ServeLimits {
             |given: Option<u64>, default: Duration| given.map_or(default, Duration::from_millis);
         plurnk_mcp::gateway::ClientLimits::default()
             .with_max_connections(self.max_connections.unwrap_or(defaults.max_connections))
+            .with_max_connections_per_client(
+                self.max_connections_per_client
+                    .unwrap_or(defaults.max_connections_per_client),
+            )
             .with_header_timeout(ms(self.header_timeout_ms, defaults.header_timeout))
             .with_body_timeout(ms(self.body_timeout_ms, defaults.body_timeout))
             .with_max_body_bytes(self.max_body_bytes.unwrap_or(defaults.max_body_bytes))
             .with_write_timeout(ms(self.write_timeout_ms, defaults.write_timeout))
+            .with_max_bytes_in_flight(
+                self.max_bytes_in_flight
+                    .unwrap_or(defaults.max_bytes_in_flight),
+            )
+            .with_max_bytes_in_flight_per_client(
+                self.max_bytes_in_flight_per_client
+                    .unwrap_or(defaults.max_bytes_in_flight_per_client),
+            )
             .with_max_sessions(self.max_sessions.unwrap_or(defaults.max_sessions))
             .with_max_sessions_per_client(
                 self.max_sessions_per_client
                     .unwrap_or(defaults.max_sessions_per_client),
             )
             .with_session_idle(ms(self.session_idle_ms, defaults.session_idle))
+            .with_session_lifetime(ms(self.session_lifetime_ms, defaults.session_lifetime))
             .with_max_listen_streams(
                 self.max_listen_streams
                     .unwrap_or(defaults.max_listen_streams),

@@ -169,7 +169,7 @@ fn first(output: &mut Output, seen: &Seen, snapshot: &WorkspaceSnapshot) -> Resu
         }
         Output::Json => {
             let text = serde_json::to_string(snapshot).map_err(|error| error.to_string())?;
-            outln!("{text}");
+            outln!("{}", plurnk_mcp::text::escape_json_unshown(&text));
         }
     }
     Ok(())

@@ -287,6 +287,11 @@ async fn a_late_report_of_a_crashed_attachment_never_touches_its_successor() {
             "PLURNK_MCP_LINGERING_ARGS",
             json!(["-c", script]).to_string(),
         )
+        // Its script reports its own pid ($$), which in a sandbox's PID namespace is 1.
+        .set(
+            "PLURNK_MCP_LINGERING_SANDBOX",
+            json!({"mode": "off"}).to_string(),
+        )
         .enable(&["lingering"])
         .config();
     let grace = Duration::from_secs(2);

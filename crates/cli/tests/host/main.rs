@@ -4,6 +4,8 @@
 //! # Layout
 //! One binary, a module per behaviour; this file holds the setup they share.
 //! - `lifecycle`: start, add and remove, enable and disable, shutdown.
+//! - `connecting`: a slow server's phases, an attempt out of time, what a server recovered
+//!   from at start-up, a host that connects only some servers or declares no elicitation.
 //! - `crashes`: kill -9, panics, crash loops, late reports and attempts after a crash.
 //! - `catalog`: filters, pagination, listing bounds, ttl and list-change refresh.
 //! - `load`: how calls settle, and changes that wait for the calls in flight.
@@ -20,6 +22,8 @@ use serde_json::json;
 mod calls;
 #[path = "../support/env.rs"]
 mod env;
+#[path = "../support/peers.rs"]
+mod peers;
 #[path = "../support/processes.rs"]
 mod processes;
 #[path = "../support/scrape.rs"]
@@ -28,6 +32,7 @@ mod scrape;
 mod wait;
 
 mod catalog;
+mod connecting;
 mod crashes;
 mod lifecycle;
 mod load;

@@ -39,8 +39,24 @@ pub fn map(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The configuration read from `map`; panics naming every fault, as the host reports them.
-pub fn checked(map: BTreeMap<String, String>) -> HostConfig {
+/// The host-wide sandbox policy of the suite's servers, which it starts through shell
+/// wrappers and points at its own files: beyond the default, the repository is readable (the
+/// binaries, the peers' scripts, `.cache`) and `target/tmp` and the system's temporary
+/// directory writable. The sandbox's own tests
+/// run under the default itself.
+pub fn harness_sandbox() -> String {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    let tmp = env!("CARGO_TARGET_TMPDIR");
+    let _ = std::fs::create_dir_all(tmp);
+    json!({"read": [root], "write": [tmp, std::env::temp_dir()]}).to_string()
+}
+
+/// The configuration read from `map`, under [`harness_sandbox`] unless the map sets a
+/// sandbox policy of its own; panics naming every fault, as the host reports them.
+pub fn checked(mut map: BTreeMap<String, String>) -> HostConfig {
+    map.entry("PLURNK_MCP_SANDBOX".to_owned())
+        .or_insert_with(harness_sandbox);
     match HostConfig::from_env(map) {
         Ok(config) => config,
         Err(errors) => panic!("test configuration is invalid: {errors}"),

@@ -70,9 +70,21 @@ impl Zoo {
     /// A zoo under `dir` (made afresh), with the peers of the repository at `root`; with
     /// `counted`, every stdio server's starts are noted (see [`Zoo::starts`]).
     pub fn start(root: &Path, dir: PathBuf, counted: bool) -> Self {
-        let peers = peers_env(root);
+        let mut peers = peers_env(root);
+        // Playwright runs Debian's chromium, which the project's own script installs.
+        let chromium = Command::new("bash")
+            .arg(root.join("scripts/install-chromium.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("scripts/install-chromium.sh runs");
+        assert!(
+            chromium.status.success(),
+            "scripts/install-chromium.sh failed"
+        );
+        let chromium = String::from_utf8_lossy(&chromium.stdout).trim().to_owned();
+        peers.insert("CHROMIUM".into(), chromium);
         let _ = std::fs::remove_dir_all(&dir);
-        for folder in ["root", "repo", "xl", "starts", "work"] {
+        for folder in ["root", "repo", "xl", "starts", "work", "memory", "db"] {
             std::fs::create_dir_all(dir.join(folder)).expect("the zoo's folders");
         }
         std::fs::write(dir.join("root/planted.txt"), format!("{PLANTED}\n")).expect("plant");
@@ -127,6 +139,25 @@ impl Zoo {
         format!("http://{}/", self.page)
     }
 
+    /// What each stdio server writes, declared in its sandbox as a user would (the default
+    /// lets a server read its own installation and the system's folders and write only its
+    /// private temporary directory): the folder it serves, its memory file's, its repository,
+    /// its database's, its working directory.
+    fn writes(&self, alias: &str) -> Vec<String> {
+        let mut writes: Vec<String> = match alias {
+            "filesystem" => vec![self.path("root")],
+            "memory" => vec![self.path("memory")],
+            "git" => vec![self.path("repo")],
+            "sqlite" => vec![self.path("db")],
+            "playwright" => vec![self.path("work")],
+            _ => vec![],
+        };
+        if self.counted {
+            writes.push(self.path("starts"));
+        }
+        writes
+    }
+
     /// Every stdio server's command and arguments, and its own environment, by alias.
     fn commands(&self) -> Vec<(&'static str, String, Vec<String>, Option<Value>)> {
         let npm = |bin: &str| format!("{}/node_modules/.bin/{bin}", self.peer("ZOO_NPM"));
@@ -160,7 +191,7 @@ impl Zoo {
                 "memory",
                 npm("mcp-server-memory"),
                 vec![],
-                Some(json!({"MEMORY_FILE_PATH": self.path("memory.jsonl")})),
+                Some(json!({"MEMORY_FILE_PATH": self.path("memory/memory.jsonl")})),
             ),
             (
                 "playwright",
@@ -171,7 +202,7 @@ impl Zoo {
                     "--browser",
                     "chromium",
                     "--executable-path",
-                    "/usr/bin/chromium",
+                    self.peer("CHROMIUM"),
                 ]
                 .map(str::to_owned)
                 .to_vec(),
@@ -180,7 +211,7 @@ impl Zoo {
             (
                 "sqlite",
                 format!("{}/bin/mcp-server-sqlite", self.peer("ZOO_SQLITE")),
-                vec!["--db-path".into(), self.path("db.sqlite")],
+                vec!["--db-path".into(), self.path("db/zoo.sqlite")],
                 None,
             ),
             (
@@ -215,6 +246,13 @@ impl Zoo {
             env.insert(format!("{key}_ARGS"), json!(args).to_string());
             // Playwright writes its snapshots under its working directory.
             env.insert(format!("{key}_CWD"), self.path("work"));
+            let writes = self.writes(alias);
+            if !writes.is_empty() {
+                env.insert(
+                    format!("{key}_SANDBOX"),
+                    json!({"write": writes}).to_string(),
+                );
+            }
             if let Some(own) = own {
                 env.insert(format!("{key}_ENV"), own.to_string());
             }
@@ -487,7 +525,8 @@ fn start_excel(peers: &BTreeMap<String, String>, folder: &Path) -> (Child, Strin
 }
 
 /// Keeps every core busy, as a developer's machine is while they work: a busy shell loop per
-/// core, each the leader of a process group, killed when this is dropped.
+/// core, each in a session of its own as another program on the machine would be (the
+/// scheduler shares the processors between sessions first), killed when this is dropped.
 pub struct Burner(Vec<Child>);
 
 impl Burner {
@@ -496,14 +535,22 @@ impl Burner {
         Self(
             (0..cores)
                 .map(|_| {
-                    Command::new("/bin/sh")
+                    let mut command = Command::new("/bin/sh");
+                    command
                         .args(["-c", "while :; do :; done"])
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .process_group(0)
-                        .spawn()
-                        .expect("a burner starts")
+                        .stderr(Stdio::null());
+                    // SAFETY: setsid(2) between fork and exec touches no memory of the parent.
+                    unsafe {
+                        command.pre_exec(|| {
+                            if libc::setsid() == -1 {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                            Ok(())
+                        });
+                    }
+                    command.spawn().expect("a burner starts")
                 })
                 .collect(),
         )
