@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install Debian's chromium, the headless browser the gateway's status page is tested in
-# (crates/cli/tests/gateway.rs), with apt-get.
+# (crates/cli/tests/gateway/), with apt-get.
 #
 #   scripts/install-chromium.sh    # prints the browser's path on stdout
 #

@@ -34,7 +34,7 @@ step peers bash scripts/install-peers.sh
 # PostgreSQL's binaries and HAProxy from Debian, for crates/cli/tests/replicas.rs (a look when
 # they are there). That binary prints its own wall time ("finished in") within the tests step.
 step system bash scripts/install-system.sh
-# Debian's chromium, for the status page's browser test (crates/cli/tests/gateway.rs, which
+# Debian's chromium, for the status page's browser test (crates/cli/tests/gateway/, which
 # runs the same script; here so its first install is timed on its own).
 step chromium bash scripts/install-chromium.sh
 step fmt cargo fmt --all -- --check
