@@ -219,7 +219,13 @@ async fn plurnk_mcp_attaches_to_a_gateway_and_reaches_every_upstream_through_it(
         )
         .await
         .expect("alpha_reveal");
-    assert_eq!(revealed.text(), "API_KEY=<redacted>");
+    // How much of `API_KEY=<value>` is scrubbed depends on the spellings the process has
+    // registered (another test's `?key=<value>` URL takes `KEY=` with it): the value is gone.
+    let text = revealed.text();
+    assert!(
+        text.starts_with("API_") && text.ends_with("<redacted>") && !text.contains(SECRET),
+        "{text}"
+    );
     let raw = post_json(
         &pair.url,
         json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
