@@ -27,6 +27,7 @@
 //! pass through in both revisions.
 
 mod admission;
+mod bridge;
 mod bytes;
 mod http;
 mod limits;
@@ -97,6 +98,8 @@ struct Inner {
     view: Mutex<Arc<View>>,
     /// What the status page counts per server (`/status`, HTTP only).
     status: status::StatusBook,
+    /// Calls of 2026-07-28 clients held while their legacy upstream's question is answered.
+    bridges: bridge::Bridges,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -118,6 +121,7 @@ impl Gateway {
                 naming,
                 view: Mutex::new(Arc::new(view)),
                 status: status::StatusBook::new(),
+                bridges: bridge::Bridges::default(),
             }),
         }
     }
@@ -296,7 +300,26 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
     ) -> Result<Forwarded, CallError> {
         let (options, forwarder) = self.options(context, relay);
-        let result = self.inner.workspace.run(alias, operation, options).await;
+        let result = if is_modern(context) {
+            // A legacy upstream's question is the client's `input_required` (`bridge.rs`).
+            let bridged = self
+                .inner
+                .bridges
+                .run(
+                    &self.inner.workspace,
+                    alias,
+                    operation,
+                    options,
+                    context.ct.clone(),
+                )
+                .await;
+            match bridged {
+                bridge::Bridged::Asked(asked) => return Ok(Forwarded::InputRequired(asked)),
+                bridge::Bridged::Done(result) => result,
+            }
+        } else {
+            self.inner.workspace.run(alias, operation, options).await
+        };
         if let Some(forwarder) = forwarder {
             forwarder.flush().await;
         }

@@ -305,3 +305,83 @@ fn elicitation_crosses_the_gateway_to_the_client_at_both_revisions() {
         }
     }
 }
+
+/// A 2026-07-28 client of the gateway calls a tool of a 2025-11-25 upstream (server-everything)
+/// that asks a question mid-call: the client is answered `input_required` with the question,
+/// sends the call again with its answer and the `requestState` it was given, and gets the
+/// upstream's result, which saw the answer. A client that declared no elicitation is asked
+/// nothing: the upstream hears a decline.
+#[test]
+fn a_legacy_upstreams_question_reaches_a_2026_client_as_input_required() {
+    let peers = peers();
+    let env = vec![
+        ("PLURNK_MCP_EVERYTHING".to_owned(), peers.node.clone()),
+        (
+            "PLURNK_MCP_EVERYTHING_ARGS".to_owned(),
+            json!([peers.everything, "stdio"]).to_string(),
+        ),
+        (
+            "PLURNK_MCP_ENABLED".to_owned(),
+            json!(["everything"]).to_string(),
+        ),
+    ];
+    let served = Served::start(&["--transport", "http", "--unprefixed"], &env, true);
+    let url = served.url.clone().expect("url");
+    let call = |meta: Value, extra: Value| {
+        let mut params = json!({"name": "trigger-elicitation-request", "arguments": {},
+                                "_meta": meta});
+        if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+            params.extend(extra.clone());
+        }
+        post_json(
+            &url,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}),
+        )
+    };
+    let mut asking = modern_meta();
+    asking["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
+    // The upstream is ready once the gateway lists its tool.
+    assert!(
+        wait::until_blocking(BOUND, || {
+            call(modern_meta(), json!({}))["result"].is_object()
+        }),
+        "the upstream never served the tool"
+    );
+    let asked = call(asking.clone(), json!({}));
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let state = result["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_owned();
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{asked}");
+    let (key, request) = requests.iter().next().expect("one request");
+    assert_eq!(request["method"], "elicitation/create", "{asked}");
+    assert!(request["params"]["requestedSchema"].is_object(), "{asked}");
+    let answered = call(
+        asking,
+        json!({"requestState": state, "inputResponses": {
+            key.clone(): {"action": "accept", "content": {"name": "Ada", "check": true, "integer": 7}}}}),
+    );
+    let texts = |answer: &Value| -> String {
+        answer["result"]["content"]
+            .as_array()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|block| block["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    };
+    let text = texts(&answered);
+    assert!(
+        text.contains("- Name: Ada") && text.contains("Favorite Integer: 7"),
+        "{answered}"
+    );
+    // No elicitation declared: nothing asked, the upstream declined.
+    let declined = call(modern_meta(), json!({}));
+    assert!(texts(&declined).contains("declined"), "{declined}");
+}
