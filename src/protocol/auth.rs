@@ -103,7 +103,12 @@ impl Server<'_> {
         };
         let (alias, url) = (self.alias, self.url);
         let (client, grant) = match self.authorization {
-            None => (None, false),
+            // A server declared by its URL alone may hold a token of the device grant.
+            None => (
+                self.vault
+                    .authorized(self.workspace, alias, self.definition),
+                false,
+            ),
             Some(authorization @ PreparedAuthorization::ClientCredentials { .. }) => {
                 let client = grant::client_credentials(alias, url, authorization, http()?).await?;
                 (Some(client), true)
@@ -167,15 +172,30 @@ impl Server<'_> {
     /// the device grant when one was asked for, else the browser), so the session opens as
     /// `authorization-required`.
     pub(crate) async fn reauthorize(&self, challenge: String) -> Unauthorized {
-        let Some(authorization) = self.authorization.filter(|_| self.interactive()) else {
-            return Unauthorized::Failed(Problem::unauthorized(format!(
-                "{} could not be connected: authorization required (HTTP 401): give its \
-                 definition an `authorization` (bearer, oauth or client-credentials), or \
-                 check the credentials it has",
-                self.label
-            )));
-        };
         let (vault, workspace, alias) = (self.vault, self.workspace, self.alias);
+        let device = vault.take_device_request(workspace, alias);
+        // A server declared by its URL alone, whose 401 names its authorization server, is
+        // authorized through the device grant when one was asked for: a client registered
+        // for it, no redirect involved.
+        let by_url_alone = PreparedAuthorization::OAuth {
+            redirect_url: String::new(),
+            client_metadata_url: None,
+            client_id: None,
+            client_secret: None,
+            scope: None,
+        };
+        let authorization = match (self.authorization, &device) {
+            (Some(authorization), _) if self.interactive() => authorization,
+            (None, Some(_)) => &by_url_alone,
+            _ => {
+                return Unauthorized::Failed(Problem::unauthorized(format!(
+                    "{} could not be connected: authorization required (HTTP 401): give its \
+                     definition an `authorization` (bearer, oauth or client-credentials), \
+                     authorize it with the device grant, or check the credentials it has",
+                    self.label
+                )));
+            }
+        };
         let attempt = Attempt {
             vault,
             workspace,
@@ -191,7 +211,7 @@ impl Server<'_> {
                 self.label
             )))
         };
-        let begun = match vault.take_device_request(workspace, alias) {
+        let begun = match device {
             Some(scope) => match (self.http)() {
                 Ok(http) => device::begin_device(attempt, scope, http).await,
                 Err(detail) => return failed(&detail),

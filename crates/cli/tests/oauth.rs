@@ -911,6 +911,56 @@ async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
     holds_none("what the host answered", &shown, &issued);
 }
 
+/// A server declared by its URL alone (no `_AUTHORIZATION`, so no redirect URL) that answers
+/// 401 naming its authorization server is authorized with the device grant: a client
+/// registered for it, the person's code entered elsewhere, the token used from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_declared_by_its_url_alone_is_authorized_with_the_device_grant() {
+    let world = World::start();
+    let host = Host::start(config(&[
+        ("PLURNK_MCP_WORLD", world.mcp.clone()),
+        ("PLURNK_MCP_ENABLED", json!(["world"]).to_string()),
+    ]))
+    .await
+    .expect("host starts");
+    let workspace = host.default_workspace();
+    let refused = workspace.snapshot();
+    let server = refused.server("world").expect("declared");
+    assert_eq!(
+        server.problem.as_ref().map(|problem| problem.kind.as_str()),
+        Some("server-unauthorized"),
+        "{:?}",
+        server.state
+    );
+    let device = workspace
+        .authorize_device("world", Some("mcp"))
+        .await
+        .expect("a device authorization for a server declared by its URL");
+    assert!(
+        device.verification_uri.starts_with(&world.issuer),
+        "{device:?}"
+    );
+    let complete = device
+        .verification_uri_complete
+        .clone()
+        .expect("the provider gives the complete URI");
+    let ended = browse(&complete)
+        .await
+        .expect_err("the device flow ends on a page");
+    assert!(
+        ended.contains("Success") || ended.contains("success"),
+        "{ended:.400}"
+    );
+    let server = match workspace.poll_device("world", &device.device).await {
+        Ok(plurnk_mcp::DevicePoll::Authorized { server }) => server,
+        other => panic!("not authorized: {other:?}"),
+    };
+    assert_eq!(server.state, ServerState::Ready, "{:?}", server.problem);
+    let text = whoami(&workspace, "world").await.expect("authorized");
+    assert!(text.starts_with("ada"), "{text}");
+    shutdown_clean(host).await;
+}
+
 /// Reads `child`'s stdout lines until one holds `marker`; that line. Every line read is
 /// kept in `seen`.
 async fn line_with(
