@@ -36,6 +36,7 @@ mod observed;
 mod reply;
 mod sealed;
 mod status;
+mod stdio;
 mod uri_template;
 mod verbatim;
 mod view;
@@ -138,7 +139,12 @@ impl Gateway {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        match Verbatim(self).serve((reader, writer)).await {
+        match Verbatim(self)
+            .serve(stdio::Lifecycle::new(
+                rmcp::transport::async_rw::AsyncRwTransport::new_server(reader, writer),
+            ))
+            .await
+        {
             Ok(running) => running
                 .waiting()
                 .await
