@@ -76,8 +76,10 @@ impl Authorization {
 #[serde(rename_all = "camelCase")]
 pub struct OAuthAuthorization {
     /// Where the authorization server sends the user back; the client returns
-    /// the complete callback URL through `oauth.complete`.
-    pub redirect_url: String,
+    /// the complete callback URL through `oauth.complete`. Absent, the server is authorized
+    /// through the device grant only (no browser comes back anywhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect_url: Option<String>,
     /// The client ID metadata document (CIMD) URL, an absolute `https://` URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_metadata_url: Option<String>,
@@ -96,7 +98,7 @@ impl OAuthAuthorization {
     /// Dynamic client registration only: just the redirect URL.
     pub fn new(redirect_url: impl Into<String>) -> Self {
         Self {
-            redirect_url: redirect_url.into(),
+            redirect_url: Some(redirect_url.into()),
             client_metadata_url: None,
             client_id: None,
             client_secret: None,
@@ -173,8 +175,8 @@ impl WorkloadIdentity {
 pub enum PreparedAuthorization {
     /// Interactive OAuth.
     OAuth {
-        /// The redirect URL.
-        redirect_url: String,
+        /// The redirect URL (none: the device grant only).
+        redirect_url: Option<String>,
         /// The CIMD URL.
         client_metadata_url: Option<String>,
         /// The pre-registered client identifier.

@@ -566,7 +566,9 @@ impl<'a> Checker<'a> {
                 self.credential(&field("token"), token.unexpanded(), self.strict, true);
             }
             Authorization::OAuth(oauth) => {
-                self.url(&field("redirectUrl"), &oauth.redirect_url, true);
+                if let Some(url) = &oauth.redirect_url {
+                    self.url(&field("redirectUrl"), url, true);
+                }
                 if let Some(url) = &oauth.client_metadata_url {
                     self.url(&field("clientMetadataUrl"), url, false);
                 }

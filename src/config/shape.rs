@@ -127,7 +127,7 @@ const NOT_OPTIONS: [&str; 6] = ["name", "alias", "target", "transport", "command
 
 const BEARER: [Field; 1] = [required("token", Kind::Text)];
 const OAUTH: [Field; 5] = [
-    required("redirectUrl", Kind::Text),
+    nullable("redirectUrl", Kind::Text),
     nullable("clientMetadataUrl", Kind::Text),
     nullable("clientId", Kind::Text),
     nullable("clientSecret", Kind::Text),

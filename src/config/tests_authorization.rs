@@ -70,7 +70,10 @@ fn a_declared_server_takes_every_kind_of_authorization_from_its_companion() {
     let Some(Authorization::OAuth(oauth)) = authorization(&config, "person") else {
         panic!("person is not oauth");
     };
-    assert_eq!(oauth.redirect_url, "http://127.0.0.1:9/callback");
+    assert_eq!(
+        oauth.redirect_url.as_deref(),
+        Some("http://127.0.0.1:9/callback")
+    );
     assert_eq!(oauth.client_id.as_deref(), Some("plurnk"));
     assert_eq!(
         oauth.client_secret.as_ref().map(Secret::unexpanded),
@@ -409,7 +412,7 @@ fn every_fault_of_the_authorization_companion_is_its_own_error_naming_the_variab
         ("PLURNK_MCP_BOTH_BEARER", "${T}".into()),
         (
             "PLURNK_MCP_BOTH_AUTHORIZATION",
-            json!({"type": "oauth"}).to_string(),
+            json!({"type": "client-credentials"}).to_string(),
         ),
         ("T", "a-token-value".into()),
     ])
@@ -419,7 +422,11 @@ fn every_fault_of_the_authorization_companion_is_its_own_error_naming_the_variab
             errors.errors(),
             [
                 ConfigError::MissingField {
-                    field: "redirectUrl",
+                    field: "clientId",
+                    ..
+                },
+                ConfigError::MissingField {
+                    field: "clientSecret",
                     ..
                 },
                 ConfigError::ConflictingFields { .. }

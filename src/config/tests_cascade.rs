@@ -402,7 +402,7 @@ fn wire_shape_faults_name_the_field_and_quote_no_value() {
             vec!["x", "x.headers"],
             vec!["x.args", "x"],
             vec!["x.authorization.type"],
-            vec!["x.authorization", "x.authorization"],
+            vec!["x.authorization"],
             vec!["x.transport", "x.headers"],
             vec!["definition"],
         ]

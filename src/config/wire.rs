@@ -168,8 +168,10 @@ pub enum McpAuthorization {
     /// (`clientId` and `clientSecret`), or neither for dynamic client registration.
     #[serde(rename = "oauth")]
     OAuth {
-        /// Where the authorization server sends the user back.
-        redirect_url: String,
+        /// Where the authorization server sends the user back; absent, the server is
+        /// authorized through the device grant only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        redirect_url: Option<String>,
         /// The client ID metadata document URL.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client_metadata_url: Option<String>,

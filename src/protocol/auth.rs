@@ -178,7 +178,7 @@ impl Server<'_> {
         // authorized through the device grant when one was asked for: a client registered
         // for it, no redirect involved.
         let by_url_alone = PreparedAuthorization::OAuth {
-            redirect_url: String::new(),
+            redirect_url: None,
             client_metadata_url: None,
             client_id: None,
             client_secret: None,

@@ -911,53 +911,71 @@ async fn a_daemon_without_a_browser_authorizes_with_the_device_grant() {
     holds_none("what the host answered", &shown, &issued);
 }
 
-/// A server declared by its URL alone (no `_AUTHORIZATION`, so no redirect URL) that answers
-/// 401 naming its authorization server is authorized with the device grant: a client
-/// registered for it, the person's code entered elsewhere, the token used from then on.
+/// The device grant needs no redirect URL: a server declared by its URL alone (no
+/// `_AUTHORIZATION`) that answers 401 naming its authorization server, and one declared with
+/// an `oauth` authorization that gives no `redirectUrl`, are each authorized with it (a
+/// client registered for it, the person's code entered elsewhere, the token used from then
+/// on). Without the device grant the first is `server-unauthorized`, the second says a
+/// browser authorization needs the redirect URL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_declared_by_its_url_alone_is_authorized_with_the_device_grant() {
+async fn the_device_grant_needs_no_redirect_url() {
     let world = World::start();
     let host = Host::start(config(&[
-        ("PLURNK_MCP_WORLD", world.mcp.clone()),
-        ("PLURNK_MCP_ENABLED", json!(["world"]).to_string()),
+        ("PLURNK_MCP_BARE", world.mcp.clone()),
+        ("PLURNK_MCP_NOREDIRECT", world.mcp.clone()),
+        (
+            "PLURNK_MCP_NOREDIRECT_AUTHORIZATION",
+            json!({"type": "oauth"}).to_string(),
+        ),
+        (
+            "PLURNK_MCP_ENABLED",
+            json!(["bare", "noredirect"]).to_string(),
+        ),
     ]))
     .await
     .expect("host starts");
     let workspace = host.default_workspace();
-    let refused = workspace.snapshot();
-    let server = refused.server("world").expect("declared");
-    assert_eq!(
-        server.problem.as_ref().map(|problem| problem.kind.as_str()),
-        Some("server-unauthorized"),
-        "{:?}",
-        server.state
-    );
-    let device = workspace
-        .authorize_device("world", Some("mcp"))
-        .await
-        .expect("a device authorization for a server declared by its URL");
-    assert!(
-        device.verification_uri.starts_with(&world.issuer),
-        "{device:?}"
-    );
-    let complete = device
-        .verification_uri_complete
-        .clone()
-        .expect("the provider gives the complete URI");
-    let ended = browse(&complete)
-        .await
-        .expect_err("the device flow ends on a page");
-    assert!(
-        ended.contains("Success") || ended.contains("success"),
-        "{ended:.400}"
-    );
-    let server = match workspace.poll_device("world", &device.device).await {
-        Ok(plurnk_mcp::DevicePoll::Authorized { server }) => server,
-        other => panic!("not authorized: {other:?}"),
+    let snapshot = workspace.snapshot();
+    let problem = |alias: &str| {
+        snapshot
+            .server(alias)
+            .and_then(|server| server.problem.clone())
+            .expect("a Problem")
     };
-    assert_eq!(server.state, ServerState::Ready, "{:?}", server.problem);
-    let text = whoami(&workspace, "world").await.expect("authorized");
-    assert!(text.starts_with("ada"), "{text}");
+    assert_eq!(problem("bare").kind, "server-unauthorized");
+    let noredirect = problem("noredirect");
+    assert!(
+        noredirect.detail.contains("redirectUrl") && noredirect.detail.contains("device grant"),
+        "{noredirect:?}"
+    );
+    for alias in ["bare", "noredirect"] {
+        let device = workspace
+            .authorize_device(alias, Some("mcp"))
+            .await
+            .unwrap_or_else(|problem| panic!("{alias}: {problem:?}"));
+        assert!(
+            device.verification_uri.starts_with(&world.issuer),
+            "{device:?}"
+        );
+        let complete = device
+            .verification_uri_complete
+            .clone()
+            .expect("the provider gives the complete URI");
+        let ended = browse(&complete)
+            .await
+            .expect_err("the device flow ends on a page");
+        assert!(
+            ended.contains("Success") || ended.contains("success"),
+            "{ended:.400}"
+        );
+        let server = match workspace.poll_device(alias, &device.device).await {
+            Ok(plurnk_mcp::DevicePoll::Authorized { server }) => server,
+            other => panic!("{alias} not authorized: {other:?}"),
+        };
+        assert_eq!(server.state, ServerState::Ready, "{:?}", server.problem);
+        let text = whoami(&workspace, alias).await.expect("authorized");
+        assert!(text.starts_with("ada"), "{alias}: {text}");
+    }
     shutdown_clean(host).await;
 }
 

@@ -63,6 +63,9 @@ pub(super) async fn begin(attempt: Attempt<'_>) -> Result<(), AuthError> {
     else {
         return Err(AuthError::NotInteractive);
     };
+    let Some(redirect_url) = redirect_url else {
+        return Err(AuthError::NoRedirect);
+    };
     let mut request = AuthorizationRequest::new(redirect_url.clone()).with_client_name(CLIENT_NAME);
     if let Some(client_id) = client_id {
         request = request.with_preregistered_client(client_id.clone());

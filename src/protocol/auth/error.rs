@@ -113,6 +113,12 @@ pub(crate) enum AuthError {
     /// interactive OAuth.
     #[error("its authorization is not interactive OAuth")]
     NotInteractive,
+    /// A browser authorization of a definition that gives no redirect URL.
+    #[error(
+        "its authorization gives no redirectUrl, which a browser authorization needs: set \
+         authorization.redirectUrl, or authorize it with the device grant"
+    )]
+    NoRedirect,
     /// A callback rmcp accepted left no authorization manager to hold the token.
     #[error("the authorization ended in no usable state")]
     NoUsableState,
