@@ -13,9 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use plurnk_mcp::{
-    CallError, CallOptions, Host, HostConfig, HostOptions, RestartPolicy, ServerState,
-};
+use plurnk_mcp::{CallError, CallOptions, Host, HostOptions, RestartPolicy, ServerState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
