@@ -7,7 +7,7 @@
 //! (`crates/cli/tests/peers/zoo_client.py`).
 //!
 //! ```text
-//! cargo run --release --example zoo -- [--runs 20] [--json target/bench/zoo.json] [--no-python]
+//! cargo run --release --features sandbox --example zoo -- [--runs 20] [--json target/bench/zoo.json] [--no-python]
 //! ```
 //!
 //! `scripts/bench.sh --zoo` installs the peers first. A table on stdout, every run's figures

@@ -105,7 +105,7 @@ if [[ "${1:-}" == "--zoo" ]]; then
   bash scripts/install-chromium.sh >/dev/null
   profile=(--release)
   if [[ "${BENCH_PROFILE:-release}" == "debug" ]]; then profile=(); fi
-  exec cargo run "${profile[@]}" --locked --example zoo -- "$@"
+  exec cargo run "${profile[@]}" --locked --features sandbox --example zoo -- "$@"
 fi
 
 CACHE="$PWD/.cache"

@@ -195,6 +195,18 @@ zoo_venv() {
 ZOO_VENV="$CACHE/zoo-venv"
 zoo_venv "$ZOO_VENV" "$CACHE/zoo-venv.stamp" "$ZOO_PY_SPEC" \
   mcp-server-time mcp-server-git mcp-server-fetch excel-mcp-server
+# mcp-server-fetch simplifies pages with readabilipy, which runs Readability.js on the
+# machine's `node` when its own node_modules are there and otherwise runs `npm install` into
+# its installation at the first fetch; under the sandbox that installation is read-only and
+# the network closed, so that first fetch fails ("Error executing tool fetch"). Its setup
+# step, done here once, as an unconfined first run would have done.
+READABILIPY_JS="$(echo "$ZOO_VENV"/lib/python3*/site-packages/readabilipy/javascript)"
+if [[ -d "$READABILIPY_JS/node_modules/jsdom" ]]; then
+  log "readabilipy's Readability.js ok"
+else
+  log "installing readabilipy's Readability.js into the zoo venv"
+  (cd "$READABILIPY_JS" && npm install --no-audit --no-fund --loglevel=error >&2)
+fi
 ZOO_SQLITE="$CACHE/zoo-sqlite"
 zoo_venv "$ZOO_SQLITE" "$CACHE/zoo-sqlite.stamp" "$ZOO_SQLITE_SPEC" mcp-server-sqlite
 OTEL_VENV="$CACHE/otel-venv"

@@ -90,7 +90,7 @@ impl ServerState {
             Self::Idle => "this host was started to connect other servers only: enable it to \
                            connect it"
                 .to_owned(),
-            Self::Disabled => "it is disabled: enable it first".to_owned(),
+            Self::Disabled => "enable it first (a workspace's `enable`, or `PLURNK_MCP_ENABLED` in the environment)".to_owned(),
             state => format!("it is {state}"),
         }
     }
