@@ -8,8 +8,24 @@ use std::collections::BTreeMap;
 use plurnk_mcp::HostConfig;
 use serde_json::json;
 
-/// The command line, which is also the fixture server (`plurnk-mcp fixture`).
-pub const EXE: &str = env!("CARGO_BIN_EXE_plurnk-mcp");
+/// The command line, which is also the fixture server (`plurnk-mcp fixture`): Cargo names it
+/// to the command line's own tests; the library's (the repository's top-level `tests/`) take
+/// the one the workspace's test run (`cargo test --workspace`) builds in the same target
+/// directory.
+pub const EXE: &str = match option_env!("CARGO_BIN_EXE_plurnk-mcp") {
+    Some(exe) => exe,
+    None => concat!(env!("CARGO_TARGET_TMPDIR"), "/../debug/plurnk-mcp"),
+};
+
+/// The repository's root (the folder holding `Cargo.lock`), from either package's tests.
+pub fn repository() -> std::path::PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .find(|folder| folder.join("Cargo.lock").exists())
+        .unwrap_or(manifest);
+    root.canonicalize().unwrap_or_else(|_| root.to_owned())
+}
 
 /// The variable that names server `alias`: `PLURNK_MCP_<ALIAS>`, as the configuration spells it.
 fn prefix(alias: &str) -> String {
@@ -45,8 +61,7 @@ pub fn map(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
 /// directory writable. The sandbox's own tests
 /// run under the default itself.
 pub fn harness_sandbox() -> String {
-    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    let root = repository();
     let tmp = env!("CARGO_TARGET_TMPDIR");
     let _ = std::fs::create_dir_all(tmp);
     json!({"read": [root], "write": [tmp, std::env::temp_dir()]}).to_string()
@@ -55,6 +70,11 @@ pub fn harness_sandbox() -> String {
 /// The configuration read from `map`, under [`harness_sandbox`] unless the map sets a
 /// sandbox policy of its own; panics naming every fault, as the host reports them.
 pub fn checked(mut map: BTreeMap<String, String>) -> HostConfig {
+    assert!(
+        std::path::Path::new(EXE).exists(),
+        "the fixture server {EXE} is not built: run the workspace's tests (`cargo test \
+         --workspace`), or build it first (`cargo build -p plurnk-mcp-cli`)"
+    );
     map.entry("PLURNK_MCP_SANDBOX".to_owned())
         .or_insert_with(harness_sandbox);
     match HostConfig::from_env(map) {

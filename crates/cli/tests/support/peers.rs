@@ -17,9 +17,15 @@ pub struct Peers {
     pub python_peer: String,
 }
 
-/// The repository's root: the peers install into its `.cache/`.
+/// The repository's root (the folder holding `Cargo.lock`, from either package's tests): the
+/// peers install into its `.cache/`.
 fn root() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|folder| folder.join("Cargo.lock").exists())
+        .unwrap_or(manifest)
+        .to_owned()
 }
 
 /// Installs (if needed) and locates the peers.
@@ -61,8 +67,8 @@ pub fn peers() -> &'static Peers {
 /// A file of `crates/cli/tests/peers/`.
 #[allow(dead_code)]
 pub fn peer_script(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/peers")
+    root()
+        .join("crates/cli/tests/peers")
         .join(name)
         .to_string_lossy()
         .into_owned()

@@ -18,17 +18,17 @@ use plurnk_mcp::{CallError, CallOptions, HostOptions, RestartPolicy, Workspace};
 use plurnk_mcp_fixture::probe::Probe;
 use serde_json::json;
 
-#[path = "../support/calls.rs"]
+#[path = "../../crates/cli/tests/support/calls.rs"]
 mod calls;
-#[path = "../support/env.rs"]
+#[path = "../../crates/cli/tests/support/env.rs"]
 mod env;
-#[path = "../support/peers.rs"]
+#[path = "../../crates/cli/tests/support/peers.rs"]
 mod peers;
-#[path = "../support/processes.rs"]
+#[path = "../../crates/cli/tests/support/processes.rs"]
 mod processes;
-#[path = "../support/scrape.rs"]
+#[path = "../../crates/cli/tests/support/scrape.rs"]
 mod scrape;
-#[path = "../support/wait.rs"]
+#[path = "../../crates/cli/tests/support/wait.rs"]
 mod wait;
 
 mod catalog;
