@@ -200,6 +200,9 @@ impl CallPeer {
             }
             let request = self.build(operation, responses.take(), state.take(), &label)?;
             let answer = self.send(request, context, deadline, &label).await?;
+            // An answer kept whole in an event stream, given back as the server wrote it.
+            #[cfg(feature = "http")]
+            let answer = super::http::kept::unwrap(answer);
             // A verbatim answer is read for its `resultType` only: a round or a Task is
             // followed here, a result goes back as the server wrote it.
             let answer = match answer {

@@ -623,8 +623,9 @@ impl Wired<'_> {
         } = self;
         match oauth {
             None => {
-                let inner = http::transport(url, headers, http_client, max_message)
-                    .map_err(Failure::Header)?;
+                let inner =
+                    http::transport(url, headers, http::kept::Kept(http_client), max_message)
+                        .map_err(Failure::Header)?;
                 negotiate(client, signals.wrap(inner), phases).await
             }
             #[cfg(feature = "oauth")]

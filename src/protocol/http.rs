@@ -13,6 +13,8 @@ use rmcp::transport::streamable_http_client::{
 
 use crate::config::is_reserved_header;
 
+pub(crate) mod kept;
+
 /// The host's shared HTTP client could not be built (reqwest's reason: no TLS roots, a
 /// resolver that cannot start).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,6 +4,9 @@
 //! fixture's hostile modes), measured from `/proc`. No log subscriber is installed here, so
 //! the memory measured is the host's own.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use plurnk_mcp::{CallError, CallOptions, Host, HostConfig, ServerState};
 use serde_json::json;
 
@@ -472,10 +475,11 @@ async fn a_legacy_servers_roots_request_is_answered_method_not_found() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_servers_content_block_of_an_unknown_type_reaches_the_caller_as_written() {
-    // Over Streamable HTTP rmcp reads the response; a result it cannot type (a content block
-    // of a type no revision defines) reaches the caller as the server wrote it. (Fields it
-    // does not know, beside known blocks, are kept over stdio only: README, Tools.)
+async fn an_http_servers_results_and_reads_reach_the_caller_as_written_in_json_and_in_a_stream() {
+    // Over Streamable HTTP as over stdio: a content block of a type no revision defines,
+    // fields no revision defines at the top and in a known block, and a read's fields, each
+    // handed on exactly as written, whether the answer came as a JSON body or (a call whose
+    // arguments ask for it) as an event of a stream after a progress notification.
     let server = HttpServer::start(&["--hostile", "odd-results"]);
     let config = HostConfig::from_env([
         ("PLURNK_MCP_ODD".to_owned(), server.url.clone()),
@@ -487,10 +491,43 @@ async fn an_http_servers_content_block_of_an_unknown_type_reaches_the_caller_as_
     let snapshot = workspace.snapshot();
     let odd = snapshot.server("odd").expect("configured");
     assert_eq!(odd.state, ServerState::Ready, "{:?}", odd.problem);
-    let called = workspace
-        .call_tool("odd", "odd", json!({}), CallOptions::default())
-        .await
-        .expect("odd");
-    assert_eq!(called.result, plurnk_mcp_fixture::hostile::odd_result());
+    for (tool, expected) in [
+        ("odd", plurnk_mcp_fixture::hostile::odd_result()),
+        ("extra", plurnk_mcp_fixture::hostile::extra_result()),
+    ] {
+        let called = workspace
+            .call_tool("odd", tool, json!({}), CallOptions::default())
+            .await
+            .unwrap_or_else(|error| panic!("{tool}: {error}"));
+        assert_eq!(called.result, expected, "{tool}, a JSON body");
+        let progressed = Arc::new(AtomicUsize::new(0));
+        let seen = progressed.clone();
+        let sink: plurnk_mcp::ProgressSink = Arc::new(move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+        });
+        let streamed = workspace
+            .call_tool(
+                "odd",
+                tool,
+                json!({"stream": true}),
+                CallOptions::default().with_progress(Some(sink)),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("{tool} in a stream: {error}"));
+        assert_eq!(streamed.result, expected, "{tool}, an event of a stream");
+        assert_eq!(progressed.load(Ordering::SeqCst), 1, "{tool}: its progress");
+    }
+    // A read, and the same read again within its ttlMs, from what the host kept: whole.
+    for _ in 0..2 {
+        let read = workspace
+            .read_resource(
+                "odd",
+                plurnk_mcp_fixture::hostile::ODD_RESOURCE,
+                CallOptions::default(),
+            )
+            .await
+            .expect("the odd resource");
+        assert_eq!(read, plurnk_mcp_fixture::hostile::odd_resource());
+    }
     calls::shutdown_clean(host).await;
 }

@@ -20,11 +20,12 @@ use sse_stream::Sse;
 use super::dpop::{self, Dpop};
 use super::error::AuthError;
 use super::request::token_request;
+use crate::protocol::http::kept::Kept;
 
 /// An HTTP client that attaches (and refreshes) an OAuth access token: what the transport of
 /// an authorized connection sends through. Clones share one token. Every token it sends,
 /// refreshed ones included, is registered as a secret on its way out.
-pub(crate) type AuthorizedClient = AuthClient<Challenged<reqwest::Client>>;
+pub(crate) type AuthorizedClient = AuthClient<Challenged<Kept>>;
 
 /// A workload-identity grant, to run again when the server refuses the token it gave (an
 /// expired one: the grant issues no refresh token). One renewal at a time; after a refused
@@ -190,13 +191,13 @@ impl<C> Challenged<C> {
     }
 }
 
-impl Challenged<reqwest::Client> {
+impl Challenged<Kept> {
     /// Registers the tokens it is handed, and presents those bound to `dpop`'s key with
-    /// proofs of it.
+    /// proofs of it; a result the caller takes as written is kept whole ([`Kept`]).
     pub(crate) fn registering(inner: reqwest::Client, dpop: Arc<Dpop>) -> Self {
         Self {
             proving: Some((dpop, inner.clone())),
-            inner,
+            inner: Kept(inner),
             slot: None,
             regrant: None,
             registered: Arc::default(),
