@@ -383,7 +383,7 @@ mod tests {
     fn every_supported_row_cites_tests_that_exist() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut sources = String::new();
-        for folder in ["crates/cli/tests", "crates/cli/src", "src"] {
+        for folder in ["tests", "crates/cli/tests", "crates/cli/src", "src"] {
             let mut stack = vec![root.join(folder)];
             while let Some(path) = stack.pop() {
                 let Ok(entries) = std::fs::read_dir(&path) else {
@@ -449,7 +449,8 @@ mod tests {
     fn every_mode_the_host_advertises_is_driven_end_to_end() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut integration = String::new();
-        let mut stack = vec![root.join("crates/cli/tests")];
+        // The integration tests: the library's own (`tests/`) and the command line's.
+        let mut stack = vec![root.join("tests"), root.join("crates/cli/tests")];
         while let Some(path) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&path) else {
                 continue;
