@@ -170,8 +170,12 @@ where
         polled
     }
 
+    /// Never said ahead: the connection then polls once more, for the end, only when its
+    /// writer can take more, which holds the charge of a whole JSON answer (a single frame)
+    /// while the client leaves it unread; told the end with the frame, the connection would
+    /// drop the body, and with it the charge, with the answer still unwritten.
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        false
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
