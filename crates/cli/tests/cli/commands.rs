@@ -513,7 +513,7 @@ fn a_sentinel_secret_in_every_field_appears_in_no_output() {
     // One secret, referenced from every field that can carry one, and reflected back by the
     // servers (as the stdio server's name, its environment, the HTTP headers it received).
     const SENTINEL: &str = "SeNtInEl-7f3a9c-XyZ";
-    let web = HttpChild::start();
+    let web = HttpFixture::start(&[]);
     let authority = web.url.trim_start_matches("http://");
     let (host_port, path) = authority.split_once('/').unwrap_or((authority, "mcp"));
     let state = scratch_state();

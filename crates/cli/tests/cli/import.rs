@@ -225,7 +225,7 @@ fn fixture_args(name: &str) -> Value {
 fn import_of_a_claude_desktop_file_connects_its_servers() {
     const ENV_SECRET: &str = "claude-env-SeCrEt-5b1e";
     const BEARER: &str = "claude-bearer-SeCrEt-7c2d";
-    let web = HttpChild::with(&["--bearer", BEARER]);
+    let web = HttpFixture::start(&["--bearer", BEARER]);
     // The shape of Claude Desktop's documented examples: stdio servers with args and env.
     let file = json!({
         "mcpServers": {
@@ -309,7 +309,7 @@ fn import_of_a_cursor_file_keeps_disabled_entries_disabled() {
     const ENV_SECRET: &str = "cursor-env-SeCrEt-11aa";
     const BEARER: &str = "cursor-bearer-SeCrEt-22bb";
     const HEADER: &str = "cursor-header-SeCrEt-33cc";
-    let web = HttpChild::with(&["--bearer", BEARER]);
+    let web = HttpFixture::start(&["--bearer", BEARER]);
     // Cursor's documented shapes: stdio, a typed remote with headers and ${env:NAME},
     // `disabled`, and an SSE server.
     let file = json!({
@@ -374,7 +374,7 @@ fn import_of_a_cursor_file_keeps_disabled_entries_disabled() {
 fn import_of_a_vscode_file_reports_inputs_and_env_files() {
     const ENV_SECRET: &str = "vscode-env-SeCrEt-44dd";
     const BEARER: &str = "vscode-bearer-SeCrEt-55ee";
-    let web = HttpChild::with(&["--bearer", BEARER]);
+    let web = HttpFixture::start(&["--bearer", BEARER]);
     let exe = serde_json::to_string(EXE).expect("JSON");
     let url = serde_json::to_string(&web.url).expect("JSON");
     // VS Code's reference: typed servers, `inputs`, comments and a trailing comma.
@@ -437,7 +437,7 @@ fn import_of_a_codex_file_carries_its_references_and_tool_lists() {
     const ENV_SECRET: &str = "codex-env-SeCrEt-66ff";
     const BEARER: &str = "codex-bearer-SeCrEt-77aa";
     const HEADER: &str = "codex-header-SeCrEt-88bb";
-    let web = HttpChild::with(&["--bearer", BEARER]);
+    let web = HttpFixture::start(&["--bearer", BEARER]);
     let exe = serde_json::to_string(EXE).expect("a TOML basic string");
     let url = serde_json::to_string(&web.url).expect("a TOML basic string");
     // Codex's `[mcp_servers.<id>]` keys, as its configuration reference lists them.
@@ -558,7 +558,7 @@ fn import_moves_every_credential_shape_out_and_the_state_file_holds_none() {
     const API_KEY_2: &str = "api-K3y-Value-5e6f";
     const TOKEN_2: &str = "t0ken-Value-7a8b";
     const X_AUTH: &str = "x-Auth-Value-9c0d";
-    let web = HttpChild::start();
+    let web = HttpFixture::start(&[]);
     let mut gh = fixture_under_sh("gh", &["--api-key", API_KEY, &format!("--token={TOKEN}")]);
     gh["env"] = json!({
         "GH_PAT": PAT,

@@ -22,6 +22,8 @@ use support::{peer_script, peers};
 
 #[path = "../support/env.rs"]
 mod env;
+#[path = "../support/http_fixture.rs"]
+mod http_fixture;
 #[path = "../support/processes.rs"]
 mod processes;
 #[path = "../support/wait.rs"]
@@ -31,6 +33,7 @@ use processes::marked;
 use serde_json::{Value, json};
 
 use env::{EXE, fixture};
+use http_fixture::HttpFixture;
 
 /// A state file of its own for every run that does not name one.
 fn scratch_state() -> String {
@@ -64,49 +67,6 @@ fn run(args: &[&str], vars: &BTreeMap<String, String>) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A fixture serving Streamable HTTP in a child process; killed on drop.
-struct HttpChild {
-    child: std::process::Child,
-    url: String,
-}
-
-impl HttpChild {
-    fn start() -> Self {
-        Self::with(&[])
-    }
-
-    /// The fixture with `extra` arguments, such as `--bearer TOKEN`.
-    fn with(extra: &[&str]) -> Self {
-        use std::io::BufRead;
-        let mut child = Command::new(EXE)
-            .args(["fixture", "--name", "web", "--http", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("the fixture starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("it says where it listens");
-        let url = line
-            .trim()
-            .strip_prefix("listening ")
-            .expect("a listening line")
-            .to_owned();
-        Self { child, url }
-    }
-}
-
-impl Drop for HttpChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[path = "../support/pty.rs"]

@@ -29,6 +29,8 @@ mod calls;
 mod env;
 #[path = "../support/http.rs"]
 mod http;
+#[path = "../support/http_fixture.rs"]
+mod http_fixture;
 #[path = "../support/processes.rs"]
 mod processes;
 #[path = "../support/served.rs"]
@@ -45,6 +47,7 @@ mod state;
 mod text;
 
 use env::EXE;
+use http_fixture::HttpFixture;
 
 /// The configuration of exactly these variables.
 fn config(pairs: &[(&str, String)]) -> HostConfig {
@@ -106,43 +109,4 @@ fn run(args: &[&str], vars: &BTreeMap<String, String>) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The fixture serving Streamable HTTP in a child process, with `extra` flags (such as
-/// `--bearer TOKEN`); killed on drop.
-struct HttpFixture {
-    child: std::process::Child,
-    url: String,
-}
-
-impl HttpFixture {
-    fn start(extra: &[&str]) -> Self {
-        use std::io::BufRead;
-        let mut child = Command::new(EXE)
-            .args(["fixture", "--name", "web", "--http", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("the fixture starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("it says where it listens");
-        let url = line
-            .trim()
-            .strip_prefix("listening ")
-            .expect("a listening line")
-            .to_owned();
-        Self { child, url }
-    }
-}
-
-impl Drop for HttpFixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
