@@ -2,11 +2,11 @@
 //! program or script runs in the sandbox its definition's policy declares (over the
 //! host-wide policy, over the built-in default), enforced by the kernel.
 //!
-//! [`Sandboxing`] is the host's: the default policy, the paths no process may reach, and what
+//! `Sandboxing` is the host's: the default policy, the paths no process may reach, and what
 //! this machine can enforce (learnt once, by trying). For each process it makes a
-//! [`Confinement`]: the hook the child runs before `exec`, the environment it adds (`TMPDIR`),
-//! a private temporary directory, and the [`SandboxReport`] a status shows. Without the
-//! `sandbox` feature every confinement is `off` and nothing of this is compiled; the
+//! `Confinement`: the hook the child runs before `exec`, the environment it adds (`TMPDIR`),
+//! a private temporary directory, and the [`SandboxReport`](crate::SandboxReport) a status
+//! shows. Without the `sandbox` feature every confinement is `off` and nothing of this is compiled; the
 //! configuration refuses a policy that asks for more.
 //!
 //! Rooms (feature `sandbox`), importing one way: this face → machine → hook, paths, filter.

@@ -30,8 +30,8 @@
 //!
 //! # Layout
 //!
-//! This file is the face the call sites use, the same in every build: [`ClientCall`] and
-//! [`ServedRequest`] (a request sent and one served), `inject` and the events. The rooms:
+//! This file is the face the call sites use, the same in every build: `ClientCall` and
+//! `ServedRequest` (a request sent and one served), `inject` and the events. The rooms:
 //!
 //! - `conventions.rs`: the conventions' names, bounded values and the histograms (always)
 //! - `spans.rs` (`otel`): the spans and their attributes
