@@ -6,8 +6,8 @@
 //! this machine can enforce (learnt once, by trying). For each process it makes a
 //! `Confinement`: the hook the child runs before `exec`, the environment it adds (`TMPDIR`),
 //! a private temporary directory, and the [`SandboxReport`](crate::SandboxReport) a status
-//! shows. Without the `sandbox` feature every confinement is `off` and nothing of this is compiled; the
-//! configuration refuses a policy that asks for more.
+//! shows. Without the `sandbox` feature every confinement is `off` and nothing of this is
+//! compiled; the configuration refuses a policy that asks for more.
 //!
 //! Rooms (feature `sandbox`), importing one way: this face → machine → hook, paths, filter.
 //! - `machine`: what this machine can enforce, by trial.
