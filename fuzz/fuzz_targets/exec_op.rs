@@ -41,6 +41,7 @@ fn server(alias: &str, state: ServerState, tools: Vec<ToolInfo>) -> ServerSnapsh
         generation: 1,
         authored: Arc::new(Authored::default()),
         authorization: None,
+        sandbox: None,
     }
 }
 
