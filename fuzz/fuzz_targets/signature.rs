@@ -41,6 +41,7 @@ fuzz_target!(|data: &[u8]| {
         generation: 1,
         authored: Arc::default(),
         authorization: None,
+        sandbox: None,
     };
     let snapshot = WorkspaceSnapshot {
         workspace: "default".into(),
