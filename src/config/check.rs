@@ -189,10 +189,8 @@ fn command_line(command: &str, names: &SettingNames) -> Option<ConfigError> {
     }
     Some(ConfigError::CommandLine {
         variable: names.target().to_owned(),
-        command: crate::config::shorten(command),
-        program: crate::config::shorten(words[0]),
+        words: words.len(),
         args: names.companion(Suffix::Args),
-        example: crate::config::shorten(&serde_json::to_string(&words[1..]).unwrap_or_default()),
     })
 }
 

@@ -513,23 +513,21 @@ pub enum ConfigError {
     },
 
     /// A stdio command written as a command line (`python3 x.py`) with no arguments beside
-    /// it: a command names one executable, and no file of that whole name exists.
+    /// it: a command names one executable, and no file of that whole name exists. The value
+    /// is never quoted (a command line can carry a token); its words are counted.
     #[error(
-        "{variable} is \"{command}\", a command line, and {args} is not set: a command names \
-         one executable, with no shell to split it; set {variable} to \"{program}\" and {args} \
-         to the arguments as a JSON array, such as {example}"
+        "{variable} holds a command line ({words} words) and {args} is not set: a command \
+         names one executable, with no shell to split it; set {variable} to the program alone \
+         (the first word) and {args} to the other words as a JSON array, such as \
+         [\"server.py\", \"--port\", \"8080\"]"
     )]
     CommandLine {
         /// The command field.
         variable: String,
-        /// The command as written, cut.
-        command: String,
-        /// Its first word.
-        program: String,
+        /// How many words the command holds.
+        words: usize,
         /// The arguments field beside it.
         args: String,
-        /// The rest of the words as a JSON array.
-        example: String,
     },
 
     /// A setting this build cannot honour: the cargo feature of plurnk-mcp that carries it is

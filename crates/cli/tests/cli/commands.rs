@@ -31,18 +31,14 @@ fn every_configuration_fault_has_its_own_error_naming_the_variable() {
             vec![
                 "PLURNK_MCP_SPACED",
                 "PLURNK_MCP_SPACED_ARGS",
-                "\"python3\"",
-                "[\"server.py\",\"--port\",\"1\"]",
+                "a command line (4 words)",
+                "the program alone",
             ],
         ),
         (
             "a path and its arguments with no _ARGS",
             vec![("PLURNK_MCP_SHELLED", "/bin/sh -c true")],
-            vec![
-                "PLURNK_MCP_SHELLED_ARGS",
-                "\"/bin/sh\"",
-                "[\"-c\",\"true\"]",
-            ],
+            vec!["PLURNK_MCP_SHELLED_ARGS", "a command line (3 words)"],
         ),
         (
             "reserved name",
