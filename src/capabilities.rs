@@ -379,26 +379,30 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_supported_row_cites_tests_that_exist() {
+    /// The text of every Rust file under `folders` of the repository.
+    fn rust_sources(folders: &[&str]) -> String {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut sources = String::new();
-        for folder in ["tests", "crates/cli/tests", "crates/cli/src", "src"] {
-            let mut stack = vec![root.join(folder)];
-            while let Some(path) = stack.pop() {
-                let Ok(entries) = std::fs::read_dir(&path) else {
-                    continue;
-                };
-                for entry in entries.flatten() {
-                    let path = entry.path();
-                    if path.is_dir() {
-                        stack.push(path);
-                    } else if path.extension().is_some_and(|e| e == "rs") {
-                        sources.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
-                    }
+        let mut stack: Vec<_> = folders.iter().map(|folder| root.join(folder)).collect();
+        while let Some(path) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    sources.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
                 }
             }
         }
+        sources
+    }
+
+    #[test]
+    fn every_supported_row_cites_tests_that_exist() {
+        let sources = rust_sources(&["tests", "crates/cli/tests", "crates/cli/src", "src"]);
         for row in MATRIX {
             if matches!(
                 row.disposition,
@@ -447,23 +451,8 @@ mod tests {
 
     #[test]
     fn every_mode_the_host_advertises_is_driven_end_to_end() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut integration = String::new();
         // The integration tests: the library's own (`tests/`) and the command line's.
-        let mut stack = vec![root.join("tests"), root.join("crates/cli/tests")];
-        while let Some(path) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&path) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    integration.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
-                }
-            }
-        }
+        let integration = rust_sources(&["tests", "crates/cli/tests"]);
         for row in MATRIX {
             let modes: Vec<String> = match row.advertisement {
                 Advertisement::Always(_, value) | Advertisement::Modern(_, value) => {

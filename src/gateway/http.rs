@@ -155,24 +155,7 @@ pub async fn serve_http(
         limits.session_lifetime,
     );
     let ended = Arc::new(Ended::new(workspace.store()));
-    let mut config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(
-            LOOPBACK_HOSTS
-                .iter()
-                .map(|host| (*host).to_owned())
-                .chain(options.allowed_hosts.iter().cloned()),
-        )
-        .with_allowed_origins(
-            LOOPBACK_ORIGINS
-                .iter()
-                .map(|origin| (*origin).to_owned())
-                .chain(options.allowed_origins.iter().cloned()),
-        )
-        .enforce_origin_validation()
-        .with_max_request_body_bytes(limits.max_body_bytes)
-        // A 2026-07-28 answer goes out as JSON unless a message comes before it (`reply.rs`).
-        .with_json_response(true)
-        .with_cancellation_token(shutdown.child_token());
+    let mut config = service_config(&options, shutdown.child_token());
     // A session this replica does not hold is opened from its id (nothing is stored but the
     // ids that ended).
     config.session_store = Some(Arc::new(SealedSessions {
@@ -257,6 +240,29 @@ pub async fn serve_http(
         );
     super::listener::serve(listener, router, limits, shutdown).await;
     Ok(())
+}
+
+/// rmcp's service configuration: the `Host` and `Origin` rules (loopback and what `options`
+/// allows), the body bound, JSON answers, and `stop` to end it.
+fn service_config(options: &HttpOptions, stop: CancellationToken) -> StreamableHttpServerConfig {
+    StreamableHttpServerConfig::default()
+        .with_allowed_hosts(
+            LOOPBACK_HOSTS
+                .iter()
+                .map(|host| (*host).to_owned())
+                .chain(options.allowed_hosts.iter().cloned()),
+        )
+        .with_allowed_origins(
+            LOOPBACK_ORIGINS
+                .iter()
+                .map(|origin| (*origin).to_owned())
+                .chain(options.allowed_origins.iter().cloned()),
+        )
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.limits.max_body_bytes)
+        // A 2026-07-28 answer goes out as JSON unless a message comes before it (`reply.rs`).
+        .with_json_response(true)
+        .with_cancellation_token(stop)
 }
 
 /// Ends this gateway's copy of every session a shared store announces ended on another

@@ -103,7 +103,6 @@ pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
 }
 
 /// Why a response body could not be read whole.
-#[cfg(any(feature = "oauth", feature = "sources"))]
 pub(crate) enum Bounded {
     /// It passed its bound.
     TooLarge,
@@ -112,7 +111,6 @@ pub(crate) enum Bounded {
 }
 
 /// A response body of at most `limit` bytes: what a server may make the host hold.
-#[cfg(any(feature = "oauth", feature = "sources"))]
 pub(crate) async fn read_bounded(
     mut response: reqwest::Response,
     limit: usize,
@@ -138,7 +136,6 @@ pub(crate) async fn read_bounded(
 }
 
 /// An error with its causes, scrubbed of every registered secret (reqwest prints the URL).
-#[cfg(any(feature = "oauth", feature = "sources"))]
 pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();

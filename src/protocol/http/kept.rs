@@ -11,7 +11,8 @@
 //! and every stream opened by a `GET` is rmcp's client's own.
 //!
 //! The bounds are rmcp's: a JSON body at most `max_json_response_size`, one event at most
-//! `max_sse_event_size`, a failed answer's text cut at `max_error_response_size`.
+//! `max_sse_event_size`; a failed answer's text is scrubbed and cut as every server's words
+//! are.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -356,9 +357,9 @@ async fn failed(
                 if let Some(error) = status_error {
                     return Err(error.into());
                 }
-                let cut = &body[..body.len().min(limits.max_error_response_size)];
+                // The server's own words: scrubbed of every secret and cut, as any.
                 return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
-                    format!("HTTP {status}: {}", String::from_utf8_lossy(cut)),
+                    format!("HTTP {status}: {}", preview(&body)),
                 )));
             }
             Err(error) => return Err(status_error.map_or(error, StreamableHttpError::from)),
@@ -372,27 +373,21 @@ async fn failed(
     )))
 }
 
-/// The body of `response`, at most `limit` bytes.
+/// The body of `response`, at most `limit` bytes (the host's one bounded read).
 async fn read_bounded(
     response: reqwest::Response,
     limit: usize,
 ) -> Result<Vec<u8>, StreamableHttpError<reqwest::Error>> {
-    if response
-        .content_length()
-        .is_some_and(|length| length > limit as u64)
-    {
-        return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
-    }
-    let mut stream = response.bytes_stream();
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(StreamableHttpError::Client)?;
-        if chunk.len() > limit - body.len() {
-            return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+    super::read_bounded(response, limit)
+        .await
+        .map_err(|fault| match fault {
+            super::Bounded::TooLarge => {
+                StreamableHttpError::ResponseBodyTooLarge { max_size: limit }
+            }
+            super::Bounded::Failed(why) => StreamableHttpError::UnexpectedServerResponse(
+                Cow::Owned(format!("the answer could not be read: {why}")),
+            ),
+        })
 }
 
 /// The message of a JSON answer, the result that answers `id` kept as written.
@@ -411,7 +406,13 @@ fn kept_answer(body: &[u8], id: &RequestId) -> Option<ServerJsonRpcMessage> {
 
 /// `event` with its data's result kept under [`KEPT`] when it answers `id`.
 fn keep_event(mut event: Sse, id: &RequestId) -> Sse {
-    let Some(data) = event.data.as_deref() else {
+    // Only a result is kept: the stream's other events (progress, logs, a server's own
+    // requests) are left for rmcp to read once, unparsed here.
+    let Some(data) = event
+        .data
+        .as_deref()
+        .filter(|data| data.contains("\"result\""))
+    else {
         return event;
     };
     let Ok(mut value) = serde_json::from_str::<Value>(data) else {

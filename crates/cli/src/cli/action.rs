@@ -187,16 +187,17 @@ fn parse_options(
     }
 }
 
-async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
-    // Everything that can be refused before starting the host is refused first.
-    let prepared = match &action {
+/// The definition an `add` adds, read from its source file or its target and options; `None`
+/// for every other action. A refusal is the command's exit.
+fn prepared(action: &Action) -> Result<Option<plurnk_mcp::ServerDefinition>, ExitCode> {
+    Ok(match action {
         Action::Add {
             alias,
             source: Some(file),
             ..
         } => match source_definition(alias, file) {
             Ok(definition) => Some(definition),
-            Err(message) => return fail(message),
+            Err(message) => return Err(fail(message)),
         },
         Action::Add {
             alias,
@@ -204,10 +205,7 @@ async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
             options,
             ..
         } => {
-            let options = match parse_options(options.as_deref()) {
-                Ok(options) => options,
-                Err(code) => return code,
-            };
+            let options = parse_options(options.as_deref())?;
             let definition =
                 plurnk_mcp::ServerDefinition::from_target(alias, target).and_then(|definition| {
                     match &options {
@@ -218,25 +216,27 @@ async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
             match definition {
                 Ok(definition) => Some(definition),
                 Err(errors) => {
-                    return fail(format!(
+                    return Err(fail(format!(
                         "server \"{}\" cannot be added: {errors}",
                         plurnk_mcp::config::shorten(alias)
-                    ));
+                    )));
                 }
             }
         }
         _ => None,
-    };
-    let customize = match &action {
+    })
+}
+
+/// The customization an `enable` asks for (its options and its overlay); the default for every
+/// other action. A refusal is the command's exit.
+fn customization(action: &Action) -> Result<plurnk_mcp::Customize, ExitCode> {
+    Ok(match action {
         Action::Enable {
             alias,
             options,
             overlay,
         } => {
-            let options = match parse_options(options.as_deref()) {
-                Ok(options) => options,
-                Err(code) => return code,
-            };
+            let options = parse_options(options.as_deref())?;
             let overlay = match overlay {
                 None => None,
                 Some(text) => {
@@ -245,14 +245,16 @@ async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
                     ) {
                         Ok(map) => map,
                         Err(error) => {
-                            return fail(format!(
+                            return Err(fail(format!(
                                 "--overlay must be a JSON object of PLURNK_MCP_* variables: {error}"
-                            ));
+                            )));
                         }
                     };
                     match plurnk_mcp::config::Overlay::from_env_map(map) {
                         Ok(overlay) => overlay.server(alias),
-                        Err(errors) => return fail(format!("--overlay is not valid: {errors}")),
+                        Err(errors) => {
+                            return Err(fail(format!("--overlay is not valid: {errors}")));
+                        }
                     }
                 }
             };
@@ -261,6 +263,18 @@ async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
                 .with_options(options)
         }
         _ => plurnk_mcp::Customize::default(),
+    })
+}
+
+async fn action(global: &Global, action: Action, json: bool) -> ExitCode {
+    // Everything that can be refused before starting the host is refused first.
+    let prepared = match prepared(&action) {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
+    };
+    let customize = match customization(&action) {
+        Ok(customize) => customize,
+        Err(code) => return code,
     };
     // An action on one server connects only that one; a listing connects every server, as
     // it shows their states.

@@ -87,7 +87,6 @@ pub(crate) async fn import(
     dry_run: bool,
     bounds: ImportBounds,
 ) -> ExitCode {
-    use futures::StreamExt;
     use plurnk_mcp::config::shorten;
     use plurnk_mcp::import::Format;
     let path = printable(&file.display().to_string());
@@ -114,49 +113,77 @@ pub(crate) async fn import(
         Err(error) => return fail(format!("cannot import {path} as {format}: {error}")),
     };
     let outcomes = if dry_run || plan.servers.is_empty() {
-        // The gate the adds would meet: closed, every one would be refused.
-        let gate_closed = HostConfig::from_env(super::environment())
-            .is_ok_and(|config| !config.allows_runtime_servers());
-        let would = if gate_closed {
-            Imported::WouldBeRefused(
-                "the install gate is closed: the operator must set PLURNK_MCP_ALLOW_ADD=true \
-                 before a workspace can add servers",
-            )
-        } else {
-            Imported::Would
-        };
-        plan.servers.iter().map(|_| would.clone()).collect()
+        would_outcomes(&plan)
     } else {
-        let (host, workspace) = match start(global, Needs::All).await {
-            Ok(started) => started,
+        match add_each(global, &plan, bounds).await {
+            Ok(outcomes) => outcomes,
             Err(code) => return code,
-        };
-        // Each add connects its candidate (within the connect timeout), a few at once, and
-        // its connection is let go once it is checked: a file of hundreds of entries must not
-        // have hundreds of servers running together, during the import or at its end.
-        let adds = plan.servers.iter().map(|server| {
-            let workspace = workspace.clone();
-            async move {
-                if let Err(problem) = workspace.add(server.definition.clone()).await {
-                    return Imported::Refused(problem);
-                }
-                match (workspace.disable(server.alias()).await, server.enabled) {
-                    (Ok(_), true) => Imported::Released,
-                    (Ok(_), false) => Imported::Done,
-                    // Still enabled, and connected until the import ends.
-                    (Err(_), true) => Imported::Done,
-                    (Err(problem), false) => Imported::NotDisabled(problem),
-                }
-            }
-        });
-        let mut outcomes: Vec<Imported> = futures::stream::iter(adds)
-            .buffered(bounds.concurrency.max(1))
-            .collect()
-            .await;
-        finish(&host).await;
-        enable_again(global, &plan, &mut outcomes).await;
-        outcomes
+        }
     };
+    report(global, &path, format, &plan, &outcomes, dry_run)
+}
+
+/// What a dry run (or an empty plan) says of each entry: the gate the adds would meet, and
+/// every one refused while it is closed.
+fn would_outcomes(plan: &plurnk_mcp::import::Plan) -> Vec<Imported> {
+    let gate_closed = HostConfig::from_env(super::environment())
+        .is_ok_and(|config| !config.allows_runtime_servers());
+    let would = if gate_closed {
+        Imported::WouldBeRefused(
+            "the install gate is closed: the operator must set PLURNK_MCP_ALLOW_ADD=true \
+             before a workspace can add servers",
+        )
+    } else {
+        Imported::Would
+    };
+    plan.servers.iter().map(|_| would.clone()).collect()
+}
+
+/// Adds every entry of `plan`: each add connects its candidate (within the connect timeout),
+/// a few at once, and its connection is let go once it is checked, so a file of hundreds of
+/// entries never has hundreds of servers running together, during the import or at its end.
+async fn add_each(
+    global: &Global,
+    plan: &plurnk_mcp::import::Plan,
+    bounds: ImportBounds,
+) -> Result<Vec<Imported>, ExitCode> {
+    use futures::StreamExt;
+    let (host, workspace) = start(global, Needs::All).await?;
+    let adds = plan.servers.iter().map(|server| {
+        let workspace = workspace.clone();
+        async move {
+            if let Err(problem) = workspace.add(server.definition.clone()).await {
+                return Imported::Refused(problem);
+            }
+            match (workspace.disable(server.alias()).await, server.enabled) {
+                (Ok(_), true) => Imported::Released,
+                (Ok(_), false) => Imported::Done,
+                // Still enabled, and connected until the import ends.
+                (Err(_), true) => Imported::Done,
+                (Err(problem), false) => Imported::NotDisabled(problem),
+            }
+        }
+    });
+    let mut outcomes: Vec<Imported> = futures::stream::iter(adds)
+        .buffered(bounds.concurrency.max(1))
+        .collect()
+        .await;
+    finish(&host).await;
+    enable_again(global, plan, &mut outcomes).await;
+    Ok(outcomes)
+}
+
+/// Prints what the import did (or would do) of each entry, the skipped ones, the notes and
+/// the variables to set; exit 1 when any entry was not imported as it is.
+fn report(
+    global: &Global,
+    path: &str,
+    format: plurnk_mcp::import::Format,
+    plan: &plurnk_mcp::import::Plan,
+    outcomes: &[Imported],
+    dry_run: bool,
+) -> ExitCode {
+    use plurnk_mcp::config::shorten;
     let verb = if dry_run {
         "would add"
     } else {
@@ -168,7 +195,7 @@ pub(crate) async fn import(
         global.workspace,
         plan.skipped.len()
     );
-    out!("{}", import_table(&plan, &outcomes));
+    out!("{}", import_table(plan, outcomes));
     for skipped in &plan.skipped {
         outln!(
             "{}",
@@ -187,7 +214,7 @@ pub(crate) async fn import(
             );
         }
     }
-    print_variables(&plan, dry_run);
+    print_variables(plan, dry_run);
     let failed = plan.skipped.len()
         + outcomes
             .iter()

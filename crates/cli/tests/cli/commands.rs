@@ -27,7 +27,10 @@ fn every_configuration_fault_has_its_own_error_naming_the_variable() {
         ),
         (
             "a command line with no _ARGS",
-            vec![("PLURNK_MCP_SPACED", "python3 server.py --port 1")],
+            vec![(
+                "PLURNK_MCP_SPACED",
+                "python3 zq-served.py --token zq-secret",
+            )],
             vec![
                 "PLURNK_MCP_SPACED",
                 "PLURNK_MCP_SPACED_ARGS",
@@ -187,6 +190,11 @@ fn every_configuration_fault_has_its_own_error_naming_the_variable() {
         }
     }
     assert!(!leaks(&stderr), "a value leaked:\n{stderr}");
+    // A command line is never quoted, not a word of it: it can carry a token.
+    assert!(
+        !stderr.contains("zq-"),
+        "a command line was quoted:\n{stderr}"
+    );
     assert!(output.stdout.is_empty());
 }
 
